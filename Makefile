@@ -1,0 +1,31 @@
+# make derive  -- regenerate formulas/ (creates .venv with the package if missing)
+# make test    -- prove every identity, then run the test suite
+# make bench   -- print timings against a bare SymPy import
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: derive test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+derive: $(VENV)/.installed
+	$(PY) -m derive.render
+
+test: $(VENV)/.installed-test
+	$(PY) -m derive.check
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,193 @@
+"""Resident training state: what is held per parameter, by precision and optimizer.
+
+The per-parameter table is a ledger of length-N tensors, one per copy that
+training keeps (compute copy, gradient, fp32 master, optimizer slots). Each
+tensor is tagged with its account (``params``, ``grads``, ``optimizer`` - the
+fp32 master counts as optimizer state, as in ZeRO's K = 12 and Megatron's
+18 = 2 + 4 + 12), its lifetime (``resident`` or ``transient``) and the ZeRO
+stage from which it is partitioned over data-parallel ranks (``zero1``
+optimizer state, ``zero2`` gradients, ``zero3`` parameters; Rajbhandari et
+al. 2020, section 5). Byte totals are sums over this table, never typed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from derive.inputs import choose
+from derive.symbols import N, d
+from derive.tensors import Ledger, Tensor
+
+ACCOUNTS = ("params", "grads", "optimizer")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How parameters and gradients are stored under one precision recipe."""
+
+    compute: str
+    grad: str
+    master: str | None
+    transient_grad: str | None = None
+    optimizer_grad: str | None = None
+    source: str = ""
+
+
+PRECISIONS: dict[str, Precision] = {
+    "fp32": Precision(
+        "fp32", "fp32", None, source="plain fp32 training: the parameters are the master copy"
+    ),
+    "bf16": Precision(
+        "bf16",
+        "bf16",
+        "fp32",
+        source="mixed precision (Micikevicius et al. 2018) with bf16; ZeRO section 3.1",
+    ),
+    "fp16": Precision(
+        "fp16",
+        "fp16",
+        "fp32",
+        source="mixed precision (Micikevicius et al. 2018); plus a loss-scale scalar, not counted",
+    ),
+    "bf16-fp32grad": Precision(
+        "bf16",
+        "fp32",
+        "fp32",
+        transient_grad="bf16",
+        source=(
+            "Megatron default: megatron/training/arguments.py validate_args sets "
+            "accumulate_allreduce_grads_in_fp32; the bf16 param.grad is added into the "
+            "fp32 main_grad by the backward hook in "
+            "megatron/core/distributed/distributed_data_parallel.py and freed"
+        ),
+    ),
+    "fp16-megatron": Precision(
+        "fp16",
+        "fp16",
+        "fp32",
+        optimizer_grad="fp32",
+        source=(
+            "Megatron fp16: fp16 grads in the grad buffer, fp32 main grads copied into "
+            "the optimizer (docs/user-guide/features/dist_optimizer.md)"
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """The slots an optimizer keeps per parameter (name, dtype, elements per parameter)."""
+
+    slots: tuple[tuple[str, str, sp.Expr], ...]
+    source: str
+
+
+#: bitsandbytes' block size for the block-wise quantised 8-bit optimizer states.
+BNB_BLOCK_SIZE = 256
+
+OPTIMIZERS: dict[str, Optimizer] = {
+    "adam": Optimizer(
+        (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1))),
+        "Kingma & Ba 2015; torch.optim.Adam state exp_avg, exp_avg_sq",
+    ),
+    "adamw": Optimizer(
+        (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1))),
+        "Loshchilov & Hutter 2019; torch.optim.AdamW, same state as Adam",
+    ),
+    "sgd-momentum": Optimizer(
+        (("momentum_buffer", "fp32", sp.Integer(1)),),
+        "torch.optim.SGD(momentum>0) state momentum_buffer",
+    ),
+    "sgd": Optimizer((), "torch.optim.SGD(momentum=0): no state"),
+    "adam-8bit": Optimizer(
+        (
+            ("state1 (exp_avg, 8-bit)", "uint8", sp.Integer(1)),
+            ("state2 (exp_avg_sq, 8-bit)", "uint8", sp.Integer(1)),
+            ("absmax1 (fp32 per block)", "fp32", sp.Rational(1, BNB_BLOCK_SIZE)),
+            ("absmax2 (fp32 per block)", "fp32", sp.Rational(1, BNB_BLOCK_SIZE)),
+        ),
+        "Dettmers et al. 2022 (8-bit optimizers); bitsandbytes Adam8bit keeps two uint8 "
+        "states and one fp32 absmax per block of 256 elements each (block-wise quantisation)",
+    ),
+}
+
+
+def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Expr = N) -> Ledger:
+    """The per-parameter table of ``precision`` x ``optimizer`` for ``params`` parameters."""
+    recipe = PRECISIONS[choose("precision", precision, PRECISIONS)]
+    rule = OPTIMIZERS[choose("optimizer", optimizer, OPTIMIZERS)]
+    rows = [
+        Tensor(f"{recipe.compute} parameters", (params,), recipe.compute,
+               frozenset({"params", "resident", "zero3"})),
+        Tensor(f"{recipe.grad} gradients", (params,), recipe.grad,
+               frozenset({"grads", "resident", "zero2"})),
+    ]
+    if recipe.transient_grad:
+        rows.append(Tensor(f"{recipe.transient_grad} gradient of one layer (transient)",
+                           (params,), recipe.transient_grad,
+                           frozenset({"grads", "transient"})))
+    if recipe.master:
+        rows.append(Tensor(f"{recipe.master} master parameters", (params,), recipe.master,
+                           frozenset({"optimizer", "resident", "zero1"})))
+    if recipe.optimizer_grad:
+        rows.append(Tensor(f"{recipe.optimizer_grad} main gradients (optimizer copy)",
+                           (params,), recipe.optimizer_grad,
+                           frozenset({"optimizer", "resident", "zero1"})))
+    for name, dtype, per_param in rule.slots:
+        rows.append(Tensor(f"{optimizer} {name}", (params * per_param,), dtype,
+                           frozenset({"optimizer", "resident", "zero1"})))
+    return Ledger(rows)
+
+
+def partitioned(ledger: Ledger, stage: int, ranks: sp.Expr = d) -> Ledger:
+    """The share one of ``ranks`` data-parallel ranks holds under ZeRO ``stage`` (0-3)."""
+    if stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero stage: must be 0, 1, 2 or 3, got {stage!r}")
+    sharded = {f"zero{k}" for k in range(1, stage + 1)}
+    return ledger.map(lambda t: t.divided(ranks) if t.tags & sharded else t)
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Resident bytes by account: parameters, gradients, optimizer (fp32 master included)."""
+
+    params: sp.Expr
+    grads: sp.Expr
+    optimizer: sp.Expr
+
+    @property
+    def total(self) -> sp.Expr:
+        """All three accounts."""
+        return sp.expand(self.params + self.grads + self.optimizer)
+
+
+def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
+                ranks: sp.Expr = d, params: sp.Expr = N) -> StateBytes:
+    """Resident bytes per rank of each account, summed from :func:`state_ledger`."""
+    held = partitioned(state_ledger(precision, optimizer, params), zero_stage, ranks)
+    resident = held.where("resident")
+    return StateBytes(*(resident.where(account).bytes() for account in ACCOUNTS))
+
+
+def resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
+                   ranks: sp.Expr = d, params: sp.Expr = N) -> sp.Expr:
+    """Resident bytes per rank: parameters + gradients + optimizer state."""
+    return state_bytes(precision, optimizer, zero_stage, ranks, params).total
+
+
+def bytes_per_parameter(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
+                        ranks: sp.Expr = d) -> sp.Expr:
+    """Resident bytes per parameter (per rank when sharded)."""
+    return sp.expand(resident_bytes(precision, optimizer, zero_stage, ranks) / N)
+
+
+#: Megatron's precision names in docs/user-guide/features/dist_optimizer.md -> derive's recipes.
+MEGATRON_RECIPES = {"fp16": "fp16-megatron", "bf16": "bf16-fp32grad", "fp32": "fp32"}
+
+
+def distributed_optimizer_bytes_per_parameter(precision: str, distributed: bool = True,
+                                              ranks: sp.Expr = d) -> sp.Expr:
+    """Megatron bytes/parameter with Adam, plain or with the distributed optimizer (ZeRO-1 over d)."""
+    recipe = MEGATRON_RECIPES[choose("precision", precision, MEGATRON_RECIPES)]
+    return bytes_per_parameter(recipe, "adam", 1 if distributed else 0, ranks)

@@ -1,0 +1,116 @@
+"""Parameter tables, tensor by tensor, for the two layer families derive knows.
+
+Tags on every tensor:
+  ``layer`` (held once per layer; ``count`` is L), ``embedding`` (input token
+  embedding), ``position`` (learned position embedding), ``output`` (the
+  output head), ``norm`` (a norm's scale or shift), ``bias``, and ``gemm`` for
+  every matrix that sits in a GEMM (the weights 6 FLOP/parameter/token apply
+  to: layer matrices and the output head, not the input lookup nor norms).
+Parameters are stored in the compute dtype of the model (bf16); what the
+optimizer holds per parameter is the business of ``derive.accounts.state``.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.inputs import choose
+from derive.symbols import L, V, a, f, g, h, s
+from derive.tensors import Ledger, Tensor
+
+DTYPE = "bf16"
+
+
+def _matrix(name: str, rows: sp.Expr, cols: sp.Expr, *tags: str) -> Tensor:
+    return Tensor(name, (rows, cols), DTYPE, frozenset(("gemm", *tags)))
+
+
+def _vector(name: str, width: sp.Expr, *tags: str) -> Tensor:
+    return Tensor(name, (width,), DTYPE, frozenset(tags))
+
+
+def llama_layer(head_dim: sp.Expr = h / a) -> Ledger:
+    """One Llama layer: RMSNorm, GQA (a query, g kv heads), SwiGLU, no biases (Llama 3 paper, Table 3)."""
+    q_width, kv_width = a * head_dim, g * head_dim
+    return Ledger(
+        [
+            _vector("attention_norm.weight", h, "norm"),
+            _matrix("attention.wq", h, q_width),
+            _matrix("attention.wk", h, kv_width),
+            _matrix("attention.wv", h, kv_width),
+            _matrix("attention.wo", q_width, h),
+            _vector("ffn_norm.weight", h, "norm"),
+            _matrix("feed_forward.w1 (gate)", h, f),
+            _matrix("feed_forward.w3 (up)", h, f),
+            _matrix("feed_forward.w2 (down)", f, h),
+        ]
+    ).map(lambda t: t.tagged("layer"))
+
+
+def llama_edges() -> Ledger:
+    """Untied input embedding and output head, and the final RMSNorm."""
+    return Ledger(
+        [
+            Tensor("tok_embeddings.weight", (V, h), DTYPE, frozenset({"embedding"})),
+            _vector("norm.weight", h, "norm"),
+            _matrix("output.weight", h, V, "output"),
+        ]
+    )
+
+
+def gpt_layer() -> Ledger:
+    """One GPT layer: LayerNorm with bias, fused QKV and projection with biases, fc1/fc2 with biases (GPT-2/3, Megatron)."""
+    return Ledger(
+        [
+            _vector("input_layernorm.weight", h, "norm"),
+            _vector("input_layernorm.bias", h, "norm", "bias"),
+            _matrix("attention.query_key_value.weight", h, 3 * h),
+            _vector("attention.query_key_value.bias", 3 * h, "bias"),
+            _matrix("attention.dense.weight", h, h),
+            _vector("attention.dense.bias", h, "bias"),
+            _vector("post_attention_layernorm.weight", h, "norm"),
+            _vector("post_attention_layernorm.bias", h, "norm", "bias"),
+            _matrix("mlp.dense_h_to_4h.weight", h, f),
+            _vector("mlp.dense_h_to_4h.bias", f, "bias"),
+            _matrix("mlp.dense_4h_to_h.weight", f, h),
+            _vector("mlp.dense_4h_to_h.bias", h, "bias"),
+        ]
+    ).map(lambda t: t.tagged("layer"))
+
+
+def gpt_edges() -> Ledger:
+    """Word embedding tied to the output head (so it is also a GEMM), learned positions, final LayerNorm."""
+    return Ledger(
+        [
+            Tensor(
+                "word_embeddings.weight (tied output head)",
+                (V, h),
+                DTYPE,
+                frozenset({"embedding", "output", "gemm", "tied"}),
+            ),
+            Tensor("position_embeddings.weight", (s, h), DTYPE, frozenset({"position"})),
+            _vector("final_layernorm.weight", h, "norm"),
+            _vector("final_layernorm.bias", h, "norm", "bias"),
+        ]
+    )
+
+
+FAMILIES = {
+    "llama": (llama_layer, llama_edges),
+    "gpt": (gpt_layer, gpt_edges),
+}
+
+
+def model_parameters(family: str) -> Ledger:
+    """Every parameter tensor of a ``family`` model: L layers plus the edges."""
+    layer, edges = FAMILIES[choose("family", family, FAMILIES)]
+    return layer().times(L) + edges()
+
+
+def parameter_count(family: str) -> sp.Expr:
+    """N, summed over the parameter table."""
+    return model_parameters(family).numel()
+
+
+def gemm_parameter_count(family: str) -> sp.Expr:
+    """N_GEMM: the parameters that sit in a GEMM (layer matrices and the output head)."""
+    return model_parameters(family).where("gemm").numel()

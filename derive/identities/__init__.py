@@ -1,0 +1,104 @@
+"""The identity registry: published closed forms against derived sums.
+
+Each identity names a closed form someone published (the *claim*, the only
+place a literal coefficient may appear), its source, the assumptions under
+which it holds (prose, plus substitutions applied to both sides), and a
+function that derives the same quantity from the tensor tables. A proof is
+exact: the difference must reduce to 0 with SymPy's ``expand``/``cancel``.
+
+An identity registered with ``holds=False`` is a *departure*: a form applied
+outside its assumptions (the 34 of a GPT layer on a Llama layer, say); its
+proof succeeds when the difference is provably non-zero, and the difference
+is reported.
+
+Submodules of this package register identities on import (the shape of
+torch.utils.flop_counter's ``register_flop_formula``); :func:`all_identities`
+imports every one, so adding a module is enough to add it to the check.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A claimed closed form, where it comes from, and how derive derives it."""
+
+    name: str
+    topic: str
+    claim: sp.Expr
+    derive: Callable[[], sp.Expr]
+    source: str
+    assumptions: tuple[str, ...] = ()
+    where: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
+    holds: bool = True
+
+    def sides(self) -> tuple[sp.Expr, sp.Expr]:
+        """(claim, derived), both under the identity's substitutions."""
+        claim = sp.sympify(self.claim).subs(self.where)
+        derived = sp.sympify(self.derive()).subs(self.where)
+        return claim, derived
+
+
+@dataclass(frozen=True)
+class Proof:
+    """The outcome of proving one identity."""
+
+    identity: Identity
+    claim: sp.Expr
+    derived: sp.Expr
+    difference: sp.Expr
+
+    @property
+    def zero(self) -> bool:
+        """Whether derived - claim reduced to exactly 0."""
+        return self.difference == 0
+
+    @property
+    def passed(self) -> bool:
+        """An identity passes when the difference is 0, a departure when it is not."""
+        return self.zero == self.identity.holds
+
+
+REGISTRY: dict[str, Identity] = {}
+
+
+def identity(name: str, *, topic: str, claim: sp.Expr, source: str,
+             assumptions: tuple[str, ...] = (), where: Mapping[sp.Symbol, sp.Expr] | None = None,
+             holds: bool = True) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
+    """Register the decorated function as the derived side of identity ``name``."""
+
+    def register(derive: Callable[[], sp.Expr]) -> Callable[[], sp.Expr]:
+        if name in REGISTRY:
+            raise ValueError(f"identity {name!r} is registered twice")
+        REGISTRY[name] = Identity(name, topic, claim, derive, source, assumptions,
+                                  dict(where or {}), holds)
+        return derive
+
+    return register
+
+
+def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
+    """derived - claim, reduced: expanded, then over a common denominator."""
+    diff = sp.expand(derived - claim)
+    if diff != 0 and diff.has(sp.Pow):
+        diff = sp.factor(sp.cancel(sp.together(diff)))
+    return diff
+
+
+def prove(entry: Identity) -> Proof:
+    """Prove one identity exactly."""
+    claim, derived = entry.sides()
+    return Proof(entry, claim, derived, difference(derived, claim))
+
+
+def all_identities() -> list[Identity]:
+    """Every registered identity, after importing every submodule of this package."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return list(REGISTRY.values())

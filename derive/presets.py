@@ -1,0 +1,121 @@
+"""Named model shapes and hardware: the numbers substituted into derive's expressions.
+
+A :class:`Model` is validated when made (positive sizes, heads dividing
+hidden, kv heads dividing heads), so every number on the sheet and in the
+report comes from a shape that exists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from derive.architectures.parameters import FAMILIES, gemm_parameter_count, parameter_count
+from derive.inputs import choose, divides, positive_int
+from derive.symbols import BY_NAME, L, V, a, f, g, h, k, s
+
+
+@dataclass(frozen=True)
+class Model:
+    """A dense decoder-only Transformer shape, in the article's symbols."""
+
+    name: str
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    seq: int
+    source: str = ""
+    head_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        choose("family", self.family, FAMILIES)
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq"):
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        if self.head_dim is None:
+            divides("heads", self.heads, "hidden", self.hidden)
+        else:
+            object.__setattr__(self, "head_dim", positive_int("head_dim", self.head_dim))
+        divides("kv_heads", self.kv_heads, "heads", self.heads)
+
+    @property
+    def values(self) -> dict[sp.Symbol, int]:
+        """Symbol -> number for substitution."""
+        return {
+            L: self.layers, h: self.hidden, a: self.heads, g: self.kv_heads, f: self.ffn,
+            V: self.vocab, s: self.seq, k: self.head_dim or self.hidden // self.heads,
+        }
+
+    def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
+        """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""
+        values: dict[sp.Symbol, object] = dict(self.values)
+        values.update({BY_NAME[name]: value for name, value in extra.items()})
+        return sp.sympify(expr).subs(values)
+
+    @property
+    def parameters(self) -> int:
+        """N."""
+        return int(self.subs(parameter_count(self.family)))
+
+    @property
+    def gemm_parameters(self) -> int:
+        """N_GEMM."""
+        return int(self.subs(gemm_parameter_count(self.family)))
+
+
+LLAMA3 = "Llama 3 paper (Dubey et al. 2024), Table 3; V = 128256 with special tokens"
+
+MODELS: dict[str, Model] = {
+    model.name: model
+    for model in (
+        Model("llama3-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 8192, LLAMA3),
+        Model("llama3-70b", "llama", 80, 8192, 64, 8, 28672, 128256, 8192, LLAMA3),
+        Model("llama3-405b", "llama", 126, 16384, 128, 8, 53248, 128256, 8192, LLAMA3),
+        Model("gpt3-175b", "gpt", 96, 12288, 96, 96, 4 * 12288, 50257, 2048,
+              "Brown et al. 2020 (GPT-3), Table 2.1"),
+        Model("gpt3-1.3b", "gpt", 24, 2048, 16, 16, 4 * 2048, 50257, 2048,
+              "Brown et al. 2020 (GPT-3), Table 2.1 (GPT-3 XL)"),
+    )
+}
+
+#: Short names the article's CLI uses.
+ALIASES: dict[str, str] = {"8b": "llama3-8b", "70b": "llama3-70b", "405b": "llama3-405b",
+                           "175b": "gpt3-175b", "1.3b": "gpt3-1.3b"}
+
+#: The three models of the article's tables.
+LLAMA3_MODELS: tuple[str, ...] = ("llama3-8b", "llama3-70b", "llama3-405b")
+
+
+def model(name: str) -> Model:
+    """A preset by name or alias; ValueError naming the field if unknown."""
+    name = ALIASES.get(name, name)
+    return MODELS[choose("model", name, [*MODELS, *ALIASES])]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator: dense bf16 peak and memory as sold."""
+
+    name: str
+    peak_flops: float
+    memory_bytes: int
+    source: str
+
+
+HARDWARE: dict[str, Hardware] = {
+    hw.name: hw
+    for hw in (
+        Hardware("h100", 989e12, 80 * 10**9,
+                 "NVIDIA H100 SXM5 datasheet: 989 TFLOPS bf16 dense (1979 with sparsity), 80 GB"),
+        Hardware("a100", 312e12, 80 * 10**9,
+                 "NVIDIA A100 SXM4 80GB datasheet: 312 TFLOPS bf16 dense, 80 GB"),
+    )
+}
+
+
+def hardware(name: str) -> Hardware:
+    """A hardware preset by name; ValueError naming the field if unknown."""
+    return HARDWARE[choose("peak", name, HARDWARE)]

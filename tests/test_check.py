@@ -1,0 +1,46 @@
+"""python -m derive.check proves identities and fails on a wrong one."""
+import json
+import subprocess
+import sys
+
+import sympy as sp
+
+from derive import check, identities
+from derive.symbols import N
+
+
+def test_check_passes_and_reports_json():
+    out = subprocess.run([sys.executable, "-m", "derive.check", "--json"],
+                         capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    assert report["failed"] == 0
+    names = {entry["name"] for entry in report["proofs"]}
+    assert "bf16 + Adam = 16N" in names
+    assert all(entry["source"] for entry in report["proofs"])
+
+
+def test_a_wrong_claim_fails_the_check(monkeypatch, capsys):
+    identities.all_identities()
+    registry = dict(identities.REGISTRY)
+    monkeypatch.setattr(identities, "REGISTRY", registry)
+    registry["bf16 + Adam = 20N (wrong)"] = identities.Identity(
+        "bf16 + Adam = 20N (wrong)", "test", 20 * N,
+        registry["bf16 + Adam = 16N"].derive, "nowhere")
+    assert check.main([]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "-4*N" in out
+
+
+def test_a_departure_that_holds_fails_the_check(monkeypatch):
+    identities.all_identities()
+    registry = dict(identities.REGISTRY)
+    monkeypatch.setattr(identities, "REGISTRY", registry)
+    registry["16N departs (wrong)"] = identities.Identity(
+        "16N departs (wrong)", "test", 16 * N, registry["bf16 + Adam = 16N"].derive,
+        "nowhere", holds=False)
+    assert check.main([]) == 1
+
+
+def test_difference_reduces_rational_forms():
+    d = sp.Symbol("d", positive=True)
+    assert identities.difference(6 + 12 / d, (6 * d + 12) / d) == 0
