@@ -1,0 +1,200 @@
+"""GEMM tables per token: every matrix multiply of a layer and of the model edges.
+
+A :class:`Gemm` is ``C[m, n] = A[m, k] B[k, n]`` for ONE token (so ``m`` is 1
+for a weight GEMM: one token's row), held ``count`` times (heads, layers).
+One pass costs 2mnk FLOPs: ``k`` multiply-adds per output element.
+
+Training runs every GEMM three times, and the three passes differ in kind:
+  * a **weight** GEMM ``y = x W`` has a forward, a dgrad ``dx = dy W^T`` (the
+    gradient passed to the layer below) and a wgrad ``dW = x^T dy``;
+  * an **attention-score** GEMM (``S = Q K^T``, ``O = P V``) has no weight: its
+    backward is two data-gradient GEMMs, one per activation operand
+    (``dQ = dS K`` and ``dK = dS^T Q``; ``dP = dO V^T`` and ``dV = P^T dO``),
+    and no wgrad.
+Each pass is built as a GEMM of its own (operands transposed) and costed as
+2mnk, so the 3 of "6 FLOPs per parameter" is a count of passes, not a constant.
+
+Weight GEMMs come from the parameter tables (``derive.architectures.parameters``):
+every ``gemm``-tagged parameter is one weight GEMM, so the sum over weight
+GEMMs is 6 N_GEMM per token by construction of the table, not by typing 6.
+
+Tags: those of the parameter (``layer``, ``output``, ``tied`` ...) plus
+``weight``; score GEMMs carry ``layer`` and ``attention_score``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import sympy as sp
+
+from derive.architectures.parameters import FAMILIES, gpt_layer, llama_layer
+from derive.inputs import choose
+from derive.symbols import L, a, h, s
+from derive.tensors import Ledger, Tensor
+
+#: FLOPs of one multiply-add (the "2" of 2mnk).
+FLOP_PER_MULTIPLY_ADD = 2
+
+#: Attention masks: how many keys a query meets on average, as a share of s.
+#: "causal" is the lower triangle counted as half the square (Megatron's ``/ 2``;
+#: the exact mean is (s + 1)/2, a diagonal the convention drops); "full" is the
+#: whole square; "none" leaves the score GEMMs out (the 6N-style count).
+ATTENTION: dict[str, sp.Expr] = {
+    "causal": sp.Rational(1, 2),
+    "full": sp.Integer(1),
+    "none": sp.Integer(0),
+}
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One GEMM executed in training: C[m, n] = A[m, k] B[k, n], ``count`` times."""
+
+    name: str
+    m: sp.Expr
+    n: sp.Expr
+    k: sp.Expr
+    count: sp.Expr = sp.Integer(1)
+
+    @property
+    def flops(self) -> sp.Expr:
+        """2mnk per copy, times ``count``."""
+        return FLOP_PER_MULTIPLY_ADD * self.m * self.n * self.k * self.count
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One GEMM of the forward pass for one token; ``count`` copies (heads, layers)."""
+
+    name: str
+    m: sp.Expr
+    n: sp.Expr
+    k: sp.Expr
+    tags: frozenset[str] = field(default_factory=frozenset)
+    count: sp.Expr = sp.Integer(1)
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k", "count"):
+            object.__setattr__(self, name, sp.sympify(getattr(self, name)))
+        object.__setattr__(self, "tags", frozenset(self.tags))
+
+    @property
+    def is_weight(self) -> bool:
+        """Whether B is a parameter (then the backward has a wgrad)."""
+        return "weight" in self.tags
+
+    @property
+    def passes(self) -> tuple[Pass, ...]:
+        """Forward and the two backward GEMMs, each with its own (m, n, k)."""
+        m, n, k, c = self.m, self.n, self.k, self.count
+        forward = Pass("forward", m, n, k, c)              # C = A B
+        dgrad_a = Pass("dgrad", m, k, n, c)                # dA = dC B^T
+        if self.is_weight:
+            return forward, dgrad_a, Pass("wgrad", k, n, m, c)          # dB = A^T dC
+        return forward, dgrad_a, Pass("dgrad", k, n, m, c)              # dB = A^T dC, B an activation
+
+    def flops(self, *kinds: str) -> sp.Expr:
+        """FLOPs of the passes named ``kinds`` (all three when none is given)."""
+        return sp.Add(*(p.flops for p in self.passes if not kinds or p.name in kinds))
+
+    @property
+    def forward(self) -> sp.Expr:
+        """FLOPs of the forward GEMM."""
+        return self.flops("forward")
+
+    @property
+    def dgrad(self) -> sp.Expr:
+        """FLOPs of the data-gradient GEMMs (one for a weight GEMM, two for a score GEMM)."""
+        return self.flops("dgrad")
+
+    @property
+    def wgrad(self) -> sp.Expr:
+        """FLOPs of the weight-gradient GEMM (0 for a score GEMM)."""
+        return self.flops("wgrad")
+
+    @property
+    def backward(self) -> sp.Expr:
+        """dgrad + wgrad."""
+        return self.flops("dgrad", "wgrad")
+
+    @property
+    def training(self) -> sp.Expr:
+        """forward + backward."""
+        return self.flops()
+
+    def has(self, tag: str) -> bool:
+        """Whether the GEMM carries ``tag``."""
+        return tag in self.tags
+
+    def tagged(self, *tags: str) -> "Gemm":
+        """The same GEMM with ``tags`` added."""
+        return replace(self, tags=self.tags | set(tags))
+
+    def times(self, factor: sp.Expr) -> "Gemm":
+        """The same GEMM run ``factor`` times more often (layers)."""
+        return replace(self, count=self.count * factor)
+
+
+def weight_gemm(parameter: Tensor) -> Gemm:
+    """The GEMM a ``gemm``-tagged parameter sits in: one token's row times the matrix."""
+    rows, cols = parameter.shape
+    k, n = (cols, rows) if parameter.has("embedding") else (rows, cols)  # a tied [V, h] is used as W^T
+    return Gemm(parameter.name, 1, n, k, parameter.tags | {"weight"}, parameter.count)
+
+
+def weight_gemms(parameters: Ledger) -> Ledger:
+    """One weight GEMM per ``gemm``-tagged parameter of ``parameters``."""
+    return Ledger(weight_gemm(p) for p in parameters.where("gemm"))
+
+
+def attention_score_gemms(attention: str = "causal", heads: sp.Expr = a,
+                          head_dim: sp.Expr | None = None) -> Ledger:
+    """QK^T and PV of one layer for one query token, one of each per query head (GQA shares K/V, not the work)."""
+    keys = s * ATTENTION[choose("attention", attention, ATTENTION)]
+    if keys == 0:
+        return Ledger()
+    width = h / heads if head_dim is None else head_dim
+    tags = frozenset({"layer", "attention_score"})
+    return Ledger([
+        Gemm("attention.scores (Q K^T)", 1, keys, width, tags, heads,
+             "one query row [1, d] times K^T [d, keys] per head"),
+        Gemm("attention.context (P V)", 1, width, keys, tags, heads,
+             "one probability row [1, keys] times V [keys, d] per head"),
+    ])
+
+
+def llama_layer_gemms(attention: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
+    """One Llama layer: q, k, v, o, gate, up, down weight GEMMs (from llama_layer()) and QK^T, PV."""
+    params = llama_layer() if head_dim is None else llama_layer(head_dim)
+    return weight_gemms(params) + attention_score_gemms(attention, a, head_dim)
+
+
+def gpt_layer_gemms(attention: str = "causal") -> Ledger:
+    """One GPT layer: fused QKV, projection, fc1, fc2 (from gpt_layer()) and QK^T, PV."""
+    return weight_gemms(gpt_layer()) + attention_score_gemms(attention)
+
+
+LAYER_GEMMS = {"llama": llama_layer_gemms, "gpt": gpt_layer_gemms}
+
+
+def output_gemms(family: str = "llama") -> Ledger:
+    """The output head (logits): one [h] x [h, V] GEMM per token; GPT's is the tied word embedding."""
+    _, edges = FAMILIES[choose("family", family, FAMILIES)]
+    return weight_gemms(edges())
+
+
+def model_gemms(family: str = "llama", attention: str = "causal",
+                head_dim: sp.Expr | None = None) -> Ledger:
+    """Every GEMM of one token's forward: L layers (weights and scores) plus the output head."""
+    layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
+    if head_dim is None:
+        return layer(attention).times(L) + output_gemms(family)
+    if family != "llama":
+        raise ValueError(f"head_dim: only the llama family has a free head width, not {family!r}")
+    return llama_layer_gemms(attention, head_dim).times(L) + output_gemms(family)
+
+
+def flops(gemms: Ledger, *kinds: str) -> sp.Expr:
+    """FLOPs of the passes named ``kinds`` (forward, dgrad, wgrad; all when none) summed over ``gemms``, expanded."""
+    return sp.expand(sp.Add(*(gemm.flops(*kinds) for gemm in gemms)))
