@@ -112,6 +112,12 @@ HARDWARE: dict[str, Hardware] = {
                  "NVIDIA H100 SXM5 datasheet: 989 TFLOPS bf16 dense (1979 with sparsity), 80 GB"),
         Hardware("a100", 312e12, 80 * 10**9,
                  "NVIDIA A100 SXM4 80GB datasheet: 312 TFLOPS bf16 dense, 80 GB"),
+        Hardware("h200", 989e12, 141 * 10**9,
+                 "NVIDIA H200 SXM datasheet: 1,979 TFLOPS bf16 with sparsity, so 989 dense "
+                 "(the H100's GH100 die), 141 GB HBM3e"),
+        Hardware("b200", 2250e12, 180 * 10**9,
+                 "NVIDIA HGX B200 datasheet (1000 W B200): 4.5 PFLOPS bf16 with sparsity, so 2.25 dense; "
+                 "1,440 GB over 8 GPUs = 180 GB each (192 GB HBM3e on the package)"),
     )
 }
 
