@@ -116,8 +116,9 @@ HARDWARE: dict[str, Hardware] = {
                  "NVIDIA H200 SXM datasheet: 1,979 TFLOPS bf16 with sparsity, so 989 dense "
                  "(the H100's GH100 die), 141 GB HBM3e"),
         Hardware("b200", 2250e12, 180 * 10**9,
-                 "NVIDIA HGX B200 datasheet (1000 W B200): 4.5 PFLOPS bf16 with sparsity, so 2.25 dense; "
-                 "1,440 GB over 8 GPUs = 180 GB each (192 GB HBM3e on the package)"),
+                 "HGX B200 at 1000 W, per GPU: 2.25 PFLOPS bf16 dense, 4.5 with sparsity (NVIDIA "
+                 "Blackwell datasheet figures as tabulated at glennklockwood.com/garden/processors/"
+                 "B200, not read first-hand); 1,440 GB per 8-GPU HGX board = 180 GB each"),
     )
 }
 
