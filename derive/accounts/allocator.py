@@ -26,7 +26,10 @@ from typing import Mapping
 
 import sympy as sp
 
-from derive.tensors import Ledger
+from derive.architectures.parameters import model_parameters
+from derive.presets import model
+from derive.symbols import b, h, s
+from derive.tensors import Ledger, Tensor
 
 MiB = 2**20
 
@@ -147,11 +150,6 @@ def ledger_segments(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> int:
 
 def rounding_comparison() -> list[dict[str, object]]:
     """Worked comparison: where 512-byte rounding matters (tiny tensors) and where it does not (GEMM weights)."""
-    from derive.architectures.parameters import model_parameters
-    from derive.presets import model
-    from derive.symbols import b, h, s
-    from derive.tensors import Tensor
-
     llama = model("llama3-8b")
     weights = model_parameters("llama")
     tensor_count = sum(sp.sympify(t.count).subs(llama.values) for t in weights)

@@ -23,6 +23,7 @@ from fractions import Fraction
 
 import sympy as sp
 
+from derive.accounts.state import resident_bytes
 from derive.inputs import choose
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS
 from derive.units import BYTE_UNITS, format_bytes
@@ -202,8 +203,6 @@ PLANNING_BUDGET_GIB = 70
 def resident_state_gpus(per_gpu_bytes: int, precision: str = "bf16",
                         optimizer: str = "adam") -> dict[str, int]:
     """GPUs that hold the resident state of Llama 3 8B / 70B / 405B at ``per_gpu_bytes`` each."""
-    from derive.accounts.state import resident_bytes
-
     held = resident_bytes(precision, optimizer)
     return {name: gpus_to_hold(MODELS[name].subs(held, N=MODELS[name].parameters), per_gpu_bytes)
             for name in LLAMA3_MODELS}

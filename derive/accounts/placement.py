@@ -193,6 +193,7 @@ def _role(tensor: Tensor) -> str:
 
 
 def _transients(profile: Placement, ranks: sp.Expr) -> Ledger:
+    """The profile's transient tensors on one of ``ranks`` ranks, each with its lifetime."""
     return Ledger(
         Tensor(row.name, (sp.sympify(row.numel).subs(d, ranks),), row.dtype,
                frozenset({"transient", row.account}) | row.tags, note=row.lifetime)
