@@ -124,7 +124,7 @@ def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Ex
                frozenset({"grads", "resident", "zero2"})),
     ]
     if recipe.transient_grad:
-        rows.append(Tensor(f"{recipe.transient_grad} gradient of one layer (transient)",
+        rows.append(Tensor(f"{recipe.transient_grad} gradient (transient: added into the main gradient, then freed)",
                            (params,), recipe.transient_grad,
                            frozenset({"grads", "transient"})))
     if recipe.master:
