@@ -35,7 +35,8 @@ MEGATRON_OVERHEAD = sp.Rational(21, 20)
 ARTICLE_F = {f: 4 * h}
 
 
-def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False) -> Ledger:
+def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
+            sequence_parallel: bool = False) -> Ledger:
     """One TP rank's share: ``tp_shardable`` rows over t, ``replicated`` rows too under SP."""
     def share(tensor):
         if tensor.has("tp_shardable") or (sequence_parallel and tensor.has("replicated")):
@@ -46,7 +47,7 @@ def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1, sequence_parallel: boo
 
 def layer_activations(architecture: str = "gpt", attention: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
-                      recompute: str = "none", norm_statistics: bool = False,
+                      recompute: str = "none", norm_statistics: bool = False, *,
                       softmax_statistics: bool = True) -> Ledger:
     """The rows one layer keeps on one TP rank under a parallel and recompute policy."""
     choose("recompute", recompute, RECOMPUTE)
@@ -64,11 +65,12 @@ def layer_activations(architecture: str = "gpt", attention: str = "materialised"
 
 def layer_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
-                           recompute: str = "none", norm_statistics: bool = False,
+                           recompute: str = "none", norm_statistics: bool = False, *,
                            softmax_statistics: bool = True) -> sp.Expr:
-    """Bytes one layer keeps for backward, per micro-batch and TP rank (Korthikanti et al. 2022, Table 2)."""
+    """Bytes one layer keeps for backward per micro-batch and TP rank (Korthikanti, Table 2)."""
     return layer_activations(architecture, attention, tensor_parallel, sequence_parallel,
-                             recompute, norm_statistics, softmax_statistics).bytes()
+                             recompute, norm_statistics,
+                             softmax_statistics=softmax_statistics).bytes()
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
@@ -79,27 +81,27 @@ def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
 def model_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
-                           softmax_statistics: bool = True, logits: bool = True) -> sp.Expr:
+                           logits: bool = True, *, softmax_statistics: bool = True) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
     layers = L * layer_activation_bytes(architecture, attention, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
-                                        softmax_statistics)
+                                        softmax_statistics=softmax_statistics)
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
 def article_layer_bytes(attention: str = "fused") -> sp.Expr:
-    """The article's per-layer convention: the GPT table at f = 4h, statistics ignored (section 4)."""
+    """The article's per-layer convention: GPT table, f = 4h, statistics ignored (section 4)."""
     return layer_activation_bytes("gpt", attention, softmax_statistics=False).subs(ARTICLE_F)
 
 
 def article_model_bytes(attention: str = "fused", logits: bool = True) -> sp.Expr:
-    """The article's all-layers (+ logits) convention (section 4.3, ledger/memory.py activation_bytes)."""
+    """The article's all layers (+ logits) convention (section 4.3, activation_bytes)."""
     return model_activation_bytes("gpt", attention, softmax_statistics=False,
                                   logits=logits).subs(ARTICLE_F)
 
 
 def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) -> sp.Expr:
-    """Micro-batch chunks the first stage holds: warm-up + 1 (schedules.py get_num_warmup_microbatches)."""
+    """Chunks the first stage holds: warm-up + 1 (schedules.py get_num_warmup_microbatches)."""
     pipeline = sp.sympify(pipeline)
     if virtual is None:
         warmup = pipeline - 1
@@ -117,7 +119,7 @@ def interleaved_factor(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) ->
 
 def embedding_edge(architecture: str = "gpt", tensor_parallel: sp.Expr = 1,
                    sequence_parallel: bool = False, token_ids: bool = True) -> Ledger:
-    """The input embedding's rows on one TP rank (Korthikanti section 4.3; Megatron adds the token ids)."""
+    """The input embedding's rows on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
     choose("architecture", architecture, ARCHITECTURES)
     rows = embedding_saved()
     if architecture != "gpt":
@@ -129,7 +131,7 @@ def embedding_edge(architecture: str = "gpt", tensor_parallel: sp.Expr = 1,
 
 def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                 transient_logits: bool = False, token_ids: bool = False) -> Ledger:
-    """The output layer's rows on one TP rank: norm and head inputs, fp32 logits (Korthikanti section 4.3)."""
+    """The output layer's rows on one TP rank: norm/head inputs, fp32 logits (Korthikanti 4.3)."""
     rows = output_saved()
     if not transient_logits:
         rows = rows.without("transient")
@@ -140,15 +142,16 @@ def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
 
 def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
                                  tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
-                                 recompute: str = "none", norm_statistics: bool = False,
+                                 recompute: str = "none", norm_statistics: bool = False, *,
                                  softmax_statistics: bool = True, pipeline: sp.Expr = p,
                                  virtual: sp.Expr | None = None, edges: bool = True,
                                  token_ids: bool = True) -> sp.Expr:
-    """First pipeline stage: in-flight micro-batches x L/(p v) layers, plus the embedding (and output when p = 1)."""
+    """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1)."""
     chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
     in_flight = in_flight_micro_batches(pipeline, virtual)
     per_layer = layer_activation_bytes(architecture, attention, tensor_parallel, sequence_parallel,
-                                       recompute, norm_statistics, softmax_statistics)
+                                       recompute, norm_statistics,
+                                       softmax_statistics=softmax_statistics)
     total = in_flight * L / (pipeline * chunks) * per_layer
     if edges:
         embedding = embedding_edge(architecture, tensor_parallel, sequence_parallel, token_ids)
@@ -175,18 +178,18 @@ class StepTimeline:
 def step_timeline(architecture: str = "gpt", attention: str = "fused",
                   precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                   tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
-                  recompute: str = "none", norm_statistics: bool = False,
+                  recompute: str = "none", norm_statistics: bool = False, *,
                   softmax_statistics: bool = True, logits: bool = True,
                   accumulated_gradients: bool = False, params: sp.Expr = N) -> StepTimeline:
-    """Activations peak at the end of forward, gradients at the end of backward (the article, section 2.2).
+    """Activations peak at the end of forward, gradients at the end of backward (article 2.2).
 
     With ``accumulated_gradients`` (micro-batch 2 onwards of m > 1) the gradient
     buffer is already full at the end of forward.
     """
     held = state_bytes(precision, optimizer, zero_stage, params=params)
     activations = model_activation_bytes(architecture, attention, tensor_parallel,
-                                         sequence_parallel, recompute, norm_statistics,
-                                         softmax_statistics, logits)
+                                         sequence_parallel, recompute, norm_statistics, logits,
+                                         softmax_statistics=softmax_statistics)
     resident = held.params + held.optimizer
     forward_grads = held.grads if accumulated_gradients else 0
     return StepTimeline(

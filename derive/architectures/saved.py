@@ -52,12 +52,13 @@ def _row(name: str, shape: tuple[sp.Expr, ...], dtype: str, *tags: str, note: st
 
 
 def layer_input(layout: tuple[sp.Expr, ...] = (s, b, h)) -> Tensor:
-    """The layer's input x [s, b, h]: all that full recompute keeps (Korthikanti et al. 2022, section 5)."""
+    """The layer input x [s, b, h]: all full recompute keeps (Korthikanti et al. 2022, section 5)."""
     return _row("layer input", layout, ACTIVATION, "replicated", "layer_input", "norm",
                 note="kept by the first norm (and by the checkpoint under full recompute)")
 
 
-def _layer_norm(prefix: str, input_tensor: Tensor, dtype: str, statistics: tuple[str, ...]) -> list[Tensor]:
+def _layer_norm(prefix: str, input_tensor: Tensor, dtype: str,
+                statistics: tuple[str, ...]) -> list[Tensor]:
     """A norm's input and its per-token statistics rows."""
     tokens = input_tensor.shape[:-1]
     return [input_tensor] + [
@@ -68,7 +69,7 @@ def _layer_norm(prefix: str, input_tensor: Tensor, dtype: str, statistics: tuple
 
 
 def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STATISTICS) -> Ledger:
-    """One GPT layer under Korthikanti et al. 2022, section 4.1: MHA, GELU, LayerNorm, three dropouts."""
+    """One GPT layer, Korthikanti et al. 2022, section 4.1: MHA, GELU, LayerNorm, three dropouts."""
     choose("attention", attention, ATTENTIONS)
     ln2_input = _row("post_attention_layernorm input", (s, b, h), ACTIVATION, "replicated", "norm",
                      note="kept by LayerNorm 2 (the residual sum)")
@@ -88,7 +89,8 @@ def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STA
         score = ("tp_shardable", "score_matrix", "recomputed_selective", "attention")
         rows += [
             _row("softmax output", (b, a, s, s), ACTIVATION, *score, note="kept by softmax"),
-            _row("attention dropout mask", (b, a, s, s), MASK, *score, "dropout", note="kept by dropout"),
+            _row("attention dropout mask", (b, a, s, s), MASK, *score, "dropout",
+                 note="kept by dropout"),
             _row("attention dropout output", (b, a, s, s), ACTIVATION, *score,
                  note="kept by attention over V"),
             _row("output projection input", (s, b, h), ACTIVATION, "tp_shardable", "attention",
@@ -97,7 +99,8 @@ def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STA
     else:
         rows += [
             _row("attention output", (s, b, h), ACTIVATION, "tp_shardable", "attention",
-                 note="kept by the fused kernel; the same storage is the output projection's input"),
+                 note="kept by the fused kernel; the same storage is the output "
+                      "projection's input"),
             _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
                  "attention", note="kept by the fused kernel to recompute the scores in backward"),
         ]
@@ -136,7 +139,8 @@ def _llama_eager() -> list[Tensor]:
         _row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
              note="attention_norm output, kept by wq, wk and wv (one tensor)"),
         _row("q after RoPE", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
-             note="kept by scaled_dot_product_attention; RoPE itself keeps only its cos/sin tables"),
+             note="kept by scaled_dot_product_attention; RoPE itself keeps only its "
+                  "cos/sin tables"),
         _row("k after RoPE", (b, g, s, HEAD), ACTIVATION, "tp_shardable", "attention",
              note="g heads (enable_gqa=True), kept by scaled_dot_product_attention"),
         _row("v", (b, s, KV), ACTIVATION, "tp_shardable", "attention",
@@ -200,7 +204,7 @@ def _llama_fused() -> list[Tensor]:
 
 
 def llama_layer_saved(profile: str) -> Ledger:
-    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as implementation ``profile`` runs it."""
+    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it."""
     choose("profile", profile, LLAMA_PROFILES)
     return Ledger(_llama_eager() if profile == "eager" else _llama_fused())
 
@@ -216,7 +220,7 @@ def layer_saved(architecture: str, attention: str = "materialised",
 
 
 def embedding_saved() -> Ledger:
-    """What the input embedding keeps: token ids (int64) and its dropout mask (Korthikanti section 4.3)."""
+    """The input embedding's token ids and dropout mask (Korthikanti et al. 2022, section 4.3)."""
     return Ledger([
         _row("token ids", (s, b), "int64", "replicated", "token_ids", "embedding",
              note="kept by the embedding lookup (Megatron counts 8sb; the paper does not)"),
@@ -226,7 +230,7 @@ def embedding_saved() -> Ledger:
 
 
 def output_saved() -> Ledger:
-    """What the output layer and loss keep: final norm and head inputs, logits (Korthikanti section 4.3; the article, section 4.3)."""
+    """Final norm and head inputs, logits, targets (Korthikanti section 4.3; the article, 4.3)."""
     return Ledger([
         _row("final norm input", (s, b, h), ACTIVATION, "replicated", "output",
              note="kept by the final norm"),
