@@ -1,0 +1,246 @@
+"""Tensors saved for backward: one layer, one micro-batch, tensor by tensor.
+
+Every activation byte count in derive is a sum over these tables. Tags on
+every row:
+  exactly one of ``tp_shardable`` (split over t tensor-parallel ranks: by
+  heads or by the MLP's columns) or ``replicated`` (whole on every TP rank;
+  sequence parallelism splits it over t instead);
+  ``score_matrix`` for the [b, a, s, s] tensors; ``recomputed_selective`` for
+  what Korthikanti's selective recompute drops; ``norm_statistics`` for a
+  norm's per-token mean/rstd; ``softmax_statistics`` for the fused kernel's
+  logsumexp; ``layer_input`` for the tensor full recompute keeps; ``dropout`` for masks; the block
+  (``norm``, ``attention``, ``mlp``). The op that keeps a tensor is in ``note``.
+
+f is kept a symbol: f = 4h is an assumption applied by substitution, so
+Megatron's sbh(18 + 4f/h) and Korthikanti's sbh(34 + 5as/h) fall out of the
+same GPT table.
+
+Measured against PyTorch 2.13 (CPU, bf16, ``torch.autograd.graph.saved_tensors_hooks``,
+deduplicated by storage, parameters and buffers excluded), the GPT table and
+the ``eager`` Llama profile list exactly the tensors PyTorch keeps, with two
+conventions to know: CPU ``native_layer_norm`` keeps mean/rstd in the input
+dtype (bf16), CUDA in fp32 (``statistics_dtype``); and the 1-byte dropout
+masks are those of ``torch.native_dropout`` (``F.dropout`` on CPU keeps a
+bf16 scaled noise tensor instead).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.inputs import choose
+from derive.symbols import V, a, b, f, g, h, h_kv, s
+from derive.tensors import Ledger, Tensor
+
+#: 16-bit activations (Korthikanti et al. 2022, section 4.1).
+ACTIVATION = "bf16"
+#: dropout masks kept as one byte per element.
+MASK = "bool"
+#: fp32 row statistics (norm rstd on CUDA, flash attention's logsumexp).
+STATISTICS = "fp32"
+
+ATTENTIONS = ("materialised", "fused")
+LLAMA_PROFILES = ("eager", "fused")
+ARCHITECTURES = ("gpt", "llama-eager", "llama-fused")
+
+#: per-head width and the key/value width under GQA.
+HEAD = h / a
+KV = h_kv()
+
+
+def _row(name: str, shape: tuple[sp.Expr, ...], dtype: str, *tags: str, note: str = "") -> Tensor:
+    return Tensor(name, shape, dtype, frozenset(tags), note=note)
+
+
+def layer_input(layout: tuple[sp.Expr, ...] = (s, b, h)) -> Tensor:
+    """The layer input x [s, b, h]: all full recompute keeps (Korthikanti et al. 2022, section 5)."""
+    return _row("layer input", layout, ACTIVATION, "replicated", "layer_input", "norm",
+                note="kept by the first norm (and by the checkpoint under full recompute)")
+
+
+def _layer_norm(prefix: str, input_tensor: Tensor, dtype: str,
+                statistics: tuple[str, ...]) -> list[Tensor]:
+    """A norm's input and its per-token statistics rows."""
+    tokens = input_tensor.shape[:-1]
+    return [input_tensor] + [
+        _row(f"{prefix} {stat}", tokens, dtype, "replicated", "norm_statistics", "norm",
+             note=f"{stat} per token, kept by {prefix}")
+        for stat in statistics
+    ]
+
+
+def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STATISTICS) -> Ledger:
+    """One GPT layer, Korthikanti et al. 2022, section 4.1: MHA, GELU, LayerNorm, three dropouts."""
+    choose("attention", attention, ATTENTIONS)
+    ln2_input = _row("post_attention_layernorm input", (s, b, h), ACTIVATION, "replicated", "norm",
+                     note="kept by LayerNorm 2 (the residual sum)")
+    rows = _layer_norm("input_layernorm", layer_input(), statistics_dtype, ("mean", "rstd"))
+    rows += [
+        _row("QKV projection input", (s, b, h), ACTIVATION, "replicated", "attention",
+             note="LayerNorm 1 output, kept by the fused QKV linear"),
+        _row("Q", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="kept by QK^T" if attention == "materialised" else "kept by the fused kernel"),
+        _row("K", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="kept by QK^T" if attention == "materialised" else "kept by the fused kernel"),
+        _row("V", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="kept by attention over V" if attention == "materialised"
+             else "kept by the fused kernel"),
+    ]
+    if attention == "materialised":
+        score = ("tp_shardable", "score_matrix", "recomputed_selective", "attention")
+        rows += [
+            _row("softmax output", (b, a, s, s), ACTIVATION, *score, note="kept by softmax"),
+            _row("attention dropout mask", (b, a, s, s), MASK, *score, "dropout",
+                 note="kept by dropout"),
+            _row("attention dropout output", (b, a, s, s), ACTIVATION, *score,
+                 note="kept by attention over V"),
+            _row("output projection input", (s, b, h), ACTIVATION, "tp_shardable", "attention",
+                 note="the attention output, kept by the output projection"),
+        ]
+    else:
+        rows += [
+            _row("attention output", (s, b, h), ACTIVATION, "tp_shardable", "attention",
+                 note="kept by the fused kernel; the same storage is the output "
+                      "projection's input"),
+            _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
+                 "attention", note="kept by the fused kernel to recompute the scores in backward"),
+        ]
+    rows.append(_row("attention-output dropout mask", (s, b, h), MASK, "replicated", "dropout",
+                     "attention", note="kept by dropout after the output projection"))
+    rows += _layer_norm("post_attention_layernorm", ln2_input, statistics_dtype, ("mean", "rstd"))
+    rows += [
+        _row("fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp",
+             note="LayerNorm 2 output, kept by fc1"),
+        _row("GELU input", (s, b, f), ACTIVATION, "tp_shardable", "mlp",
+             note="fc1 output, kept by GELU"),
+        _row("fc2 input", (s, b, f), ACTIVATION, "tp_shardable", "mlp",
+             note="GELU output, kept by fc2"),
+        _row("MLP dropout mask", (s, b, h), MASK, "replicated", "dropout", "mlp",
+             note="kept by dropout after fc2"),
+    ]
+    return Ledger(rows)
+
+
+def _eager_rms_norm(prefix: str) -> list[Tensor]:
+    """nn.RMSNorm in eager PyTorch: the composite rms_norm upcasts, so it keeps fp32 copies."""
+    return [
+        _row(f"{prefix} input (fp32 upcast)", (b, s, h), STATISTICS, "replicated", "norm",
+             note=f"x.float(), kept by pow and mul inside {prefix} (nn.RMSNorm)"),
+        _row(f"{prefix} rstd", (b, s), STATISTICS, "replicated", "norm_statistics", "norm",
+             note=f"rsqrt(mean(x^2) + eps) per token, kept by {prefix}"),
+        _row(f"{prefix} normalised (fp32)", (b, s, h), STATISTICS, "replicated", "norm",
+             note=f"x * rstd before the scale, kept by the multiply with {prefix}.weight"),
+    ]
+
+
+def _llama_eager() -> list[Tensor]:
+    """PyTorch eager: nn.RMSNorm, q/k/v linears (GQA), RoPE, SDPA (enable_gqa), SiLU(gate) * up."""
+    rows = _eager_rms_norm("attention_norm")
+    rows += [
+        _row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
+             note="attention_norm output, kept by wq, wk and wv (one tensor)"),
+        _row("q after RoPE", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="kept by scaled_dot_product_attention; RoPE itself keeps only its "
+                  "cos/sin tables"),
+        _row("k after RoPE", (b, g, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="g heads (enable_gqa=True), kept by scaled_dot_product_attention"),
+        _row("v", (b, s, KV), ACTIVATION, "tp_shardable", "attention",
+             note="wv output, kept by scaled_dot_product_attention as a transposed view"),
+        _row("attention output", (b, s, h), ACTIVATION, "tp_shardable", "attention",
+             note="kept by scaled_dot_product_attention (CPU flash kernel); "
+                  "the same storage is wo's input"),
+        _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
+             "attention", note="kept by scaled_dot_product_attention"),
+    ]
+    rows += _eager_rms_norm("ffn_norm")
+    rows += [
+        _row("w1/w3 input", (b, s, h), ACTIVATION, "replicated", "mlp",
+             note="ffn_norm output, kept by w1 and w3 (one tensor)"),
+        _row("gate (w1 output)", (b, s, f), ACTIVATION, "tp_shardable", "mlp", note="kept by SiLU"),
+        _row("SiLU output", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="kept by the multiply with up"),
+        _row("up (w3 output)", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="kept by the multiply with SiLU(gate)"),
+        _row("w2 input", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="SiLU(gate) * up, kept by w2"),
+    ]
+    return rows
+
+
+def _fused_rms_norm(prefix: str, input_tensor: Tensor) -> list[Tensor]:
+    """A fused RMSNorm (Transformer Engine / Apex): keeps its input and an fp32 rstd per token."""
+    return [input_tensor, _row(f"{prefix} rstd", (s, b), STATISTICS, "replicated",
+                               "norm_statistics", "norm", note=f"fp32 rstd, kept by {prefix}")]
+
+
+def _llama_fused() -> list[Tensor]:
+    """Megatron + Transformer Engine: fused RMSNorm, flash attention, fused SwiGLU (bias_swiglu)."""
+    rows = _fused_rms_norm("input_layernorm", layer_input())
+    rows += [
+        _row("linear_qkv input", (s, b, h), ACTIVATION, "replicated", "attention",
+             note="input_layernorm output, kept by linear_qkv"),
+        _row("q", (s, b, a, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="after RoPE, kept by flash attention"),
+        _row("k", (s, b, g, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="after RoPE, g heads, kept by flash attention"),
+        _row("v", (s, b, g, HEAD), ACTIVATION, "tp_shardable", "attention",
+             note="g heads, kept by flash attention"),
+        _row("attention output", (s, b, h), ACTIVATION, "tp_shardable", "attention",
+             note="kept by flash attention; the same tensor is linear_proj's input"),
+        _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
+             "attention", note="kept by flash attention"),
+    ]
+    rows += _fused_rms_norm("pre_mlp_layernorm",
+                            _row("pre_mlp_layernorm input", (s, b, h), ACTIVATION, "replicated",
+                                 "norm", note="the residual sum, kept by the fused RMSNorm"))
+    rows += [
+        _row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp",
+             note="pre_mlp_layernorm output, kept by linear_fc1"),
+        _row("linear_fc1 output (gate and up)", (s, b, 2 * f), ACTIVATION, "tp_shardable", "mlp",
+             note="the only tensor the fused SwiGLU keeps"),
+        _row("linear_fc2 input", (s, b, f), ACTIVATION, "tp_shardable", "mlp",
+             note="SwiGLU output, kept by linear_fc2"),
+    ]
+    return rows
+
+
+def llama_layer_saved(profile: str) -> Ledger:
+    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it."""
+    choose("profile", profile, LLAMA_PROFILES)
+    return Ledger(_llama_eager() if profile == "eager" else _llama_fused())
+
+
+def layer_saved(architecture: str, attention: str = "materialised",
+                statistics_dtype: str = STATISTICS) -> Ledger:
+    """The saved-for-backward table of ``architecture``; the Llama profiles ignore ``attention``."""
+    choose("architecture", architecture, ARCHITECTURES)
+    choose("attention", attention, ATTENTIONS)
+    if architecture == "gpt":
+        return gpt_layer_saved(attention, statistics_dtype)
+    return llama_layer_saved(architecture.removeprefix("llama-"))
+
+
+def embedding_saved() -> Ledger:
+    """The input embedding's token ids and dropout mask (Korthikanti et al. 2022, section 4.3)."""
+    return Ledger([
+        _row("token ids", (s, b), "int64", "replicated", "token_ids", "embedding",
+             note="kept by the embedding lookup (Megatron counts 8sb; the paper does not)"),
+        _row("embedding dropout mask", (s, b, h), MASK, "replicated", "dropout", "embedding",
+             note="kept by dropout after the embedding (GPT; Llama has none)"),
+    ])
+
+
+def output_saved() -> Ledger:
+    """Final norm and head inputs, logits, targets (Korthikanti section 4.3; the article, 4.3)."""
+    return Ledger([
+        _row("final norm input", (s, b, h), ACTIVATION, "replicated", "output",
+             note="kept by the final norm"),
+        _row("output projection input", (s, b, h), ACTIVATION, "replicated", "output",
+             note="final norm output, kept by the output head"),
+        _row("logits", (s, b, V), ACTIVATION, "tp_shardable", "logits", "transient", "output",
+             note="the head's output; alive while the fp32 copy is made (PyTorch eager "
+                  "cross_entropy keeps only the fp32 copy for backward)"),
+        _row("logits (fp32, for the loss)", (s, b, V), STATISTICS, "tp_shardable", "logits",
+             "output", note="fp32 log-softmax kept by cross entropy"),
+        _row("targets", (s, b), "int64", "replicated", "token_ids", "output",
+             note="kept by the loss"),
+    ])
