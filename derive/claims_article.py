@@ -194,6 +194,10 @@ claim("4.3.8b-act-twice-params", "4.3", "8B's activations are twice its bf16 par
       significant(1), pending=ACTIVATIONS)
 claim("4.3.70b-act-b4-730", "4.3", "70B activations at b = 4: 730 GB", 730, "GB", significant(2),
       pending=ACTIVATIONS)
+claim("4.5.full-recompute-2sbh", "4.5", "full recompute keeps only the layer input, 2sbh bytes",
+      2, "x", EXACT, pending=ACTIVATIONS)
+claim("4.5.full-recompute-33-percent", "4.5", "full recompute costs about 33 % more FLOP", 33, "%",
+      decimals(0), pending=FLOPS)
 claim("4.4.megatron-34-at-4h", "4.4", "18 + 4f/h is 34 at f = 4h", 34, "x", EXACT,
       pending=MEGATRON_ACT)
 claim("4.4.megatron-32-llama3-70b", "4.4", "18 + 4f/h is 32 for Llama 3 70B (f = 3.5h)", 32, "x",
