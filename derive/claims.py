@@ -161,7 +161,11 @@ def claim(id: str, section: str, text: str, value: Number, unit: str, precision:
 
 
 def _as_fraction(value: Number) -> Fraction:
-    value = sp.nsimplify(value) if isinstance(value, float) else sp.sympify(value)
+    if isinstance(value, float):
+        return Fraction(repr(value))  # the decimal the article prints, read exactly
+    if isinstance(value, Fraction):
+        return value
+    value = sp.sympify(value)
     if not value.is_Rational:
         raise ValueError(f"value: not a rational number: {value}")
     return Fraction(int(value.p), int(value.q))

@@ -104,3 +104,17 @@ def test_plain_check_does_not_load_the_claims():
     code = "import sys; from derive import check; check.main([]); print('derive.claims' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "False"
+
+
+def test_cli_json_lists_every_claim_with_its_status():
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "derive.check", "--claims", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    report = json.loads(out)
+    assert len(report["claims"]) == report["holds"] + report["does not hold"] + report["pending"]
+    by_id = {entry["id"]: entry for entry in report["claims"]}
+    assert by_id["8.4.70b-grads-fp32"]["status"] == "holds"
+    assert by_id["8.4.70b-grads-fp32"]["precision"] == "2 decimals"
+    assert by_id["5.4.h100-79.6-gib"]["status"] == "does not hold"
+    assert report["errors"] == []
