@@ -22,6 +22,7 @@ derive: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(PY) -m derive.check
+	$(PY) -m derive.check --claims
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed

@@ -1,6 +1,8 @@
 """Element sizes in bytes: the one table every byte count in derive goes through."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 #: dtype name -> bytes per element (IEEE/PyTorch storage sizes).
 DTYPE_BYTES: dict[str, int] = {
     "fp32": 4,
@@ -20,3 +22,15 @@ def dtype_bytes(dtype: str) -> int:
     except KeyError:
         known = ", ".join(sorted(DTYPE_BYTES))
         raise ValueError(f"dtype: unknown dtype {dtype!r} (known: {known})") from None
+
+
+#: Explicit fraction (mantissa) bits of the floating-point dtypes (IEEE 754 binary32/binary16;
+#: bfloat16: 8 exponent and 7 fraction bits, Google Brain / Intel BF16 spec).
+MANTISSA_BITS: dict[str, int] = {"fp32": 23, "fp16": 10, "bf16": 7}
+
+
+def unit_roundoff(dtype: str) -> Fraction:
+    """Largest relative rounding error of round-to-nearest in ``dtype``: 2^-(fraction bits + 1)."""
+    if dtype not in MANTISSA_BITS:
+        raise ValueError(f"dtype: not a floating-point dtype {dtype!r} (known: {', '.join(MANTISSA_BITS)})")
+    return Fraction(1, 2 ** (MANTISSA_BITS[dtype] + 1))

@@ -57,15 +57,16 @@ def llama_edges() -> Ledger:
     )
 
 
-def gpt_layer() -> Ledger:
+def gpt_layer(head_dim: sp.Expr = h / a) -> Ledger:
     """One GPT layer: LayerNorm with bias, fused QKV and projection with biases, fc1/fc2 with biases (GPT-2/3, Megatron)."""
+    q_width = a * head_dim
     return Ledger(
         [
             _vector("input_layernorm.weight", h, "norm"),
             _vector("input_layernorm.bias", h, "norm", "bias"),
-            _matrix("attention.query_key_value.weight", h, 3 * h),
-            _vector("attention.query_key_value.bias", 3 * h, "bias"),
-            _matrix("attention.dense.weight", h, h),
+            _matrix("attention.query_key_value.weight", h, 3 * q_width),
+            _vector("attention.query_key_value.bias", 3 * q_width, "bias"),
+            _matrix("attention.dense.weight", q_width, h),
             _vector("attention.dense.bias", h, "bias"),
             _vector("post_attention_layernorm.weight", h, "norm"),
             _vector("post_attention_layernorm.bias", h, "norm", "bias"),

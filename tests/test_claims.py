@@ -1,0 +1,120 @@
+"""The article's claims: values that hold, ones that do not, pending ones, and the CLI."""
+import re
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from derive import check, claims
+from derive.claims import CLAIMS, Claim, all_claims, decimals, evaluate, significant
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    return {entry.id: evaluate(entry) for entry in all_claims()}
+
+
+def test_at_least_40_claims_with_section_unit_and_precision():
+    entries = all_claims()
+    assert len(entries) >= 40
+    assert all(e.section and e.unit in claims.UNITS and e.precision.describe() for e in entries)
+
+
+@pytest.mark.parametrize("claim_id, printed", [
+    ("1.3.llama3-8b-N", "8.03"),
+    ("1.3.llama3-70b-N", "70.55"),
+    ("1.3.llama3-405b-N", "405.85"),
+    ("3.5.8b-resident", "128.48"),
+    ("open.70b-resident", "1.13"),
+    ("3.5.405b-resident", "6.49"),
+    ("8.4.70b-resident-18", "1.27"),
+    ("8.4.70b-grads-fp32", "282.21"),
+    ("8.4.llama3-70b-optim", "846.64"),
+    ("6.1.70b-n-gemm", "69.5"),
+    ("6.1.70b-n-gemm-gap", "1.5"),
+    ("3.5.70b-at-least-15", "15"),
+    ("3.1.bf16-roundoff-percent", "0.4"),
+])
+def test_claims_that_hold(verdicts, claim_id, printed):
+    assert verdicts[claim_id].status == "holds"
+    assert verdicts[claim_id].printed == printed
+
+
+def test_70b_resident_in_tb_is_the_independent_sum():
+    # 70,553,706,496 parameters x 16 bytes (Llama 3 70B shape, counted by hand).
+    n = 80 * (2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192) + 2 * 128256 * 8192 + 8192
+    assert evaluate(CLAIMS["open.70b-resident"]).derived == Fraction(16 * n, 10**12)
+
+
+def test_self_test_card_counts_do_not_hold_and_say_why(verdicts):
+    assert verdicts["9.q1.llama3-8b-cards-70gib"].status == "holds"
+    seventy = verdicts["9.q1.llama3-70b-cards-70gib"]
+    assert seventy.status == "does not hold"
+    assert seventy.printed == "16"
+    assert "70 GB (10^9 bytes) in place of 70 GiB reproduces it" in seventy.reason
+    assert verdicts["9.q1.llama3-405b-cards-70gib"].printed == "87"
+
+
+def test_pending_claims_are_not_judged(verdicts):
+    pending = verdicts["7.3.mfu-41.3"]
+    assert pending.status == "pending" and pending.derived is None and "issue 4" in pending.reason
+
+
+def test_a_wrong_value_does_not_hold():
+    entry = Claim("test.8b", "test", "8B is 8.04 B", 8.04, "billion parameters", decimals(2),
+                  CLAIMS["1.3.llama3-8b-N"].derive)
+    verdict = evaluate(entry)
+    assert verdict.status == "does not hold" and "prints as 8.03" in verdict.reason
+
+
+def test_significant_figures_round_182_to_180():
+    entry = Claim("test.sig", "test", "", 180, "GB", significant(2), lambda: 182_500_000_000)
+    assert evaluate(entry).status == "holds"
+
+
+def test_bad_unit_names_the_field():
+    with pytest.raises(ValueError, match="^unit: "):
+        Claim("x", "s", "t", 1, "furlongs", decimals(0), lambda: 1)
+
+
+def test_cli_prints_each_claim_and_a_summary():
+    out = subprocess.run([sys.executable, "-m", "derive.check", "--claims"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    summary = re.fullmatch(r"(\d+) claims: (\d+) hold, (\d+) do not hold, (\d+) pending, 0 errors",
+                           out[-1])
+    assert summary and int(summary[1]) == len(out) - 1 >= 40
+    assert int(summary[3]) >= 3
+    assert all(re.match(r"(holds|does not hold|pending) +\S+ +\[", line) for line in out[:-1])
+    line = next(l for l in out if "9.q1.llama3-70b" in l)
+    assert line.startswith("does not hold") and "derived 15.019 cards" in line
+
+
+def test_a_derivation_that_raises_fails_the_cli(monkeypatch, capsys):
+    all_claims()
+    registry = dict(CLAIMS)
+    monkeypatch.setattr(claims, "CLAIMS", registry)
+    registry["test.raises"] = Claim("test.raises", "test", "", 1, "x", decimals(0),
+                                    lambda: 1 / 0)
+    assert check.main(["--claims"]) == 1
+    assert "ERROR test.raises: ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_plain_check_does_not_load_the_claims():
+    code = "import sys; from derive import check; check.main([]); print('derive.claims' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "False"
+
+
+def test_cli_json_lists_every_claim_with_its_status():
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "derive.check", "--claims", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    report = json.loads(out)
+    assert len(report["claims"]) == report["holds"] + report["does not hold"] + report["pending"]
+    by_id = {entry["id"]: entry for entry in report["claims"]}
+    assert by_id["8.4.70b-grads-fp32"]["status"] == "holds"
+    assert by_id["8.4.70b-grads-fp32"]["precision"] == "2 decimals"
+    assert by_id["5.4.h100-79.6-gib"]["status"] == "does not hold"
+    assert report["errors"] == []

@@ -1,0 +1,85 @@
+"""derive.megatron against Megatron-LM's own estimator outputs (../shared/reference), exactly.
+
+Every record of a function that derive.megatron implements is checked with
+Fraction equality; the per-function counts are asserted so that no record is
+silently left out. Adding the next estimator to derive.megatron (and its
+name to IMPLEMENTED) is all it takes to check its records too.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from derive import megatron
+from derive.units import BYTE_UNITS
+
+REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "megatron_core.json"
+
+#: Records per function in the reference file (its README): 1440 in all.
+RECORDS_PER_FUNCTION = {
+    "compute_weight_and_optimizer_memory": 292,
+    "compute_activation_memory": 301,
+    "compute_activation_memory_without_sp": 287,
+    "report_theoretical_memory": 397,
+    "num_floating_point_operations": 163,
+}
+
+#: The estimators derive.megatron reproduces so far.
+IMPLEMENTED = ("compute_weight_and_optimizer_memory",)
+
+RECORDS = json.loads(REFERENCE.read_text())["records"]
+CHECKED = [r for r in RECORDS if r["function"] in IMPLEMENTED]
+REPORTS = [r for r in RECORDS if r["function"] == "report_theoretical_memory"]
+
+
+def test_reference_file_holds_1440_records():
+    assert Counter(r["function"] for r in RECORDS) == RECORDS_PER_FUNCTION
+    assert sum(RECORDS_PER_FUNCTION.values()) == 1440
+
+
+def test_every_record_of_each_implemented_function_is_checked():
+    assert all(callable(getattr(megatron, name)) for name in IMPLEMENTED)
+    for name in RECORDS_PER_FUNCTION:
+        assert hasattr(megatron, name) == (name in IMPLEMENTED), name
+    checked = Counter(r["function"] for r in CHECKED)
+    assert checked == {name: RECORDS_PER_FUNCTION[name] for name in IMPLEMENTED}
+
+
+@pytest.mark.parametrize("record", CHECKED, ids=lambda r: f"{r['function']}-{r['id']}")
+def test_record_exactly(record):
+    estimator = getattr(megatron, record["function"])
+    result = estimator(record["args"], **record["extra_call_args"])
+    assert isinstance(result, (int, Fraction))
+    assert result == Fraction(record["result_exact"])
+
+
+@pytest.mark.parametrize("record", REPORTS, ids=lambda r: f"report-weights-{r['id']}")
+def test_report_weight_component_in_mib(record):
+    result = megatron.compute_weight_and_optimizer_memory(record["args"]) / BYTE_UNITS["MiB"]
+    assert result == Fraction(record["result_components_exact"]["weight_and_optimizer"])
+
+
+def test_report_weight_components_are_all_checked():
+    assert len(REPORTS) == RECORDS_PER_FUNCTION["report_theoretical_memory"]
+
+
+def _args(**changes):
+    args = dict(next(r for r in CHECKED if r["config"]["model"] == "llama3_70b")["args"])
+    args.update(changes)
+    return args
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"num_layers": 0}, "num_layers"),
+    ({"normalization": "BatchNorm"}, "normalization"),
+    ({"num_experts": 8}, "num_experts"),
+    ({"swiglu": "yes"}, "swiglu"),
+    ({"swiglu": False, "group_query_attention": True, "num_query_groups": 8}, "num_query_groups"),
+])
+def test_bad_arguments_name_the_field(changes, field):
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        megatron.compute_weight_and_optimizer_memory(_args(**changes))
