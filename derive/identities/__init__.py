@@ -98,7 +98,9 @@ def prove(entry: Identity) -> Proof:
 
 
 def all_identities() -> list[Identity]:
-    """Every registered identity, after importing every submodule of this package."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    return list(REGISTRY.values())
+    """Every registered identity, module by module in name order, whatever the import order."""
+    modules = [f"{__name__}.{module.name}" for module in pkgutil.iter_modules(__path__)]
+    for name in modules:
+        importlib.import_module(name)
+    rank = {name: index for index, name in enumerate(modules)}
+    return sorted(REGISTRY.values(), key=lambda entry: rank.get(entry.derive.__module__, len(rank)))

@@ -1,0 +1,102 @@
+"""The command-line report, run as a user runs it: a subprocess."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def derive(*args):
+    return subprocess.run([sys.executable, "-m", "derive.report", *args],
+                          capture_output=True, text=True)
+
+
+def test_default_report_has_the_article_sample_output():
+    out = derive()
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    # The article's sample output of cli.py, section 8.4.
+    for line in (
+        "params   16.06 GB  grads   16.06 GB  optim   96.36 GB  resident  128.48 GB",
+        "params  141.11 GB  grads  141.11 GB  optim  846.64 GB  resident    1.13 TB",
+        "params  811.71 GB  grads  811.71 GB  optim    4.87 TB  resident    6.49 TB",
+    ):
+        assert line in text
+    for figure in ("1.14 GB flash", "11.88 GB materialised", "42.81 GB",
+                   "2.28 GB flash", "23.76 GB materialised", "188.84 GB",
+                   "4.56 GB flash", "47.51 GB materialised", "581.29 GB",
+                   "6N = 48 GFLOP, with causal attention = 51 GFLOP", ">= 0.43 s",
+                   "6N = 423 GFLOP, with causal attention = 449 GFLOP", ">= 3.72 s",
+                   "6N = 2435 GFLOP, with causal attention = 2524 GFLOP", ">= 20.91 s",
+                   "N = 8.03 B", "N = 70.55 B", "N = 405.85 B", "16 B/param"):
+        assert figure in text, figure
+
+
+def test_the_mfu_example():
+    out = derive("--model", "70b", "--tokens", "4194304", "--gpus", "1024", "--step-time", "4.5")
+    assert out.returncode == 0, out.stderr
+    assert "4 Mi tokens/step on 1024 GPUs: >= 1.86 s at 100%, 4.65 s at 40% MFU" in out.stdout
+    assert ("observed 4.5 s/step = 932 K tokens/s -> MFU 41.3%  HFU(selective) 42.3%  "
+            "HFU(full) 55.1%") in out.stdout
+
+
+def test_fp32_gradients():
+    out = derive("--model", "70b", "--precision", "bf16-fp32grad")
+    assert "18 B/param" in out.stdout
+    assert "grads  282.21 GB" in out.stdout and "resident    1.27 TB" in out.stdout
+
+
+MODELS = ("llama3-8b", "llama3-70b", "llama3-405b")
+
+
+def test_fit_answers_state_the_budget_unit():
+    # The article's self-test answer, 2 / 17 / 93 H100s "at about 70 GiB each", holds at
+    # 70 GB (10^9 B); at the default 70 GiB (2^30 B) the counts are 2 / 16 / 87.
+    default = json.loads(derive("--json").stdout)
+    assert [default[m]["fit.gpus_for_state"]["value"] for m in MODELS] == [2, 16, 87]
+    assert default["llama3-70b"]["fit.budget"] == {"value": 70 * 2**30, "unit": "B",
+                                                    "expression": "70GiB"}
+    decimal = json.loads(derive("--json", "--budget", "70GB").stdout)
+    assert [decimal[m]["fit.gpus_for_state"]["value"] for m in MODELS] == [2, 17, 93]
+    text = derive("--model", "70b", "--budget", "80GB").stdout
+    assert "fit at 80GB per GPU: resident state needs >= 15 GPUs" in text
+
+
+def test_json_keys_units_and_expressions():
+    report = json.loads(derive("--model", "70b", "--json", "--tokens", "4194304", "--gpus",
+                               "1024", "--step-time", "4.5").stdout)
+    figures = report["llama3-70b"]
+    assert figures["state.resident"]["unit"] == "B"
+    assert figures["state.resident"]["expression"] == "16*N"
+    assert figures["parameters"]["value"] == 70_553_706_496
+    assert round(figures["observed.mfu"]["value"], 3) == 0.413
+    assert {"flops.per_token_causal", "activations.per_layer_fused", "step.lower_bound",
+            "observed.hfu_full", "fit.gpus_for_state_and_activations"} <= set(figures)
+
+
+def test_custom_shape():
+    out = derive("--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8",
+                 "--ffn", "14336", "--vocab", "128256", "--json")
+    assert json.loads(out.stdout)["custom"]["parameters"]["value"] == 8_030_261_248
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--model", "llama9"], "--model"),
+    (["--precision", "fp8"], "--precision"),
+    (["--optimizer", "lion"], "--optimizer"),
+    (["--peak", "tpu"], "--peak"),
+    (["--layers", "0"], "--layers"),
+    (["--hidden", "4096.5"], "--hidden"),
+    (["--model", "8b", "--heads", "3"], "--heads"),
+    (["--model", "8b", "--kv-heads", "5"], "--kv-heads"),
+    (["--budget", "70"], "--budget"),
+    (["--budget", "seventy GiB"], "--budget"),
+    (["--zero", "5"], "--zero"),
+    (["--layers", "2"], "--hidden"),
+])
+def test_bad_input_is_one_line_naming_the_option(args, option):
+    out = derive(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert option in lines[0] and "Traceback" not in out.stderr
