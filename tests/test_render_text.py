@@ -36,3 +36,21 @@ def test_latex_escaping():
 def test_markdown_and_xml_escaping():
     assert escape_markdown("a|b $x$ *c* d_e") == r"a\|b \$x\$ \*c\* d\_e"
     assert escape_xml('<a & "b">') == "&lt;a &amp; &quot;b&quot;&gt;"
+
+
+def test_mermaid_macro_writes_a_flowchart():
+    from derive.render.__main__ import environment
+    from derive.render.sheet import Flowchart, Node
+
+    chart = Flowchart("TB", (Node("ln1", 'LayerNorm 1\nkeeps "input" 2h', "replicated"),
+                             Node("qkv", "Q/K/V <proj>", "sharded")),
+                      (("ln1", "qkv"),), {"replicated": "fill:#f28e2b", "sharded": "fill:#4e79a7"})
+    text = environment().from_string('{% import "md/macros.j2" as md %}{{ md.mermaid(chart) }}') \
+        .render(chart=chart)
+    assert text == ("\n```mermaid\nflowchart TB\n"
+                    '    ln1["LayerNorm 1<br/>keeps #quot;input#quot; 2h"]:::replicated\n'
+                    '    qkv["Q/K/V &lt;proj&gt;"]:::sharded\n'
+                    "    ln1 --> qkv\n"
+                    "    classDef replicated fill:#f28e2b\n    classDef sharded fill:#4e79a7\n```\n")
+    with pytest.raises(ValueError, match="^edge: "):
+        Flowchart("TB", chart.nodes, (("ln1", "nowhere"),), chart.classes)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from derive.render.__main__ import ROOT, render
+from derive.render.escape import LATEX_TEXT, escape_latex
 
 KATEX_DIR = ROOT / "tests" / "katex"
 INSTALL = "run the install step of .ci/run (bash .ci/run installs the renderers, then runs make test)"
@@ -88,3 +89,13 @@ def test_katex_rejects_a_span_that_does_not_parse(tmp_path):
     assert code == 1
     assert [(f["line"], f["tex"]) for f in report["failures"]] == [(1, "\\frac{1}{"), (3, "\\sum_{i\n")]
     assert report["spans"] == 3
+
+
+def test_every_escaped_character_compiles(tmp_path):
+    text = escape_latex("".join(LATEX_TEXT) + " plain ASCII: a-b 1/2 (x) [y] @ ! ? ; : = + * ' \"")
+    (tmp_path / "escaped.tex").write_text(
+        "\\documentclass{article}\\tracinglostchars=3\\begin{document}\n" + text + "\n\\end{document}\n")
+    run = pdflatex(tmp_path, "escaped.tex")
+    assert run.returncode == 0, run.stdout[-2000:]
+    log = (tmp_path / "escaped.log").read_text(errors="replace")
+    assert "Missing character" not in log

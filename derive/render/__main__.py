@@ -12,7 +12,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from derive.render.context import sheet_context
-from derive.render.escape import escape_latex, escape_markdown, escape_xml
+from derive.render.escape import escape_latex, escape_markdown, escape_mermaid, escape_xml
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
@@ -22,11 +22,11 @@ TABLES = "tables.json"
 
 
 def environment(templates: Path = TEMPLATES) -> Environment:
-    """Jinja2 with StrictUndefined and the escaping filters md, tex and xml."""
+    """Jinja2 with StrictUndefined and the escaping filters md, tex, xml and mermaid."""
     env = Environment(loader=FileSystemLoader(templates), undefined=StrictUndefined,
                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                       autoescape=False)
-    env.filters.update(md=escape_markdown, tex=escape_latex, xml=escape_xml)
+    env.filters.update(md=escape_markdown, tex=escape_latex, xml=escape_xml, mermaid=escape_mermaid)
     return env
 
 

@@ -71,6 +71,34 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class Node:
+    """One node of a flowchart: Mermaid id, label (plain text), class (a key of Flowchart.classes)."""
+
+    id: str
+    label: str
+    cls: str
+
+
+@dataclass(frozen=True)
+class Flowchart:
+    """A Mermaid flowchart for sheet.md (``md.mermaid`` in templates/md/macros.j2); ``classes`` maps class -> style."""
+
+    direction: str
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[str, str], ...]
+    classes: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        ids = [node.id for node in self.nodes]
+        for node in self.nodes:
+            if not node.id.isidentifier() or node.cls not in self.classes:
+                raise ValueError(f"node: bad id {node.id!r} or unknown class {node.cls!r}")
+        for source, target in self.edges:
+            if source not in ids or target not in ids:
+                raise ValueError(f"edge: {source!r} -> {target!r} names an unknown node")
+
+
+@dataclass(frozen=True)
 class Section:
     """One section of the sheet; ``key`` selects templates/md/<key>.md.j2 and templates/tex/<key>.tex.j2."""
 

@@ -11,7 +11,10 @@ How a later round adds a section (activations, FLOPs, memory budget):
 A figure file is a :class:`~derive.render.sheet.Figure` in ``Section.figures``
 (filename, template under templates/, context of printed coordinates); the
 renderer writes it into formulas/ beside the sheet. The memory-over-time SVG is
-one (``templates/svg/<name>.svg.j2``). The GPT layer's saved tensors as a Mermaid
-flowchart is not a file: its nodes and classes go in ``Section.extra`` and the
-section's md template writes a fenced ``mermaid`` block.
+one (``templates/svg/<name>.svg.j2``, its coordinates computed in Python like
+:func:`derive.render.figures.stacked_bars`). The GPT layer's saved tensors as a
+Mermaid flowchart is not a file: the section puts a
+:class:`~derive.render.sheet.Flowchart` (nodes with a class each, edges, class
+styles) in ``Section.extra``, and its md template calls ``md.mermaid(chart)``
+from templates/md/macros.j2, which writes the fenced ``mermaid`` block.
 """
