@@ -97,3 +97,16 @@ def test_templates_do_no_arithmetic():
         found = [type(node).__name__ for node in tree.find_all(ARITHMETIC)]
         found += [node.name for node in tree.find_all(nodes.Filter) if node.name in NUMERIC_FILTERS]
         assert not found, f"{path.relative_to(ROOT)} computes in the template: {found}"
+
+
+def test_sheet_tex_draws_the_same_bars(fresh):
+    import re
+
+    rows = {}
+    for line in (fresh / "sheet.tex").read_text().splitlines():
+        if " & \\textcolor{legend" in line:
+            label = line.split(" & ")[0]
+            rows[label] = [float(w) for w in re.findall(r"\\rule\{([0-9.]+)pt\}", line)]
+    assert len(rows) == 5 * 4
+    assert sum(rows["bf16-fp32grad plain"]) / sum(rows["bf16 plain"]) == pytest.approx(18 / 16, rel=1e-3)
+    assert sum(rows["fp16-megatron ZeRO-1"]) / sum(rows["bf16 plain"]) == pytest.approx(6 / 16, rel=1e-3)

@@ -62,12 +62,17 @@ class Table:
 
 @dataclass(frozen=True)
 class Figure:
-    """A file written beside the sheet from ``template`` (under templates/) with ``context``."""
+    """A file written beside the sheet from ``template`` (under templates/) with ``context``.
+
+    ``tex_template``, when set, draws the same figure inside sheet.tex from the
+    same context (it is included with ``chart`` bound to ``context``).
+    """
 
     filename: str
     template: str
     caption: str
     context: Mapping[str, object]
+    tex_template: str = ""
 
 
 @dataclass(frozen=True)

@@ -83,12 +83,12 @@ def composition_figure(optimizer: str = "adam", ranks: int = FIGURE_RANKS) -> Fi
         composition_bars(optimizer, ranks),
         title=f"Resident bytes per parameter per rank, {optimizer}, by precision and sharding",
         subtitle=f"one colour per tensor of the state ledger; sharded tensors drawn at d = {ranks}",
-        axis="bytes per parameter", hatch_legend=f"hatched: partitioned over d (drawn at d = {ranks})",
+        axis="bytes per parameter", sharded_legend=f"partitioned over d (drawn at d = {ranks})",
         tick_step=2,
     )
     return Figure("bytes_per_parameter.svg", "svg/stacked_bars.svg.j2",
                   f"Composition of the resident bytes per parameter ({optimizer}); sharded "
-                  f"tensors at d = {ranks}.", context)
+                  f"tensors at d = {ranks}.", context, tex_template="tex/stacked_bars.tex.j2")
 
 
 def bytes_per_parameter_section() -> Section:

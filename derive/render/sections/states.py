@@ -48,7 +48,7 @@ def states_table() -> Table:
         "states", "The four states (bf16 + Adam)",
         (Column("state", "state", width="0.2\\linewidth"), Column("account", "account"),
          Column("bytes", "bytes", unit="B", width="0.14\\linewidth"),
-         Column("lifetime", "lifetime in one step", width="0.4\\linewidth")),
+         Column("lifetime", "lifetime in one step", width="0.38\\linewidth")),
         tuple(rows),
     )
 
