@@ -9,7 +9,7 @@ from derive.symbols import NOTATION
 def notation_section() -> Section:
     """The notation table, generated from the symbols the maths uses."""
     table = Table(
-        "notation", "Notation",
+        "notation", "Symbols (derive.symbols)",
         (Column("symbol", "symbol"), Column("meaning", "meaning", width="0.62\\linewidth"),
          Column("group", "group")),
         tuple({"symbol": Cell(entry.symbol.name, tex(entry.symbol), math=True),

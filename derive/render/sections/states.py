@@ -4,6 +4,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import ACCOUNTS, PRECISIONS, state_bytes, state_ledger
+from derive.render.sections.bytes_per_parameter import STAGE_NAMES
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 from derive.symbols import N
 from derive.tensors import Tensor
@@ -23,7 +24,8 @@ STATES: dict[str, tuple[str, str]] = {
                     "the end of forward, zero at the end of backward (the gradients' complement)"),
 }
 
-STAGES = {"zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3"}
+#: ledger tag of the ZeRO stage that partitions a tensor -> the sheet's name for that stage.
+STAGES = {f"zero{stage}": name for stage, name in STAGE_NAMES.items() if stage}
 
 
 def _one(tensor: Tensor, options: tuple[str, ...] | dict[str, str], field: str) -> str:
