@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: derive test bench clean
+.PHONY: derive test bench clean renderers
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,10 @@ $(VENV)/.installed-test: $(VENV)/.installed
 derive: $(VENV)/.installed
 	$(PY) -m derive.render
 
-test: $(VENV)/.installed-test
+renderers:
+	bash tests/install_renderers.sh
+
+test: renderers $(VENV)/.installed-test
 	$(PY) -m derive.check
 	$(PY) -m derive.check --claims
 	$(PY) -m pytest -q

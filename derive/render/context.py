@@ -1,66 +1,37 @@
-"""What the sheet shows: every value computed here, from the expressions users import."""
+"""What the sheet shows, section by section in the article's order; every value is computed here."""
 from __future__ import annotations
 
-import sympy as sp
+from typing import Callable
 
-from derive.accounts.state import OPTIMIZERS, PRECISIONS, bytes_per_parameter, state_bytes
-from derive.check import run_proofs, verdict
-from derive.presets import LLAMA3_MODELS, MODELS
-from derive.symbols import LATEX_NAMES, NOTATION
-from derive.units import format_bytes
+from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
+from derive.render.sections.identities import identities_section
+from derive.render.sections.models import models_section
+from derive.render.sections.notation import notation_section
+from derive.render.sections.states import states_section
+from derive.render.sheet import Section, tables_json
+from derive.units import BYTE_UNITS
 
-
-def tex(expr: sp.Expr) -> str:
-    """LaTeX of ``expr`` in the sheet's notation."""
-    return sp.latex(sp.sympify(expr), symbol_names=LATEX_NAMES)
-
-
-def notation() -> list[dict[str, str]]:
-    """The notation table, from derive.symbols."""
-    return [{"symbol": tex(entry.symbol), "meaning": entry.meaning} for entry in NOTATION]
-
-
-def bytes_per_parameter_table() -> list[dict[str, str]]:
-    """Resident bytes per parameter for every precision x optimizer, unsharded."""
-    return [
-        {"precision": precision, "optimizer": optimizer,
-         "per_parameter": tex(bytes_per_parameter(precision, optimizer))}
-        for precision in PRECISIONS for optimizer in OPTIMIZERS
-    ]
+#: The sheet's sections in the article's order. A new section is one line here
+#: (see derive/render/sections/__init__.py for the whole pattern).
+SECTIONS: tuple[Callable[[], Section], ...] = (
+    notation_section,
+    states_section,
+    bytes_per_parameter_section,
+    models_section,
+    identities_section,
+)
 
 
-def models() -> list[dict[str, str]]:
-    """The Llama 3 presets' shapes and resident state at 16 and 18 bytes per parameter."""
-    rows = []
-    for name in LLAMA3_MODELS:
-        model = MODELS[name]
-        count = model.parameters
-        rows.append({
-            "name": name, "L": model.layers, "h": model.hidden, "a": model.heads,
-            "g": model.kv_heads, "f": model.ffn, "V": model.vocab,
-            "N": f"{count:,}", "N_GEMM": f"{model.gemm_parameters:,}",
-            **{f"resident_{precision}": format_bytes(model.subs(
-                state_bytes(precision, "adam").total, N=count))
-               for precision in ("bf16", "bf16-fp32grad")},
-        })
-    return rows
-
-
-def identities() -> list[dict[str, object]]:
-    """Every identity with its proof status, source and assumptions."""
-    return [
-        {"name": proof.identity.name, "topic": proof.identity.topic,
-         "claim": tex(proof.claim), "status": verdict(proof),
-         "source": proof.identity.source, "assumptions": list(proof.identity.assumptions)}
-        for proof in run_proofs()
-    ]
+def sheet_sections() -> list[Section]:
+    """Every section, built."""
+    sections = [build() for build in SECTIONS]
+    keys = [section.key for section in sections]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"section: keys repeat in {keys}")
+    return sections
 
 
 def sheet_context() -> dict[str, object]:
-    """Everything the templates need."""
-    return {
-        "notation": notation(),
-        "bytes_per_parameter": bytes_per_parameter_table(),
-        "models": models(),
-        "identities": identities(),
-    }
+    """Everything the templates and tables.json need."""
+    sections = sheet_sections()
+    return {"sections": sections, "tables": tables_json(sections, BYTE_UNITS)}

@@ -1,0 +1,46 @@
+"""The sheet's LaTeX: SymPy's LatexPrinter subclassed for derive's notation (sympy/printing/latex.py)."""
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.latex import LatexPrinter
+
+from derive.symbols import LATEX_NAMES
+
+
+def degree(term: sp.Expr) -> int:
+    """Total degree of a term: numerator degree minus denominator degree (2N/d has degree 0)."""
+    numerator, denominator = term.as_numer_denom()
+    return sum(_poly_degree(side) * sign for side, sign in ((numerator, 1), (denominator, -1)))
+
+
+def _poly_degree(expr: sp.Expr) -> int:
+    """Total degree, with any non-polynomial factor (ceiling(V/128t), say) as a generator of its own."""
+    return sp.Poly(expr).total_degree() if expr.free_symbols else 0
+
+
+class SheetLatexPrinter(LatexPrinter):
+    """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); sums by falling degree, as papers write them."""
+
+    def _print_Symbol(self, expr: sp.Symbol, style: str = "plain") -> str:
+        name = LATEX_NAMES.get(expr)
+        return name if name is not None else super()._print_Symbol(expr, style)
+
+    def _as_ordered_terms(self, expr: sp.Expr, order: str | None = None) -> list[sp.Expr]:
+        """Highest degree first (12Lh^2 + 13Lh + 2h, 2N + 14N/d, 6 + 12/d), fractions after polynomials."""
+        terms = super()._as_ordered_terms(expr, order=order)
+        if not isinstance(expr, sp.Add):
+            return terms
+        return sorted(terms, key=lambda term: (-degree(term), term.as_numer_denom()[1] != 1))
+
+
+_PRINTER = SheetLatexPrinter()
+
+
+def tex(expr: sp.Expr | int) -> str:
+    """LaTeX of ``expr`` in the sheet's notation."""
+    return _PRINTER.doprint(sp.sympify(expr))
+
+
+def tex_equation(symbol: sp.Expr, value: sp.Expr) -> str:
+    """``symbol = value`` in the sheet's notation (an identity's substitution)."""
+    return f"{tex(symbol)} = {tex(value)}"

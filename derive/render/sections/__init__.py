@@ -1,0 +1,20 @@
+"""The sheet's sections, one module each; :data:`derive.render.context.SECTIONS` puts them in the article's order.
+
+How a later round adds a section (activations, FLOPs, memory budget):
+
+1. a module here with ``def <key>_section() -> Section`` that computes every
+   number (tables of :class:`~derive.render.sheet.Cell`, figures, ``extra``);
+2. one line in ``SECTIONS`` in derive/render/context.py, where the article has it;
+3. ``templates/md/<key>.md.j2`` and ``templates/tex/<key>.tex.j2`` (a section without
+   them is drawn by ``md/section.md.j2`` / ``tex/section.tex.j2``: intro and tables).
+
+A figure file is a :class:`~derive.render.sheet.Figure` in ``Section.figures``
+(filename, template under templates/, context of printed coordinates); the
+renderer writes it into formulas/ beside the sheet. The memory-over-time SVG is
+one (``templates/svg/<name>.svg.j2``, its coordinates computed in Python like
+:func:`derive.render.figures.stacked_bars`). The GPT layer's saved tensors as a
+Mermaid flowchart is not a file: the section puts a
+:class:`~derive.render.sheet.Flowchart` (nodes with a class each, edges, class
+styles) in ``Section.extra``, and its md template calls ``md.mermaid(chart)``
+from templates/md/macros.j2, which writes the fenced ``mermaid`` block.
+"""

@@ -1,0 +1,75 @@
+"""make derive is deterministic across runs and hash seeds, and atomic: a failure leaves formulas/ intact."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from jinja2 import UndefinedError
+
+from derive.render import __main__ as renderer
+from derive.render.__main__ import ROOT, TEMPLATES, render
+
+
+def snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_output_is_identical_across_hash_seeds(tmp_path):
+    outputs = []
+    for seed in ("0", "4242"):
+        out = tmp_path / f"seed{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-m", "derive.render", "--out", str(out)],
+                       cwd=ROOT, env=env, check=True, capture_output=True)
+        outputs.append(snapshot(out))
+    assert outputs[0] == outputs[1]
+    assert sorted(outputs[0]) == ["bytes_per_parameter.svg", "sheet.md", "sheet.tex", "tables.json"]
+
+
+def test_rendering_twice_gives_the_same_bytes(tmp_path):
+    render(tmp_path / "a")
+    render(tmp_path / "b")
+    assert snapshot(tmp_path / "a") == snapshot(tmp_path / "b")
+
+
+def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path):
+    out = tmp_path / "formulas"
+    render(out)
+    before = snapshot(out)
+    broken = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, broken)
+    with (broken / "sheet.tex.j2").open("a") as template:
+        template.write("{{ no_such_value }}\n")
+    with pytest.raises(UndefinedError):
+        render(out, templates=broken)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["formulas", "templates"]
+
+
+def test_a_failing_swap_restores_the_previous_sheet(tmp_path, monkeypatch):
+    out = tmp_path / "formulas"
+    render(out)
+    (out / "sheet.md").write_text("previous sheet\n")
+    before = snapshot(out)
+    real_replace = os.replace
+
+    def replace(source, target):
+        if ".formulas-new-" in str(source):
+            raise OSError("disk full (injected)")
+        real_replace(source, target)
+
+    monkeypatch.setattr(renderer.os, "replace", replace)
+    with pytest.raises(OSError, match="injected"):
+        render(out)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["formulas"]
+
+
+def test_files_no_longer_generated_are_removed(tmp_path):
+    out = tmp_path / "formulas"
+    out.mkdir()
+    (out / "old_figure.svg").write_text("stale")
+    render(out)
+    assert "old_figure.svg" not in snapshot(out)
+    assert oct(out.stat().st_mode & 0o777) == oct(0o755)

@@ -1,0 +1,101 @@
+"""Real renderers: sheet.tex compiles with pdflatex, every math span of sheet.md parses with KaTeX.
+
+Both tools are installed by .ci/run (Debian's texlive-latex-base and
+texlive-latex-recommended; the npm package katex pinned in tests/katex/).
+A missing tool fails these tests; they are never skipped.
+"""
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from derive.render.__main__ import ROOT, render
+from derive.render.escape import LATEX_TEXT, escape_latex
+
+KATEX_DIR = ROOT / "tests" / "katex"
+INSTALL = "run the install step of .ci/run (bash .ci/run installs the renderers, then runs make test)"
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("render") / "formulas"
+    render(out)
+    return out
+
+
+def pdflatex(folder: Path, name: str) -> subprocess.CompletedProcess:
+    """Run pdflatex on folder/name the way CI does; fail with the install hint when it is missing."""
+    if shutil.which("pdflatex") is None:
+        pytest.fail(f"pdflatex not found: {INSTALL}")
+    return subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
+                           "-no-shell-escape", name], cwd=folder, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def katex(markdown: Path) -> tuple[int, dict]:
+    """Run tests/katex/check_math.mjs on ``markdown``; fail with the install hint when node or katex is missing."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail(f"node not found: {INSTALL}")
+    installed = KATEX_DIR / "node_modules" / "katex" / "package.json"
+    if not installed.exists():
+        pytest.fail(f"katex is not installed in tests/katex/node_modules: {INSTALL}")
+    pinned = json.loads((KATEX_DIR / "package.json").read_text())["dependencies"]["katex"]
+    version = json.loads(installed.read_text())["version"]
+    if version != pinned:
+        pytest.fail(f"katex {version} installed, {pinned} pinned: {INSTALL}")
+    run = subprocess.run([node, str(KATEX_DIR / "check_math.mjs"), str(markdown)],
+                         capture_output=True, text=True, timeout=120)
+    return run.returncode, json.loads(run.stdout)
+
+
+def test_sheet_tex_compiles_with_pdflatex(fresh, tmp_path):
+    shutil.copy(fresh / "sheet.tex", tmp_path / "sheet.tex")
+    run = pdflatex(tmp_path, "sheet.tex")
+    log = (tmp_path / "sheet.log").read_text(errors="replace")
+    errors = [line for line in log.splitlines() if line.startswith("!")]
+    assert run.returncode == 0 and not errors, f"pdflatex failed: {errors or run.stdout[-2000:]}"
+    assert (tmp_path / "sheet.pdf").read_bytes().startswith(b"%PDF")
+    assert re.search(r"Output written on sheet\.pdf \(([4-9]|\d\d+) pages", log)
+
+
+def test_pdflatex_rejects_a_broken_document(tmp_path):
+    (tmp_path / "broken.tex").write_text(
+        "\\documentclass{article}\\begin{document}$\\frac{1}$ \\undefinedmacro\\end{document}\n")
+    assert pdflatex(tmp_path, "broken.tex").returncode != 0
+
+
+def python_math_spans(markdown: str) -> list[str]:
+    """An independent count of the math spans: $$...$$ blocks, then $...$ (unescaped dollars)."""
+    display = re.findall(r"(?<!\\)\$\$(.+?)\$\$", markdown, flags=re.S)
+    rest = re.sub(r"(?<!\\)\$\$(.+?)\$\$", "", markdown, flags=re.S)
+    return display + re.findall(r"(?<!\\)\$(.+?)(?<!\\)\$", rest)
+
+
+def test_every_math_span_of_sheet_md_parses_with_katex(fresh):
+    code, report = katex(fresh / "sheet.md")
+    assert code == 0 and report["failures"] == [], report["failures"]
+    spans = python_math_spans((fresh / "sheet.md").read_text())
+    assert report["spans"] == len(spans) > 150
+
+
+def test_katex_rejects_a_span_that_does_not_parse(tmp_path):
+    bad = tmp_path / "bad.md"
+    bad.write_text("fine $x^{2}$, broken $\\frac{1}{$ and an escaped \\$ sign\n\n$$\n\\sum_{i\n$$\n")
+    code, report = katex(bad)
+    assert code == 1
+    assert [(f["line"], f["tex"]) for f in report["failures"]] == [(1, "\\frac{1}{"), (3, "\\sum_{i\n")]
+    assert report["spans"] == 3
+
+
+def test_every_escaped_character_compiles(tmp_path):
+    text = escape_latex("".join(LATEX_TEXT) + " plain ASCII: a-b 1/2 (x) [y] @ ! ? ; : = + * ' \"")
+    (tmp_path / "escaped.tex").write_text(
+        "\\documentclass{article}\\tracinglostchars=3\\begin{document}\n" + text + "\n\\end{document}\n")
+    run = pdflatex(tmp_path, "escaped.tex")
+    assert run.returncode == 0, run.stdout[-2000:]
+    log = (tmp_path / "escaped.log").read_text(errors="replace")
+    assert "Missing character" not in log
