@@ -1,0 +1,105 @@
+"""What derive's ledgers predict at a numeric shape: saved tensors row by row, and FLOPs.
+
+Nothing here imports torch: the predictions are sums over the activation
+ledgers (``derive.architectures.saved``, ``derive.architectures.saved_edges``)
+and the FLOP account (``derive.accounts.flops``) with the shape substituted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import sympy as sp
+
+from derive.accounts.flops import flops_per_token
+from derive.architectures.parameters import gemm_parameter_count, parameter_count
+from derive.architectures.saved import layer_saved
+from derive.architectures.saved_edges import llama_edges_saved
+from derive.inputs import choose, divides, positive_int
+from derive.symbols import BY_NAME, L, N, N_GEMM, V, b, s
+from derive.tensors import Ledger
+
+#: kind -> (architecture of ``layer_saved``, its attention, FLOP family, whole model?)
+KINDS: dict[str, tuple[str, str, str, bool]] = {
+    "gpt-eager": ("gpt", "materialised", "gpt", False),
+    "llama-eager": ("llama-eager", "fused", "llama", False),
+    "llama-model": ("llama-eager", "fused", "llama", True),
+}
+LAYER_FIELDS = ("s", "b", "h", "a", "g", "f")
+MODEL_FIELDS = LAYER_FIELDS + ("L", "V")
+
+#: The attention FLOPs FlopCounterMode sees for each kind (torch/utils/flop_counter.py):
+#: the GPT layer's two materialised bmm over all s x s scores (the counter never halves
+#: causal attention), and nothing for the CPU flash kernel, which has no registered formula.
+COUNTED_ATTENTION = {"gpt": "full", "llama": "none"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One tensor of a ledger at a numeric shape."""
+
+    name: str
+    dtype: str
+    numel: int
+    bytes: int
+
+
+def fields(kind: str) -> tuple[str, ...]:
+    """The shape fields ``kind`` needs."""
+    return MODEL_FIELDS if KINDS[choose("kind", kind, KINDS)][3] else LAYER_FIELDS
+
+
+def checked_shape(kind: str, shape: Mapping[str, int]) -> dict[str, int]:
+    """``shape`` as positive ints with the divisibility a layer needs; ValueError naming the field."""
+    values = {name: positive_int(name, shape.get(name)) for name in fields(kind)}
+    divides("a", values["a"], "h", values["h"])
+    divides("g", values["g"], "a", values["a"])
+    if KINDS[kind][2] == "llama" and (values["h"] // values["a"]) % 2:
+        raise ValueError(f"h: head width h/a = {values['h'] // values['a']} must be even for RoPE")
+    return values
+
+
+def _subs(kind: str, shape: Mapping[str, int]) -> dict[sp.Symbol, int]:
+    return {BY_NAME[name]: value for name, value in checked_shape(kind, shape).items()}
+
+
+def saved_ledger(kind: str) -> Ledger:
+    """The ledger of tensors saved for backward that ``kind`` is compared with."""
+    architecture, attention, _, whole_model = KINDS[choose("kind", kind, KINDS)]
+    layer = layer_saved(architecture, attention=attention)
+    return layer.times(L) + llama_edges_saved() if whole_model else layer
+
+
+def predicted_rows(kind: str, shape: Mapping[str, int]) -> list[Row]:
+    """Every tensor of the ledger at ``shape``, one row per copy."""
+    values = _subs(kind, shape)
+    rows = []
+    for tensor in saved_ledger(kind):
+        copies = sp.Integer(tensor.count.subs(values))
+        one = sp.Integer(sp.Mul(*tensor.shape).subs(values))
+        rows += [Row(tensor.name, tensor.dtype, int(one), int(one) * tensor.element_bytes)] * int(copies)
+    return rows
+
+
+def predicted_saved_bytes(kind: str, shape: Mapping[str, int]) -> int:
+    """Bytes the ledger says autograd keeps for ``kind`` at ``shape`` (the ledger's sum, substituted)."""
+    return int(saved_ledger(kind).bytes().subs(_subs(kind, shape)))
+
+
+def _per_token(family: str, attention: str) -> sp.Expr:
+    """FLOPs per token with N and N_GEMM written out as parameter-table sums."""
+    expr = sp.sympify(flops_per_token(family=family, attention=attention))
+    return expr.subs({N: parameter_count(family), N_GEMM: gemm_parameter_count(family)})
+
+
+def predicted_flops(kind: str, shape: Mapping[str, int], attention: str | None = None) -> int:
+    """Forward + backward FLOPs of ``kind`` at ``shape`` from derive's FLOP account.
+
+    ``attention`` defaults to what FlopCounterMode can see (COUNTED_ATTENTION); a
+    layer is the L-derivative of the per-token account, times s*b tokens.
+    """
+    _, _, family, whole_model = KINDS[choose("kind", kind, KINDS)]
+    per_token = _per_token(family, attention or COUNTED_ATTENTION[family])
+    if not whole_model:
+        per_token = sp.diff(sp.expand(per_token), L)
+    return int((per_token * s * b).subs(_subs(kind, shape)))
