@@ -56,7 +56,7 @@ def compare(kind: str, shape: dict[str, int]) -> dict[str, object]:
     flops, by_op = measured_flops(kind, shape)
     expected_flops = predicted_flops(kind, shape)
     uncounted = 0
-    if KINDS[kind][2] == "llama":
+    if KINDS[kind][1] == "llama":
         uncounted = predicted_flops(kind, shape, "causal") - expected_flops
     result = {
         "kind": kind,

@@ -11,11 +11,14 @@ total over the forward and the backward.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-import torch
-from torch.utils.flop_counter import FlopCounterMode
+# The validate extra pins torch alone; torch warns at import when NumPy is absent, and needs none here.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from derive.validate.layers import DTYPE, GPTLayer, LlamaLayer, LlamaModel
 from derive.validate.predicted import checked_shape

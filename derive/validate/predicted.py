@@ -7,23 +7,23 @@ and the FLOP account (``derive.accounts.flops``) with the shape substituted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
 from derive.architectures.parameters import gemm_parameter_count, parameter_count
-from derive.architectures.saved import layer_saved
+from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.architectures.saved_edges import llama_edges_saved
 from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, L, N, N_GEMM, V, b, s
 from derive.tensors import Ledger
 
-#: kind -> (architecture of ``layer_saved``, its attention, FLOP family, whole model?)
-KINDS: dict[str, tuple[str, str, str, bool]] = {
-    "gpt-eager": ("gpt", "materialised", "gpt", False),
-    "llama-eager": ("llama-eager", "fused", "llama", False),
-    "llama-model": ("llama-eager", "fused", "llama", True),
+#: kind -> (the layer's saved-tensor ledger, FLOP family, whole model?)
+KINDS: dict[str, tuple[Callable[[], Ledger], str, bool]] = {
+    "gpt-eager": (lambda: gpt_layer_saved(attention="materialised"), "gpt", False),
+    "llama-eager": (lambda: llama_layer_saved(profile="eager"), "llama", False),
+    "llama-model": (lambda: llama_layer_saved(profile="eager"), "llama", True),
 }
 LAYER_FIELDS = ("s", "b", "h", "a", "g", "f")
 MODEL_FIELDS = LAYER_FIELDS + ("L", "V")
@@ -46,7 +46,7 @@ class Row:
 
 def fields(kind: str) -> tuple[str, ...]:
     """The shape fields ``kind`` needs."""
-    return MODEL_FIELDS if KINDS[choose("kind", kind, KINDS)][3] else LAYER_FIELDS
+    return MODEL_FIELDS if KINDS[choose("kind", kind, KINDS)][2] else LAYER_FIELDS
 
 
 def checked_shape(kind: str, shape: Mapping[str, int]) -> dict[str, int]:
@@ -54,7 +54,7 @@ def checked_shape(kind: str, shape: Mapping[str, int]) -> dict[str, int]:
     values = {name: positive_int(name, shape.get(name)) for name in fields(kind)}
     divides("a", values["a"], "h", values["h"])
     divides("g", values["g"], "a", values["a"])
-    if KINDS[kind][2] == "llama" and (values["h"] // values["a"]) % 2:
+    if KINDS[kind][1] == "llama" and (values["h"] // values["a"]) % 2:
         raise ValueError(f"h: head width h/a = {values['h'] // values['a']} must be even for RoPE")
     return values
 
@@ -65,8 +65,8 @@ def _subs(kind: str, shape: Mapping[str, int]) -> dict[sp.Symbol, int]:
 
 def saved_ledger(kind: str) -> Ledger:
     """The ledger of tensors saved for backward that ``kind`` is compared with."""
-    architecture, attention, _, whole_model = KINDS[choose("kind", kind, KINDS)]
-    layer = layer_saved(architecture, attention=attention)
+    layer_ledger, _, whole_model = KINDS[choose("kind", kind, KINDS)]
+    layer = layer_ledger()
     return layer.times(L) + llama_edges_saved() if whole_model else layer
 
 
@@ -98,7 +98,7 @@ def predicted_flops(kind: str, shape: Mapping[str, int], attention: str | None =
     ``attention`` defaults to what FlopCounterMode can see (COUNTED_ATTENTION); a
     layer is the L-derivative of the per-token account, times s*b tokens.
     """
-    _, _, family, whole_model = KINDS[choose("kind", kind, KINDS)]
+    _, family, whole_model = KINDS[choose("kind", kind, KINDS)]
     per_token = _per_token(family, attention or COUNTED_ATTENTION[family])
     if not whole_model:
         per_token = sp.diff(sp.expand(per_token), L)
