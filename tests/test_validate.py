@@ -49,7 +49,11 @@ def test_flop_counter_sees_full_scores_and_no_cpu_flash_attention():
     assert measured_flops("gpt-eager", GPT) == gemms + scores == 1228800
     g, f = 2, 48
     llama_gemms = 6 * s * b * (2 * h * h + 2 * h * g * h // a + 3 * h * f)
-    assert measured_flops("llama-eager", LLAMA) == llama_gemms == 737280
+    assert measured_flops("llama-eager", LLAMA) == llama_gemms == 737280  # flash counted as 0
+    from derive.validate.measure import measured_flops as count
+    math_total, by_op = count("llama-eager", LLAMA, math_attention=True)
+    assert by_op["aten.bmm"] == 3 * 2 * 2 * b * a * s * s * (h // a) == 49152
+    assert math_total == llama_gemms + 49152
 
 
 def test_bad_shape_names_the_field():
@@ -77,6 +81,8 @@ def test_cli_json_reports_every_kind_and_the_counter_caveat():
     assert report["failed"] == 0 and report["passed"] == len(cli.GRID["llama-model"])
     assert any("flash" in note for note in report["notes"])
     first = report["results"][0]
+    assert len(first["pairs"]) == first["predicted_tensors"] == len(first["measured_tensors"])
+    assert first["pairs"][0]["ledger"] and first["pairs"][0]["saved_by"] == ["EmbeddingBackward0.indices"]
     kept = {(row["dtype"], tuple(row["shape"])) for row in first["measured_tensors"]}
     assert ("int64", (2, 8)) in kept                     # embedding ids
     assert ("bf16", (16, 50)) in kept                    # log-probabilities, b*s x V
@@ -88,3 +94,17 @@ def test_torch_stays_out_of_the_check():
     code = "import sys, derive.check, derive.identities as i; i.all_identities(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_pairing_reports_what_either_side_lacks():
+    from derive.validate.measure import saved_tensors
+    from derive.validate.predicted import Row, predicted_rows
+
+    predicted = predicted_rows("gpt-eager", GPT)
+    fp32_stats = [Row(r.name, r.shape, "fp32", r.numel, 4 * r.numel) if r.numel == 16 else r
+                  for r in predicted]                                   # a CUDA-style ledger
+    pairs, missing, extra = cli.pair(fp32_stats, saved_tensors("gpt-eager", GPT))
+    assert len(pairs) == 15 and len(missing) == 4 and len(extra) == 4
+    assert {row.dtype for row in missing} == {"fp32"} and {row.dtype for row in extra} == {"bf16"}
+    assert {name for row in extra for name in row.saved_by} == {
+        "NativeLayerNormBackward0.result1", "NativeLayerNormBackward0.result2"}

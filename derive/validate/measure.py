@@ -11,6 +11,7 @@ total over the forward and the backward.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -18,6 +19,7 @@ from typing import Callable, Mapping
 # The validate extra pins torch alone; torch warns at import when NumPy is absent, and needs none here.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 import torch  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from derive.validate.layers import DTYPE, GPTLayer, LlamaLayer, LlamaModel
@@ -134,10 +136,16 @@ def measured_saved_bytes(kind: str, shape: Mapping[str, int]) -> int:
     return sum(row.bytes for row in saved_tensors(kind, shape))
 
 
-def measured_flops(kind: str, shape: Mapping[str, int]) -> tuple[int, dict[str, int]]:
-    """FlopCounterMode's forward + backward total, and its count per aten op."""
+def measured_flops(kind: str, shape: Mapping[str, int],
+                   math_attention: bool = False) -> tuple[int, dict[str, int]]:
+    """FlopCounterMode's forward + backward total, and its count per aten op.
+
+    ``math_attention`` forces scaled_dot_product_attention onto its math backend
+    (explicit bmm the counter can see) instead of the CPU flash kernel.
+    """
     _, forward = build(kind, shape)
-    with FlopCounterMode(display=False) as counter:
+    backend = sdpa_kernel(SDPBackend.MATH) if math_attention else contextlib.nullcontext()
+    with backend, FlopCounterMode(display=False) as counter:
         out = forward()
         out.backward(torch.ones_like(out))
     per_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}

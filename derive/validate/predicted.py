@@ -39,6 +39,7 @@ class Row:
     """One tensor of a ledger at a numeric shape."""
 
     name: str
+    shape: tuple[int, ...]
     dtype: str
     numel: int
     bytes: int
@@ -67,17 +68,31 @@ def saved_ledger(kind: str) -> Ledger:
     """The ledger of tensors saved for backward that ``kind`` is compared with."""
     layer_ledger, _, whole_model = KINDS[choose("kind", kind, KINDS)]
     layer = layer_ledger()
-    return layer.times(L) + llama_edges_saved() if whole_model else layer
+    if not whole_model:
+        return layer
+    edges = llama_edges_saved()
+    return edges.where("embedding") + layer.times(L) + edges.without("embedding")
 
 
 def predicted_rows(kind: str, shape: Mapping[str, int]) -> list[Row]:
-    """Every tensor of the ledger at ``shape``, one row per copy."""
+    """Every tensor of the ledger at ``shape``, one row per copy, in forward order.
+
+    Consecutive tensors held the same number of times (a layer's, L times) are
+    repeated as a block, so the rows run layer by layer as the forward does.
+    """
     values = _subs(kind, shape)
-    rows = []
-    for tensor in saved_ledger(kind):
-        copies = sp.Integer(tensor.count.subs(values))
-        one = sp.Integer(sp.Mul(*tensor.shape).subs(values))
-        rows += [Row(tensor.name, tensor.dtype, int(one), int(one) * tensor.element_bytes)] * int(copies)
+    rows: list[Row] = []
+    block: list[Row] = []
+    block_copies = None
+    for tensor in [*saved_ledger(kind), None]:
+        copies = None if tensor is None else int(sp.Integer(tensor.count.subs(values)))
+        if copies != block_copies:
+            rows += block * (block_copies or 0)
+            block, block_copies = [], copies
+        if tensor is not None:
+            numeric = tuple(int(sp.Integer(n.subs(values))) for n in tensor.shape)
+            one = int(sp.Mul(*numeric))
+            block.append(Row(tensor.name, numeric, tensor.dtype, one, one * tensor.element_bytes))
     return rows
 
 
