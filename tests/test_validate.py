@@ -61,6 +61,8 @@ def test_bad_shape_names_the_field():
         predicted_saved_bytes("gpt-eager", dict(GPT, a=5))
     with pytest.raises(ValueError, match="^s: "):
         predicted_saved_bytes("llama-eager", dict(LLAMA, s=0))
+    with pytest.raises(ValueError, match="^g: "):
+        predicted_saved_bytes("gpt-eager", dict(GPT, g=2))
     with pytest.raises(ValueError, match="^kind: "):
         predicted_saved_bytes("bert", GPT)
     with pytest.raises(ValueError, match="^L: "):

@@ -16,7 +16,7 @@ from derive.architectures.parameters import gemm_parameter_count, parameter_coun
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.architectures.saved_edges import llama_edges_saved
 from derive.inputs import choose, divides, positive_int
-from derive.symbols import BY_NAME, L, N, N_GEMM, V, b, s
+from derive.symbols import BY_NAME, L, N, N_GEMM, b, s
 from derive.tensors import Ledger
 
 #: kind -> (the layer's saved-tensor ledger, FLOP family, whole model?)
@@ -55,6 +55,8 @@ def checked_shape(kind: str, shape: Mapping[str, int]) -> dict[str, int]:
     values = {name: positive_int(name, shape.get(name)) for name in fields(kind)}
     divides("a", values["a"], "h", values["h"])
     divides("g", values["g"], "a", values["a"])
+    if KINDS[kind][1] == "gpt" and values["g"] != values["a"]:
+        raise ValueError(f"g: the GPT layer is multi-head attention, g must equal a = {values['a']}")
     if KINDS[kind][1] == "llama" and (values["h"] // values["a"]) % 2:
         raise ValueError(f"h: head width h/a = {values['h'] // values['a']} must be even for RoPE")
     return values
