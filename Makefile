@@ -1,5 +1,5 @@
 # make derive  -- regenerate formulas/ (creates .venv with the package if missing)
-# make test    -- prove every identity, then run the test suite
+# make test    -- prove every identity, run the test suite, validate the ledgers against PyTorch
 # make bench   -- print timings against a bare SymPy import
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,validate]'
 	touch $@
 
 derive: $(VENV)/.installed
@@ -27,6 +27,7 @@ test: renderers $(VENV)/.installed-test
 	$(PY) -m derive.check
 	$(PY) -m derive.check --claims
 	$(PY) -m pytest -q
+	$(PY) -m derive.validate
 
 bench: $(VENV)/.installed
 	$(PY) bench/run.py

@@ -1,0 +1,160 @@
+"""``python -m derive.validate``: ledger against autograd, shape by shape; exit 1 on any mismatch."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from difflib import SequenceMatcher
+from typing import Sequence
+
+from derive.validate.measure import Saved, measured_flops, saved_tensors
+from derive.validate.predicted import (KINDS, Row, checked_shape, fields, predicted_flops,
+                                       predicted_rows, predicted_saved_bytes)
+
+#: Small shapes every kind is measured at (f = 4h for GPT, Korthikanti et al. 2022 section 4.1);
+#: MHA, GQA and MQA, odd head counts and a sequence that is not a multiple of the kernel's block.
+GRID: dict[str, tuple[dict[str, int], ...]] = {
+    "gpt-eager": (
+        dict(s=8, b=2, h=32, a=4, g=4, f=128),
+        dict(s=16, b=1, h=64, a=8, g=8, f=256),
+        dict(s=33, b=3, h=48, a=3, g=3, f=192),
+    ),
+    "llama-eager": (
+        dict(s=8, b=2, h=32, a=4, g=2, f=48),
+        dict(s=16, b=1, h=64, a=8, g=8, f=96),
+        dict(s=33, b=3, h=96, a=6, g=2, f=160),
+        dict(s=12, b=2, h=48, a=3, g=1, f=56),
+    ),
+    "llama-model": (
+        dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
+        dict(s=17, b=1, h=64, a=8, g=4, f=96, L=3, V=101),
+    ),
+}
+
+NOTES = (
+    "FLOPs are FlopCounterMode's (torch/utils/flop_counter.py): matmuls only, forward + backward.",
+    "gpt-eager: the counter sees the two materialised bmm over all s*s scores; it does not halve"
+    " causal attention, so the ledger is compared with attention='full'.",
+    "llama-*: the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu) has no formula"
+    " in the counter, which counts it as 0; the ledger is compared with attention='none' and the"
+    " causal attention FLOPs derive predicts are shown as 'uncounted', not compared.",
+    "llama-*: 'math' reruns the count with sdpa_kernel(SDPBackend.MATH), whose bmm the counter"
+    " sees over all s*s scores (causal masking is not halved): compared with attention='full'.",
+)
+
+
+def pair(predicted: list[Row], measured: list[Saved]) -> tuple[list[dict], list[Row], list[Saved]]:
+    """Match ledger rows with saved allocations tensor by tensor (same dtype, same element count).
+
+    Both lists run in forward order: the longest runs in step are matched first
+    (difflib), the rest by size alone, so names land on the tensors they describe.
+    Returns the pairs, the ledger rows autograd does not keep, and the allocations
+    the ledger does not list.
+    """
+    want = [(row.dtype, row.numel) for row in predicted]
+    have = [(saved.dtype, saved.numel) for saved in measured]
+    matched: dict[int, int] = {}
+    for block in SequenceMatcher(None, want, have, autojunk=False).get_matching_blocks():
+        matched.update({block.b + k: block.a + k for k in range(block.size)})
+    free = [i for i in range(len(predicted)) if i not in set(matched.values())]
+    for j in range(len(measured)):
+        if j not in matched:
+            i = next((i for i in free if want[i] == have[j]), None)
+            if i is not None:
+                matched[j] = i
+                free.remove(i)
+    pairs = [{"ledger": predicted[matched[j]].name, "saved_by": list(saved.saved_by),
+              "shape": list(saved.shape), "dtype": saved.dtype, "bytes": saved.bytes}
+             for j, saved in enumerate(measured) if j in matched]
+    extra = [saved for j, saved in enumerate(measured) if j not in matched]
+    return pairs, [predicted[i] for i in free], extra
+
+
+def compare(kind: str, shape: dict[str, int]) -> dict[str, object]:
+    """Ledger against autograd and the flop counter for one kind at one shape."""
+    predicted: list[Row] = predicted_rows(kind, shape)
+    measured: list[Saved] = saved_tensors(kind, shape)
+    pairs, missing, extra = pair(predicted, measured)
+    flops, by_op = measured_flops(kind, shape)
+    expected_flops = predicted_flops(kind, shape)
+    uncounted, math = 0, None
+    if KINDS[kind][1] == "llama":
+        uncounted = predicted_flops(kind, shape, "causal") - expected_flops
+        math = {"predicted_flops": predicted_flops(kind, shape, "full"),
+                "measured_flops": measured_flops(kind, shape, math_attention=True)[0]}
+    result = {
+        "kind": kind,
+        "shape": shape,
+        "predicted_bytes": predicted_saved_bytes(kind, shape),
+        "measured_bytes": sum(r.bytes for r in measured),
+        "predicted_tensors": len(predicted),
+        "measured_tensors": [asdict(r) for r in measured],
+        "pairs": pairs,
+        "unmatched_predicted": [asdict(r) for r in missing],
+        "unmatched_measured": [asdict(r) for r in extra],
+        "predicted_flops": expected_flops,
+        "measured_flops": flops,
+        "measured_flops_by_op": by_op,
+        "attention_flops_uncounted": uncounted,
+        "math_attention": math,
+    }
+    result["passed"] = (result["predicted_bytes"] == result["measured_bytes"]
+                        and not missing and not extra and flops == expected_flops
+                        and (math is None or math["measured_flops"] == math["predicted_flops"]))
+    return result
+
+
+def run(kinds: Sequence[str]) -> list[dict[str, object]]:
+    """Every shape of the grid for each of ``kinds``."""
+    return [compare(kind, checked_shape(kind, shape)) for kind in kinds for shape in GRID[kind]]
+
+
+def _print_table(results: list[dict[str, object]], tensors: bool) -> None:
+    header = (f"{'kind':12} {'shape':38} {'bytes: ledger':>14} {'autograd':>10} {'tensors':>8}"
+              f" {'FLOPs: ledger':>14} {'counter':>10} {'uncounted':>10} {'math: ledger':>13}"
+              f" {'counter':>10}  ok")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        shape = " ".join(f"{k}={r['shape'][k]}" for k in fields(r["kind"]))
+        count = f"{len(r['pairs'])}/{r['predicted_tensors']}"
+        math = r["math_attention"] or {}
+        print(f"{r['kind']:12} {shape:38} {r['predicted_bytes']:>14} {r['measured_bytes']:>10}"
+              f" {count:>8} {r['predicted_flops']:>14} {r['measured_flops']:>10}"
+              f" {r['attention_flops_uncounted']:>10} {math.get('predicted_flops', '-'):>13}"
+              f" {math.get('measured_flops', '-'):>10}  {'ok' if r['passed'] else 'MISMATCH'}")
+        if tensors or not r["passed"]:
+            for row in r["pairs"]:
+                print(f"    {row['ledger']:34} {row['dtype']:5} {str(tuple(row['shape'])):16}"
+                      f" {row['bytes']:>9} B  {', '.join(row['saved_by'])}")
+        for side in ("unmatched_predicted", "unmatched_measured"):
+            for row in r[side]:
+                name = row.get("name") or ", ".join(row["saved_by"])
+                print(f"    {side}: {row['dtype']} x {row['numel']} = {row['bytes']} B  {name}")
+    print()
+    for note in NOTES:
+        print("note:", note)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the comparison table (or JSON) and a summary; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m derive.validate", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--tensors", action="store_true", help="list every saved tensor")
+    parser.add_argument("--kind", action="append", choices=list(KINDS), help="only this kind")
+    args = parser.parse_args(argv)
+    results = run(args.kind or list(KINDS))
+    failed = sum(not r["passed"] for r in results)
+    if args.json:
+        json.dump({"results": results, "notes": list(NOTES), "passed": len(results) - failed,
+                   "failed": failed}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_table(results, args.tensors)
+        print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
