@@ -120,7 +120,7 @@ def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STA
     return Ledger(rows)
 
 
-def _eager_rms_norm(prefix: str) -> list[Tensor]:
+def eager_rms_norm(prefix: str) -> list[Tensor]:
     """nn.RMSNorm in eager PyTorch: the composite rms_norm upcasts, so it keeps fp32 copies."""
     return [
         _row(f"{prefix} input (fp32 upcast)", (b, s, h), STATISTICS, "replicated", "norm",
@@ -134,7 +134,7 @@ def _eager_rms_norm(prefix: str) -> list[Tensor]:
 
 def _llama_eager() -> list[Tensor]:
     """PyTorch eager: nn.RMSNorm, q/k/v linears (GQA), RoPE, SDPA (enable_gqa), SiLU(gate) * up."""
-    rows = _eager_rms_norm("attention_norm")
+    rows = eager_rms_norm("attention_norm")
     rows += [
         _row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
              note="attention_norm output, kept by wq, wk and wv (one tensor)"),
@@ -151,7 +151,7 @@ def _llama_eager() -> list[Tensor]:
         _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
              "attention", note="kept by scaled_dot_product_attention"),
     ]
-    rows += _eager_rms_norm("ffn_norm")
+    rows += eager_rms_norm("ffn_norm")
     rows += [
         _row("w1/w3 input", (b, s, h), ACTIVATION, "replicated", "mlp",
              note="ffn_norm output, kept by w1 and w3 (one tensor)"),

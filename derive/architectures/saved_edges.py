@@ -11,12 +11,11 @@ the targets (int64) and a 0-d ``total_weight`` in the logits' dtype.
 """
 from __future__ import annotations
 
+from derive.architectures.saved import eager_rms_norm
 from derive.symbols import V, b, h, s
 from derive.tensors import Ledger, Tensor
 
 DTYPE = "bf16"
-#: PyTorch's RMSNorm computes in fp32 (``opmath``) whatever the input dtype.
-NORM_DTYPE = "fp32"
 INDEX_DTYPE = "int64"
 
 
@@ -25,17 +24,8 @@ def _row(name: str, shape: tuple, dtype: str, *tags: str, note: str = "") -> Ten
 
 
 def final_norm_saved() -> Ledger:
-    """The final RMSNorm as torch.nn.functional.rms_norm decomposes it (torch/nn/functional.py, rms_norm)."""
-    return Ledger(
-        [
-            _row("norm: fp32 upcast input", (b, s, h), NORM_DTYPE, "norm", "tp_shardable",
-                 note="x.to(float32), kept by pow and by the multiply with rstd"),
-            _row("norm: inverse RMS", (b, s), NORM_DTYPE, "norm", "norm_statistics",
-                 note="rsqrt(mean(x^2) + eps), kept by rsqrt and the multiply"),
-            _row("norm: normalised input", (b, s, h), NORM_DTYPE, "norm", "tp_shardable",
-                 note="x * rstd, kept by the multiply with the scale"),
-        ]
-    )
+    """The final RMSNorm: the same eager nn.RMSNorm rows as a layer's (torch/nn/functional.py, rms_norm)."""
+    return Ledger(eager_rms_norm("norm"))
 
 
 def llama_edges_saved() -> Ledger:
