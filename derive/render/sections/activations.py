@@ -36,14 +36,21 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
-from derive.render.timeline import memory_timeline_figure
 from derive.symbols import V, b, s, t
 from derive.tensors import Tensor
 
 PER_TOKEN = "B per token and layer"
 PER_SBH = "B / (s b h)"
-#: the article's worked numbers: one sequence of 8192 tokens (s from the presets), b = 1.
+#: the article's worked numbers: one sequence per micro-batch (s from the presets), b = 1.
 MICRO_BATCH = 1
+
+
+def _worked_shape() -> str:
+    """'s = 8192, b = 1': the presets' common sequence length and the micro-batch of the tables."""
+    lengths = {MODELS[name].seq for name in LLAMA3_MODELS}
+    if len(lengths) != 1:
+        raise ValueError(f"seq: the Llama 3 presets disagree on s: {sorted(lengths)}")
+    return f"s = {lengths.pop()}, b = {MICRO_BATCH}"
 LLAMA_PROFILES = ("llama-eager", "llama-fused")
 #: LaTeX width of a numeric column in the wide per-model table.
 NARROW = "0.11\\linewidth"
@@ -206,7 +213,7 @@ def article_activations_table() -> Table:
         for name in LLAMA3_MODELS
     )
     return Table(
-        "activations_per_model", "Activations per model, the article's convention (s = 8192, b = 1)",
+        "activations_per_model", f"Activations per model, the article's convention ({_worked_shape()})",
         (Column("model", "model"), Column("fused", "per layer, fused", unit="B", width=NARROW),
          Column("materialised", "per layer, materialised", unit="B", width=NARROW),
          Column("layers", "L layers, fused", unit="B", width=NARROW),
@@ -237,7 +244,7 @@ def profile_activations_table() -> Table:
         columns += [Column(f"{key}_layer", f"{key}: per layer", unit="B"),
                     Column(f"{key}_total", f"{key}: L layers + logits", unit="B")]
     return Table(
-        "activations_llama_profiles", "Activations per model, Llama profiles (s = 8192, b = 1)",
+        "activations_llama_profiles", f"Activations per model, Llama profiles ({_worked_shape()})",
         tuple(columns), tuple(rows),
         note="The Llama layer as each profile runs it (GQA, SwiGLU, no dropout; fused attention), "
              "norm statistics and logsumexp ignored; logits 6sbV. GB = 10^9 B.",
@@ -288,7 +295,6 @@ def activations_section() -> Section:
     chart, plain = saved_tensor_flowchart()
     legend = [{"cls": cls, "name": FLOW_LEGEND[cls], "fill": fill[1:].upper(), "stroke": stroke[1:].upper()}
               for cls, (fill, stroke) in FLOW_CLASSES.items()]
-    timeline = memory_timeline_figure()
     return Section(
         "activations", "Activations: sbh(34 + 5as/h) and the Llama layer",
         intro=("Every byte below is a row of a saved-for-backward table "
@@ -297,7 +303,6 @@ def activations_section() -> Section:
                 "activation_coefficients": coefficients_table(),
                 "activations_per_model": article_activations_table(),
                 "activations_llama_profiles": profile_activations_table()},
-        figures=(timeline,),
         extra={"forms": gpt_forms(), "assumptions": list(GPT), "flowchart": chart,
                "flow_nodes": plain, "flow_legend": legend},
     )

@@ -6,6 +6,7 @@ import sympy as sp
 from derive.accounts.activations import article_model_bytes, logits_bytes
 from derive.accounts.state import ACCOUNTS, PRECISIONS, state_bytes, state_ledger
 from derive.render.closed_forms import factored_tex
+from derive.render.timeline import memory_timeline_figure
 from derive.render.sections.bytes_per_parameter import STAGE_NAMES
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 from derive.symbols import L, N, V, b, h, s
@@ -93,7 +94,7 @@ def state_ledger_table(optimizer: str = "adam") -> Table:
 
 
 def states_section() -> Section:
-    """The four states, their lifetimes, and the per-tensor state ledger."""
+    """The four states, their lifetimes, the per-tensor state ledger, and one step of 70B over time (article 2.2)."""
     return Section(
         "states", "The four states and their lifetimes",
         intro=("Parameters, gradients and optimizer state are linear in N with a coefficient set "
@@ -101,4 +102,5 @@ def states_section() -> Section:
                "and do not depend on N. Activations peak at the end of forward, gradients at the "
                "end of backward, so adding all four is an upper bound on the peak.",),
         tables={"states": states_table(), "state_ledger": state_ledger_table()},
+        figures=(memory_timeline_figure(),),
     )
