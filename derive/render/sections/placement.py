@@ -11,11 +11,12 @@ def placements_table(rows: list[dict[str, object]]) -> Table:
     """One row per profile: bytes per parameter unsharded and sharded over d, transient bytes, source."""
     return Table(
         "placement", "Framework placement of the resident state",
-        (Column("placement", "profile"), Column("framework", "framework", width="0.22\\linewidth"),
+        (Column("placement", "profile", width="0.13\\linewidth"),
+         Column("framework", "framework", width="0.17\\linewidth"),
          Column("bytes_per_parameter", "unsharded", unit=PER_PARAMETER),
          Column("sharded_bytes_per_parameter", "sharded over d", unit=PER_PARAMETER),
          Column("transient_bytes", "transient (sharded)", unit="B"),
-         Column("source", "source", width="0.3\\linewidth")),
+         Column("source", "source", width="0.27\\linewidth")),
         tuple({"placement": text_cell(row["placement"]), "framework": text_cell(row["framework"]),
                "bytes_per_parameter": math_cell(row["bytes_per_parameter"]),
                "sharded_bytes_per_parameter": math_cell(row["sharded_bytes_per_parameter"]),
@@ -30,11 +31,12 @@ def placement_tensors_table(rows: list[dict[str, object]]) -> Table:
     """Every tensor of every profile: dtype, lifetime, bytes per parameter unsharded and sharded, when it lives."""
     return Table(
         "placement_tensors", "Framework placement, tensor by tensor",
-        (Column("placement", "profile"), Column("tensor", "tensor", width="0.18\\linewidth"),
+        (Column("placement", "profile", width="0.13\\linewidth"),
+         Column("tensor", "tensor", width="0.16\\linewidth"),
          Column("dtype", "dtype"), Column("lifetime", "lifetime"),
          Column("bytes_per_parameter", "unsharded", unit=PER_PARAMETER),
          Column("sharded_bytes_per_parameter", "sharded", unit=PER_PARAMETER),
-         Column("when", "when it lives", width="0.32\\linewidth")),
+         Column("when", "when it lives", width="0.28\\linewidth")),
         tuple({"placement": text_cell(row["placement"]), "tensor": text_cell(tensor["tensor"]),
                "dtype": text_cell(tensor["dtype"]), "lifetime": text_cell(tensor["lifetime"]),
                "bytes_per_parameter": math_cell(tensor["bytes_per_parameter"]),
