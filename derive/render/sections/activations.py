@@ -304,5 +304,6 @@ def activations_section() -> Section:
                 "activations_per_model": article_activations_table(),
                 "activations_llama_profiles": profile_activations_table()},
         extra={"forms": gpt_forms(), "assumptions": list(GPT), "flowchart": chart,
+               "closed_form": factored_tex(article_layer_bytes("materialised")),
                "flow_nodes": plain, "flow_legend": legend},
     )
