@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from derive.render.sections.activations import activations_section
+from derive.render.sections.budget import budget_section
 from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
 from derive.render.sections.identities import identities_section
 from derive.render.sections.models import models_section
 from derive.render.sections.notation import notation_section
+from derive.render.sections.placement import placement_section
 from derive.render.sections.states import states_section
 from derive.render.sheet import Section, tables_json
 from derive.units import BYTE_UNITS
@@ -16,8 +19,11 @@ from derive.units import BYTE_UNITS
 SECTIONS: tuple[Callable[[], Section], ...] = (
     notation_section,
     states_section,
+    placement_section,
     bytes_per_parameter_section,
     models_section,
+    activations_section,
+    budget_section,
     identities_section,
 )
 

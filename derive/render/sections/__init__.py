@@ -17,4 +17,8 @@ Mermaid flowchart is not a file: the section puts a
 :class:`~derive.render.sheet.Flowchart` (nodes with a class each, edges, class
 styles) in ``Section.extra``, and its md template calls ``md.mermaid(chart)``
 from templates/md/macros.j2, which writes the fenced ``mermaid`` block.
+
+Closed forms are printed the papers' way (sbh(34 + 5as/h), constants first) by
+:mod:`derive.render.closed_forms`; the step timeline's geometry is computed in
+:mod:`derive.render.timeline`.
 """

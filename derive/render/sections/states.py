@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import sympy as sp
 
+from derive.accounts.activations import article_model_bytes, logits_bytes
 from derive.accounts.state import ACCOUNTS, PRECISIONS, state_bytes, state_ledger
+from derive.render.closed_forms import factored_tex
+from derive.render.timeline import memory_timeline_figure
 from derive.render.sections.bytes_per_parameter import STAGE_NAMES
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
-from derive.symbols import N
+from derive.symbols import L, N, V, b, h, s
 from derive.tensors import Tensor
 
 #: What each state is and when it lives within one step (the article's section 2.1-2.2).
@@ -35,6 +38,14 @@ def _one(tensor: Tensor, options: tuple[str, ...] | dict[str, str], field: str) 
     return found[0]
 
 
+def activations_cell() -> Cell:
+    """All layers + logits of one micro-batch from the activation ledger: L sbh(34 + 5as/h) + 6sbV (article 4.3)."""
+    total, logits = article_model_bytes("materialised"), logits_bytes()
+    layers = sp.expand(total - logits)
+    return Cell(sp.sstr(total), f"{factored_tex(layers, (L, s, b, h))} + {factored_tex(logits, (s, b, V))}",
+                math=True)
+
+
 def states_table() -> Table:
     """One row per state: its bytes under bf16 + Adam (summed from the ledger) and its lifetime."""
     held = state_bytes("bf16", "adam")
@@ -43,11 +54,12 @@ def states_table() -> Table:
         if account in ACCOUNTS:
             size = math_cell(getattr(held, account))
         else:
-            size = Cell(None, "linear in s b; independent of N")
+            size = activations_cell()
         rows.append({"state": text_cell(name), "account": text_cell(account),
                      "bytes": size, "lifetime": text_cell(lifetime)})
     return Table(
-        "states", "The four states (bf16 + Adam)",
+        "states", "The four states (bf16 + Adam; activations: GPT layer at f = 4h, materialised "
+                  "scores, one micro-batch, with logits)",
         (Column("state", "state", width="0.2\\linewidth"), Column("account", "account"),
          Column("bytes", "bytes", unit="B", width="0.14\\linewidth"),
          Column("lifetime", "lifetime in one step", width="0.38\\linewidth")),
@@ -82,7 +94,7 @@ def state_ledger_table(optimizer: str = "adam") -> Table:
 
 
 def states_section() -> Section:
-    """The four states, their lifetimes, and the per-tensor state ledger."""
+    """The four states, their lifetimes, the per-tensor state ledger, and one step of 70B over time (article 2.2)."""
     return Section(
         "states", "The four states and their lifetimes",
         intro=("Parameters, gradients and optimizer state are linear in N with a coefficient set "
@@ -90,4 +102,5 @@ def states_section() -> Section:
                "and do not depend on N. Activations peak at the end of forward, gradients at the "
                "end of backward, so adding all four is an upper bound on the peak.",),
         tables={"states": states_table(), "state_ledger": state_ledger_table()},
+        figures=(memory_timeline_figure(),),
     )

@@ -1,0 +1,78 @@
+"""Closed forms printed the way papers write them: a factor, then its coefficient, constants first (sbh(34 + 5as/h))."""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.render.printer import tex
+from derive.render.sheet import Cell
+from derive.symbols import a, b, g, h, s
+
+#: Korthikanti et al. 2022 write every activation form per sbh.
+SBH: tuple[sp.Symbol, ...] = (s, b, h)
+#: h_kv = g h / a printed as one name in the coefficients (a display symbol, not a size).
+H_KV = sp.Symbol("h_kv", positive=True)
+
+
+def coefficient(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> sp.Expr:
+    """``expr`` divided by the product of ``factor``, expanded (34 + 5as/h for the GPT layer)."""
+    return sp.expand(sp.sympify(expr) / sp.Mul(*factor))
+
+
+def with_h_kv(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with g/a written as h_kv/h (so 4g/a reads 4h_kv/h)."""
+    return sp.expand(sp.sympify(expr).subs(g, H_KV * a / h))
+
+
+def _order(term: sp.Expr) -> tuple[bool, bool, object]:
+    """Constants and s-free terms first, score (s) terms last; polynomials before fractions."""
+    return term.has(s), term.as_numer_denom()[1] != 1, sp.default_sort_key(term)
+
+
+def sum_tex(expr: sp.Expr) -> str:
+    """A sum in the papers' order: 10 + 24/t + 5as/(ht)."""
+    terms = sorted(sp.Add.make_args(sp.expand(expr)), key=_order)
+    out = tex(terms[0])
+    for term in terms[1:]:
+        out += f" - {tex(-term)}" if term.could_extract_minus_sign() else f" + {tex(term)}"
+    return out
+
+
+def factored_tex(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> str:
+    """``expr`` as factor(coefficient): s b h \\left(34 + \\frac{5 a s}{h}\\right), or 2 s b h for one term."""
+    coef = coefficient(expr, factor)
+    product = " ".join(tex(symbol) for symbol in factor)
+    if isinstance(coef, sp.Add):
+        return f"{product} \\left({sum_tex(coef)}\\right)"
+    if coef == 1:
+        return product
+    return f"{tex(coef)} {product}" if coef.is_Integer else f"{tex(coef)}\\, {product}"
+
+
+def factored_cell(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> Cell:
+    """A closed form as factor(coefficient): LaTeX on the sheet, 's*b*h*(34 + 5*a*s/h)' in the JSON."""
+    coef = coefficient(expr, factor)
+    product = "*".join(symbol.name for symbol in factor)
+    return Cell(f"{product}*({sp.sstr(coef)})", factored_tex(expr, factor), math=True)
+
+
+def coefficient_cell(value: sp.Expr) -> Cell:
+    """A coefficient: a sum in the papers' order, or an exact number with its decimal (105/2 = 52.5)."""
+    value = sp.sympify(value)
+    if not value.is_number:
+        return Cell(sp.sstr(value), sum_tex(value), math=True)
+    if value.is_Integer:
+        return Cell(int(value), tex(value), math=True)
+    return Cell(sp.sstr(value), f"{tex(value)} = {float(value):g}", math=True)
+
+
+def monomial_text(expr: sp.Expr) -> str:
+    """A monomial as plain text for figure labels: 2*a*s -> '2as', s**2 -> 's^2'."""
+    number, rest = sp.sympify(expr).as_coeff_Mul()
+    if rest == 1:
+        return sp.sstr(number)
+    parts = []
+    for base, power in sorted(rest.as_powers_dict().items(), key=lambda item: sp.default_sort_key(item[0])):
+        name = sp.sstr(base) if base.is_Symbol else f"({sp.sstr(base)})"
+        parts.append(name if power == 1 else f"{name}^{sp.sstr(power)}")
+    prefix = "" if number == 1 else sp.sstr(number)
+    return prefix + "".join(parts)
