@@ -4,10 +4,14 @@ from __future__ import annotations
 from typing import Callable
 
 from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
+from derive.render.sections.claims import claims_section
+from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
+from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.states import states_section
+from derive.render.sections.utilisation import utilisation_section
 from derive.render.sheet import Section, tables_json
 from derive.units import BYTE_UNITS
 
@@ -18,6 +22,10 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     states_section,
     bytes_per_parameter_section,
     models_section,
+    flops_section,
+    utilisation_section,
+    megatron_section,
+    claims_section,
     identities_section,
 )
 
