@@ -26,11 +26,13 @@ def claims_table(verdicts: list[Verdict]) -> Table:
     """Every registered claim in the article's order with its verdict."""
     return Table(
         "claims", "The article's numeric claims",
-        (Column("id", "claim"), Column("section", "section"),
-         Column("text", "what the article says", width="0.22\\linewidth"),
-         Column("printed", "printed"), Column("precision", "precision"),
-         Column("derived", "derived, as printed"), Column("status", "status"),
-         Column("reason", "why not / what is missing", width="0.22\\linewidth")),
+        (Column("id", "claim", width="0.13\\linewidth"), Column("section", "section", width="0.06\\linewidth"),
+         Column("text", "what the article says", width="0.17\\linewidth"),
+         Column("printed", "printed", width="0.07\\linewidth"),
+         Column("precision", "precision", width="0.07\\linewidth"),
+         Column("derived", "derived, as printed", width="0.07\\linewidth"),
+         Column("status", "status", width="0.06\\linewidth"),
+         Column("reason", "why not / what is missing", width="0.17\\linewidth")),
         tuple(_row(v) for v in verdicts),
         note="A claim holds when the derived value, rounded as the article rounds it, prints as the "
              "article prints it; pending claims wait for a derivation and are not judged.",

@@ -58,8 +58,11 @@ def _passes(ledger: Ledger) -> dict[str, Cell]:
     return cells
 
 
-PASS_COLUMNS = (Column("forward", "forward", unit="FLOP/token"), Column("dgrad", "dgrad", unit="FLOP/token"),
-                Column("wgrad", "wgrad", unit="FLOP/token"), Column("training", "total", unit="FLOP/token"))
+def pass_columns(width: str = "") -> tuple[Column, ...]:
+    """forward, dgrad, wgrad, total; a LaTeX ``width`` lets a long sum break at its + signs."""
+    return tuple(Column(key, title, unit="FLOP/token", width=width)
+                 for key, title in (("forward", "forward"), ("dgrad", "dgrad"), ("wgrad", "wgrad"),
+                                    ("training", "total")))
 
 
 def gemm_table(family: str) -> Table:
@@ -72,8 +75,8 @@ def gemm_table(family: str) -> Table:
                          **_passes(Ledger([gemm]))})
     return Table(
         f"flops_gemms_{family}", f"GEMMs of the {FAMILIES[family]} and the output head, per token",
-        (Column("gemm", "GEMM"), Column("where", "per"), Column("shape", "m x n x k"),
-         Column("count", "copies"), *PASS_COLUMNS),
+        (Column("gemm", "GEMM", width="0.2\\linewidth"), Column("where", "per"),
+         Column("shape", "m x n x k"), Column("count", "copies"), *pass_columns()),
         tuple(rows),
         note="One token's row: m = 1 for a weight GEMM. Each pass costs 2mnk per copy. A score GEMM "
              "(QK^T, PV) multiplies two activations: its backward is two dgrads and no wgrad. Scores "
@@ -111,8 +114,10 @@ def subtotal_table() -> Table:
             })
     return Table(
         "flops_subtotals", "Subtotals and their proven closed forms (per token)",
-        (Column("family", "family"), Column("subtotal", "subtotal"), *PASS_COLUMNS,
-         Column("closed_form", "closed form", unit="FLOP/token"), Column("status", "proof")),
+        (Column("family", "family"), Column("subtotal", "subtotal", width="0.1\\linewidth"),
+         *pass_columns("0.13\\linewidth"),
+         Column("closed_form", "closed form", unit="FLOP/token", width="0.08\\linewidth"),
+         Column("status", "proof")),
         tuple(rows),
         note="N_GEMM: the parameters that sit in a GEMM (layer matrices and output head).",
     )
@@ -134,11 +139,12 @@ def per_token_table() -> Table:
     return Table(
         "flops_per_token", f"FLOPs per token, s = {model(EXAMPLE_MODEL).seq}",
         (Column("model", "model"), Column("N", "N", unit="parameters"),
-         Column("six_n", "6N", unit="FLOP/token"), Column("six_n_gemm", "6 N_GEMM", unit="FLOP/token"),
-         Column("causal", "6 N_GEMM + 6Lsh (causal)", unit="FLOP/token"),
-         Column("full", "6 N_GEMM + 12Lsh (full)", unit="FLOP/token"),
-         Column("gap", "causal / 6N - 1", unit="fraction"),
-         Column("attention", "causal / 6 N_GEMM - 1", unit="fraction")),
+         *(Column(key, title, unit=unit, width="0.09\\linewidth") for key, title, unit in (
+             ("six_n", "6N", "FLOP/token"), ("six_n_gemm", "6 N_GEMM", "FLOP/token"),
+             ("causal", "6 N_GEMM + 6Lsh (causal)", "FLOP/token"),
+             ("full", "6 N_GEMM + 12Lsh (full)", "FLOP/token"),
+             ("gap", "causal / 6N - 1", "fraction"),
+             ("attention", "causal / 6 N_GEMM - 1", "fraction")))),
         tuple(rows),
         note="GFLOP = 10^9 FLOP. The gap is how far 6N falls short of the causal count; the last "
              "column is the attention share beside the weight GEMMs (about s/12h).",
@@ -160,8 +166,8 @@ def conventions_table() -> Table:
         "flops_conventions", f"FLOPs per token under each convention, s = {model(EXAMPLE_MODEL).seq}",
         (Column("convention", "convention"),
          *(Column(name, name, unit="FLOP/token") for name in LLAMA3_MODELS),
-         Column("source", "source", width="0.22\\linewidth"),
-         Column("assumptions", "assumptions", width="0.3\\linewidth")),
+         Column("source", "source", width="0.17\\linewidth"),
+         Column("assumptions", "assumptions", width="0.24\\linewidth")),
         tuple(rows),
         note="GFLOP = 10^9 FLOP, one decimal. kaplan takes the Llama layer matrices as its N; the "
              "narayanan forms are the published GPT-layer expressions (f = 4h, MHA) evaluated at the "

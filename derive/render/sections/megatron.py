@@ -49,9 +49,10 @@ def weights_table() -> Table:
         })
     return Table(
         "megatron_weight_departures", "Megatron's weight and optimizer estimator against the derived ledger",
-        (Column("departure", "departure"), Column("difference", "derived - Megatron"),
-         Column("unit", "unit"), *(Column(name, name) for name in MODELS),
-         Column("assumptions", "assumptions", width="0.25\\linewidth")),
+        (Column("departure", "departure", width="0.13\\linewidth"),
+         Column("difference", "derived - Megatron", width="0.14\\linewidth"),
+         Column("unit", "unit", width="0.08\\linewidth"), *(Column(name, name) for name in MODELS),
+         Column("assumptions", "assumptions", width="0.14\\linewidth")),
         tuple(rows),
         note=f"Sizes at {_layout()}; a GPT-only departure is 0 on the Llama presets, which have no such "
              "tensor. Positive: Megatron leaves it out; negative: Megatron counts more.",
@@ -85,10 +86,11 @@ def registry_table() -> Table:
         })
     return Table(
         "megatron_other_departures", "Megatron's activation and FLOP forms against the derived ledger",
-        (Column("topic", "topic"), Column("departure", "departure", width="0.2\\linewidth"),
-         Column("claim", "Megatron's form"), Column("difference", "derived - Megatron"),
+        (Column("topic", "topic", width="0.07\\linewidth"), Column("departure", "departure", width="0.13\\linewidth"),
+         Column("claim", "Megatron's form", width="0.11\\linewidth"),
+         Column("difference", "derived - Megatron", width="0.13\\linewidth"),
          Column("status", "proof"), *(Column(name, name) for name in LLAMA3_MODELS),
-         Column("source", "source", width="0.2\\linewidth")),
+         Column("source", "source", width="0.1\\linewidth")),
         tuple(rows),
         note=f"Activations per layer per micro-batch of b = 1 sequence (bytes, GB = 10^9 B) at "
              f"{_layout()} and each preset's s; other sizes are plain ratios.",

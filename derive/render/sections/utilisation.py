@@ -93,10 +93,11 @@ def recompute_table() -> Table:
         })
     return Table(
         "recompute_factors", "Recompute: hardware FLOPs / model FLOPs",
-        (Column("policy", "policy"), Column("again", "runs again", width="0.3\\linewidth"),
-         Column("closed_form", "closed form"), Column("difference", "derived - closed form"),
+        (Column("policy", "policy"), Column("again", "runs again", width="0.2\\linewidth"),
+         Column("closed_form", "closed form"),
+         Column("difference", "derived - closed form", width="0.2\\linewidth"),
          Column("status", "proof"), Column("factor", f"{EXAMPLE_MODEL}", unit="ratio"),
-         Column("hfu", "HFU at the observed step", unit="fraction")),
+         Column("hfu", "HFU at the observed step", unit="fraction", width="0.1\\linewidth")),
         tuple(rows),
         note="F = 6 N_GEMM + 6Lsh, the causal model FLOPs per token. Layer-only recompute departs from "
              "4/3 by the output head's forward, which it does not re-run.",
