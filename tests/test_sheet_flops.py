@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import pytest
+import sympy as sp
 
 from derive import claims as claim_registry
 from derive.accounts.flops import CONVENTIONS
@@ -34,6 +35,21 @@ def tables(fresh) -> dict:
 
 def rows(tables: dict, key: str, by: str) -> dict:
     return {row[by]: row for row in tables[key]["rows"]}
+
+
+def test_tables_json_carries_the_new_tables(tables):
+    new = {"flops_gemms_llama", "flops_gemms_gpt", "flops_subtotals", "flops_per_token",
+           "flops_conventions", "step_time_formula", "step_time_bounds", "mfu_example",
+           "recompute_factors", "hardware", "megatron_weight_departures",
+           "megatron_other_departures", "claims"}
+    assert new <= set(tables)
+    sections = {key: tables[key]["section"] for key in new}
+    assert sections["flops_conventions"] == "flops" and sections["hardware"] == "utilisation"
+    assert sections["claims"] == "claims" and sections["megatron_other_departures"] == "megatron"
+    # NVIDIA datasheets: H100 SXM 989 TFLOPS and A100 312 TFLOPS bf16 dense, 80 GB each
+    gpus = rows(tables, "hardware", "name")
+    assert gpus["h100"]["peak"] == 989e12 and gpus["a100"]["peak"] == 312e12
+    assert gpus["h100"]["memory"] == 80 * 10**9
 
 
 def test_flops_per_token_in_gflop_as_the_article_prints_them(sheet):
@@ -158,3 +174,13 @@ def test_claims_section_is_regenerated_from_the_registry(monkeypatch):
     row = {r["id"].text: r for r in section.tables["claims"].rows}["test.one-plus-one"]
     assert row["status"].text == "does not hold" and row["derived"].text == "2 x"
     assert f"{failing + 1} do not hold" in section.intro[0]
+
+
+def test_departure_sizes_print_bytes_numbers_and_leftover_symbols():
+    from derive.render.sections.megatron import _size_cell
+    from derive.symbols import b
+
+    assert _size_cell(5 * 64 * 8192**2 // 8, "B").text == "2.68 GB"
+    assert _size_cell(sp.Rational(-3, 2), "bytes per parameter").text == "-1.5"
+    leftover = _size_cell(2 * b, "B")
+    assert leftover.math and leftover.text == "2 b" and leftover.value == "2*b"

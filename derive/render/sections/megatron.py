@@ -28,7 +28,13 @@ def _layout() -> str:
 
 
 def _size_cell(value: sp.Expr, unit: str) -> Cell:
-    """A departure's size: bytes in decimal units, an integer in full, anything else to 3 significant figures."""
+    """A departure's size: bytes in decimal units, an integer in full, a number to 3 significant figures.
+
+    A size that still holds a symbol (a layout the presets do not fix) is printed as its expression.
+    """
+    value = sp.sympify(value)
+    if not value.is_number:
+        return math_cell(value)
     if unit == "B":
         return Cell(json_number(value), format_bytes(value))
     if value.is_Integer:
