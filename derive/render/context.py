@@ -6,11 +6,15 @@ from typing import Callable
 from derive.render.sections.activations import activations_section
 from derive.render.sections.budget import budget_section
 from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
+from derive.render.sections.claims import claims_section
+from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
+from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
 from derive.render.sections.states import states_section
+from derive.render.sections.utilisation import utilisation_section
 from derive.render.sheet import Section, tables_json
 from derive.units import BYTE_UNITS
 
@@ -24,6 +28,10 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     models_section,
     activations_section,
     budget_section,
+    flops_section,
+    utilisation_section,
+    megatron_section,
+    claims_section,
     identities_section,
 )
 

@@ -1,0 +1,235 @@
+"""FLOPs GEMM by GEMM, per token under every convention, and the step-time bounds (the article, section 6)."""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.accounts.flops import CONVENTIONS, flops_per_token, six_n, six_n_gemm, step_time_lower_bound
+from derive.architectures.gemms import (
+    Gemm,
+    LAYER_GEMMS,
+    attention_score_gemms,
+    flops,
+    model_gemms,
+    output_gemms,
+)
+from derive.check import verdict
+from derive.presets import LLAMA3_MODELS, Model, hardware, model
+from derive.render.printer import tex
+from derive.render.quantities import (
+    blank_cell,
+    days_cell,
+    flop_cell,
+    percent_cell,
+    proof,
+    seconds_cell,
+)
+from derive.render.sheet import Cell, Column, Section, Table, int_cell, math_cell, text_cell
+from derive.symbols import N
+from derive.tensors import Ledger
+
+#: The article's worked examples (section 6.4): the GPU, a 4M-token global batch (2^22),
+#: the cluster sizes, the MFU it plans with, and Llama 3's 15T pre-training tokens.
+GPU = "h100"
+STEP_TOKENS = 4_194_304
+CLUSTER = 1024
+LARGE_CLUSTER = 8192
+TARGET_MFU = 0.4
+TRAINING_TOKENS = 15 * 10**12
+#: the preset the cluster examples are about.
+EXAMPLE_MODEL = "llama3-70b"
+PASSES = ("forward", "dgrad", "wgrad")
+FAMILIES = {"llama": "Llama layer", "gpt": "GPT layer"}
+
+
+def per_token(preset: Model, expr: sp.Expr) -> sp.Expr:
+    """``expr`` at a preset's shape (s = its sequence length), N = its parameter count.
+
+    The same substitution as :meth:`derive.presets.Model.subs`, as an exact ``xreplace``
+    (every symbol is replaced by an Integer, so nothing but evaluation is left; much faster).
+    """
+    values = {**preset.values, N: preset.parameters}
+    return sp.sympify(expr).xreplace({symbol: sp.Integer(value) for symbol, value in values.items()})
+
+
+def _shape(gemm: Gemm) -> Cell:
+    """m x n x k of one copy, as LaTeX; the JSON keeps the three expressions."""
+    sides = (gemm.m, gemm.n, gemm.k)
+    return Cell([sp.sstr(side) for side in sides], r" \times ".join(tex(side) for side in sides), math=True)
+
+
+def _passes(ledger: Ledger) -> dict[str, Cell]:
+    """Forward, dgrad, wgrad and their sum over ``ledger``, as expressions."""
+    cells = {kind: math_cell(flops(ledger, kind)) for kind in PASSES}
+    cells["training"] = math_cell(flops(ledger))
+    return cells
+
+
+def pass_columns(width: str = "") -> tuple[Column, ...]:
+    """forward, dgrad, wgrad, total; a LaTeX ``width`` lets a long sum break at its + signs."""
+    return tuple(Column(key, title, unit="FLOP/token", width=width)
+                 for key, title in (("forward", "forward"), ("dgrad", "dgrad"), ("wgrad", "wgrad"),
+                                    ("training", "total")))
+
+
+def gemm_table(family: str) -> Table:
+    """Every GEMM of one layer (causal scores) and the output head: shape, copies, FLOPs of each pass."""
+    rows = []
+    for where, ledger in (("layer", LAYER_GEMMS[family]("causal")), ("model", output_gemms(family))):
+        for gemm in ledger:
+            rows.append({"gemm": text_cell(gemm.name), "where": text_cell(where),
+                         "shape": _shape(gemm), "count": math_cell(gemm.count),
+                         **_passes(Ledger([gemm]))})
+    return Table(
+        f"flops_gemms_{family}", f"GEMMs of the {FAMILIES[family]} and the output head, per token",
+        (Column("gemm", "GEMM", width="0.2\\linewidth"), Column("where", "per"),
+         Column("shape", "m x n x k"), Column("count", "copies"), *pass_columns()),
+        tuple(rows),
+        note="One token's row: m = 1 for a weight GEMM. Each pass costs 2mnk per copy. A score GEMM "
+             "(QK^T, PV) multiplies two activations: its backward is two dgrads and no wgrad. Scores "
+             "are shown under the causal mask (s/2 keys per query on average).",
+    )
+
+
+#: subtotal -> (GEMMs, identity whose claim is the closed form), per family.
+def _subtotals(family: str) -> tuple[tuple[str, Ledger, str | None], ...]:
+    return (
+        ("one layer: weight GEMMs", LAYER_GEMMS[family]("none"), None),
+        ("one layer: scores, causal", attention_score_gemms("causal"),
+         "QK^T + PV training = 6sh per layer per token (causal)"),
+        ("one layer: scores, full", attention_score_gemms("full"),
+         "QK^T + PV training = 12sh per layer per token (full)"),
+        ("model: weight GEMMs (L layers + head)", model_gemms(family, "none"),
+         f"{family}: weight GEMMs = 6 N_GEMM per token"),
+        ("model: causal", model_gemms(family, "causal"),
+         f"{family}: causal FLOPs per token = 6 N_GEMM + 6Lsh"),
+        ("model: full attention", model_gemms(family, "full"),
+         f"{family}: full-attention FLOPs per token = 6 N_GEMM + 12Lsh"),
+    )
+
+
+def subtotal_table() -> Table:
+    """Sums over the GEMM tables beside the closed forms the registry proves them equal to."""
+    rows = []
+    for family in FAMILIES:
+        for name, ledger, identity in _subtotals(family):
+            closed = proof(identity) if identity else None
+            rows.append({
+                "family": text_cell(family), "subtotal": text_cell(name), **_passes(ledger),
+                "closed_form": math_cell(closed.identity.claim) if closed else blank_cell(),
+                "status": text_cell(verdict(closed)) if closed else blank_cell(),
+            })
+    return Table(
+        "flops_subtotals", "Subtotals and their proven closed forms (per token)",
+        (Column("family", "family"), Column("subtotal", "subtotal", width="0.1\\linewidth"),
+         *pass_columns("0.13\\linewidth"),
+         Column("closed_form", "closed form", unit="FLOP/token", width="0.08\\linewidth"),
+         Column("status", "proof")),
+        tuple(rows),
+        note="N_GEMM: the parameters that sit in a GEMM (layer matrices and output head).",
+    )
+
+
+def per_token_table() -> Table:
+    """6N, 6N_GEMM and the derived causal / full counts per token for the Llama 3 models (section 6.4)."""
+    rows = []
+    for name in LLAMA3_MODELS:
+        preset = model(name)
+        six, causal = per_token(preset, six_n()), per_token(preset, flops_per_token("llama", "causal"))
+        weights = per_token(preset, six_n_gemm("llama"))
+        rows.append({
+            "model": text_cell(name), "N": int_cell(preset.parameters), "six_n": flop_cell(six),
+            "six_n_gemm": flop_cell(weights), "causal": flop_cell(causal),
+            "full": flop_cell(per_token(preset, flops_per_token("llama", "full"))),
+            "gap": percent_cell(causal / six - 1), "attention": percent_cell(causal / weights - 1),
+        })
+    return Table(
+        "flops_per_token", f"FLOPs per token, s = {model(EXAMPLE_MODEL).seq}",
+        (Column("model", "model"), Column("N", "N", unit="parameters"),
+         *(Column(key, title, unit=unit, width="0.09\\linewidth") for key, title, unit in (
+             ("six_n", "6N", "FLOP/token"), ("six_n_gemm", "6 N_GEMM", "FLOP/token"),
+             ("causal", "6 N_GEMM + 6Lsh (causal)", "FLOP/token"),
+             ("full", "6 N_GEMM + 12Lsh (full)", "FLOP/token"),
+             ("gap", "causal / 6N - 1", "fraction"),
+             ("attention", "causal / 6 N_GEMM - 1", "fraction")))),
+        tuple(rows),
+        note="GFLOP = 10^9 FLOP. The gap is how far 6N falls short of the causal count; the last "
+             "column is the attention share beside the weight GEMMs (about s/12h).",
+    )
+
+
+def conventions_table() -> Table:
+    """Every named convention of derive.accounts.flops at the three Llama 3 presets, with source and assumptions."""
+    rows = []
+    for convention in CONVENTIONS.values():
+        expr = convention("llama")
+        rows.append({
+            "convention": text_cell(convention.name),
+            **{name: flop_cell(per_token(model(name), expr), digits=1) for name in LLAMA3_MODELS},
+            "source": text_cell(convention.source),
+            "assumptions": Cell(list(convention.assumptions), "; ".join(convention.assumptions)),
+        })
+    return Table(
+        "flops_conventions", f"FLOPs per token under each convention, s = {model(EXAMPLE_MODEL).seq}",
+        (Column("convention", "convention"),
+         *(Column(name, name, unit="FLOP/token") for name in LLAMA3_MODELS),
+         Column("source", "source", width="0.17\\linewidth"),
+         Column("assumptions", "assumptions", width="0.24\\linewidth")),
+        tuple(rows),
+        note="GFLOP = 10^9 FLOP, one decimal. kaplan takes the Llama layer matrices as its N; the "
+             "narayanan forms are the published GPT-layer expressions (f = 4h, MHA) evaluated at the "
+             "Llama shapes.",
+    )
+
+
+def _bound_row(scenario: str, name: str, tokens: int, gpus: int, mfu: float, days: bool = False
+               ) -> dict[str, Cell]:
+    """One step-time lower bound: tokens x causal FLOPs per token / (GPUs x peak x MFU)."""
+    preset = model(name)
+    per = per_token(preset, flops_per_token("llama", "causal"))
+    seconds = step_time_lower_bound(tokens, float(per), gpus, hardware(GPU).peak_flops, mfu=mfu)
+    return {"scenario": text_cell(scenario), "model": text_cell(name), "tokens": int_cell(tokens),
+            "gpus": int_cell(gpus), "mfu": percent_cell(mfu, 0),
+            "bound": days_cell(seconds) if days else seconds_cell(seconds)}
+
+
+def step_time_table() -> Table:
+    """The article's step-time lower bounds (section 6.4) on H100s."""
+    rows = [_bound_row("one sequence, one GPU", name, model(name).seq, 1, 1) for name in LLAMA3_MODELS]
+    rows += [_bound_row("one step (4M tokens)", EXAMPLE_MODEL, STEP_TOKENS, CLUSTER, mfu)
+             for mfu in (1, TARGET_MFU)]
+    rows += [_bound_row("15T tokens", EXAMPLE_MODEL, TRAINING_TOKENS, gpus, TARGET_MFU, days=True)
+             for gpus in (CLUSTER, LARGE_CLUSTER)]
+    gpu = hardware(GPU)
+    return Table(
+        "step_time_bounds", f"Step-time lower bounds on {gpu.name.upper()} ({gpu.peak_flops / 1e12:.0f} TFLOPS bf16 dense)",
+        (Column("scenario", "scenario"), Column("model", "model"), Column("tokens", "tokens"),
+         Column("gpus", "GPUs"), Column("mfu", "MFU", unit="fraction"), Column("bound", "at least", unit="s")),
+        tuple(rows),
+        note="tokens x (6 N_GEMM + 6Lsh) / (GPUs x peak x MFU); the 15T-token rows in days of 86,400 s.",
+    )
+
+
+def step_time_formula() -> Table:
+    """The bound as the function users call computes it, on symbols."""
+    tokens, per, gpus, peak, mfu = sp.symbols("T F G P MFU", positive=True)
+    return Table(
+        "step_time_formula", "Step-time lower bound",
+        (Column("quantity", "quantity"), Column("expression", "expression")),
+        ({"quantity": text_cell("seconds per step (T tokens, F FLOP/token, G GPUs, P peak FLOPS)"),
+          "expression": math_cell(step_time_lower_bound(tokens, per, gpus, peak, mfu=mfu))},),
+    )
+
+
+def flops_section() -> Section:
+    """GEMM tables, subtotals, FLOPs per token, conventions and step-time bounds."""
+    return Section(
+        "flops", "FLOPs per token",
+        intro=("Every count below is a sum over GEMM tables built from the parameter tables: each weight "
+               "GEMM runs a forward, a dgrad and a wgrad of 2mnk FLOPs each, so the 6 per parameter is a "
+               "count of passes; the attention-score GEMMs add 6sh per layer under a causal mask and 12sh "
+               "without one.",),
+        tables={"flops_gemms_llama": gemm_table("llama"), "flops_gemms_gpt": gemm_table("gpt"),
+                "flops_subtotals": subtotal_table(), "flops_per_token": per_token_table(),
+                "flops_conventions": conventions_table(), "step_time_formula": step_time_formula(),
+                "step_time_bounds": step_time_table()},
+    )
