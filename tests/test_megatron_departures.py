@@ -30,3 +30,28 @@ def test_gpt3_175b_biases_and_positions():
     # QKV 3h, projection h, fc1 4h, fc2 h biases per layer.
     assert sizes["linear biases not counted"] == 3 * hidden + hidden + 4 * hidden + hidden
     assert sizes["learned position embedding not counted"] == 2048 * hidden
+
+
+def test_activation_departures_for_llama3_70b_at_t8_b1():
+    sizes = departures.sizes(model("70b").values)
+    s, h, a, f, kv, vocab, t = 8192, 8192, 64, 28672, 1024, 128256, 8
+    # three [b, a, s, s] score tensors: softmax 2, dropout mask 1, dropout output 2 bytes
+    assert sizes["no 5as/h score term"] == 5 * a * s * s // t
+    # fused Llama layer 12 + 4h_kv/h + 6f/h vs Megatron's 18 + 4f/h, all over t (SP)
+    assert sizes["GQA and SwiGLU ignored (Llama fused profile)"] == s * (2 * f + 4 * kv - 6 * h) // t
+    assert sizes["GQA and SwiGLU ignored (Llama eager profile)"] == s * (6 * h + 4 * kv + 4 * f) // t
+    # 10 + 24/t is f = 4h: two [s, f] MLP tensors of 2 bytes each, over t
+    assert sizes["without-SP path ignores f"] == 4 * s * (f - 4 * h) // t
+    assert sizes["SP path: logits at 4 bytes, not 2 + 4"] == 2 * s * vocab // t
+    assert sizes["without-SP path: logits at 2 bytes, not 2 + 4"] == 4 * s * vocab // t
+    assert sizes["without-SP path: final norm input not counted"] == 2 * s * h
+    assert sizes["full recompute reported as 10 + 24/t"] == 2 * s * h - s * h * (10 + 24 // t)
+
+
+def test_every_departure_is_registered_as_a_departing_identity():
+    from derive.identities import all_identities
+
+    names = {entry.name: entry for entry in all_identities()}
+    for entry in departures.DEPARTURES:
+        kind = "weights" if entry.topic == departures.TOPIC else "activations"
+        assert names[f"Megatron {kind}: {entry.name}"].holds is False
