@@ -16,7 +16,8 @@ from typing import Callable
 import sympy as sp
 
 from derive import megatron
-from derive.accounts.activations import layer_activation_bytes, logits_bytes, output_edge
+from derive.accounts.activations import layer_activation_bytes, logits_bytes, output_edge, sharded
+from derive.architectures.saved import llama_layer_saved
 from derive.accounts.flops import megatron_num_floating_point_operations
 from derive.accounts.state import distributed_optimizer_bytes_per_parameter
 from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
@@ -88,9 +89,9 @@ def megatron_no_score_term() -> tuple[sp.Expr, sp.Expr]:
 
 
 def _llama_vs_megatron(profile: str) -> tuple[sp.Expr, sp.Expr]:
-    derived = layer_activation_bytes(f"llama-{profile}", tensor_parallel=t, sequence_parallel=True,
-                                     softmax_statistics=False)
-    return _megatron_layer(True), derived
+    """Megatron's SP + selective layer vs a Llama profile at head width k, statistics ignored."""
+    table = llama_layer_saved(profile, head_dim=k).without("norm_statistics", "softmax_statistics")
+    return _megatron_layer(True), sharded(table, t, True).bytes()
 
 
 def megatron_llama_fused() -> tuple[sp.Expr, sp.Expr]:
@@ -169,15 +170,17 @@ DEPARTURES: tuple[Departure, ...] = (
                "Megatron's 10 + 24/t assumes the scores are not kept (selective recompute "
                "or a fused kernel)"),
               topic=ACTIVATION_TOPIC, source=MEMORY + " compute_activation_memory_without_sp"),
-    Departure("GQA and SwiGLU ignored (Llama fused profile)", megatron_llama_fused,
+    Departure("GQA, head width and SwiGLU ignored (Llama fused profile)", megatron_llama_fused,
               "bytes per layer per GPU", {},
               ("SP + selective recompute", "Megatron-Core + TE: fused RMSNorm, flash attention, "
-               "fused SwiGLU; norm statistics and logsumexp ignored on both sides"),
+               "fused SwiGLU; norm statistics and logsumexp ignored on both sides",
+               "heads of width k (kv_channels): q and the attention output a k wide, k and v g k"),
               topic=ACTIVATION_TOPIC, source=MEMORY + " compute_activation_memory"),
-    Departure("GQA and SwiGLU ignored (Llama eager profile)", megatron_llama_eager,
+    Departure("GQA, head width and SwiGLU ignored (Llama eager profile)", megatron_llama_eager,
               "bytes per layer per GPU", {},
               ("SP + selective recompute", "PyTorch eager: nn.RMSNorm fp32 upcasts, SDPA, "
-               "SiLU(gate) * up; norm statistics and logsumexp ignored on both sides"),
+               "SiLU(gate) * up; norm statistics and logsumexp ignored on both sides",
+               "heads of width k (kv_channels)"),
               topic=ACTIVATION_TOPIC, source=MEMORY + " compute_activation_memory"),
     Departure("without-SP path ignores f", megatron_without_sp_f, "bytes per layer per GPU", {},
               ("GPT table, selective recompute, no SP", "Megatron uses 10 + 24/t (f = 4h) "
