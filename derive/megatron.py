@@ -305,13 +305,16 @@ def flops_per_token(swiglu: bool, gated: bool) -> sp.Expr:
     return flops(gemms + weight_gemms(llama_edges().where("output")))
 
 
+#: Tokens of a batch and the sum of its squared sequence lengths (total_real_tokens_in_batch,
+#: seqlen_squared_sum_in_batch; b s and b s^2 for b unpacked sequences of s tokens).
+BATCH_TOKENS, SQUARED_LENGTHS = sp.symbols("T Q", positive=True, integer=True)
+
+
 @lru_cache(maxsize=None)
 def batch_flops(swiglu: bool, gated: bool) -> sp.Expr:
     """FLOPs of a batch in T tokens and Q = sum of squared sequence lengths (packed_flops)."""
-    return packed_flops(_TOKENS, _SQUARES, per_token=flops_per_token(swiglu, gated))
+    return packed_flops(BATCH_TOKENS, SQUARED_LENGTHS, per_token=flops_per_token(swiglu, gated))
 
-
-_TOKENS, _SQUARES = sp.symbols("T Q", positive=True, integer=True)
 
 FLOP_UNSUPPORTED = UNSUPPORTED + ("moe_latent_size", "experimental_attention_variant",
                                   "hybrid_layer_pattern")
@@ -338,8 +341,8 @@ def num_floating_point_operations(args: Mapping[str, object], batch_size: object
         k: positive_int("kv_channels", args.get("kv_channels")),
         f: positive_int("ffn_hidden_size", args.get("ffn_hidden_size")),
         V: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
-        _TOKENS: sequences * seq if tokens is None else tokens,
-        _SQUARES: sequences * seq**2 if squares is None else squares,
+        BATCH_TOKENS: sequences * seq if tokens is None else tokens,
+        SQUARED_LENGTHS: sequences * seq**2 if squares is None else squares,
     }
     expr = batch_flops(_flag(args, "swiglu"), _flag(args, "attention_output_gate"))
     result = exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in values.items()}))

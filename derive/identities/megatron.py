@@ -245,7 +245,7 @@ ESTIMATORS = "Megatron estimators (derive.megatron)"
 
 
 def _flops_identity(swiglu: bool, gated: bool) -> None:
-    tokens, squares = megatron._TOKENS, megatron._SQUARES
+    tokens, squares = megatron.BATCH_TOKENS, megatron.SQUARED_LENGTHS
     layer = ("SwiGLU" if swiglu else "GELU") + (", output gate" if gated else "")
 
     @identity(f"Megatron FLOPs of a batch, {layer}: GEMM table = training.py", topic=ESTIMATORS,
