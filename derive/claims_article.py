@@ -60,6 +60,12 @@ LLAMA3 = ("llama3-8b", "llama3-70b", "llama3-405b")
 STEP_TOKENS, STEP_GPUS, STEP_SECONDS = 4194304, 1024, sp.Rational(9, 2)
 PRETRAINING_TOKENS = 15 * 10**12
 DAY = 86400
+#: How derive's usable range (derive.accounts.budget) is paired.
+BUDGET_RANGE = ("derive.accounts.budget pairs every loss at its worst (low end) or best (high end): "
+                "driver capacity 79.11-79.6 GiB, context 0.5-1 GiB and NCCL 1-3 GiB (the "
+                "article's), margin 0-1 GiB, fragmentation 5-15 % of reserved (the article's, "
+                "about 11 GiB at 15 %), 1-8 cuBLAS workspaces of 32 MiB and 0-256 MiB more; the "
+                "article's items alone at their worst (79.6 - 1 - 3 GiB, 15 %) leave 64.3 GiB")
 #: Where the attention-FLOP ratios hold only under N ~ 12Lh^2.
 TWELVE_LH2 = ("s/12h: a GPT layer's weight GEMMs at f = 4h (12h^2 per layer); Llama 3 70B's own "
               "causal score FLOPs over its weight FLOPs are 7.7 % at s = 8192 and 124 % at s = 128K")
@@ -315,15 +321,12 @@ for _side, _printed in (("low", 65), ("high", 75)):
           f"about {_printed} GiB usable", _printed, "GiB", decimals(0),
           lambda _side=_side: sp.Integer(usable_bytes("h100")[_side == "high"]),
           note="the article's own ends: 65-75 GiB here, 68-74 GiB in 8.1 and self-test 5; "
-               "derive pairs its loss ranges (context, NCCL, margin, 5-15 % fragmentation, "
-               "workspaces) at their worst and at their best")
+               + BUDGET_RANGE)
 for _side, _printed in (("low", 68), ("high", 74)):
     claim(f"8.1.usable-{_side}-{_printed}-gib", "8.1 / 9 Q5",
           f"usable for tensors on an 80 GB card: {_side} end about {_printed} GiB", _printed, "GiB",
           decimals(0), lambda _side=_side: sp.Integer(usable_bytes("h100")[_side == "high"]),
-          note="derive's range pairs the article's own loss ranges (context 0.5-1 GiB, NCCL "
-               "1-3 GiB, fragmentation 5-15 % of reserved, workspaces, margin) at their worst; "
-               "15 % fragmentation alone is about 11 GiB")
+          note=BUDGET_RANGE)
 claim("5.3.large-segment-20-mib", "5.3", "large_segment_size 20971520 is 20 MiB", 20, "MiB",
       EXACT, lambda: sp.Integer(20971520))
 
