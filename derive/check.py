@@ -80,7 +80,10 @@ def claims_main(as_json: bool) -> int:
         for v in verdicts:
             entry = v.claim
             line = f"{v.status:13} {entry.id:34} [{entry.section}] {entry.printed_value} {entry.unit}"
-            line += f"  (derived {v.printed})" if v.status == "holds" else f"  -- {v.reason}"
+            if v.status == "holds":
+                line += f"  (derived {v.printed})" + (f" -- {v.reason}" if v.reason else "")
+            else:
+                line += f"  -- {v.reason}"
             print(line)
         for error in errors:
             print(error)

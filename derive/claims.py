@@ -137,7 +137,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one claim: 'holds', 'does not hold' or 'pending'."""
+    """The outcome of one claim: 'holds', 'does not hold' or 'pending'; ``reason`` says why (or the convention it holds under)."""
 
     claim: Claim
     status: str
@@ -194,7 +194,7 @@ def evaluate(entry: Claim) -> Verdict:
         return Verdict(entry, "pending", None, "", entry.pending)
     holds, derived, shown = _matches(entry, entry.derive())
     if holds:
-        return Verdict(entry, "holds", derived, shown)
+        return Verdict(entry, "holds", derived, shown, entry.note)
     reason = (f"derived {_show(derived)} {entry.unit} prints as {shown} at "
               f"{entry.precision.describe()}, the article prints {entry.printed_value}")
     if entry.alternative is not None:

@@ -19,6 +19,31 @@ parameter come from ``derive.accounts.state``; what is Megatron's is the
 * bytes per parameter are the bf16 recipe's (fp32 main gradients): 18, or
   6 + 12/d with the distributed optimizer.
 
+The activation estimators read derive's saved-for-backward tables
+(``derive.accounts.activations``) under Megatron's convention:
+
+* the layer is the GPT table (MHA, GELU, f the real MLP width) whatever the
+  model: GQA, head width and SwiGLU are not seen; the score matrices are
+  dropped (selective recompute); norm statistics are not counted;
+* ``compute_activation_memory`` (sequence parallel + selective recompute):
+  every row over t; the embedding keeps int64 token ids and a dropout mask;
+  with one stage the output edge is the final norm's input, the head's input
+  and the fp32 logits (4 bytes per logit);
+* ``compute_activation_memory_without_sp``: the same table at f = 4h (the real
+  f is ignored), ``tp_shardable`` rows over t; with one stage the output edge
+  is the head's input and the bf16 logits (2 bytes per logit); everything
+  times the 21/20 overhead;
+* the first pipeline stage: the chunks in flight of the 1F1B schedule (at
+  most m when ``num_microbatches`` is given) or of the interleaved one (where
+  Megatron does not cap by m), L/(p v) layers each.
+
+``num_floating_point_operations`` is the three passes of derive's GEMM table
+(``derive.architectures.gemms``): the Llama attention (a query heads, g groups,
+head width k) plus Megatron's optional output gate [h, a k], the SwiGLU or GELU
+MLP, the causal QK^T and PV, one [h, V] output head; token-linear terms times
+the tokens of the batch and the score terms times the sum of squared sequence
+lengths (``derive.accounts.flops.packed_flops``).
+
 Each departure from the derived ledger is quantified in
 ``derive.identities.megatron``.
 """
@@ -31,11 +56,16 @@ from typing import Mapping
 
 import sympy as sp
 
+from derive.accounts.activations import MEGATRON_OVERHEAD, first_stage_activation_bytes, sharded
+from derive.accounts.flops import packed_flops
 from derive.accounts.state import distributed_optimizer_bytes_per_parameter
-from derive.architectures.parameters import gpt_layer, llama_edges, llama_layer
+from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
+from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
+from derive.architectures.saved import output_saved
 from derive.inputs import choose, positive_int
-from derive.symbols import L, V, a, d, f, g, h, k, p, t
-from derive.tensors import Ledger
+from derive.symbols import L, V, a, b, d, f, g, h, k, m, p, s, t, v
+from derive.tensors import Ledger, Tensor
+from derive.units import BYTE_UNITS
 
 #: Megatron's ``normalization`` argument -> whether the norm carries a shift (bias).
 NORMALIZATIONS: dict[str, bool] = {"RMSNorm": False, "LayerNorm": True}
@@ -156,3 +186,164 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
         _flag(args, "use_distributed_optimizer"),
     )
     return exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in sizes.items()}))
+
+
+# ---- activations: compute_activation_memory and compute_activation_memory_without_sp ----
+
+#: Megatron's layer: the GPT table with materialised attention, scores dropped (selective recompute).
+MEGATRON_LAYER = {"architecture": "gpt", "attention": "materialised", "recompute": "selective"}
+
+#: Where the without-SP estimator substitutes f: it uses 10 + 24/t, the GPT table at f = 4h.
+WITHOUT_SP_F = {f: 4 * h}
+
+
+def output_rows(sequence_parallel: bool) -> Ledger:
+    """The output edge Megatron counts at p = 1, on one TP rank (theoretical_memory_usage.py)."""
+    rows = output_saved()
+    if sequence_parallel:      # final norm input, head input, fp32 logits: 4sbh(1 + V/h), over t
+        return sharded(rows.without("transient", "token_ids"), t, True)
+    # without SP: "outputs from final layer norm" (the head input) and the bf16 logits
+    return sharded(Ledger([rows["output projection input"], rows["logits"]]), t, False)
+
+
+@lru_cache(maxsize=None)
+def activation_bytes(sequence_parallel: bool, single_stage: bool, interleaved: bool,
+                     micro_batches: bool) -> sp.Expr:
+    """First-stage activation bytes per GPU under Megatron's convention, in s b h f L V t p v m."""
+    total = first_stage_activation_bytes(
+        **MEGATRON_LAYER, tensor_parallel=t, sequence_parallel=sequence_parallel,
+        pipeline=p, virtual=v if interleaved else None,
+        micro_batches=m if micro_batches and not interleaved else None)
+    if single_stage:
+        total += output_rows(sequence_parallel).bytes()
+    if sequence_parallel:
+        return sp.expand(total)
+    return sp.expand(MEGATRON_OVERHEAD * total.subs(WITHOUT_SP_F))
+
+
+def _optional(field: str, value: object) -> int | None:
+    return None if value is None else positive_int(field, value)
+
+
+def _activation_values(args: Mapping[str, object], num_microbatches: object) -> dict[sp.Symbol, int]:
+    values = {
+        s: positive_int("seq_length", args.get("seq_length")),
+        b: positive_int("micro_batch_size", args.get("micro_batch_size")),
+        h: positive_int("hidden_size", args.get("hidden_size")),
+        L: positive_int("num_layers", args.get("num_layers")),
+        V: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
+        t: positive_int("tensor_model_parallel_size", args.get("tensor_model_parallel_size")),
+        p: positive_int("pipeline_model_parallel_size", args.get("pipeline_model_parallel_size")),
+    }
+    if args.get("ffn_hidden_size") is not None:
+        values[f] = positive_int("ffn_hidden_size", args.get("ffn_hidden_size"))
+    virtual = _optional("virtual_pipeline_model_parallel_size",
+                        args.get("virtual_pipeline_model_parallel_size"))
+    if virtual is not None:
+        values[v] = virtual
+    micro = _optional("num_microbatches", num_microbatches)
+    if micro is not None:
+        values[m] = micro
+    return values
+
+
+def _activations(args: Mapping[str, object], num_microbatches: object,
+                 sequence_parallel: bool) -> Fraction:
+    values = _activation_values(args, num_microbatches)
+    if sequence_parallel and f not in values:
+        raise ValueError("ffn_hidden_size: needed by compute_activation_memory")
+    expr = activation_bytes(sequence_parallel, values[p] == 1, v in values, m in values)
+    return exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in values.items()}))
+
+
+def compute_activation_memory(args: Mapping[str, object], num_microbatches: object = None,
+                              **extra_call_args: object) -> Fraction:
+    """Activation bytes per GPU, first stage, SP + selective recompute (theoretical_memory_usage.py, same name)."""
+    return _activations(args, num_microbatches, sequence_parallel=True)
+
+
+def compute_activation_memory_without_sp(args: Mapping[str, object], num_microbatches: object = None,
+                                         **extra_call_args: object) -> Fraction:
+    """Activation bytes per GPU, first stage, no SP, times 1.05 (theoretical_memory_usage.py, same name)."""
+    return _activations(args, num_microbatches, sequence_parallel=False)
+
+
+def report_theoretical_memory(args: Mapping[str, object], num_microbatches: object = None,
+                              **extra_call_args: object) -> tuple[Fraction, Fraction, Fraction]:
+    """(weights + optimizer, activations, total) in MiB per GPU (theoretical_memory_usage.py, same name)."""
+    if args.get("hybrid_layer_pattern"):
+        raise ValueError(f"hybrid_layer_pattern: not modelled by derive, got {args['hybrid_layer_pattern']!r}")
+    mib = BYTE_UNITS["MiB"]
+    weights = compute_weight_and_optimizer_memory(args) / mib
+    with_sp = (_flag(args, "sequence_parallel")
+               and args.get("recompute_granularity") == "selective")
+    activations = _activations(args, num_microbatches, sequence_parallel=with_sp) / mib
+    return weights, activations, weights + activations
+
+
+# ---- FLOPs: num_floating_point_operations (megatron/training/training.py) ----
+
+def output_gate() -> Tensor:
+    """Megatron's --attention-output-gate: a gate [h, a k] stacked into linear_qkv (a GEMM of the layer)."""
+    return Tensor("attention.output_gate", (h, a * k), DTYPE,
+                  frozenset({"gemm", "layer", "attention"}))
+
+
+def flop_layer(swiglu: bool, gated: bool) -> Ledger:
+    """The layer's GEMM parameters: GQA attention at head width k (+ gate), SwiGLU or GELU MLP, no biases."""
+    attention = llama_layer(head_dim=k).where("gemm", "attention")
+    if gated:
+        attention = attention + Ledger([output_gate()])
+    mlp = (llama_layer(head_dim=k) if swiglu else gpt_layer(head_dim=k)).where("gemm", "mlp")
+    return attention + mlp
+
+
+@lru_cache(maxsize=None)
+def flops_per_token(swiglu: bool, gated: bool) -> sp.Expr:
+    """FLOPs per token of one s-token sequence: L layers (weights, causal scores at width k) + the head."""
+    gemms = (weight_gemms(flop_layer(swiglu, gated)) + attention_score_gemms("causal", a, k)).times(L)
+    return flops(gemms + weight_gemms(llama_edges().where("output")))
+
+
+#: Tokens of a batch and the sum of its squared sequence lengths (total_real_tokens_in_batch,
+#: seqlen_squared_sum_in_batch; b s and b s^2 for b unpacked sequences of s tokens).
+BATCH_TOKENS, SQUARED_LENGTHS = sp.symbols("T Q", positive=True, integer=True)
+
+
+@lru_cache(maxsize=None)
+def batch_flops(swiglu: bool, gated: bool) -> sp.Expr:
+    """FLOPs of a batch in T tokens and Q = sum of squared sequence lengths (packed_flops)."""
+    return packed_flops(BATCH_TOKENS, SQUARED_LENGTHS, per_token=flops_per_token(swiglu, gated))
+
+
+FLOP_UNSUPPORTED = UNSUPPORTED + ("moe_latent_size", "experimental_attention_variant",
+                                  "hybrid_layer_pattern")
+
+
+def num_floating_point_operations(args: Mapping[str, object], batch_size: object,
+                                  seqlen_squared_sum_in_batch: object = None,
+                                  total_real_tokens_in_batch: object = None) -> int:
+    """FLOPs of one global batch, forward + backward, no recompute (training.py, same name)."""
+    for name in FLOP_UNSUPPORTED:
+        if args.get(name):
+            raise ValueError(f"{name}: not modelled by derive (dense models only), got {args[name]!r}")
+    heads = positive_int("num_attention_heads", args.get("num_attention_heads"))
+    seq = positive_int("seq_length", args.get("seq_length"))
+    sequences = positive_int("batch_size", batch_size)
+    tokens = _optional("total_real_tokens_in_batch", total_real_tokens_in_batch)
+    squares = _optional("seqlen_squared_sum_in_batch", seqlen_squared_sum_in_batch)
+    values = {
+        L: positive_int("num_layers", args.get("num_layers")),
+        h: positive_int("hidden_size", args.get("hidden_size")),
+        a: heads,
+        g: (positive_int("num_query_groups", args.get("num_query_groups"))
+            if _flag(args, "group_query_attention") else heads),
+        k: positive_int("kv_channels", args.get("kv_channels")),
+        f: positive_int("ffn_hidden_size", args.get("ffn_hidden_size")),
+        V: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
+        BATCH_TOKENS: sequences * seq if tokens is None else tokens,
+        SQUARED_LENGTHS: sequences * seq**2 if squares is None else squares,
+    }
+    expr = batch_flops(_flag(args, "swiglu"), _flag(args, "attention_output_gate"))
+    result = exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in values.items()}))
+    return int(result) if result.denominator == 1 else result

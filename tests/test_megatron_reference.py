@@ -29,7 +29,9 @@ RECORDS_PER_FUNCTION = {
 }
 
 #: The estimators derive.megatron reproduces so far.
-IMPLEMENTED = ("compute_weight_and_optimizer_memory",)
+IMPLEMENTED = ("compute_weight_and_optimizer_memory", "compute_activation_memory",
+               "compute_activation_memory_without_sp", "report_theoretical_memory",
+               "num_floating_point_operations")
 
 RECORDS = json.loads(REFERENCE.read_text())["records"]
 CHECKED = [r for r in RECORDS if r["function"] in IMPLEMENTED]
@@ -49,11 +51,21 @@ def test_every_record_of_each_implemented_function_is_checked():
     assert checked == {name: RECORDS_PER_FUNCTION[name] for name in IMPLEMENTED}
 
 
+def _exact(value: object) -> bool:
+    return isinstance(value, (int, Fraction))
+
+
 @pytest.mark.parametrize("record", CHECKED, ids=lambda r: f"{r['function']}-{r['id']}")
 def test_record_exactly(record):
     estimator = getattr(megatron, record["function"])
     result = estimator(record["args"], **record["extra_call_args"])
-    assert isinstance(result, (int, Fraction))
+    if record["function"] == "report_theoretical_memory":
+        components = record["result_components_exact"]
+        assert all(_exact(part) for part in result)
+        assert result == tuple(Fraction(components[name]) for name in
+                               ("weight_and_optimizer", "activation", "total"))
+        result = result[-1]
+    assert _exact(result)
     assert result == Fraction(record["result_exact"])
 
 
@@ -83,3 +95,40 @@ def _args(**changes):
 def test_bad_arguments_name_the_field(changes, field):
     with pytest.raises(ValueError, match=f"^{field}: "):
         megatron.compute_weight_and_optimizer_memory(_args(**changes))
+
+
+def _record(function: str) -> dict:
+    return next(r for r in RECORDS if r["function"] == function
+                and r["config"]["model"] == "llama3_70b")
+
+
+@pytest.mark.parametrize("function, changes, extra, field", [
+    ("compute_activation_memory", {"seq_length": 0}, {}, "seq_length"),
+    ("compute_activation_memory", {"ffn_hidden_size": None}, {}, "ffn_hidden_size"),
+    ("compute_activation_memory_without_sp", {"virtual_pipeline_model_parallel_size": -2}, {},
+     "virtual_pipeline_model_parallel_size"),
+    ("compute_activation_memory_without_sp", {}, {"num_microbatches": 0}, "num_microbatches"),
+    ("report_theoretical_memory", {"sequence_parallel": "yes"}, {}, "sequence_parallel"),
+    ("report_theoretical_memory", {"hybrid_layer_pattern": "M*M*"}, {}, "hybrid_layer_pattern"),
+    ("num_floating_point_operations", {"attention_output_gate": None}, {}, "attention_output_gate"),
+    ("num_floating_point_operations", {"moe_latent_size": 64}, {}, "moe_latent_size"),
+    ("num_floating_point_operations", {}, {"batch_size": 0}, "batch_size"),
+    ("num_floating_point_operations", {}, {"seqlen_squared_sum_in_batch": -1},
+     "seqlen_squared_sum_in_batch"),
+])
+def test_bad_arguments_of_the_other_estimators_name_the_field(function, changes, extra, field):
+    record = _record(function)
+    args = {**record["args"], **changes}
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        getattr(megatron, function)(args, **{**record["extra_call_args"], **extra})
+
+
+def test_the_activation_branch_follows_sp_and_selective_recompute():
+    branches = Counter()
+    for record in REPORTS:
+        args = record["args"]
+        with_sp = args["sequence_parallel"] and args["recompute_granularity"] == "selective"
+        branch = ("compute_activation_memory" if with_sp else "compute_activation_memory_without_sp")
+        assert record["activation_branch"] == branch
+        branches[branch] += 1
+    assert len(branches) == 2

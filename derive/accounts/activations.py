@@ -100,14 +100,17 @@ def article_model_bytes(attention: str = "fused", logits: bool = True) -> sp.Exp
                                   logits=logits).subs(ARTICLE_F)
 
 
-def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) -> sp.Expr:
-    """Chunks the first stage holds: warm-up + 1 (schedules.py get_num_warmup_microbatches)."""
+def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = None,
+                            micro_batches: sp.Expr | None = None) -> sp.Expr:
+    """Chunks the first stage holds: warm-up + 1, at most the step's m v chunks (schedules.py get_num_warmup_microbatches)."""
     pipeline = sp.sympify(pipeline)
     if virtual is None:
         warmup = pipeline - 1
     else:
         warmup = (pipeline - 1) * 2 + (virtual - 1) * pipeline
-    return warmup + 1
+    if micro_batches is None:
+        return warmup + 1
+    return sp.Min(warmup + 1, sp.sympify(micro_batches) * (1 if virtual is None else virtual))
 
 
 def interleaved_factor(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) -> sp.Expr:
@@ -145,10 +148,11 @@ def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "ma
                                  recompute: str = "none", norm_statistics: bool = False, *,
                                  softmax_statistics: bool = True, pipeline: sp.Expr = p,
                                  virtual: sp.Expr | None = None, edges: bool = True,
-                                 token_ids: bool = True) -> sp.Expr:
+                                 token_ids: bool = True,
+                                 micro_batches: sp.Expr | None = None) -> sp.Expr:
     """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1)."""
     chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
-    in_flight = in_flight_micro_batches(pipeline, virtual)
+    in_flight = in_flight_micro_batches(pipeline, virtual, micro_batches)
     per_layer = layer_activation_bytes(architecture, attention, tensor_parallel, sequence_parallel,
                                        recompute, norm_statistics,
                                        softmax_statistics=softmax_statistics)

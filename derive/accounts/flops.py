@@ -60,12 +60,17 @@ def recompute_factor(policy: str, family: str = "llama", attention: str = "causa
 
 
 def packed_flops(tokens: Number, seqlen_squared_sum: Number, family: str = "llama",
-                 attention: str = "causal") -> sp.Expr:
-    """Model FLOPs of a batch of packed sequences: token-linear GEMMs x tokens, score GEMMs x sum of s_i^2."""
-    per_token = sp.Poly(model_flops_per_token(family, attention), s)
-    if per_token.degree() > 1:
-        raise ValueError(f"family: {family} FLOPs per token are not linear in s")
-    return sp.expand(tokens * per_token.coeff_monomial(1) + seqlen_squared_sum * per_token.coeff_monomial(s))
+                 attention: str = "causal", *, per_token: sp.Expr | None = None) -> sp.Expr:
+    """Model FLOPs of a batch of packed sequences: token-linear GEMMs x tokens, score GEMMs x sum of s_i^2.
+
+    ``per_token`` (FLOPs per token of one s-token sequence) replaces the family's table when given.
+    """
+    field = "family" if per_token is None else "per_token"
+    expr = model_flops_per_token(family, attention) if per_token is None else per_token
+    poly = sp.Poly(expr, s)
+    if poly.degree() > 1:
+        raise ValueError(f"{field}: FLOPs per token are not linear in s: {expr}")
+    return sp.expand(tokens * poly.coeff_monomial(1) + seqlen_squared_sum * poly.coeff_monomial(s))
 
 
 # ---- utilisation and time (PaLM, appendix B; the article, sections 6.4 and 7) ----

@@ -5,7 +5,9 @@ Tags on every tensor:
   embedding), ``position`` (learned position embedding), ``output`` (the
   output head), ``norm`` (a norm's scale or shift), ``bias``, and ``gemm`` for
   every matrix that sits in a GEMM (the weights 6 FLOP/parameter/token apply
-  to: layer matrices and the output head, not the input lookup nor norms).
+  to: layer matrices and the output head, not the input lookup nor norms);
+  a layer's tensors also name their block, ``attention`` (with the norm before
+  it) or ``mlp``.
 Parameters are stored in the compute dtype of the model (bf16); what the
 optimizer holds per parameter is the business of ``derive.accounts.state``.
 """
@@ -33,15 +35,15 @@ def llama_layer(head_dim: sp.Expr = h / a) -> Ledger:
     q_width, kv_width = a * head_dim, g * head_dim
     return Ledger(
         [
-            _vector("attention_norm.weight", h, "norm"),
-            _matrix("attention.wq", h, q_width),
-            _matrix("attention.wk", h, kv_width),
-            _matrix("attention.wv", h, kv_width),
-            _matrix("attention.wo", q_width, h),
-            _vector("ffn_norm.weight", h, "norm"),
-            _matrix("feed_forward.w1 (gate)", h, f),
-            _matrix("feed_forward.w3 (up)", h, f),
-            _matrix("feed_forward.w2 (down)", f, h),
+            _vector("attention_norm.weight", h, "norm", "attention"),
+            _matrix("attention.wq", h, q_width, "attention"),
+            _matrix("attention.wk", h, kv_width, "attention"),
+            _matrix("attention.wv", h, kv_width, "attention"),
+            _matrix("attention.wo", q_width, h, "attention"),
+            _vector("ffn_norm.weight", h, "norm", "mlp"),
+            _matrix("feed_forward.w1 (gate)", h, f, "mlp"),
+            _matrix("feed_forward.w3 (up)", h, f, "mlp"),
+            _matrix("feed_forward.w2 (down)", f, h, "mlp"),
         ]
     ).map(lambda t: t.tagged("layer"))
 
@@ -62,18 +64,18 @@ def gpt_layer(head_dim: sp.Expr = h / a) -> Ledger:
     q_width = a * head_dim
     return Ledger(
         [
-            _vector("input_layernorm.weight", h, "norm"),
-            _vector("input_layernorm.bias", h, "norm", "bias"),
-            _matrix("attention.query_key_value.weight", h, 3 * q_width),
-            _vector("attention.query_key_value.bias", 3 * q_width, "bias"),
-            _matrix("attention.dense.weight", q_width, h),
-            _vector("attention.dense.bias", h, "bias"),
-            _vector("post_attention_layernorm.weight", h, "norm"),
-            _vector("post_attention_layernorm.bias", h, "norm", "bias"),
-            _matrix("mlp.dense_h_to_4h.weight", h, f),
-            _vector("mlp.dense_h_to_4h.bias", f, "bias"),
-            _matrix("mlp.dense_4h_to_h.weight", f, h),
-            _vector("mlp.dense_4h_to_h.bias", h, "bias"),
+            _vector("input_layernorm.weight", h, "norm", "attention"),
+            _vector("input_layernorm.bias", h, "norm", "bias", "attention"),
+            _matrix("attention.query_key_value.weight", h, 3 * q_width, "attention"),
+            _vector("attention.query_key_value.bias", 3 * q_width, "bias", "attention"),
+            _matrix("attention.dense.weight", q_width, h, "attention"),
+            _vector("attention.dense.bias", h, "bias", "attention"),
+            _vector("post_attention_layernorm.weight", h, "norm", "mlp"),
+            _vector("post_attention_layernorm.bias", h, "norm", "bias", "mlp"),
+            _matrix("mlp.dense_h_to_4h.weight", h, f, "mlp"),
+            _vector("mlp.dense_h_to_4h.bias", f, "bias", "mlp"),
+            _matrix("mlp.dense_4h_to_h.weight", f, h, "mlp"),
+            _vector("mlp.dense_4h_to_h.bias", h, "bias", "mlp"),
         ]
     ).map(lambda t: t.tagged("layer"))
 

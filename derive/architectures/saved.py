@@ -132,20 +132,20 @@ def eager_rms_norm(prefix: str) -> list[Tensor]:
     ]
 
 
-def _llama_eager() -> list[Tensor]:
+def _llama_eager(head: sp.Expr = HEAD) -> list[Tensor]:
     """PyTorch eager: nn.RMSNorm, q/k/v linears (GQA), RoPE, SDPA (enable_gqa), SiLU(gate) * up."""
     rows = eager_rms_norm("attention_norm")
     rows += [
         _row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
              note="attention_norm output, kept by wq, wk and wv (one tensor)"),
-        _row("q after RoPE", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+        _row("q after RoPE", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
              note="kept by scaled_dot_product_attention; RoPE itself keeps only its "
                   "cos/sin tables"),
-        _row("k after RoPE", (b, g, s, HEAD), ACTIVATION, "tp_shardable", "attention",
+        _row("k after RoPE", (b, g, s, head), ACTIVATION, "tp_shardable", "attention",
              note="g heads (enable_gqa=True), kept by scaled_dot_product_attention"),
-        _row("v", (b, s, KV), ACTIVATION, "tp_shardable", "attention",
+        _row("v", (b, s, g * head), ACTIVATION, "tp_shardable", "attention",
              note="wv output, kept by scaled_dot_product_attention as a transposed view"),
-        _row("attention output", (b, s, h), ACTIVATION, "tp_shardable", "attention",
+        _row("attention output", (b, s, a * head), ACTIVATION, "tp_shardable", "attention",
              note="kept by scaled_dot_product_attention (CPU flash kernel); "
                   "the same storage is wo's input"),
         _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
@@ -172,19 +172,19 @@ def _fused_rms_norm(prefix: str, input_tensor: Tensor) -> list[Tensor]:
                                "norm_statistics", "norm", note=f"fp32 rstd, kept by {prefix}")]
 
 
-def _llama_fused() -> list[Tensor]:
+def _llama_fused(head: sp.Expr = HEAD) -> list[Tensor]:
     """Megatron + Transformer Engine: fused RMSNorm, flash attention, fused SwiGLU (bias_swiglu)."""
     rows = _fused_rms_norm("input_layernorm", layer_input())
     rows += [
         _row("linear_qkv input", (s, b, h), ACTIVATION, "replicated", "attention",
              note="input_layernorm output, kept by linear_qkv"),
-        _row("q", (s, b, a, HEAD), ACTIVATION, "tp_shardable", "attention",
+        _row("q", (s, b, a, head), ACTIVATION, "tp_shardable", "attention",
              note="after RoPE, kept by flash attention"),
-        _row("k", (s, b, g, HEAD), ACTIVATION, "tp_shardable", "attention",
+        _row("k", (s, b, g, head), ACTIVATION, "tp_shardable", "attention",
              note="after RoPE, g heads, kept by flash attention"),
-        _row("v", (s, b, g, HEAD), ACTIVATION, "tp_shardable", "attention",
+        _row("v", (s, b, g, head), ACTIVATION, "tp_shardable", "attention",
              note="g heads, kept by flash attention"),
-        _row("attention output", (s, b, h), ACTIVATION, "tp_shardable", "attention",
+        _row("attention output", (s, b, a * head), ACTIVATION, "tp_shardable", "attention",
              note="kept by flash attention; the same tensor is linear_proj's input"),
         _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
              "attention", note="kept by flash attention"),
@@ -203,10 +203,10 @@ def _llama_fused() -> list[Tensor]:
     return rows
 
 
-def llama_layer_saved(profile: str) -> Ledger:
-    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it."""
+def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD) -> Ledger:
+    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it, heads of width ``head_dim``."""
     choose("profile", profile, LLAMA_PROFILES)
-    return Ledger(_llama_eager() if profile == "eager" else _llama_fused())
+    return Ledger(_llama_eager(head_dim) if profile == "eager" else _llama_fused(head_dim))
 
 
 def layer_saved(architecture: str, attention: str = "materialised",
