@@ -43,10 +43,11 @@ def _size_cell(value: sp.Expr, unit: str) -> Cell:
 
 
 def weights_table() -> Table:
-    """derive.identities.megatron.DEPARTURES: each difference as an expression and its size per preset."""
+    """The weight-side DEPARTURES: each difference as an expression and its size per preset (the
+    activation-side ones are identities too, and appear in :func:`registry_table`)."""
     sized = {name: sizes(model(name).values, model(name).family) for name in MODELS}
     rows = []
-    for entry in DEPARTURES:
+    for entry in (entry for entry in DEPARTURES if entry.topic == WEIGHTS_TOPIC):
         rows.append({
             "departure": text_cell(entry.name), "difference": math_cell(entry.difference),
             "unit": text_cell(entry.unit),
