@@ -53,7 +53,8 @@ class Model:
         """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""
         values: dict[sp.Symbol, object] = dict(self.values)
         values.update({BY_NAME[name]: value for name, value in extra.items()})
-        return sp.sympify(expr).subs(values)
+        return sp.sympify(expr).xreplace({symbol: sp.sympify(value)
+                                          for symbol, value in values.items()})
 
     @property
     def parameters(self) -> int:

@@ -91,10 +91,16 @@ def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
     return diff
 
 
+_PROOFS: dict[int, Proof] = {}
+
+
 def prove(entry: Identity) -> Proof:
-    """Prove one identity exactly."""
-    claim, derived = entry.sides()
-    return Proof(entry, claim, derived, difference(derived, claim))
+    """Prove one identity exactly (once per process: the check and every sheet section share it)."""
+    cached = _PROOFS.get(id(entry))
+    if cached is None or cached.identity is not entry:
+        claim, derived = entry.sides()
+        cached = _PROOFS[id(entry)] = Proof(entry, claim, derived, difference(derived, claim))
+    return cached
 
 
 def all_identities() -> list[Identity]:

@@ -1,12 +1,15 @@
 """The sheet's LaTeX: SymPy's LatexPrinter subclassed for derive's notation (sympy/printing/latex.py)."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
 from derive.symbols import LATEX_NAMES
 
 
+@lru_cache(maxsize=None)
 def degree(term: sp.Expr) -> int:
     """Total degree of a term: numerator degree minus denominator degree (2N/d has degree 0)."""
     numerator, denominator = term.as_numer_denom()
@@ -38,7 +41,12 @@ _PRINTER = SheetLatexPrinter()
 
 def tex(expr: sp.Expr | int) -> str:
     """LaTeX of ``expr`` in the sheet's notation."""
-    return _PRINTER.doprint(sp.sympify(expr))
+    return _latex(sp.sympify(expr))
+
+
+@lru_cache(maxsize=None)
+def _latex(expr: sp.Expr) -> str:
+    return _PRINTER.doprint(expr)
 
 
 def tex_equation(symbol: sp.Expr, value: sp.Expr) -> str:
