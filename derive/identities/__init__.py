@@ -40,8 +40,9 @@ class Identity:
 
     def sides(self) -> tuple[sp.Expr, sp.Expr]:
         """(claim, derived), both under the identity's substitutions."""
-        claim = sp.sympify(self.claim).subs(self.where)
-        derived = sp.sympify(self.derive()).subs(self.where)
+        where = {symbol: sp.sympify(value) for symbol, value in self.where.items()}
+        claim = sp.sympify(self.claim).xreplace(where)
+        derived = sp.sympify(self.derive()).xreplace(where)
         return claim, derived
 
 
