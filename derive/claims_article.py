@@ -25,14 +25,8 @@ from derive.accounts.activations import (
     logits_bytes,
 )
 from derive.accounts.budget import usable_bytes
-from derive.accounts.flops import (
-    CONVENTIONS,
-    flops_per_token,
-    hfu,
-    mfu,
-    recompute_factor,
-    step_time_lower_bound,
-)
+from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
+from derive.conventions import CONVENTIONS
 from derive.accounts.state import (
     bytes_per_parameter,
     distributed_optimizer_bytes_per_parameter,

@@ -22,14 +22,8 @@ from derive.accounts.activations import (
     layer_activation_bytes,
     model_activation_bytes,
 )
-from derive.accounts.flops import (
-    flops_per_token,
-    hfu,
-    mfu,
-    recompute_factor,
-    six_n,
-    step_time_lower_bound,
-)
+from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
+from derive.conventions import six_n
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.inputs import choose, positive_int
 from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model

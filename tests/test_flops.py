@@ -7,16 +7,14 @@ import pytest
 import sympy as sp
 
 from derive.accounts.flops import (
-    CONVENTIONS,
     flops_per_token,
     hfu,
-    megatron_num_floating_point_operations,
     mfu,
     packed_flops,
     recompute_factor,
-    six_n,
     step_time_lower_bound,
 )
+from derive.conventions import CONVENTIONS, megatron_num_floating_point_operations, six_n
 from derive.architectures.gemms import (
     Gemm,
     attention_score_gemms,

@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 
 from derive import claims as claim_registry
-from derive.accounts.flops import CONVENTIONS
+from derive.conventions import CONVENTIONS
 from derive.claims import EXACT, Claim, all_claims, evaluate_all
 from derive.identities.megatron import DEPARTURES
 from derive.identities.megatron import TOPIC as WEIGHTS_TOPIC

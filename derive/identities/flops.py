@@ -6,15 +6,12 @@ import sympy as sp
 from derive.accounts.flops import (
     flops_per_token,
     hfu,
-    megatron,
-    megatron_num_floating_point_operations,
     mfu,
     model_flops_per_token,
     packed_flops,
     recompute_factor,
-    six_n,
-    six_n_gemm,
 )
+from derive.conventions import megatron, megatron_num_floating_point_operations, six_n, six_n_gemm
 from derive.architectures.gemms import attention_score_gemms, flops, model_gemms
 from derive.architectures.parameters import gemm_parameter_count, parameter_count
 from derive.identities import identity

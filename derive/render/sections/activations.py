@@ -27,7 +27,6 @@ from derive.render.printer import tex
 from derive.render.sheet import (
     Cell,
     Column,
-    Figure,
     Flowchart,
     Node,
     Section,

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.flops import CONVENTIONS, flops_per_token, six_n, six_n_gemm, step_time_lower_bound
+from derive.accounts.flops import flops_per_token, step_time_lower_bound
+from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.architectures.gemms import (
     Gemm,
     LAYER_GEMMS,
