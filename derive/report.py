@@ -24,11 +24,12 @@ from derive.accounts.activations import (
 )
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.conventions import six_n
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.inputs import choose, positive_int
 from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
 from derive.symbols import N
-from derive.units import BYTE_UNITS, format_bytes
+from derive.units import BYTE_UNITS, format_bytes, to_unit
 
 #: Activation profiles: name -> what it assumes.
 PROFILES: dict[str, str] = {
@@ -82,15 +83,23 @@ class Figure:
 
 
 def parse_budget(text: str) -> tuple[int, str]:
-    """'70GiB' / '80 GB' -> (bytes, unit); the unit is mandatory so GB and GiB never mix."""
+    """'70GiB' / '80 GB' -> (bytes, label); a hardware name -> the low end of its usable range.
+
+    The unit is mandatory so GB and GiB never mix; a hardware budget comes from
+    derive.accounts.budget (driver capacity less context, NCCL, margin, fragmentation, workspaces).
+    """
+    if text in DRIVER_CAPACITY:
+        low, high = usable_bytes(text)
+        return low, (f"{text} usable low end {to_unit(low, 'GiB'):.2f} GiB "
+                     f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*", text)
     if not match or match.group(2) not in BYTE_UNITS:
-        raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, "
-                         f"got {text!r}")
+        raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, or one of "
+                         f"{', '.join(DRIVER_CAPACITY)}, got {text!r}")
     value = float(match.group(1))
     if value <= 0:
         raise UsageError(f"--budget: must be positive, got {text!r}")
-    return int(value * BYTE_UNITS[match.group(2)]), match.group(2)
+    return int(value * BYTE_UNITS[match.group(2)]), text
 
 
 def parse_peak(text: str) -> tuple[float, str]:
@@ -155,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (needs --dp)")
     parser.add_argument("--dp", type=_positive("--dp"), default=1, help="data-parallel ranks")
     parser.add_argument("--budget", default=DEFAULT_BUDGET,
-                        help="memory per GPU with its unit, e.g. 70GiB or 80GB (default 70GiB)")
+                        help="memory per GPU with its unit (70GiB, 80GB) or a hardware name "
+                             "(h100, a100: the low end of its usable range); default 70GiB")
     shape = parser.add_argument_group("custom shape (overrides the preset; without --model, "
                                       "--layers --hidden --heads --ffn --vocab are required)")
     for field, option in SHAPE_OPTIONS.items():
@@ -233,9 +243,9 @@ def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
                 out.append(Figure(f"observed.hfu_{policy}",
                                   hfu(rate, per_token, args.gpus, peak, factor), "fraction",
                                   f"MFU * ({sp.sstr(recompute_factor(policy, m.family))})"))
-    budget, unit = parse_budget(args.budget)
+    budget, label = parse_budget(args.budget)
     resident = at(held.total)
-    out += [Figure("fit.budget", budget, "B", args.budget),
+    out += [Figure("fit.budget", budget, "B", label),
             Figure("fit.gpus_for_state", math.ceil(resident / budget), "GPUs",
                    "ceil(resident / budget)"),
             Figure("fit.gpus_for_state_and_activations",
@@ -276,7 +286,7 @@ def render_text(m: Model, args: argparse.Namespace, peak_label: str, values: dic
                      f"{v('observed.tokens_per_second') / 1e3:.0f} K tokens/s -> MFU "
                      f"{v('observed.mfu'):.1%}  HFU(selective) {v('observed.hfu_selective'):.1%}"
                      f"  HFU(full) {v('observed.hfu_full'):.1%}")
-    lines.append(f"  fit at {args.budget} per GPU: resident state needs >= "
+    lines.append(f"  fit at {values['fit.budget'].expression} per GPU: resident state needs >= "
                  f"{v('fit.gpus_for_state'):.0f} GPUs; with one micro-batch of activations "
                  f">= {v('fit.gpus_for_state_and_activations'):.0f}")
     return "\n".join(lines) + "\n"

@@ -100,3 +100,12 @@ def test_bad_input_is_one_line_naming_the_option(args, option):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert option in lines[0] and "Traceback" not in out.stderr
+
+
+def test_hardware_budget_uses_the_low_end_of_the_usable_range():
+    # derive.accounts.budget: H100 usable 62.49-74.16 GiB; 6.49 TB / 62.49 GiB -> 97 GPUs.
+    out = derive("--model", "405b", "--budget", "h100", "--json")
+    figures = json.loads(out.stdout)["llama3-405b"]
+    assert round(figures["fit.budget"]["value"] / 2**30, 2) == 62.49
+    assert "62.49-74.16 GiB" in figures["fit.budget"]["expression"]
+    assert figures["fit.gpus_for_state"]["value"] == 97
