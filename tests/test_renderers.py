@@ -12,18 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from derive.render.__main__ import ROOT, render
+from derive.render.__main__ import ROOT
 from derive.render.escape import LATEX_TEXT, escape_latex
 
 KATEX_DIR = ROOT / "tests" / "katex"
-INSTALL = "run the install step of .ci/run (bash .ci/run installs the renderers, then runs make test)"
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("render") / "formulas"
-    render(out)
-    return out
+INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
 
 
 def pdflatex(folder: Path, name: str) -> subprocess.CompletedProcess:

@@ -1,21 +1,13 @@
 """The committed sheet is what make derive writes, byte for byte, and carries the article's numbers."""
 import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from jinja2 import nodes
 
-from derive.render.__main__ import ROOT, TEMPLATES, environment, render
+from derive.render.__main__ import ROOT, TEMPLATES, environment
 
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("render") / "formulas"
-    render(out)
-    return out
 
 
 def test_committed_formulas_are_fresh(fresh):

@@ -1,35 +1,15 @@
 """The sheet's activation, placement and budget sections: the article's numbers, the regenerated figures, tables.json."""
-import json
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 import sympy as sp
 
-from derive.render.__main__ import render
 
 SVG = "{http://www.w3.org/2000/svg}"
 GB = 10**9
 #: Llama 3 70B's N as the article prints it (section 1.3).
 N_70B = 70_553_706_496
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("render") / "formulas"
-    render(out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def sheet(fresh) -> str:
-    return (fresh / "sheet.md").read_text()
-
-
-@pytest.fixture(scope="module")
-def tables(fresh) -> dict:
-    return json.loads((fresh / "tables.json").read_text())["tables"]
 
 
 def test_section_order_follows_the_article(sheet):

@@ -1,7 +1,5 @@
 """The sheet's FLOPs, utilisation, Megatron and claims sections carry the article's numbers and the registries."""
-import json
 import math
-from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -11,27 +9,9 @@ from derive.conventions import CONVENTIONS
 from derive.claims import EXACT, Claim, all_claims, evaluate_all
 from derive.identities.megatron import DEPARTURES
 from derive.identities.megatron import TOPIC as WEIGHTS_TOPIC
-from derive.render.__main__ import render
 from derive.render.sections.claims import claims_section
 
 N_70B = 70_553_706_496
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("render") / "formulas"
-    render(out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def sheet(fresh) -> str:
-    return (fresh / "sheet.md").read_text()
-
-
-@pytest.fixture(scope="module")
-def tables(fresh) -> dict:
-    return json.loads((fresh / "tables.json").read_text())["tables"]
 
 
 def rows(tables: dict, key: str, by: str) -> dict:
