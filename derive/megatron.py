@@ -143,6 +143,19 @@ def _flag(args: Mapping[str, object], name: str) -> bool:
     return value
 
 
+#: Megatron's argument names -> derive's symbols.
+ARG_SYMBOLS: dict[str, sp.Symbol] = {
+    "seq_length": s, "micro_batch_size": b, "num_layers": L, "hidden_size": h,
+    "kv_channels": k, "ffn_hidden_size": f, "padded_vocab_size": V,
+    "tensor_model_parallel_size": t, "pipeline_model_parallel_size": p, "data_parallel_size": d,
+}
+
+
+def _read(args: Mapping[str, object], names: tuple[str, ...]) -> dict[sp.Symbol, int]:
+    """Symbol -> positive integer for each Megatron argument in ``names``."""
+    return {ARG_SYMBOLS[name]: positive_int(name, args.get(name)) for name in names}
+
+
 def _sizes(args: Mapping[str, object]) -> dict[sp.Symbol, int]:
     """Symbol -> value from Megatron's argument names (num_query_groups := heads without GQA)."""
     for name in UNSUPPORTED:
@@ -154,18 +167,10 @@ def _sizes(args: Mapping[str, object]) -> dict[sp.Symbol, int]:
     if not _flag(args, "swiglu") and groups != heads:
         raise ValueError(f"num_query_groups: the GPT table has fused MHA QKV, got {groups} "
                          f"groups for {heads} heads")
-    return {
-        L: positive_int("num_layers", args.get("num_layers")),
-        h: positive_int("hidden_size", args.get("hidden_size")),
-        a: heads,
-        g: groups,
-        k: positive_int("kv_channels", args.get("kv_channels")),
-        f: positive_int("ffn_hidden_size", args.get("ffn_hidden_size")),
-        V: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
-        t: positive_int("tensor_model_parallel_size", args.get("tensor_model_parallel_size")),
-        p: positive_int("pipeline_model_parallel_size", args.get("pipeline_model_parallel_size")),
-        d: positive_int("data_parallel_size", args.get("data_parallel_size")),
-    }
+    return {a: heads, g: groups,
+            **_read(args, ("num_layers", "hidden_size", "kv_channels", "ffn_hidden_size",
+                           "padded_vocab_size", "tensor_model_parallel_size",
+                           "pipeline_model_parallel_size", "data_parallel_size"))}
 
 
 def exact(value: sp.Expr) -> Fraction:
@@ -226,15 +231,9 @@ def _optional(field: str, value: object) -> int | None:
 
 
 def _activation_values(args: Mapping[str, object], num_microbatches: object) -> dict[sp.Symbol, int]:
-    values = {
-        s: positive_int("seq_length", args.get("seq_length")),
-        b: positive_int("micro_batch_size", args.get("micro_batch_size")),
-        h: positive_int("hidden_size", args.get("hidden_size")),
-        L: positive_int("num_layers", args.get("num_layers")),
-        V: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
-        t: positive_int("tensor_model_parallel_size", args.get("tensor_model_parallel_size")),
-        p: positive_int("pipeline_model_parallel_size", args.get("pipeline_model_parallel_size")),
-    }
+    values = _read(args, ("seq_length", "micro_batch_size", "hidden_size", "num_layers",
+                          "padded_vocab_size", "tensor_model_parallel_size",
+                          "pipeline_model_parallel_size"))
     if args.get("ffn_hidden_size") is not None:
         values[f] = positive_int("ffn_hidden_size", args.get("ffn_hidden_size"))
     virtual = _optional("virtual_pipeline_model_parallel_size",
