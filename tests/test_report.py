@@ -1,7 +1,10 @@
 """The command-line report, run as a user runs it: a subprocess."""
 import json
+import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +112,20 @@ def test_hardware_budget_uses_the_low_end_of_the_usable_range():
     assert round(figures["fit.budget"]["value"] / 2**30, 2) == 62.49
     assert "62.49-74.16 GiB" in figures["fit.budget"]["expression"]
     assert figures["fit.gpus_for_state"]["value"] == 97
+
+
+def _readme_examples():
+    """(command, printed output) for every `$ python -m derive.report` run shown in README.md."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for block in re.findall(r"```console\n(.*?)```", readme, flags=re.S):
+        for run in re.split(r"(?m)^(?=\$ )", block):
+            if run.startswith("$ python -m derive.report"):
+                command, _, output = run.partition("\n")
+                yield shlex.split(command[2:])[3:], output.rstrip("\n")
+
+
+def test_readme_examples_are_what_the_report_prints():
+    examples = list(_readme_examples())
+    assert len(examples) >= 2
+    for args, printed in examples:
+        assert derive(*args).stdout.rstrip("\n") == printed, args
