@@ -27,7 +27,10 @@ def test_degree_counts_numerator_minus_denominator():
 
 def test_latex_escaping():
     assert escape_latex("a_b & 50% #1 {x} ~^\\") == \
-        r"a\_b \& 50\% \#1 \{x\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
+        r"a\_\allowbreak{}b \& 50\% \#1 \{x\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
+    # long source paths may break after "/" and "_", numbers never (1.13 TB stays whole)
+    assert escape_latex("megatron/core/x.py 1.13 TB") == \
+        r"megatron/\allowbreak{}core/\allowbreak{}x.py 1.13 TB"
     assert escape_latex("h x f \u00d7 3 \u2014 ok") == r"h x f \texttimes{} 3 --- ok"
     with pytest.raises(ValueError, match="^text: "):
         escape_latex("10\u2079 bytes")

@@ -8,7 +8,7 @@ LATEX_TEXT: dict[str, str] = {
     "%": r"\%",
     "$": r"\$",
     "#": r"\#",
-    "_": r"\_",
+    "_": r"\_\allowbreak{}",
     "{": r"\{",
     "}": r"\}",
     "~": r"\textasciitilde{}",
@@ -39,6 +39,9 @@ LATEX_TEXT: dict[str, str] = {
 #: brackets stay bare, since some Markdown renderers read \[ as display math.
 MARKDOWN_TEXT: frozenset[str] = frozenset("\\|$*_`<>")
 
+#: characters after which a long identifier (a source path) may break a line; "_" breaks too.
+LATEX_BREAK_AFTER: frozenset[str] = frozenset("/")
+
 XML_TEXT: dict[str, str] = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
 
 
@@ -48,6 +51,8 @@ def escape_latex(text: object) -> str:
     for char in str(text):
         if char in LATEX_TEXT:
             out.append(LATEX_TEXT[char])
+        elif char in LATEX_BREAK_AFTER:
+            out.append(char + r"\allowbreak{}")
         elif " " <= char <= "~":
             out.append(char)
         else:
