@@ -61,7 +61,7 @@ def claim_record(verdict: "Verdict") -> dict[str, object]:
 
 def claims_main(as_json: bool) -> int:
     """Evaluate every article claim; print one line each and a summary; 1 if a derivation raises."""
-    from derive.claims import Verdict, all_claims, evaluate
+    from derive.claims import all_claims, evaluate
 
     verdicts: list[Verdict] = []
     errors: list[str] = []

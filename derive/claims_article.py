@@ -25,8 +25,13 @@ from derive.accounts.activations import (
     logits_bytes,
 )
 from derive.accounts.budget import usable_bytes
-from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
-from derive.conventions import CONVENTIONS
+from derive.accounts.flops import (
+    flops_per_token,
+    hfu,
+    mfu,
+    recompute_factor,
+    step_time_lower_bound,
+)
 from derive.accounts.state import (
     bytes_per_parameter,
     distributed_optimizer_bytes_per_parameter,
@@ -36,13 +41,20 @@ from derive.accounts.state import (
 )
 from derive.architectures.gemms import flops, gpt_layer_gemms
 from derive.architectures.parameters import model_parameters
-from derive.claims import AT_LEAST, CEIL, EXACT, Alternative, claim, decimals, significant
+from derive.claims import (
+    AT_LEAST,
+    CEIL,
+    EXACT,
+    Alternative,
+    claim,
+    decimals,
+    significant,
+)
+from derive.conventions import CONVENTIONS
 from derive.dtypes import unit_roundoff
 from derive.presets import hardware, model
 from derive.symbols import N, a, b, d, f, h, s
 from derive.units import BYTE_UNITS
-
-
 
 #: Dense bf16 peak of one H100, exactly (989 TFLOP/s).
 PEAK = sp.Integer(int(hardware("h100").peak_flops))

@@ -56,7 +56,11 @@ from typing import Mapping
 
 import sympy as sp
 
-from derive.accounts.activations import MEGATRON_OVERHEAD, first_stage_activation_bytes, sharded
+from derive.accounts.activations import (
+    MEGATRON_OVERHEAD,
+    first_stage_activation_bytes,
+    sharded,
+)
 from derive.accounts.flops import packed_flops
 from derive.accounts.state import distributed_optimizer_bytes_per_parameter
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.architectures.parameters import FAMILIES, gemm_parameter_count, parameter_count
+from derive.architectures.parameters import (
+    FAMILIES,
+    gemm_parameter_count,
+    parameter_count,
+)
 from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, L, V, a, f, g, h, k, s
 

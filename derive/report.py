@@ -22,12 +22,26 @@ from derive.accounts.activations import (
     layer_activation_bytes,
     model_activation_bytes,
 )
-from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
-from derive.conventions import six_n
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.flops import (
+    flops_per_token,
+    hfu,
+    mfu,
+    recompute_factor,
+    step_time_lower_bound,
+)
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
+from derive.conventions import six_n
 from derive.inputs import choose, positive_int
-from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
+from derive.presets import (
+    ALIASES,
+    HARDWARE,
+    LLAMA3_MODELS,
+    MODELS,
+    Model,
+    hardware,
+    model,
+)
 from derive.symbols import N
 from derive.units import BYTE_UNITS, format_bytes, to_unit
 

@@ -14,7 +14,6 @@ from derive.accounts.flops import (
     recompute_factor,
     step_time_lower_bound,
 )
-from derive.conventions import CONVENTIONS, megatron_num_floating_point_operations, six_n
 from derive.architectures.gemms import (
     Gemm,
     attention_score_gemms,
@@ -23,6 +22,11 @@ from derive.architectures.gemms import (
     llama_layer_gemms,
     model_gemms,
     output_gemms,
+)
+from derive.conventions import (
+    CONVENTIONS,
+    megatron_num_floating_point_operations,
+    six_n,
 )
 from derive.presets import HARDWARE, LLAMA3_MODELS, model
 from derive.symbols import L, V, a, f, g, h, k, s

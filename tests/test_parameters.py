@@ -1,5 +1,6 @@
 """Parameter counts against the article's and the papers' published numbers."""
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from derive.architectures.parameters import model_parameters
 from derive.presets import MODELS, Model

@@ -4,7 +4,7 @@ import sympy as sp
 
 from derive.render.escape import escape_latex, escape_markdown, escape_xml
 from derive.render.printer import degree, tex
-from derive.symbols import N, N_GEMM, L, V, a, d, f, g, h, s
+from derive.symbols import N_GEMM, L, N, V, a, d, f, g, h, s
 
 
 def test_symbols_print_in_the_sheet_notation():

@@ -5,7 +5,6 @@ import xml.etree.ElementTree as ET
 import pytest
 import sympy as sp
 
-
 SVG = "{http://www.w3.org/2000/svg}"
 GB = 10**9
 #: Llama 3 70B's N as the article prints it (section 1.3).

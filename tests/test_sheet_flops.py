@@ -5,8 +5,8 @@ import pytest
 import sympy as sp
 
 from derive import claims as claim_registry
-from derive.conventions import CONVENTIONS
 from derive.claims import EXACT, Claim, all_claims, evaluate_all
+from derive.conventions import CONVENTIONS
 from derive.identities.megatron import DEPARTURES
 from derive.identities.megatron import TOPIC as WEIGHTS_TOPIC
 from derive.render.sections.claims import claims_section

@@ -11,11 +11,16 @@ from derive.accounts.flops import (
     packed_flops,
     recompute_factor,
 )
-from derive.conventions import megatron, megatron_num_floating_point_operations, six_n, six_n_gemm
 from derive.architectures.gemms import attention_score_gemms, flops, model_gemms
 from derive.architectures.parameters import gemm_parameter_count, parameter_count
+from derive.conventions import (
+    megatron,
+    megatron_num_floating_point_operations,
+    six_n,
+    six_n_gemm,
+)
 from derive.identities import identity
-from derive.symbols import L, N, N_GEMM, V, a, f, g, h, k, s
+from derive.symbols import N_GEMM, L, N, V, a, f, g, h, k, s
 from derive.tensors import Ledger
 
 TOPIC = "FLOPs"

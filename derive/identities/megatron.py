@@ -16,11 +16,16 @@ from typing import Callable
 import sympy as sp
 
 from derive import megatron
-from derive.accounts.activations import layer_activation_bytes, logits_bytes, output_edge, sharded
-from derive.architectures.saved import llama_layer_saved
-from derive.conventions import megatron_num_floating_point_operations
+from derive.accounts.activations import (
+    layer_activation_bytes,
+    logits_bytes,
+    output_edge,
+    sharded,
+)
 from derive.accounts.state import distributed_optimizer_bytes_per_parameter
 from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
+from derive.architectures.saved import llama_layer_saved
+from derive.conventions import megatron_num_floating_point_operations
 from derive.identities import identity
 from derive.symbols import L, V, a, b, d, f, h, k, m, p, s, t, v
 from derive.tensors import Ledger

@@ -12,7 +12,12 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from derive.render.context import sheet_context
-from derive.render.escape import escape_latex, escape_markdown, escape_mermaid, escape_xml
+from derive.render.escape import (
+    escape_latex,
+    escape_markdown,
+    escape_mermaid,
+    escape_xml,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"

@@ -9,8 +9,15 @@ from difflib import SequenceMatcher
 from typing import Sequence
 
 from derive.validate.measure import Saved, measured_flops, saved_tensors
-from derive.validate.predicted import (KINDS, Row, checked_shape, fields, predicted_flops,
-                                       predicted_rows, predicted_saved_bytes)
+from derive.validate.predicted import (
+    KINDS,
+    Row,
+    checked_shape,
+    fields,
+    predicted_flops,
+    predicted_rows,
+    predicted_saved_bytes,
+)
 
 #: Small shapes every kind is measured at (f = 4h for GPT, Korthikanti et al. 2022 section 4.1);
 #: MHA, GQA and MQA, odd head counts and a sequence that is not a multiple of the kernel's block.

@@ -16,7 +16,7 @@ from derive.architectures.parameters import gemm_parameter_count, parameter_coun
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.architectures.saved_edges import llama_edges_saved
 from derive.inputs import choose, divides, positive_int
-from derive.symbols import BY_NAME, L, N, N_GEMM, b, s
+from derive.symbols import BY_NAME, N_GEMM, L, N, b, s
 from derive.tensors import Ledger
 
 #: LayerNorm mean/rstd dtype of PyTorch's CPU kernel for bf16 input (aten native_layer_norm

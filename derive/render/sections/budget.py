@@ -13,7 +13,15 @@ from derive.accounts.budget import (
 )
 from derive.accounts.state import resident_bytes
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS
-from derive.render.sheet import Cell, Column, Section, Table, bytes_cell, int_cell, text_cell
+from derive.render.sheet import (
+    Cell,
+    Column,
+    Section,
+    Table,
+    bytes_cell,
+    int_cell,
+    text_cell,
+)
 from derive.units import BYTE_UNITS, format_bytes
 
 GiB, GB = BYTE_UNITS["GiB"], BYTE_UNITS["GB"]

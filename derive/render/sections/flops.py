@@ -4,16 +4,16 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
-from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.architectures.gemms import (
-    Gemm,
     LAYER_GEMMS,
+    Gemm,
     attention_score_gemms,
     flops,
     model_gemms,
     output_gemms,
 )
 from derive.check import verdict
+from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.presets import LLAMA3_MODELS, Model, hardware, model
 from derive.render.printer import tex
 from derive.render.quantities import (
@@ -24,7 +24,15 @@ from derive.render.quantities import (
     proof,
     seconds_cell,
 )
-from derive.render.sheet import Cell, Column, Section, Table, int_cell, math_cell, text_cell
+from derive.render.sheet import (
+    Cell,
+    Column,
+    Section,
+    Table,
+    int_cell,
+    math_cell,
+    text_cell,
+)
 from derive.symbols import N
 from derive.tensors import Ledger
 

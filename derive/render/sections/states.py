@@ -6,9 +6,9 @@ import sympy as sp
 from derive.accounts.activations import article_model_bytes, logits_bytes
 from derive.accounts.state import ACCOUNTS, PRECISIONS, state_bytes, state_ledger
 from derive.render.closed_forms import factored_tex
-from derive.render.timeline import memory_timeline_figure
 from derive.render.sections.bytes_per_parameter import STAGE_NAMES
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
+from derive.render.timeline import memory_timeline_figure
 from derive.symbols import L, N, V, b, h, s
 from derive.tensors import Tensor
 

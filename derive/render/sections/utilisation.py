@@ -9,9 +9,30 @@ from derive.accounts.flops import RECOMPUTE, flops_per_token, hfu, mfu, recomput
 from derive.check import verdict
 from derive.identities.flops import F, G, P, R
 from derive.presets import HARDWARE, hardware, model
-from derive.render.quantities import blank_cell, flop_cell, number_cell, percent_cell, proof, seconds_cell
-from derive.render.sections.flops import CLUSTER, EXAMPLE_MODEL, GPU, STEP_TOKENS, per_token
-from derive.render.sheet import Column, Section, Table, bytes_cell, int_cell, math_cell, text_cell
+from derive.render.quantities import (
+    blank_cell,
+    flop_cell,
+    number_cell,
+    percent_cell,
+    proof,
+    seconds_cell,
+)
+from derive.render.sections.flops import (
+    CLUSTER,
+    EXAMPLE_MODEL,
+    GPU,
+    STEP_TOKENS,
+    per_token,
+)
+from derive.render.sheet import (
+    Column,
+    Section,
+    Table,
+    bytes_cell,
+    int_cell,
+    math_cell,
+    text_cell,
+)
 
 #: The article's observed step (section 7): 70B, 4M tokens on 1024 H100s in 4.5 s.
 OBSERVED_STEP_SECONDS = 4.5
