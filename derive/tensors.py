@@ -15,8 +15,27 @@ import sympy as sp
 from derive.dtypes import dtype_bytes
 
 
+class TaggedRow:
+    """What every ledger row shares: a set of ``tags`` and a ``count`` of copies (tensors, GEMMs)."""
+
+    tags: frozenset[str]
+    count: sp.Expr
+
+    def has(self, tag: str) -> bool:
+        """Whether the row carries ``tag``."""
+        return tag in self.tags
+
+    def tagged(self, *tags: str):
+        """The same row with ``tags`` added."""
+        return replace(self, tags=self.tags | set(tags))
+
+    def times(self, factor: sp.Expr):
+        """The same row held ``factor`` times more often (layers, micro-batches)."""
+        return replace(self, count=self.count * factor)
+
+
 @dataclass(frozen=True)
-class Tensor:
+class Tensor(TaggedRow):
     """One array: ``count`` copies of ``shape`` elements of ``dtype``."""
 
     name: str
@@ -47,17 +66,6 @@ class Tensor:
         """Bytes over all ``count`` copies."""
         return self.numel * self.element_bytes
 
-    def has(self, tag: str) -> bool:
-        """Whether the tensor carries ``tag``."""
-        return tag in self.tags
-
-    def tagged(self, *tags: str) -> "Tensor":
-        """The same tensor with ``tags`` added."""
-        return replace(self, tags=self.tags | set(tags))
-
-    def times(self, factor: sp.Expr) -> "Tensor":
-        """The same tensor held ``factor`` times more often (layers, micro-batches)."""
-        return replace(self, count=self.count * factor)
 
     def divided(self, factor: sp.Expr) -> "Tensor":
         """The share of one of ``factor`` ranks when the tensor is split evenly."""

@@ -23,14 +23,14 @@ Tags: those of the parameter (``layer``, ``output``, ``tied`` ...) plus
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import sympy as sp
 
 from derive.architectures.parameters import FAMILIES, gpt_layer, llama_layer
 from derive.inputs import choose
 from derive.symbols import L, a, h, s
-from derive.tensors import Ledger, Tensor
+from derive.tensors import Ledger, TaggedRow, Tensor
 
 #: FLOPs of one multiply-add (the "2" of 2mnk).
 FLOP_PER_MULTIPLY_ADD = 2
@@ -63,7 +63,7 @@ class Pass:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class Gemm(TaggedRow):
     """One GEMM of the forward pass for one token; ``count`` copies (heads, layers)."""
 
     name: str
@@ -123,17 +123,6 @@ class Gemm:
         """forward + backward."""
         return self.flops()
 
-    def has(self, tag: str) -> bool:
-        """Whether the GEMM carries ``tag``."""
-        return tag in self.tags
-
-    def tagged(self, *tags: str) -> "Gemm":
-        """The same GEMM with ``tags`` added."""
-        return replace(self, tags=self.tags | set(tags))
-
-    def times(self, factor: sp.Expr) -> "Gemm":
-        """The same GEMM run ``factor`` times more often (layers)."""
-        return replace(self, count=self.count * factor)
 
 
 def weight_gemm(parameter: Tensor) -> Gemm:
