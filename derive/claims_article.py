@@ -53,7 +53,7 @@ from derive.claims import (
 from derive.conventions import CONVENTIONS
 from derive.dtypes import unit_roundoff
 from derive.presets import hardware, model
-from derive.symbols import N, a, b, d, f, h, s
+from derive.symbols import FFN_4H, N, a, b, d, h, s
 from derive.units import BYTE_UNITS
 
 #: Dense bf16 peak of one H100, exactly (989 TFLOP/s).
@@ -131,7 +131,7 @@ def _score_to_weight_flops(sequence: int) -> sp.Expr:
     """A GPT layer's causal score FLOPs over its weight FLOPs at f = 4h, h = 8192: s/12h."""
     layer = gpt_layer_gemms("causal")
     ratio = flops(layer.where("attention_score")) / flops(layer.where("weight"))
-    return ratio.subs({f: 4 * h}).subs({h: 8192, s: sequence})
+    return ratio.subs(FFN_4H).subs({h: 8192, s: sequence})
 
 
 def _per_sbh(expr: sp.Expr) -> sp.Expr:
@@ -141,7 +141,7 @@ def _per_sbh(expr: sp.Expr) -> sp.Expr:
 #: Megatron's per-layer bytes on one rank (SP + selective, t = 1): sbh(18 + 4f/h).
 MEGATRON_LAYER = layer_activation_bytes(**megatron.MEGATRON_LAYER)
 SCORES = layer_activations("gpt").where("score_matrix").bytes()
-MATERIALISED = layer_activation_bytes("gpt", softmax_statistics=False).subs({f: 4 * h})
+MATERIALISED = layer_activation_bytes("gpt", softmax_statistics=False).subs(FFN_4H)
 
 
 H100 = sp.Integer(hardware("h100").memory_bytes)
@@ -305,7 +305,7 @@ claim("4.5.full-recompute-2sbh", "4.5", "full recompute keeps only the layer inp
 claim("4.5.full-recompute-33-percent", "4.5", "full recompute costs about 33 % more FLOP", 33, "%",
       decimals(0), lambda: recompute_factor("full") - 1)
 claim("4.4.megatron-34-at-4h", "4.4", "18 + 4f/h is 34 at f = 4h", 34, "x", EXACT,
-      lambda: _per_sbh(MEGATRON_LAYER).subs({f: 4 * h}))
+      lambda: _per_sbh(MEGATRON_LAYER).subs(FFN_4H))
 claim("4.4.megatron-32-llama3-70b", "4.4", "18 + 4f/h is 32 for Llama 3 70B (f = 3.5h)", 32, "x",
       EXACT, lambda: model("llama3-70b").subs(_per_sbh(MEGATRON_LAYER)))
 claim("8.4.34-vs-megatron-6-percent", "8.4", "34 and 18 + 4f/h differ by 6 % at f = 3.5h", 6, "%",

@@ -67,7 +67,7 @@ from derive.architectures.gemms import attention_score_gemms, flops, weight_gemm
 from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
 from derive.architectures.saved import output_saved
 from derive.inputs import choose, positive_int
-from derive.symbols import L, V, a, b, d, f, g, h, k, m, p, s, t, v
+from derive.symbols import FFN_4H, L, V, a, b, d, f, g, h, k, m, p, s, t, v
 from derive.tensors import Ledger, Tensor
 from derive.units import BYTE_UNITS
 
@@ -203,7 +203,6 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
 MEGATRON_LAYER = {"architecture": "gpt", "attention": "materialised", "recompute": "selective"}
 
 #: Where the without-SP estimator substitutes f: it uses 10 + 24/t, the GPT table at f = 4h.
-WITHOUT_SP_F = {f: 4 * h}
 
 
 def output_rows(sequence_parallel: bool) -> Ledger:
@@ -227,7 +226,7 @@ def activation_bytes(sequence_parallel: bool, single_stage: bool, interleaved: b
         total += output_rows(sequence_parallel).bytes()
     if sequence_parallel:
         return sp.expand(total)
-    return sp.expand(MEGATRON_OVERHEAD * total.subs(WITHOUT_SP_F))
+    return sp.expand(MEGATRON_OVERHEAD * total.subs(FFN_4H))
 
 
 def _optional(field: str, value: object) -> int | None:

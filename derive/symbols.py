@@ -77,6 +77,11 @@ NOTATION: tuple[Notation, ...] = (
 BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION}
 
 
+#: The GPT layer's FFN width, f = 4h (Vaswani et al. 2017; GPT-2/3; Korthikanti et al. 2022, 4.1):
+#: an assumption applied by substitution, never built into a table.
+FFN_4H: dict[sp.Symbol, sp.Expr] = {f: 4 * h}
+
+
 def h_kv(heads: sp.Expr = a, kv_heads: sp.Expr = g, hidden: sp.Expr = h) -> sp.Expr:
     """Key/value width under GQA: g heads of width h/a (Ainslie et al. 2023)."""
     return kv_heads * hidden / heads

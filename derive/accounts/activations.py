@@ -22,7 +22,7 @@ from derive.architectures.saved import (
     output_saved,
 )
 from derive.inputs import choose
-from derive.symbols import L, N, f, h, p
+from derive.symbols import FFN_4H, L, N, p
 from derive.tensors import Ledger
 
 RECOMPUTE = ("none", "selective", "full")
@@ -32,7 +32,6 @@ RECOMPUTE = ("none", "selective", "full")
 MEGATRON_OVERHEAD = sp.Rational(21, 20)
 
 #: The article's convention (section 4): the GPT table at f = 4h, per-row statistics ignored.
-ARTICLE_F = {f: 4 * h}
 
 
 def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
@@ -91,13 +90,13 @@ def model_activation_bytes(architecture: str = "gpt", attention: str = "material
 
 def article_layer_bytes(attention: str = "fused") -> sp.Expr:
     """The article's per-layer convention: GPT table, f = 4h, statistics ignored (section 4)."""
-    return layer_activation_bytes("gpt", attention, softmax_statistics=False).subs(ARTICLE_F)
+    return layer_activation_bytes("gpt", attention, softmax_statistics=False).subs(FFN_4H)
 
 
 def article_model_bytes(attention: str = "fused", logits: bool = True) -> sp.Expr:
     """The article's all layers (+ logits) convention (section 4.3, activation_bytes)."""
     return model_activation_bytes("gpt", attention, softmax_statistics=False,
-                                  logits=logits).subs(ARTICLE_F)
+                                  logits=logits).subs(FFN_4H)
 
 
 def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = None,

@@ -14,7 +14,7 @@ from derive.accounts.activations import (
 )
 from derive.architectures.saved import gpt_layer_saved
 from derive.identities import identity
-from derive.symbols import L, V, a, b, f, h, h_kv, p, s, t, v
+from derive.symbols import FFN_4H, L, V, a, b, f, h, h_kv, p, s, t, v
 
 TOPIC = "activations"
 PAPER = "Korthikanti et al. 2022 (Reducing Activation Recomputation), section 4.1"
@@ -24,7 +24,6 @@ MEGATRON = "megatron/training/theoretical_memory_usage.py"
 GPT = ("16-bit activations, 1-byte dropout masks", "MHA, GELU, dropout after softmax, "
        "after the output projection and after the MLP", "f = 4h",
        "norm statistics ignored")
-F4H = {f: 4 * h}
 SBH = s * b * h
 
 
@@ -33,7 +32,7 @@ def _gpt(**policy: object) -> sp.Expr:
 
 
 @identity("GPT layer = sbh(34 + 5as/h)", topic=TOPIC, claim=SBH * (34 + 5 * a * s / h),
-          source=PAPER + "; the article, section 4.1", assumptions=GPT, where=F4H)
+          source=PAPER + "; the article, section 4.1", assumptions=GPT, where=FFN_4H)
 def gpt_layer() -> sp.Expr:
     return _gpt()
 
@@ -56,13 +55,13 @@ def gpt_norm_statistics() -> sp.Expr:
 
 
 @identity("34 = 10 replicated + 24 TP-shardable: replicated = 10sbh", topic=TOPIC,
-          claim=10 * SBH, source="the article, section 4.1; " + PAPER, assumptions=GPT, where=F4H)
+          claim=10 * SBH, source="the article, section 4.1; " + PAPER, assumptions=GPT, where=FFN_4H)
 def gpt_replicated() -> sp.Expr:
     return layer_activations("gpt").where("replicated").bytes()
 
 
 @identity("34 = 10 replicated + 24 TP-shardable: shardable, scores aside = 24sbh", topic=TOPIC,
-          claim=24 * SBH, source="the article, section 4.1; " + PAPER, assumptions=GPT, where=F4H)
+          claim=24 * SBH, source="the article, section 4.1; " + PAPER, assumptions=GPT, where=FFN_4H)
 def gpt_shardable() -> sp.Expr:
     return layer_activations("gpt").where("tp_shardable").without("score_matrix").bytes()
 
@@ -83,7 +82,7 @@ def fused_removes_scores() -> sp.Expr:
 
 
 @identity("GPT layer, fused attention = 34sbh (logsumexp ignored)", topic=TOPIC, claim=34 * SBH,
-          source="the article, section 4.2", where=F4H,
+          source="the article, section 4.2", where=FFN_4H,
           assumptions=GPT + ("fused kernel keeps Q, K, V, output and logsumexp",
                              "logsumexp ignored (a s b fp32, small beside sbh)"))
 def gpt_fused() -> sp.Expr:
@@ -92,7 +91,7 @@ def gpt_fused() -> sp.Expr:
 
 def _table2(row: str, claim: sp.Expr, **policy: object) -> None:
     @identity(f"Table 2, {row}", topic=TOPIC, claim=claim, source=TABLE2,
-              assumptions=GPT + ("t tensor-parallel ranks",), where=F4H)
+              assumptions=GPT + ("t tensor-parallel ranks",), where=FFN_4H)
     def derived() -> sp.Expr:
         return _gpt(**policy)
 
@@ -119,7 +118,7 @@ def megatron_sp_selective() -> sp.Expr:
 
 @identity("Megatron 18 + 4f/h = 34 at f = 4h", topic=TOPIC, claim=34 * SBH,
           source=MEGATRON + " compute_activation_memory; the article, section 4.4",
-          assumptions=GPT + ("selective recompute",), where=F4H)
+          assumptions=GPT + ("selective recompute",), where=FFN_4H)
 def megatron_is_34() -> sp.Expr:
     return _gpt(recompute="selective")
 
@@ -129,7 +128,7 @@ def megatron_is_34() -> sp.Expr:
           source=MEGATRON + " compute_activation_memory_without_sp (overhead_factor = 1.05)",
           assumptions=GPT + ("no score matrices kept (selective recompute or fused attention)",
                              "1.05: Megatron's allowance for optimizer and other temporaries"),
-          where=F4H)
+          where=FFN_4H)
 def megatron_without_sp() -> sp.Expr:
     return MEGATRON_OVERHEAD * _gpt(tensor_parallel=t, recompute="selective")
 
@@ -137,7 +136,7 @@ def megatron_without_sp() -> sp.Expr:
 @identity("Megatron sbh(10 + 24/t) on a materialised-attention layer (misses 5as/(ht))",
           topic=TOPIC, claim=SBH * (10 + 24 / t), holds=False,
           source=MEGATRON + " compute_activation_memory_without_sp; the article, section 4.4",
-          assumptions=GPT + ("no recompute, scores materialised",), where=F4H)
+          assumptions=GPT + ("no recompute, scores materialised",), where=FFN_4H)
 def megatron_without_sp_materialised() -> sp.Expr:
     return _gpt(tensor_parallel=t)
 
@@ -199,7 +198,7 @@ def output_layer() -> sp.Expr:
 @identity("1F1B first stage holds L layers' worth: sbhL(34 + 5as/h)", topic=TOPIC,
           claim=L * SBH * (34 + 5 * a * s / h),
           source="Korthikanti et al. 2022, section 4.2.3 (p micro-batches of L/p layers)",
-          assumptions=GPT + ("1F1B, p stages", "embedding and output terms aside"), where=F4H)
+          assumptions=GPT + ("1F1B, p stages", "embedding and output terms aside"), where=FFN_4H)
 def first_stage() -> sp.Expr:
     return first_stage_activation_bytes("gpt", pipeline=p, edges=False)
 

@@ -27,7 +27,7 @@ from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
 from derive.conventions import megatron_num_floating_point_operations
 from derive.identities import identity
-from derive.symbols import L, V, a, b, d, f, h, k, m, p, s, t, v
+from derive.symbols import FFN_4H, L, V, a, b, d, f, h, k, m, p, s, t, v
 from derive.tensors import Ledger
 
 TOPIC = "Megatron departures (weights)"
@@ -35,7 +35,6 @@ ACTIVATION_TOPIC = "Megatron departures (activations)"
 SOURCE = "megatron/training/theoretical_memory_usage.py compute_weight_and_optimizer_memory (core_v0.18.0)"
 MEMORY = "megatron/training/theoretical_memory_usage.py (core_v0.18.0)"
 GPT = {k: h / a, f: 4 * h}
-F4H = {f: 4 * h}
 
 
 def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
@@ -89,8 +88,8 @@ def _megatron_layer(sequence_parallel: bool) -> sp.Expr:
 
 def megatron_no_score_term() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) GPT layer with materialised attention, no recompute: 5as^2b/t left out."""
-    return (_megatron_layer(False).subs(megatron.WITHOUT_SP_F),
-            layer_activation_bytes("gpt", "materialised", t).subs(F4H))
+    return (_megatron_layer(False).subs(FFN_4H),
+            layer_activation_bytes("gpt", "materialised", t).subs(FFN_4H))
 
 
 def _llama_vs_megatron(profile: str) -> tuple[sp.Expr, sp.Expr]:
@@ -111,7 +110,7 @@ def megatron_llama_eager() -> tuple[sp.Expr, sp.Expr]:
 
 def megatron_without_sp_f() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) without-SP layer: 10 + 24/t is the GPT table at f = 4h, not at the real f."""
-    return _megatron_layer(False).subs(megatron.WITHOUT_SP_F), _megatron_layer(False)
+    return _megatron_layer(False).subs(FFN_4H), _megatron_layer(False)
 
 
 def megatron_sp_logits() -> tuple[sp.Expr, sp.Expr]:
@@ -132,7 +131,7 @@ def megatron_without_sp_final_norm() -> tuple[sp.Expr, sp.Expr]:
 
 def megatron_full_recompute() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) recompute_granularity='full' is reported with 10 + 24/t, not the 2sbh input."""
-    return (_megatron_layer(False).subs(megatron.WITHOUT_SP_F),
+    return (_megatron_layer(False).subs(FFN_4H),
             layer_activation_bytes("gpt", tensor_parallel=t, recompute="full"))
 
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.activations import (
-    ARTICLE_F,
     article_layer_bytes,
     logits_bytes,
     step_timeline,
@@ -16,7 +15,7 @@ from derive.architectures.parameters import FAMILIES
 from derive.presets import MODELS
 from derive.render.figures import PALETTE
 from derive.render.sheet import Figure
-from derive.symbols import L, N
+from derive.symbols import FFN_4H, L, N
 from derive.units import format_bytes
 
 #: the four bands, bottom to top.
@@ -82,7 +81,7 @@ def step_moments(name: str = "llama3-70b", micro_batch: int = 1) -> list[Moment]
     moments.append(moment("after the optimizer step", 0, 0))
     line = step_timeline("gpt", "fused", softmax_statistics=False)
     forward, backward = moments[layers + 1], moments[-2]
-    ends = (at(line.end_of_forward.subs(ARTICLE_F)), at(line.end_of_backward))
+    ends = (at(line.end_of_forward.subs(FFN_4H)), at(line.end_of_backward))
     if (forward.total, backward.total) != ends:
         raise ValueError("timeline: the events do not add up to step_timeline's two moments")
     return moments

@@ -4,7 +4,6 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.activations import (
-    ARTICLE_F,
     article_layer_bytes,
     article_model_bytes,
     layer_activation_bytes,
@@ -35,7 +34,7 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
-from derive.symbols import V, b, s, t
+from derive.symbols import FFN_4H, V, b, s, t
 from derive.tensors import Tensor
 
 PER_TOKEN = "B per token and layer"
@@ -125,8 +124,8 @@ def gpt_forms() -> list[dict[str, str]]:
     """The GPT layer's sums, each a display equation: total, the 10 + 24 split, scores, statistics, fused."""
     counted = layer_activations("gpt")
     total = counted.bytes()
-    replicated = counted.where("replicated").bytes().subs(ARTICLE_F)
-    shardable = counted.where("tp_shardable").without("score_matrix").bytes().subs(ARTICLE_F)
+    replicated = counted.where("replicated").bytes().subs(FFN_4H)
+    shardable = counted.where("tp_shardable").without("score_matrix").bytes().subs(FFN_4H)
     scores = counted.where("score_matrix").bytes()
     statistics = gpt_layer_saved().where("norm_statistics").bytes()
     fused = layer_activation_bytes("gpt", "fused")
@@ -134,7 +133,7 @@ def gpt_forms() -> list[dict[str, str]]:
     split = (coefficient(replicated + shardable), coefficient(replicated), coefficient(shardable))
     return [
         {"label": "sum of the counted rows (norm statistics aside)", "tex": factored_tex(total)},
-        {"label": "at f = 4h (Korthikanti's closed form)", "tex": factored_tex(total.subs(ARTICLE_F))},
+        {"label": "at f = 4h (Korthikanti's closed form)", "tex": factored_tex(total.subs(FFN_4H))},
         {"label": "replicated rows + TP-shardable rows (scores aside)",
          "tex": f"{tex(split[0])} = {tex(split[1])} + {tex(split[2])}"},
         {"label": "the three score matrices [b, a, s, s]", "tex": tex(scores)},
@@ -150,7 +149,7 @@ def table2() -> Table:
     """Korthikanti et al. 2022, Table 2, each row summed from the GPT table's tags at f = 4h."""
     rows = tuple(
         {"policy": text_cell(label),
-         "form": factored_cell(layer_activation_bytes("gpt", **policy).subs(ARTICLE_F))}
+         "form": factored_cell(layer_activation_bytes("gpt", **policy).subs(FFN_4H))}
         for label, policy in TABLE2
     )
     return Table(
@@ -280,7 +279,7 @@ def saved_tensor_flowchart() -> tuple[Flowchart, list[dict[str, object]]]:
     """The article's figure regenerated: one node per group of saved tensors, bytes per token at f = 4h."""
     nodes, plain = [], []
     for index, (cls, tensors) in enumerate(saved_tensor_groups(), start=1):
-        lines = [f"{tensor.name}: {monomial_text(per_token(tensor).subs(ARTICLE_F))} B/token"
+        lines = [f"{tensor.name}: {monomial_text(per_token(tensor).subs(FFN_4H))} B/token"
                  for tensor in tensors]
         nodes.append(Node(f"n{index}", "\n".join(lines), cls))
         plain.append({"cls": cls, "lines": lines})
