@@ -44,6 +44,11 @@ def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
     return ledger.map(share)
 
 
+def keeping(ledger: Ledger, **kept: bool) -> Ledger:
+    """``ledger`` without the rows of every tag whose flag is False (``keeping(rows, token_ids=False)``)."""
+    return ledger.without(*(tag for tag, keep in kept.items() if not keep))
+
+
 def layer_activations(architecture: str = "gpt", attention: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
@@ -55,10 +60,7 @@ def layer_activations(architecture: str = "gpt", attention: str = "materialised"
         table = Ledger([layer_input()])
     elif recompute == "selective":
         table = table.without("recomputed_selective")
-    if not norm_statistics:
-        table = table.without("norm_statistics")
-    if not softmax_statistics:
-        table = table.without("softmax_statistics")
+    table = keeping(table, norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
     return sharded(table, tensor_parallel, sequence_parallel)
 
 
@@ -123,22 +125,14 @@ def embedding_edge(architecture: str = "gpt", tensor_parallel: sp.Expr = 1,
                    sequence_parallel: bool = False, token_ids: bool = True) -> Ledger:
     """The input embedding's rows on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
     choose("architecture", architecture, ARCHITECTURES)
-    rows = embedding_saved()
-    if architecture != "gpt":
-        rows = rows.without("dropout")
-    if not token_ids:
-        rows = rows.without("token_ids")
+    rows = keeping(embedding_saved(), dropout=architecture == "gpt", token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 
 def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                 transient_logits: bool = False, token_ids: bool = False) -> Ledger:
     """The output layer's rows on one TP rank: norm/head inputs, fp32 logits (Korthikanti 4.3)."""
-    rows = output_saved()
-    if not transient_logits:
-        rows = rows.without("transient")
-    if not token_ids:
-        rows = rows.without("token_ids")
+    rows = keeping(output_saved(), transient=transient_logits, token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 

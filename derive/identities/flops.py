@@ -185,8 +185,11 @@ def kaplan_without_head() -> sp.Expr:
 
 # ---- PaLM, appendix B ----
 
+#: PaLM's per-token count, 6N + 12LHQT, with H Q = a k and T = s.
+PALM = 6 * N + 12 * L * a * k * s
+
 @identity("PaLM 6N + 12LHQT = full-attention count when N = N_GEMM", topic=TOPIC,
-          claim=6 * N + 12 * L * a * k * s, where={k: h / a, N: gemm_parameter_count("llama")},
+          claim=PALM, where={k: h / a, N: gemm_parameter_count("llama")},
           source="Chowdhery et al. 2022 (PaLM), appendix B",
           assumptions=LLAMA + ("H heads of width Q: H Q = a k = h; T = s", "full score square",
                                "N read as the parameters in GEMMs"))
@@ -195,7 +198,7 @@ def palm_n_gemm() -> sp.Expr:
 
 
 @identity("PaLM 6N + 12LHQT with N = all parameters", topic=TOPIC,
-          claim=6 * N + 12 * L * a * k * s, where={k: h / a, N: parameter_count("llama")},
+          claim=PALM, where={k: h / a, N: parameter_count("llama")},
           holds=False, source="Chowdhery et al. 2022 (PaLM), appendix B, N as quoted (every parameter)",
           assumptions=LLAMA + ("counts the input lookup and norms at 6 FLOP each",))
 def palm_all_n() -> sp.Expr:
@@ -203,7 +206,7 @@ def palm_all_n() -> sp.Expr:
 
 
 @identity("PaLM 6N + 12LHQT = causal count", topic=TOPIC,
-          claim=6 * N + 12 * L * a * k * s, where={k: h / a, N: gemm_parameter_count("llama")},
+          claim=PALM, where={k: h / a, N: gemm_parameter_count("llama")},
           holds=False, source="Chowdhery et al. 2022 (PaLM), appendix B, against a causal kernel",
           assumptions=LLAMA + ("PaLM counts the full square; a causal kernel does half",))
 def palm_causal() -> sp.Expr:
