@@ -16,22 +16,9 @@ from typing import Sequence
 
 import sympy as sp
 
-from derive.accounts.activations import (
-    article_layer_bytes,
-    article_model_bytes,
-    layer_activation_bytes,
-    model_activation_bytes,
-)
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
-from derive.accounts.flops import (
-    flops_per_token,
-    hfu,
-    mfu,
-    recompute_factor,
-    step_time_lower_bound,
-)
-from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
-from derive.conventions import six_n
+from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.formulas import FORMULAS, INPUTS, PROFILES, evaluate
 from derive.inputs import choose, positive_int
 from derive.presets import (
     ALIASES,
@@ -42,30 +29,11 @@ from derive.presets import (
     hardware,
     model,
 )
-from derive.symbols import N
+from derive.symbols import b, d
 from derive.units import BYTE_UNITS, format_bytes, to_unit
 
-#: Activation profiles: name -> what it assumes.
-PROFILES: dict[str, str] = {
-    "article": "GPT layer of Korthikanti et al. 2022 at f = 4h, statistics ignored (the article's 34)",
-    "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
-    "llama-eager": "Llama layer as PyTorch eager keeps it",
-    "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
-}
-
-
-#: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
-ATTENTION_PROFILES = ("article", "gpt")
-ATTENTION_VARIANTS = ("fused", "materialised")
-
-
-def profile_bytes(profile: str, attention: str) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under ``profile``."""
-    if profile == "article":
-        return article_layer_bytes(attention), article_model_bytes(attention)
-    return (layer_activation_bytes(profile, attention),
-            model_activation_bytes(profile, attention))
-
+#: --json key -> unit.
+UNITS: dict[str, str] = {formula.key: formula.unit for formula in FORMULAS}
 
 DEFAULT_BUDGET = "70GiB"
 DEFAULT_SEQ = 8192
@@ -210,61 +178,20 @@ def _models(args: argparse.Namespace) -> list[Model]:
 
 
 def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
-    """Every number the report prints for model ``m``."""
-    count = m.parameters
-    ranks = args.dp
-
-    def at(expr: sp.Expr, **extra: int) -> float:
-        return float(m.subs(expr, N=count, b=args.micro_batch, d=ranks, **extra))
-
-    def fig(key: str, expr: sp.Expr, unit: str) -> Figure:
-        return Figure(key, at(expr), unit, sp.sstr(expr))
-
-    held = state_bytes(args.precision, args.optimizer, zero_stage=args.zero)
-    attentions = ATTENTION_VARIANTS if args.profile in ATTENTION_PROFILES else ("fused",)
-    per_layer = {attention: profile_bytes(args.profile, attention)[0] for attention in attentions}
-    all_layers = profile_bytes(args.profile, "fused")[1]
-    model_flops = flops_per_token(m.family, "causal")
-    out = [
-        Figure("parameters", count, "parameters", sp.sstr(N)),
-        Figure("gemm_parameters", m.gemm_parameters, "parameters", "N_GEMM"),
-        fig("bytes_per_parameter", held.total / N, "B/parameter"),
-        fig("state.params", held.params, "B"),
-        fig("state.grads", held.grads, "B"),
-        fig("state.optimizer", held.optimizer, "B"),
-        fig("state.resident", held.total, "B"),
-        *(fig(f"activations.per_layer_{attention}", expr, "B")
-          for attention, expr in per_layer.items()),
-        fig("activations.all_layers_and_logits", all_layers, "B"),
-        fig("flops.six_n", six_n(), "FLOP/token"),
-        fig("flops.per_token_causal", model_flops, "FLOP/token"),
-    ]
-    per_token = at(model_flops)
-    out.append(Figure("time.one_sequence", step_time_lower_bound(m.seq, per_token, 1, peak),
-                      "s", "s * F / peak"))
-    if args.tokens and args.gpus:
-        bound = step_time_lower_bound(args.tokens, per_token, args.gpus, peak)
-        out += [Figure("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
-                Figure("step.at_target_mfu", bound / args.mfu, "s",
-                       "tokens * F / (gpus * peak * mfu)")]
-        if args.step_time:
-            rate = args.tokens / args.step_time
-            out += [Figure("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
-                    Figure("observed.mfu", mfu(rate, per_token, args.gpus, peak), "fraction",
-                           "tokens/s * F / (gpus * peak)")]
-            for policy in ("selective", "full"):
-                factor = at(recompute_factor(policy, m.family))
-                out.append(Figure(f"observed.hfu_{policy}",
-                                  hfu(rate, per_token, args.gpus, peak, factor), "fraction",
-                                  f"MFU * ({sp.sstr(recompute_factor(policy, m.family))})"))
+    """Every number the report prints for model ``m``: derive.formulas with its sizes substituted."""
     budget, label = parse_budget(args.budget)
-    resident = at(held.total)
-    out += [Figure("fit.budget", budget, "B", label),
-            Figure("fit.gpus_for_state", math.ceil(resident / budget), "GPUs",
-                   "ceil(resident / budget)"),
-            Figure("fit.gpus_for_state_and_activations",
-                   math.ceil((resident + at(all_layers)) / budget), "GPUs",
-                   "ceil((resident + activations) / budget)")]
+    choices = {"family": m.family, "precision": args.precision, "optimizer": args.optimizer,
+               "zero": args.zero, "profile": args.profile}
+    inputs = {"peak": peak, "mfu": args.mfu, "budget": budget, "tokens": args.tokens,
+              "gpus": args.gpus, "step_time": args.step_time}
+    given = {name for name, value in inputs.items() if value is not None}
+    values = {**m.values, b: args.micro_batch, d: args.dp,
+              **{INPUTS[name]: inputs[name] for name in given}}
+    out = []
+    for key, (value, expr) in evaluate(choices, values, given).items():
+        number = int(value) if value.is_Integer else float(value)
+        out.append(Figure(key, number, UNITS[key],
+                          label if key == "fit.budget" else sp.sstr(expr)))
     return out
 
 

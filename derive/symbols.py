@@ -52,6 +52,18 @@ c = _size("c")
 e = _size("e")
 m = _size("m")
 v = _size("v")
+# the report's inputs and the figures later figures name (derive.formulas)
+T = _size("T")
+G = _size("G")
+P = sp.Symbol("P", positive=True)
+MFU_target = sp.Symbol("MFU_target", positive=True)
+LATEX_NAMES[MFU_target] = r"\mathrm{MFU}_{\mathrm{target}}"
+t_step = sp.Symbol("t_step", positive=True)
+LATEX_NAMES[t_step] = r"t_{\mathrm{step}}"
+M = _size("M", r"M_{\mathrm{GPU}}")
+F = _size("F")
+R = _size("R", r"M_{\mathrm{state}}")
+A = _size("A", r"M_{\mathrm{act}}")
 
 NOTATION: tuple[Notation, ...] = (
     Notation(s, "sequence length (tokens per sequence)", "shape"),
@@ -72,6 +84,15 @@ NOTATION: tuple[Notation, ...] = (
     Notation(e, "expert-parallel size", "parallel"),
     Notation(m, "micro-batches per step", "parallel"),
     Notation(v, "virtual pipeline stages per rank (interleaved schedule)", "parallel"),
+    Notation(T, "tokens per step (global batch)", "report"),
+    Notation(G, "GPUs", "report"),
+    Notation(P, "peak FLOP/s of one GPU (dense)", "report"),
+    Notation(MFU_target, "target model FLOPs utilisation", "report"),
+    Notation(t_step, "observed seconds per step", "report"),
+    Notation(M, "memory budget of one GPU (bytes)", "report"),
+    Notation(F, "model FLOPs per token (causal attention)", "report"),
+    Notation(R, "resident state bytes (params + grads + optimizer) per GPU", "report"),
+    Notation(A, "activation bytes of one micro-batch: all layers + logits", "report"),
 )
 
 BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION}

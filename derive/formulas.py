@@ -1,0 +1,169 @@
+"""The report's figures as SymPy expressions: one definition each, for the CLI and the web page.
+
+A :class:`Formula` builds the expression of one ``python -m derive.report --json``
+key from derive's accounts, for the choices it depends on (model family,
+precision, optimizer, ZeRO stage, activation profile). The report substitutes
+numbers into it (:func:`evaluate`); ``derive.render.web`` prints the same
+expressions as JavaScript with SymPy's code printer, so the page and the report
+cannot disagree. A figure that a later one names has a ``symbol`` (N, F, R, A).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Iterator, Mapping
+
+import sympy as sp
+
+from derive.accounts.activations import (
+    article_layer_bytes,
+    article_model_bytes,
+    layer_activation_bytes,
+    model_activation_bytes,
+)
+from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
+from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
+from derive.architectures.parameters import FAMILIES, gemm_parameter_count, parameter_count
+from derive.conventions import six_n
+from derive.symbols import MFU_target, A, F, G, M, N, N_GEMM, P, R, T, s, t_step
+
+#: Activation profiles: name -> what it assumes.
+PROFILES: dict[str, str] = {
+    "article": "GPT layer of Korthikanti et al. 2022 at f = 4h, statistics ignored (the article's 34)",
+    "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
+    "llama-eager": "Llama layer as PyTorch eager keeps it",
+    "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
+}
+
+#: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
+ATTENTION_PROFILES = ("article", "gpt")
+ATTENTION_VARIANTS = ("fused", "materialised")
+
+#: ZeRO stages (Rajbhandari et al. 2020, section 5).
+ZERO_STAGES = (0, 1, 2, 3)
+
+#: Every choice a formula may depend on -> its options.
+CHOICES: dict[str, tuple[object, ...]] = {
+    "family": tuple(FAMILIES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "zero": ZERO_STAGES, "profile": tuple(PROFILES),
+}
+
+#: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
+INPUTS: dict[str, sp.Symbol] = {"tokens": T, "gpus": G, "peak": P, "mfu": MFU_target,
+                                "step_time": t_step, "budget": M}
+
+
+def profile_bytes(profile: str, attention: str) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under ``profile``."""
+    if profile == "article":
+        return article_layer_bytes(attention), article_model_bytes(attention)
+    return (layer_activation_bytes(profile, attention),
+            model_activation_bytes(profile, attention))
+
+
+@dataclass(frozen=True)
+class Formula:
+    """One report figure: its --json key and unit, how to build it, what it depends on."""
+
+    key: str
+    unit: str
+    build: Callable[..., sp.Expr | None]
+    uses: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    symbol: sp.Symbol | None = None
+
+    def expression(self, choices: Mapping[str, object]) -> sp.Expr | None:
+        """The expression under ``choices`` (None where the figure does not exist)."""
+        return _built(self, tuple(choices[name] for name in self.uses))
+
+    def variants(self) -> Iterator[tuple[tuple[object, ...], sp.Expr]]:
+        """Every (choice values, expression) over the product of the choices it uses."""
+        for values in itertools.product(*(CHOICES[name] for name in self.uses)):
+            expr = _built(self, values)
+            if expr is not None:
+                yield values, expr
+
+
+@lru_cache(maxsize=None)
+def _built(formula: Formula, values: tuple[object, ...]) -> sp.Expr | None:
+    expr = formula.build(*values)
+    return None if expr is None else sp.sympify(expr)
+
+
+def _state(account: str) -> Callable[[str, str, int], sp.Expr]:
+    return lambda precision, optimizer, zero: getattr(state_bytes(precision, optimizer, zero), account)
+
+
+def _per_layer(attention: str) -> Callable[[str], sp.Expr | None]:
+    def build(profile: str) -> sp.Expr | None:
+        if attention != "fused" and profile not in ATTENTION_PROFILES:
+            return None
+        return profile_bytes(profile, attention)[0]
+    return build
+
+
+def _hfu(policy: str) -> Callable[[str], sp.Expr]:
+    return lambda family: hfu(T / t_step, F, G, P, recompute_factor(policy, family))
+
+
+STATE = ("precision", "optimizer", "zero")
+STEP = ("tokens", "gpus")
+OBSERVED = ("tokens", "gpus", "step_time")
+
+#: The report's figures in the order it prints them; a symbol is defined before it is used.
+FORMULAS: tuple[Formula, ...] = (
+    Formula("parameters", "parameters", parameter_count, ("family",), symbol=N),
+    Formula("gemm_parameters", "parameters", gemm_parameter_count, ("family",), symbol=N_GEMM),
+    Formula("bytes_per_parameter", "B/parameter",
+            lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
+    Formula("state.params", "B", _state("params"), STATE),
+    Formula("state.grads", "B", _state("grads"), STATE),
+    Formula("state.optimizer", "B", _state("optimizer"), STATE),
+    Formula("state.resident", "B", _state("total"), STATE, symbol=R),
+    Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("profile",)),
+    Formula("activations.per_layer_materialised", "B", _per_layer("materialised"), ("profile",)),
+    Formula("activations.all_layers_and_logits", "B",
+            lambda profile: profile_bytes(profile, "fused")[1], ("profile",), symbol=A),
+    Formula("flops.six_n", "FLOP/token", six_n),
+    Formula("flops.per_token_causal", "FLOP/token",
+            lambda family: flops_per_token(family, "causal"), ("family",), symbol=F),
+    Formula("time.one_sequence", "s", lambda: step_time_lower_bound(s, F, 1, P)),
+    Formula("step.lower_bound", "s", lambda: step_time_lower_bound(T, F, G, P), needs=STEP),
+    Formula("step.at_target_mfu", "s", lambda: step_time_lower_bound(T, F, G, P, MFU_target),
+            needs=STEP),
+    Formula("observed.tokens_per_second", "tokens/s", lambda: T / t_step, needs=OBSERVED),
+    Formula("observed.mfu", "fraction", lambda: mfu(T / t_step, F, G, P), needs=OBSERVED),
+    Formula("observed.hfu_selective", "fraction", _hfu("selective"), ("family",), OBSERVED),
+    Formula("observed.hfu_full", "fraction", _hfu("full"), ("family",), OBSERVED),
+    Formula("fit.budget", "B", lambda: M),
+    Formula("fit.gpus_for_state", "GPUs", lambda: sp.ceiling(R / M)),
+    Formula("fit.gpus_for_state_and_activations", "GPUs", lambda: sp.ceiling((R + A) / M)),
+)
+
+
+def exact(value: object) -> sp.Expr:
+    """A number as an exact SymPy number (a float by its exact binary value)."""
+    return sp.Rational(value) if isinstance(value, float) else sp.sympify(value)
+
+
+def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
+             given: frozenset[str] | set[str]) -> dict[str, tuple[sp.Expr, sp.Expr]]:
+    """key -> (exact value, expression) of every figure whose ``needs`` are all in ``given``.
+
+    ``values`` holds the model's sizes and the inputs (b, d, T, G, P, ...); each
+    figure with a symbol adds its value for the figures after it.
+    """
+    known = {symbol: exact(value) for symbol, value in values.items()}
+    out: dict[str, tuple[sp.Expr, sp.Expr]] = {}
+    for formula in FORMULAS:
+        expr = formula.expression(choices)
+        if expr is None or not set(formula.needs) <= set(given):
+            continue
+        value = expr.xreplace(known)
+        if not value.is_number:
+            raise ValueError(f"{formula.key}: no value for {sorted(map(str, value.free_symbols))}")
+        out[formula.key] = (value, expr)
+        if formula.symbol is not None:
+            known[formula.symbol] = value
+    return out
