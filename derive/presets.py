@@ -19,6 +19,11 @@ from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, L, V, a, f, g, h, k, s
 
 
+#: Model field -> the symbol it sets.
+FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv_heads": g,
+                                       "ffn": f, "vocab": V, "seq": s}
+
+
 @dataclass(frozen=True)
 class Model:
     """A dense decoder-only Transformer shape, in the article's symbols."""
@@ -48,10 +53,8 @@ class Model:
     @property
     def values(self) -> dict[sp.Symbol, int]:
         """Symbol -> number for substitution."""
-        return {
-            L: self.layers, h: self.hidden, a: self.heads, g: self.kv_heads, f: self.ffn,
-            V: self.vocab, s: self.seq, k: self.head_dim or self.hidden // self.heads,
-        }
+        values = {symbol: getattr(self, field) for field, symbol in FIELD_SYMBOLS.items()}
+        return {**values, k: self.head_dim or self.hidden // self.heads}
 
     def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
         """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""

@@ -36,6 +36,10 @@ from derive.units import BYTE_UNITS, format_bytes, to_unit
 UNITS: dict[str, str] = {formula.key: formula.unit for formula in FORMULAS}
 
 DEFAULT_BUDGET = "70GiB"
+#: A budget size: a number and a byte unit of derive.units (checked after the match).
+BUDGET_PATTERN = r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*"
+#: The family of a custom shape given without --model.
+CUSTOM_FAMILY = "llama"
 DEFAULT_SEQ = 8192
 
 #: Model fields -> the custom-shape option that sets them.
@@ -74,7 +78,7 @@ def parse_budget(text: str) -> tuple[int, str]:
         low, high = usable_bytes(text)
         return low, (f"{text} usable low end {to_unit(low, 'GiB'):.2f} GiB "
                      f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*", text)
+    match = re.fullmatch(BUDGET_PATTERN, text)
     if not match or match.group(2) not in BYTE_UNITS:
         raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, or one of "
                          f"{', '.join(DRIVER_CAPACITY)}, got {text!r}")
@@ -167,7 +171,7 @@ def _models(args: argparse.Namespace) -> list[Model]:
         if missing:
             raise UsageError(f"{missing[0]}: required for a custom shape without --model")
         heads = overrides["heads"]
-        return [Model("custom", "llama", overrides["layers"], overrides["hidden"], heads,
+        return [Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
                       overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
                       overrides.get("seq", DEFAULT_SEQ), "command line")]
     else:

@@ -1,0 +1,355 @@
+"""formulas/index.html: the sheet as one offline web page, with a calculator that runs derive's expressions.
+
+The calculator's arithmetic is :data:`derive.formulas.FORMULAS` printed by SymPy's
+JavaScript code printer (sympy/printing/jscode.py); its error messages are the
+CLI's own lines, taken by running ``derive.report.main`` on sentinel input; its
+presets, units and defaults are data from derive. The page's hand-written script
+(templates/html/calculator.js) only parses, looks up and formats. KaTeX comes
+from the pinned npm package (tests/katex), inlined with its fonts, so the page
+needs no server and makes no network request (its Content-Security-Policy says so).
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import sympy as sp
+from sympy.printing.jscode import JavascriptCodePrinter
+
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.formulas import FORMULAS, INPUTS, PROFILES, ZERO_STAGES
+from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS
+from derive.render.printer import tex
+from derive.report import (
+    BUDGET_PATTERN,
+    CUSTOM_FAMILY,
+    DEFAULT_SEQ,
+    SHAPE_OPTIONS,
+    build_parser,
+    main,
+)
+from derive.symbols import NOTATION, b, d
+from derive.units import BYTE_UNITS, DECIMAL_STEPS
+
+ROOT = Path(__file__).resolve().parents[2]
+KATEX = ROOT / "tests" / "katex" / "node_modules" / "katex" / "dist"
+CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
+PAGE = "index.html"
+
+#: Each figure's label on the page, by its --json key.
+LABELS: dict[str, str] = {
+    "parameters": "Parameters",
+    "gemm_parameters": "Parameters in GEMMs",
+    "bytes_per_parameter": "Bytes per parameter",
+    "state.params": "Parameters (resident)",
+    "state.grads": "Gradients",
+    "state.optimizer": "Optimizer state",
+    "state.resident": "Resident state",
+    "activations.per_layer_fused": "Activations per layer (flash / fused)",
+    "activations.per_layer_materialised": "Activations per layer (materialised scores)",
+    "activations.all_layers_and_logits": "Activations, all layers + logits",
+    "flops.six_n": "FLOPs per token, 6N",
+    "flops.per_token_causal": "FLOPs per token, causal attention",
+    "time.one_sequence": "One sequence on one GPU, at least",
+    "step.lower_bound": "Step time at 100% MFU, at least",
+    "step.at_target_mfu": "Step time at the target MFU",
+    "observed.tokens_per_second": "Observed throughput",
+    "observed.mfu": "Observed MFU",
+    "observed.hfu_selective": "HFU, selective recompute",
+    "observed.hfu_full": "HFU, full recompute",
+    "fit.budget": "Memory budget per GPU",
+    "fit.gpus_for_state": "GPUs to hold the state",
+    "fit.gpus_for_state_and_activations": "GPUs with one micro-batch of activations",
+}
+
+SHAPE_GROUP = "Custom shape"
+#: The page's fields: CLI long option -> (kind, group). Kinds are parsed in calculator.js.
+FIELDS: dict[str, tuple[str, str]] = {
+    "model": ("model", "Model"),
+    **{option[2:]: ("count", SHAPE_GROUP) for option in SHAPE_OPTIONS.values()},
+    "precision": ("choice", "Training"),
+    "optimizer": ("choice", "Training"),
+    "zero": ("stage", "Training"),
+    "dp": ("count", "Training"),
+    "micro-batch": ("count", "Training"),
+    "profile": ("choice", "Training"),
+    "budget": ("budget", "Hardware"),
+    "peak": ("peak", "Hardware"),
+    "tokens": ("count", "Step"),
+    "gpus": ("count", "Step"),
+    "mfu": ("fraction", "Step"),
+    "step-time": ("seconds", "Step"),
+}
+
+#: Options whose value is one of a list: option -> the names.
+OPTION_CHOICES: dict[str, tuple[str, ...]] = {
+    "model": (*MODELS, *ALIASES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
+}
+
+#: Bounds of the numeric kinds, as the CLI checks them (report._fraction, _seconds, parse_peak).
+BOUNDS: dict[str, dict[str, object]] = {
+    "fraction": {"above": 0, "at_most": 1},
+    "seconds": {"above": 0},
+    "peak": {"above": 0},
+    "budget": {"above": 0},
+}
+
+#: Sentinel input per kind of failure; the CLI's answer to it becomes the page's message.
+SENTINELS: dict[str, dict[str, str]] = {
+    "model": {"unknown": "zq"},
+    "count": {"syntax": "zq", "range": "-7"},
+    "choice": {"unknown": "zq"},
+    "stage": {"syntax": "zq", "range": "+77"},
+    "budget": {"syntax": "zq", "range": "0GB"},
+    "peak": {"unknown": "zq", "range": "-7"},
+    "fraction": {"syntax": "zq", "range": "7"},
+    "seconds": {"syntax": "zq", "range": "-7"},
+}
+
+#: A custom shape that breaks one divisibility rule (heads | hidden, kv heads | heads).
+NOT_DIVIDING: dict[str, dict[str, str]] = {
+    "heads": {"layers": "2", "hidden": "1022118", "heads": "1009", "ffn": "5", "vocab": "9"},
+    "kv-heads": {"layers": "2", "hidden": "1022117", "heads": "1009", "kv-heads": "1013",
+                 "ffn": "5", "vocab": "9"},
+}
+REQUIRED_SHAPE = ("layers", "hidden", "heads", "ffn", "vocab")
+ERROR_PREFIX = "derive: error: "
+#: The model the page shows when a link names none (the CLI would print the three Llama 3 models).
+PAGE_MODEL = "llama3-70b"
+#: Digits the page prints: bytes and scaled counts as format_bytes does, significant figures
+#: of seconds and bytes/parameter, percent decimals, and Python's repr of control characters (\\xhh).
+DISPLAY: dict[str, int] = {"digits": 2, "significant": 4, "percent_digits": 1, "hex_base": 16,
+                           "hex_width": 2}
+PAGE_CSS = ROOT / "templates" / "html" / "page.css"
+#: Figure groups on the page: heading -> the --json key prefixes it holds.
+FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "Model and state": ("parameters", "gemm_parameters", "bytes_per_parameter", "state."),
+    "Activations": ("activations.",),
+    "FLOPs and time": ("flops.", "time.", "step."),
+    "Observed step": ("observed.",),
+    "Fit": ("fit.",),
+}
+INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction": "decimal",
+                              "seconds": "decimal"}
+
+_PRINTER = JavascriptCodePrinter()
+
+
+def cli_message(argv: list[str], placeholders: Mapping[str, str]) -> str:
+    """The CLI's one error line for ``argv``, each placeholder's text replaced by ``{name}``."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+    line = err.getvalue()
+    if status != 2 or line.count("\n") != 1 or not line.startswith(ERROR_PREFIX):
+        raise ValueError(f"argv: {argv} gave status {status} and {line!r}, not one error line")
+    message = line[len(ERROR_PREFIX):].rstrip("\n")
+    for name, text in sorted(placeholders.items(), key=lambda item: -len(item[1])):
+        if text not in message:
+            raise ValueError(f"argv: the error {message!r} does not show {text!r}")
+        message = message.replace(text, "{" + name + "}")
+    return message
+
+
+def _value_placeholders(text: str) -> dict[str, str]:
+    """How a message may show the input ``text``: repr of the text, or the integer it parses to."""
+    try:
+        number = str(int(text))
+    except ValueError:
+        return {"text": repr(text)}
+    return {"text": repr(text)} if number == text.lstrip("+") and text[0] != "+" else {"int": number}
+
+
+def _message(option: str, text: str) -> str:
+    """The CLI's message for ``--option text``, with the value as {text} or {int}."""
+    placeholders = _value_placeholders(text)
+    try:
+        return cli_message([f"--{option}", text], placeholders)
+    except ValueError:
+        if "int" in placeholders:
+            return cli_message([f"--{option}", text], {"text": repr(text)})
+        raise
+
+
+def _argv(values: Mapping[str, str]) -> list[str]:
+    return [word for option, text in values.items() for word in (f"--{option}", text)]
+
+
+def field_specs() -> list[dict[str, object]]:
+    """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
+    parser = build_parser()
+    specs = []
+    for option, (kind, group) in FIELDS.items():
+        default = parser.get_default(option.replace("-", "_"))
+        messages = {failure: _message(option, text) for failure, text in SENTINELS[kind].items()}
+        if option in NOT_DIVIDING:
+            shape = NOT_DIVIDING[option]
+            divisor = "heads" if option == "kv-heads" else "hidden"
+            messages["divides"] = cli_message(_argv(shape), {option: shape[option],
+                                                             divisor: shape[divisor]})
+        if option in REQUIRED_SHAPE:
+            others = {name: "8" for name in REQUIRED_SHAPE if name != option}
+            messages["required"] = cli_message(_argv(others), {})
+        specs.append({"option": option, "kind": kind, "group": group,
+                      "default": "" if default is None else str(default),
+                      "choices": list(OPTION_CHOICES.get(option, ())),
+                      "bounds": BOUNDS.get(kind, {}), "messages": messages})
+    return specs
+
+
+def javascript(expr: sp.Expr) -> str:
+    """``expr`` as a JavaScript function of its symbols (sorted by name), by SymPy's JS printer."""
+    names = sorted(symbol.name for symbol in expr.free_symbols)
+    return f"function ({', '.join(names)}) {{ return {_PRINTER.doprint(expr)}; }}"
+
+
+def formula_code() -> tuple[str, list[dict[str, object]]]:
+    """(the generated script, the formulas' data): functions listed once, variants by index."""
+    functions: dict[str, int] = {}
+    formulas = []
+    for formula in FORMULAS:
+        variants = {}
+        for values, expr in formula.variants():
+            code = javascript(expr)
+            index = functions.setdefault(code, len(functions))
+            variants["|".join(map(str, values))] = {
+                "function": index, "tex": tex(expr),
+                "args": sorted(symbol.name for symbol in expr.free_symbols)}
+        formulas.append({"key": formula.key, "unit": formula.unit, "label": LABELS[formula.key],
+                         "uses": list(formula.uses), "needs": list(formula.needs),
+                         "symbol": formula.symbol.name if formula.symbol is not None else None,
+                         "variants": variants})
+    lines = ["// Generated by derive.render.web from derive.formulas with SymPy's JavascriptCodePrinter.",
+             "const DERIVE_FUNCTIONS = ["]
+    lines += [f"  {code}," for code in functions]
+    lines.append("];")
+    return "\n".join(lines) + "\n", formulas
+
+
+def symbol_legend() -> dict[str, dict[str, str]]:
+    """Symbol name -> its LaTeX and meaning, for the 'where' line under each formula."""
+    return {entry.symbol.name: {"tex": tex(entry.symbol), "meaning": entry.meaning}
+            for entry in NOTATION}
+
+
+def calculator_data() -> tuple[str, dict[str, object]]:
+    """(the generated script, everything else the calculator reads as JSON)."""
+    code, formulas = formula_code()
+    presets = {name: {"family": m.family, "values": {sym.name: value for sym, value in m.values.items()},
+                      "source": m.source} for name, m in MODELS.items()}
+    inputs = {"micro-batch": b.name, "dp": d.name,
+              **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}
+    shape_symbols = {option[2:]: FIELD_SYMBOLS[field].name for field, option in SHAPE_OPTIONS.items()}
+    data = {
+        "formulas": formulas,
+        "fields": field_specs(),
+        "presets": presets,
+        "aliases": ALIASES,
+        "custom": {"family": CUSTOM_FAMILY, "seq": DEFAULT_SEQ},
+        "shape": shape_symbols,
+        "shape_order": list(shape_symbols),
+        "required_shape": list(REQUIRED_SHAPE),
+        "divisibility": [[option, "heads" if option == "kv-heads" else "hidden"] for option in NOT_DIVIDING],
+        "inputs": inputs,
+        "needs": {name.replace("_", "-"): name for name in INPUTS},
+        "page_model": PAGE_MODEL,
+        "choices": {"precision": "precision", "optimizer": "optimizer", "zero": "zero",
+                    "profile": "profile"},
+        "peaks": {name: hw.peak_flops for name, hw in HARDWARE.items()},
+        "budgets": {name: usable_bytes(name)[0] for name in DRIVER_CAPACITY},
+        "budget_pattern": BUDGET_PATTERN,
+        "byte_units": BYTE_UNITS,
+        "decimal_steps": list(DECIMAL_STEPS),
+        "byte_unit_suffix": DECIMAL_STEPS[0],
+        "binary_steps": [DECIMAL_STEPS[0], *(unit for unit in BYTE_UNITS if unit.endswith("iB"))],
+        "display": DISPLAY,
+        "legend": symbol_legend(),
+        "zero_stages": list(ZERO_STAGES),
+    }
+    return code, data
+
+
+def script_json(data: object) -> str:
+    """``data`` as JSON safe inside <script type="application/json">: no <, >, & characters."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def inline_script(text: str) -> str:
+    """``text`` checked to be safe between <script> tags (no closing tag, no comment opener)."""
+    lowered = text.lower()
+    if "</script" in lowered or "<!--" in lowered:
+        raise ValueError("script: text holds </script or <!-- and cannot be inlined")
+    return text
+
+
+def csp_hash(text: str) -> str:
+    """The CSP source expression that allows exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def katex_assets(dist: Path = KATEX) -> tuple[str, str]:
+    """(katex.min.js, katex.min.css with each font as a woff2 data: URI) from the pinned package."""
+    if not (dist / "katex.min.js").exists():
+        raise ValueError(f"katex: {dist} is missing; run `cd tests/katex && npm ci` (make derive does)")
+    css = (dist / "katex.min.css").read_text(encoding="utf-8")
+
+    def inline(match: re.Match[str]) -> str:
+        font = (dist / "fonts" / f"{match.group(1)}.woff2").read_bytes()
+        return f"src:url(data:font/woff2;base64,{base64.b64encode(font).decode()}) format(\"woff2\")"
+
+    css, count = re.subn(r"src:url\(fonts/([A-Za-z0-9_-]+)\.woff2\)[^;}]*", inline, css)
+    if not count:
+        raise ValueError("katex: no @font-face src found in katex.min.css")
+    return inline_script((dist / "katex.min.js").read_text(encoding="utf-8")), css
+
+
+def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The form's fieldsets in FIELDS order, each field with its input mode and placeholder."""
+    groups: dict[str, list[dict[str, object]]] = {}
+    for field in fields:
+        shown = {**field, "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
+                 "placeholder": field["default"] or ("from the model" if field["group"] == SHAPE_GROUP
+                                                     else "not set")}
+        groups.setdefault(str(field["group"]), []).append(shown)
+    return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP}
+            for name, members in groups.items()]
+
+
+def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The figures under their headings (FIGURE_GROUPS), in the report's order."""
+    def group(key: str) -> str:
+        return next(name for name, prefixes in FIGURE_GROUPS.items()
+                    if any(key == prefix or (prefix.endswith(".") and key.startswith(prefix))
+                           for prefix in prefixes))
+    return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
+            for name in FIGURE_GROUPS]
+
+
+def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:
+    """What templates/html/index.html.j2 needs: the sections, inline SVGs, scripts and their hashes."""
+    katex_js, katex_css = katex_assets()
+    code, data = calculator_data()
+    scripts = [katex_js, inline_script(code), inline_script(CALCULATOR.read_text(encoding="utf-8"))]
+    return {
+        "sections": list(sections),
+        "svgs": dict(svgs),
+        "katex_css": katex_css,
+        "page_css": PAGE_CSS.read_text(encoding="utf-8"),
+        "scripts": scripts,
+        "script_hashes": [csp_hash(script) for script in scripts],
+        "data_json": script_json(data),
+        "field_groups": field_groups(data["fields"]),
+        "figure_groups": figure_groups(data["formulas"]),
+    }

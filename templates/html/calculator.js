@@ -1,0 +1,297 @@
+// The calculator of formulas/index.html (hand-written; derive.render.web inlines it).
+// It parses the form as the CLI parses its options, looks up the generated functions
+// (DERIVE_FUNCTIONS, printed from derive's SymPy expressions) and formats their values.
+// Every number it uses comes from the derive-data JSON; input reaches the page only as text.
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("derive-data").textContent);
+  const FIELDS = new Map(DATA.fields.map((field) => [field.option, field]));
+  const FORM = document.getElementById("calculator-form");
+  const FIGURES = document.getElementById("figures");
+  const SHARE = document.getElementById("share-link");
+
+  // Python's int() and float() syntax for a string (PEP 515 underscores allowed).
+  const DIGITS = "\\d(?:_?\\d)*";
+  const PY_INT = new RegExp("^\\s*[+-]?" + DIGITS + "\\s*$");
+  const PY_FLOAT = new RegExp("^\\s*[+-]?(?:(?:" + DIGITS + "\\.(?:" + DIGITS + ")?|\\.(?:" + DIGITS +
+    ")|" + DIGITS + ")(?:[eE][+-]?" + DIGITS + ")?|inf|infinity|nan)\\s*$", "i");
+  const BUDGET = new RegExp("^(?:" + DATA.budget_pattern + ")$");
+
+  function pyNumber(text) {
+    const plain = text.trim().replace(/_/g, "").toLowerCase();
+    const sign = plain.startsWith("-") ? -Infinity : Infinity;
+    const bare = plain.replace(/^[+-]/, "");
+    if (bare === "inf" || bare === "infinity") return sign;
+    if (bare === "nan") return NaN;
+    return Number(plain);
+  }
+
+  // Python's repr() of a str, as the CLI's messages show the value typed.
+  function pyRepr(text) {
+    const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+    let out = quote;
+    for (const char of text) {
+      const code = char.codePointAt(0);
+      if (char === "\\" || char === quote) out += "\\" + char;
+      else if (char === "\n") out += "\\n";
+      else if (char === "\r") out += "\\r";
+      else if (char === "\t") out += "\\t";
+      else if (code < " ".codePointAt(0) || (code >= "\x7f".codePointAt(0) && code <= "\xa0".codePointAt(0))) {
+        out += "\\x" + code.toString(DATA.display.hex_base).padStart(DATA.display.hex_width, "0");
+      } else out += char;
+    }
+    return out + quote;
+  }
+
+  function message(option, failure, values) {
+    let text = FIELDS.get(option).messages[failure];
+    for (const [name, value] of Object.entries(values)) text = text.split("{" + name + "}").join(value);
+    return text;
+  }
+
+  // One field's text -> {value} or {error}; "" means "not given" (the CLI's default applies).
+  function parseField(field, text) {
+    const fail = (failure, extra) => ({ error: message(field.option, failure, { text: pyRepr(text), ...extra }) });
+    if (text === "") return { value: null };
+    const bounds = field.bounds;
+    switch (field.kind) {
+      case "model":
+        if (!field.choices.includes(text)) return fail("unknown");
+        return { value: DATA.aliases[text] || text };
+      case "choice":
+        return field.choices.includes(text) ? { value: text } : fail("unknown");
+      case "count": {
+        if (!PY_INT.test(text)) return fail("syntax");
+        const number = pyNumber(text);
+        return number > 0 ? { value: number } : fail("range");
+      }
+      case "stage": {
+        if (!PY_INT.test(text)) return fail("syntax");
+        const number = pyNumber(text);
+        return DATA.zero_stages.includes(number) ? { value: number } : fail("range", { int: String(number) });
+      }
+      case "fraction": {
+        if (!PY_FLOAT.test(text)) return fail("syntax");
+        const number = pyNumber(text);
+        return number > bounds.above && number <= bounds.at_most ? { value: number } : fail("range");
+      }
+      case "seconds": {
+        if (!PY_FLOAT.test(text)) return fail("syntax");
+        const number = pyNumber(text);
+        return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
+      }
+      case "peak": {
+        if (field.choices.includes(text)) return { value: DATA.peaks[text] };
+        if (!PY_FLOAT.test(text)) return fail("unknown");
+        const number = pyNumber(text);
+        return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
+      }
+      case "budget": {
+        if (field.choices.includes(text)) return { value: DATA.budgets[text] };
+        const match = BUDGET.exec(text);
+        if (!match) return fail("syntax");
+        const [, amount, unit] = match;
+        if (!(unit in DATA.byte_units)) return fail("syntax");
+        const number = pyNumber(amount);
+        if (!(number > bounds.above)) return fail("range");
+        return { value: Math.trunc(number * DATA.byte_units[unit]) };
+      }
+    }
+    throw new Error("unknown field kind " + field.kind);
+  }
+
+  function readForm() {
+    const texts = {};
+    for (const field of DATA.fields) texts[field.option] = FORM.elements[field.option].value;
+    return texts;
+  }
+
+  // The form -> {errors, model, values, choices, given}, checked in the CLI's order.
+  function configuration(texts) {
+    const errors = {};
+    const parsed = {};
+    for (const field of DATA.fields) {
+      const result = parseField(field, texts[field.option]);
+      if ("error" in result) errors[field.option] = result.error;
+      else parsed[field.option] = result.value;
+    }
+    if (Object.keys(errors).length) return { errors };
+    const shapeGiven = Object.keys(DATA.shape).filter((option) => parsed[option] !== null);
+    const values = {};
+    let family;
+    let name;
+    if (parsed.model !== null) {
+      const preset = DATA.presets[parsed.model];
+      Object.assign(values, preset.values);
+      family = preset.family;
+      name = parsed.model + (shapeGiven.length ? " (custom)" : "");
+    } else if (shapeGiven.length) {
+      const missing = DATA.required_shape.find((option) => parsed[option] === null);
+      if (missing) return { errors: { [missing]: message(missing, "required", {}) } };
+      family = DATA.custom.family;
+      name = "custom";
+      values[DATA.shape.seq] = DATA.custom.seq;
+      values[DATA.shape["kv-heads"]] = parsed.heads;
+    } else {
+      return configuration({ ...texts, model: DATA.page_model });
+    }
+    for (const option of shapeGiven) values[DATA.shape[option]] = parsed[option];
+    const shape = (option) => values[DATA.shape[option]];
+    for (const [option, dividend] of DATA.divisibility) {
+      if (shape(dividend) % shape(option)) {
+        return { errors: { [option]: message(option, "divides", { [option]: String(shape(option)), [dividend]: String(shape(dividend)) }) } };
+      }
+    }
+    const choices = { family };
+    for (const option of Object.keys(DATA.choices)) {
+      choices[DATA.choices[option]] = parsed[option] !== null ? parsed[option] : FIELDS.get(option).default;
+    }
+    const given = [];
+    for (const [option, symbol] of Object.entries(DATA.inputs)) {
+      let value = parsed[option];
+      if (value === null && FIELDS.get(option).default !== "") value = parseField(FIELDS.get(option), FIELDS.get(option).default).value;
+      if (value === null) continue;
+      values[symbol] = value;
+      given.push(DATA.needs[option] || option);
+    }
+    return { errors: {}, name, values, choices, given };
+  }
+
+  // Every figure the report would print: the generated functions, in the report's order.
+  function evaluate(config) {
+    const env = { ...config.values };
+    const out = [];
+    for (const formula of DATA.formulas) {
+      if (!formula.needs.every((need) => config.given.includes(need))) continue;
+      const variant = formula.variants[formula.uses.map((use) => String(config.choices[use])).join("|")];
+      if (!variant) continue;
+      const value = DERIVE_FUNCTIONS[variant.function](...variant.args.map((arg) => env[arg]));
+      if (formula.symbol) env[formula.symbol] = value;
+      out.push({ formula, variant, value });
+    }
+    return out;
+  }
+
+  function scaled(value, suffix) {
+    let step = DATA.decimal_steps[0];
+    for (const candidate of DATA.decimal_steps) if (Math.abs(value) >= DATA.byte_units[candidate]) step = candidate;
+    const prefix = step.slice(0, -DATA.byte_unit_suffix.length);
+    return (value / DATA.byte_units[step]).toFixed(DATA.display.digits) + " " + prefix + suffix;
+  }
+
+  function binary(value) {
+    let step = DATA.binary_steps[0];
+    for (const candidate of DATA.binary_steps) if (Math.abs(value) >= DATA.byte_units[candidate]) step = candidate;
+    return (value / DATA.byte_units[step]).toFixed(DATA.display.digits) + " " + step;
+  }
+
+  function format(value, unit, key) {
+    const display = DATA.display;
+    switch (unit) {
+      case "B": return scaled(value, DATA.byte_unit_suffix) + (key === "fit.budget" ? " = " + binary(value) : "");
+      case "parameters": return value.toLocaleString("en-US");
+      case "B/parameter": return String(Number(value.toPrecision(display.significant))) + " B/parameter";
+      case "FLOP/token": return scaled(value, "FLOP/token");
+      case "tokens/s": return scaled(value, " tokens/s");
+      case "s": return String(Number(value.toPrecision(display.significant))) + " s";
+      case "fraction": return new Intl.NumberFormat("en-US", { style: "percent", minimumFractionDigits: display.percent_digits, maximumFractionDigits: display.percent_digits }).format(value);
+      case "GPUs": return String(value) + " GPUs";
+    }
+    return String(value) + " " + unit;
+  }
+
+  function renderMath(element, tex, display) {
+    element.textContent = tex;
+    if (typeof katex !== "undefined") katex.render(tex, element, { throwOnError: false, displayMode: display });
+  }
+
+  function showFormula(row) {
+    const details = row.querySelector("details");
+    if (!details.open || !row.dataset.tex) return;
+    if (details.dataset.shown === row.dataset.tex) return;
+    details.dataset.shown = row.dataset.tex;
+    renderMath(details.querySelector(".formula"), row.dataset.tex, true);
+    const where = details.querySelector(".where");
+    where.replaceChildren();
+    for (const arg of row.dataset.args.split(" ").filter(Boolean)) {
+      const item = document.createElement("li");
+      const symbol = document.createElement("span");
+      renderMath(symbol, DATA.legend[arg].tex, false);
+      item.append(symbol, document.createTextNode(": " + DATA.legend[arg].meaning));
+      where.append(item);
+    }
+  }
+
+  function show(texts) {
+    const config = configuration(texts);
+    for (const field of DATA.fields) {
+      const error = config.errors[field.option];
+      const box = document.getElementById("error-" + field.option);
+      box.textContent = error || "";
+      box.hidden = !error;
+      FORM.elements[field.option].setAttribute("aria-invalid", error ? "true" : "false");
+    }
+    const shown = Object.keys(config.errors).length ? [] : evaluate(config);
+    const byKey = new Map(shown.map((figure) => [figure.formula.key, figure]));
+    for (const row of FIGURES.querySelectorAll(".figure")) {
+      const output = row.querySelector("output");
+      const figure = byKey.get(row.dataset.figure);
+      row.hidden = !figure;
+      if (!figure) {
+        output.textContent = "";
+        output.removeAttribute("data-value");
+        continue;
+      }
+      output.textContent = format(figure.value, figure.formula.unit, figure.formula.key);
+      output.dataset.value = String(figure.value);
+      output.title = String(figure.value) + " " + figure.formula.unit;
+      row.dataset.tex = figure.variant.tex;
+      row.dataset.args = figure.variant.args.join(" ");
+      showFormula(row);
+    }
+    FIGURES.classList.toggle("stale", !shown.length);
+    if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
+    const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
+    document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
+  }
+
+  function query(texts) {
+    const params = new URLSearchParams();
+    for (const field of DATA.fields) {
+      const text = texts[field.option];
+      if (text !== "" && (text !== field.default || field.option === "model")) params.set(field.option, text);
+    }
+    return "?" + params.toString();
+  }
+
+  function update() {
+    const texts = readForm();
+    show(texts);
+    const link = query(texts);
+    SHARE.setAttribute("href", link);
+    try {
+      history.replaceState(null, "", link + location.hash);
+    } catch (error) {
+      // file:// pages of some browsers refuse replaceState; the share link still holds the state.
+    }
+  }
+
+  function load() {
+    const params = new URLSearchParams(location.search);
+    const shapeInQuery = Object.keys(DATA.shape).some((option) => params.has(option));
+    for (const field of DATA.fields) {
+      let text = params.has(field.option) ? params.get(field.option) : field.default;
+      if (field.option === "model" && !params.has("model") && !shapeInQuery) text = DATA.page_model;
+      FORM.elements[field.option].value = text;
+    }
+    update();
+  }
+
+  FORM.addEventListener("input", update);
+  FORM.addEventListener("submit", (event) => event.preventDefault());
+  for (const row of FIGURES.querySelectorAll(".figure")) {
+    row.querySelector("details").addEventListener("toggle", () => showFormula(row));
+  }
+  load();
+  for (const element of document.querySelectorAll("main .tex")) renderMath(element, element.textContent, false);
+})();

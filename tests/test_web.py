@@ -1,0 +1,180 @@
+"""formulas/index.html: its arithmetic is derive's expressions printed as JavaScript, and nothing else.
+
+The generated functions run in Node and must equal exact SymPy evaluation; the
+hand-written script may hold no number but 0, no eval, no Function, no HTML
+parsing; the Content-Security-Policy allows exactly the page's inline scripts
+and no network request. The page in a real browser: tests/test_web_browser.py.
+"""
+import base64
+import hashlib
+import json
+import random
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+
+from derive.formulas import FORMULAS, exact
+from derive.render.__main__ import ROOT
+from derive.render.web import (
+    CALCULATOR,
+    calculator_data,
+    cli_message,
+    csp_hash,
+    formula_code,
+    inline_script,
+    script_json,
+)
+
+#: Sizes drawn for the shape symbols and counts; floats for the peak, MFU and step time.
+INTEGER_RANGE = (1, 200_000)
+FLOAT_SYMBOLS = {"P": (1e12, 3e15), "MFU_target": (0.05, 1.0), "t_step": (0.01, 100.0)}
+
+
+def node() -> str:
+    path = shutil.which("node")
+    if path is None:
+        pytest.fail("node not found: run tests/install_renderers.sh (make test runs it)")
+    return path
+
+
+def random_environment(rng: random.Random, names: set[str]) -> dict[str, float]:
+    return {name: (rng.uniform(*FLOAT_SYMBOLS[name]) if name in FLOAT_SYMBOLS
+                   else rng.randint(*INTEGER_RANGE)) for name in sorted(names)}
+
+
+def test_generated_functions_equal_sympy_on_random_inputs(tmp_path):
+    code, formulas = formula_code()
+    rng = random.Random(19)
+    cases = []
+    for formula, data in zip(FORMULAS, formulas):
+        assert data["key"] == formula.key
+        for values, expr in formula.variants():
+            variant = data["variants"]["|".join(map(str, values))]
+            for _ in range(4):
+                env = random_environment(rng, {symbol.name for symbol in expr.free_symbols})
+                expected = expr.xreplace({symbol: exact(env[symbol.name]) for symbol in expr.free_symbols})
+                cases.append({"function": variant["function"], "args": [env[a] for a in variant["args"]],
+                              "expected": float(expected), "key": formula.key, "values": list(map(str, values))})
+    assert len(cases) >= 4 * 500
+    script = tmp_path / "run.js"
+    script.write_text(code + "const cases = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));\n"
+                      "console.log(JSON.stringify(cases.map((c) => DERIVE_FUNCTIONS[c.function](...c.args))));\n")
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    run = subprocess.run([node(), str(script), str(tmp_path / "cases.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    got = json.loads(run.stdout)
+    wrong = [(case["key"], case["values"], case["expected"], value) for case, value in zip(cases, got)
+             if not value == pytest.approx(case["expected"], rel=1e-12)]
+    assert not wrong, wrong[:5]
+
+
+def test_generated_functions_cover_every_report_figure():
+    _, formulas = formula_code()
+    keys = [f["key"] for f in formulas]
+    assert keys[:4] == ["parameters", "gemm_parameters", "bytes_per_parameter", "state.params"]
+    assert len(keys) == 22 and len(set(keys)) == 22
+    state = next(f for f in formulas if f["key"] == "state.resident")
+    # 5 precisions x 5 optimizers x ZeRO 0-3; Adam's mixed-precision row is the paper's 16N (ZeRO, 5.1)
+    assert len(state["variants"]) == 100
+    assert state["variants"]["bf16|adam|0"]["tex"] == "16 N"
+    assert state["variants"]["bf16|adam|3"]["tex"] == r"\frac{16 N}{d}"
+
+
+def js_without_strings_and_comments(text: str) -> str:
+    """JavaScript with string literals, regex literals (none here but /_/g), and comments blanked."""
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
+    text = re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text)
+    return re.sub(r"/(?:[^/\\\n]|\\.)+/[gimsuy]*", "/re/", text)
+
+
+def test_the_hand_written_script_holds_no_numbers_and_no_code_from_text():
+    source = CALCULATOR.read_text()
+    code = js_without_strings_and_comments(source)
+    numbers = re.findall(r"(?<![\w$.])(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", code)
+    assert set(numbers) <= {"0"}, f"numbers typed into calculator.js: {sorted(set(numbers))}"
+    for banned in ("eval(", "Function(", "innerHTML", "outerHTML", "insertAdjacentHTML",
+                   "document.write", "setTimeout(", "setInterval(", "fetch(", "XMLHttpRequest"):
+        assert banned not in source, banned
+    assert "textContent" in source and "DERIVE_FUNCTIONS[" in source
+
+
+def test_the_generated_script_is_only_functions_of_symbols():
+    code, _ = formula_code()
+    lines = code.strip().splitlines()
+    assert lines[0].startswith("//") and lines[1] == "const DERIVE_FUNCTIONS = [" and lines[-1] == "];"
+    entry = re.compile(r"  function \(([A-Za-z_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,-]+; \},")
+    for line in lines[2:-1]:
+        assert entry.fullmatch(line), line
+    assert "Math.ceil" in code and "Math.pow" in code
+
+
+def test_the_page_data_cannot_close_its_script_tag():
+    text = script_json({"name": "</script><script>alert(1)</script>", "amp": "&"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text)["name"] == "</script><script>alert(1)</script>"
+    with pytest.raises(ValueError, match="script"):
+        inline_script("let a = '</script>';")
+
+
+def test_cli_messages_come_from_the_cli():
+    assert cli_message(["--micro-batch", "zq"], {"text": "'zq'"}) == \
+        "argument --micro-batch: must be a positive integer, got {text}"
+    with pytest.raises(ValueError, match="not one error line"):
+        cli_message(["--model", "8b"], {})
+    data = calculator_data()[1]
+    fields = {field["option"]: field for field in data["fields"]}
+    assert fields["heads"]["messages"]["divides"] == "--heads: {heads} does not divide hidden = {hidden}"
+    assert fields["zero"]["messages"]["range"] == "--zero: must be 0, 1, 2 or 3, got {int}"
+    assert fields["mfu"]["default"] == "0.4" and fields["budget"]["default"] == "70GiB"
+
+
+class Page(HTMLParser):
+    """The page's inline scripts, its CSP, and every URL-bearing attribute."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.scripts, self.csp, self.urls, self._in_script = [], None, [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "meta" and attrs.get("http-equiv") == "Content-Security-Policy":
+            self.csp = attrs["content"]
+        if tag == "script":
+            self._in_script = attrs.get("type", "classic")
+            self.scripts.append([self._in_script, ""])
+        self.urls += [value for name, value in attrs.items() if name in ("src", "href", "action")]
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_script = None
+
+    def handle_data(self, data):
+        if self._in_script is not None:
+            self.scripts[-1][1] += data
+
+
+def test_the_page_allows_its_own_scripts_and_no_network(fresh):
+    page = Page()
+    page.feed((fresh / "index.html").read_text())
+    executed = [text for kind, text in page.scripts if kind == "classic"]
+    assert len(executed) == 3  # KaTeX, the generated functions, the calculator
+    directives = dict(d.strip().split(" ", 1) for d in page.csp.split(";"))
+    assert directives["default-src"] == "'none'" and directives["base-uri"] == "'none'"
+    assert directives["script-src"].split() == [csp_hash(text) for text in executed]
+    assert "unsafe-eval" not in page.csp and "http" not in page.csp
+    assert directives["font-src"] == "data:"
+    assert all(url.startswith(("#", "?")) for url in page.urls), page.urls
+    # the hash is the standard one: base64 of SHA-256 over the script's UTF-8 text
+    assert csp_hash("a") == "'sha256-" + base64.b64encode(hashlib.sha256(b"a").digest()).decode() + "'"
+
+
+def test_the_page_carries_the_sheet(fresh):
+    text = (fresh / "index.html").read_text()
+    assert text.count('<section id="') >= 13
+    assert "<svg" in text and 'data-key="fit.gpus_for_state"' in text
+    assert '<span class="tex">6 + \\frac{12}{d}</span>' in text
+    assert str(ROOT) not in text  # no path of this machine
