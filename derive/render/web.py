@@ -175,15 +175,15 @@ def _message(option: str, text: str) -> str:
     """The CLI's message for ``--option text``, with the value as {text} or {int}."""
     placeholders = _value_placeholders(text)
     try:
-        return cli_message([f"--{option}", text], placeholders)
+        return cli_message([f"--{option}={text}"], placeholders)
     except ValueError:
         if "int" in placeholders:
-            return cli_message([f"--{option}", text], {"text": repr(text)})
+            return cli_message([f"--{option}={text}"], {"text": repr(text)})
         raise
 
 
 def _argv(values: Mapping[str, str]) -> list[str]:
-    return [word for option, text in values.items() for word in (f"--{option}", text)]
+    return [f"--{option}={text}" for option, text in values.items()]
 
 
 def field_specs() -> list[dict[str, object]]:

@@ -245,7 +245,7 @@
       output.textContent = format(figure.value, figure.formula.unit, figure.formula.key);
       output.dataset.value = String(figure.value);
       output.title = String(figure.value) + " " + figure.formula.unit;
-      row.dataset.tex = figure.variant.tex;
+      row.dataset.tex = (figure.formula.symbol ? DATA.legend[figure.formula.symbol].tex + " = " : "") + figure.variant.tex;
       row.dataset.args = figure.variant.args.join(" ");
       showFormula(row);
     }
