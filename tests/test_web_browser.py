@@ -5,8 +5,6 @@ for configurations loaded by link and typed into the form; bad input shows the
 CLI's own line; hostile links run nothing and inject nothing; the page makes no
 network request. chromium and chromium-driver come from apt (tests/install_renderers.sh).
 """
-import contextlib
-import io
 import json
 import shutil
 from pathlib import Path
@@ -14,7 +12,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from derive.report import main, run
+from derive.render.web import cli_message
+from derive.report import run
 
 INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
 DESKTOP, PHONE = (1280, 1000), (390, 844)
@@ -78,15 +77,7 @@ def cli_json(options: dict[str, str]) -> dict[str, float]:
 
 def cli_error(options: dict[str, str]) -> str:
     """The CLI's one error line for ``options``, without the 'derive: error: ' prefix."""
-    argv = [f"--{option}={text}" for option, text in options.items()]
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            status = main(argv)
-        except SystemExit as exit_:
-            status = exit_.code
-    assert status == 2
-    return err.getvalue().removeprefix("derive: error: ").rstrip("\n")
+    return cli_message([f"--{option}={text}" for option, text in options.items()], {})
 
 
 @pytest.fixture(scope="module")
@@ -118,11 +109,15 @@ def open_page(browser, page: Path, options: dict[str, str]) -> None:
 
 
 def shown_figures(browser) -> dict[str, float]:
+    """data-key -> data-value of every figure on the page; exactly those rows are visible."""
     pairs = browser.execute_script(
         "return [...document.querySelectorAll('output[data-key][data-value]')]"
-        ".map((e) => [e.dataset.key, e.dataset.value, e.closest('.figure').hidden]);")
-    assert not any(hidden for _, _, hidden in pairs)
-    return {key: float(value) for key, value, _ in pairs}
+        ".map((e) => [e.dataset.key, e.dataset.value]);")
+    visible = browser.execute_script(
+        "return [...document.querySelectorAll('.figure')].filter((row) => row.offsetParent !== null)"
+        ".map((row) => row.dataset.figure);")
+    assert sorted(visible) == sorted(key for key, _ in pairs)
+    return {key: float(value) for key, value in pairs}
 
 
 def assert_same_figures(shown: dict[str, float], expected: dict[str, float]) -> None:

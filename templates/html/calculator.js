@@ -293,5 +293,7 @@
     row.querySelector("details").addEventListener("toggle", () => showFormula(row));
   }
   load();
+  performance.mark("derive-figures-shown");
   for (const element of document.querySelectorAll("main .tex")) renderMath(element, element.textContent, false);
+  performance.mark("derive-math-typeset");
 })();
