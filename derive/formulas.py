@@ -5,7 +5,7 @@ key from derive's accounts, for the choices it depends on (model family,
 precision, optimizer, ZeRO stage, activation profile). The report substitutes
 numbers into it (:func:`evaluate`); ``derive.render.web`` prints the same
 expressions as JavaScript with SymPy's code printer, so the page and the report
-cannot disagree. A figure that a later one names has a ``symbol`` (N, F, R, A).
+cannot disagree. A figure that a later one names has a ``symbol`` (N, F, M_state, M_act).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, s
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.architectures.parameters import FAMILIES, gemm_parameter_count, parameter_count
 from derive.conventions import six_n
-from derive.symbols import MFU_target, A, F, G, M, N, N_GEMM, P, R, T, s, t_step
+from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, s, t_step
 
 #: Activation profiles: name -> what it assumes.
 PROFILES: dict[str, str] = {
@@ -51,7 +51,7 @@ CHOICES: dict[str, tuple[object, ...]] = {
 
 #: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
 INPUTS: dict[str, sp.Symbol] = {"tokens": T, "gpus": G, "peak": P, "mfu": MFU_target,
-                                "step_time": t_step, "budget": M}
+                                "step_time": t_step, "budget": M_GPU}
 
 
 def profile_bytes(profile: str, attention: str) -> tuple[sp.Expr, sp.Expr]:
@@ -120,11 +120,11 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("state.params", "B", _state("params"), STATE),
     Formula("state.grads", "B", _state("grads"), STATE),
     Formula("state.optimizer", "B", _state("optimizer"), STATE),
-    Formula("state.resident", "B", _state("total"), STATE, symbol=R),
+    Formula("state.resident", "B", _state("total"), STATE, symbol=M_state),
     Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("profile",)),
     Formula("activations.per_layer_materialised", "B", _per_layer("materialised"), ("profile",)),
     Formula("activations.all_layers_and_logits", "B",
-            lambda profile: profile_bytes(profile, "fused")[1], ("profile",), symbol=A),
+            lambda profile: profile_bytes(profile, "fused")[1], ("profile",), symbol=M_act),
     Formula("flops.six_n", "FLOP/token", six_n),
     Formula("flops.per_token_causal", "FLOP/token",
             lambda family: flops_per_token(family, "causal"), ("family",), symbol=F),
@@ -136,9 +136,10 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("observed.mfu", "fraction", lambda: mfu(T / t_step, F, G, P), needs=OBSERVED),
     Formula("observed.hfu_selective", "fraction", _hfu("selective"), ("family",), OBSERVED),
     Formula("observed.hfu_full", "fraction", _hfu("full"), ("family",), OBSERVED),
-    Formula("fit.budget", "B", lambda: M),
-    Formula("fit.gpus_for_state", "GPUs", lambda: sp.ceiling(R / M)),
-    Formula("fit.gpus_for_state_and_activations", "GPUs", lambda: sp.ceiling((R + A) / M)),
+    Formula("fit.budget", "B", lambda: M_GPU),
+    Formula("fit.gpus_for_state", "GPUs", lambda: sp.ceiling(M_state / M_GPU)),
+    Formula("fit.gpus_for_state_and_activations", "GPUs",
+            lambda: sp.ceiling((M_state + M_act) / M_GPU)),
 )
 
 

@@ -60,10 +60,10 @@ MFU_target = sp.Symbol("MFU_target", positive=True)
 LATEX_NAMES[MFU_target] = r"\mathrm{MFU}_{\mathrm{target}}"
 t_step = sp.Symbol("t_step", positive=True)
 LATEX_NAMES[t_step] = r"t_{\mathrm{step}}"
-M = _size("M", r"M_{\mathrm{GPU}}")
+M_GPU = _size("M_GPU", r"M_{\mathrm{GPU}}")
 F = _size("F")
-R = _size("R", r"M_{\mathrm{state}}")
-A = _size("A", r"M_{\mathrm{act}}")
+M_state = _size("M_state", r"M_{\mathrm{state}}")
+M_act = _size("M_act", r"M_{\mathrm{act}}")
 
 NOTATION: tuple[Notation, ...] = (
     Notation(s, "sequence length (tokens per sequence)", "shape"),
@@ -89,10 +89,10 @@ NOTATION: tuple[Notation, ...] = (
     Notation(P, "peak FLOP/s of one GPU (dense)", "report"),
     Notation(MFU_target, "target model FLOPs utilisation", "report"),
     Notation(t_step, "observed seconds per step", "report"),
-    Notation(M, "memory budget of one GPU (bytes)", "report"),
+    Notation(M_GPU, "memory budget of one GPU (bytes)", "report"),
     Notation(F, "model FLOPs per token (causal attention)", "report"),
-    Notation(R, "resident state bytes (params + grads + optimizer) per GPU", "report"),
-    Notation(A, "activation bytes of one micro-batch: all layers + logits", "report"),
+    Notation(M_state, "resident state bytes (params + grads + optimizer) per GPU", "report"),
+    Notation(M_act, "activation bytes of one micro-batch: all layers + logits", "report"),
 )
 
 BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION}

@@ -35,7 +35,7 @@ from derive.report import (
     build_parser,
     main,
 )
-from derive.symbols import NOTATION, b, d
+from derive.symbols import b, d, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,9 +238,12 @@ def formula_code() -> tuple[str, list[dict[str, object]]]:
 
 
 def symbol_legend() -> dict[str, dict[str, str]]:
-    """Symbol name -> its LaTeX and meaning, for the 'where' line under each formula."""
-    return {entry.symbol.name: {"tex": tex(entry.symbol), "meaning": entry.meaning}
-            for entry in NOTATION}
+    """Every symbol a formula uses -> its LaTeX and meaning, for the 'where' list under each formula."""
+    symbols = {formula.symbol for formula in FORMULAS if formula.symbol is not None}
+    symbols |= {symbol for formula in FORMULAS for _, expr in formula.variants()
+                for symbol in expr.free_symbols}
+    return {symbol.name: {"tex": tex(symbol), "meaning": meaning(symbol)}
+            for symbol in sorted(symbols, key=lambda symbol: symbol.name)}
 
 
 def calculator_data() -> tuple[str, dict[str, object]]:
