@@ -129,3 +129,20 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
                 "attention over sum s_i^2 with causal / 2; one unpacked sequence gives s per token",
                 "V is the padded vocabulary; no recompute (model FLOPs)")),
 )}
+
+
+# ---- peers' conventions (issue 18). A separate block: the conventions package will take it in. ----
+
+def torchtitan(family: str = "llama") -> sp.Expr:
+    """torchtitan/models/utils.py get_dense_model_nparams_and_flops (0.3.0): 6(N - N_embedding) + 6 L a (2h/a) s."""
+    untied_lookup = model_parameters(family).where("embedding").without("output").numel()
+    return 6 * (parameter_count(family) - untied_lookup) + 6 * L * a * (2 * h / a) * s
+
+
+CONVENTIONS["torchtitan"] = Convention(
+    "torchtitan", torchtitan,
+    "torchtitan 0.3.0, torchtitan/models/utils.py get_dense_model_nparams_and_flops (llama3 "
+    "Llama3Model.Config.get_nparams_and_flops, head_dims = 2 h/a)",
+    ("6 x every parameter but an untied input embedding (norm weights included)",
+     "attention: 6 L a (2 h/a) s = 12Lsh, full score square, no causal halving",
+     "= PaLM's count minus the 6Vh input embedding; no recompute"))
