@@ -15,6 +15,7 @@ from typing import Callable
 
 import sympy as sp
 
+from derive.accounts.activations import logits_bytes
 from derive.accounts.host import GPUS_PER_NODE, NODES, RANKS, host_peak_per_node
 from derive.accounts.placement import (
     MAX_LIVE_PARAMETERS,
@@ -33,9 +34,11 @@ from derive.architectures.parameters import (
     model_parameters,
     parameter_count,
 )
+from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.conventions import CONVENTIONS, palm
 from derive.identities import identity
-from derive.symbols import LATEX_NAMES, N, V, a, f, h, s
+from derive.symbols import LATEX_NAMES, N, V, a, b, f, h, s
+from derive.tensors import Ledger
 
 TOPIC = "peer departures"
 
@@ -258,3 +261,73 @@ departure(PeerDeparture(
     TORCHTITAN + ": 6 (nparams - nparams_embedding)",
     ("derive-full: GEMMs only, full score square; norm scales are element-wise",
      "training FLOPs per token")))
+
+
+# ---- llm-analysis 0.2.2 activations (units: bytes of one layer, one micro-batch, t = 1) ----
+
+ACTIVATIONS = LLM_ANALYSIS + " get_activation_memory_per_layer (training)"
+
+
+def _gpt_rows(attention: str = "fused") -> Ledger:
+    """The GPT layer's saved tensors (Korthikanti et al. 2022), the table llm-analysis follows."""
+    return gpt_layer_saved(attention)
+
+
+def _llama_rows() -> Ledger:
+    """The Llama layer's saved tensors under fused kernels (flash attention)."""
+    return llama_layer_saved("fused")
+
+
+departure(PeerDeparture(
+    "norm input counted in fp32", "llm-analysis",
+    lambda: (4 * s * b * h, _gpt_rows()["layer input"].bytes),
+    ACTIVATIONS + ": get_activation_memory_per_layernorm(dtype_bytes=BYTES_FP32), twice",
+    ("derived: the norm keeps its bf16 input (the layer input, the residual sum)", "bytes per norm")))
+departure(PeerDeparture(
+    "flash attention counted as 2sbh + 4abs 16-bit elements", "llm-analysis",
+    lambda: ((2 * s * b * h + 4 * a * s * b) * 2, _gpt_rows().where("softmax_statistics").bytes()),
+    ACTIVATIONS + ": memory_attn_compute = (2 s b h + 4 n_head s b) bytes_per_activation (flash_attn)",
+    ("derived: the fused kernel keeps its fp32 logsumexp [b, a, s] beside Q, K, V and its output",
+     "bytes per layer")))
+departure(PeerDeparture(
+    "MLP dropout mask not counted", "llm-analysis",
+    lambda: (sp.Integer(0), _gpt_rows()["MLP dropout mask"].bytes),
+    ACTIVATIONS + ": get_activation_memory_per_layer_mlp(with_dropout=False)",
+    ("GPT layer: dropout after fc2 keeps a 1-byte mask (the attention's is counted)", "bytes per layer")))
+departure(PeerDeparture(
+    "attention dropout mask not counted", "llm-analysis",
+    lambda: (2 * a * s**2 * b * 2, _gpt_rows("materialised").where("score_matrix").bytes()),
+    ACTIVATIONS + ": 2 n_head s^2 b bytes_per_activation, softmax_dropout=False",
+    ("materialised attention: softmax output, 1-byte dropout mask, dropout output", "bytes per layer")))
+departure(PeerDeparture(
+    "full recompute: the kept layer input is in no block", "llm-analysis",
+    lambda: (sp.Integer(0), _gpt_rows()["layer input"].bytes),
+    ACTIVATIONS + ": return_breakdown under FULL is (total, 0, 0, 0)",
+    ("derived: the layer input is the first norm's input", "bytes per layer")))
+departure(PeerDeparture(
+    "k and v counted at width h (GQA ignored)", "llm-analysis",
+    lambda: (2 * 2 * s * b * h, sum((_llama_rows()[name].bytes for name in ("k", "v")), sp.Integer(0))),
+    ACTIVATIONS + ": 4 s b h / tp for q, k, v and the attention output",
+    ("Llama: g key/value heads of width h/a", "bytes per layer")))
+departure(PeerDeparture(
+    "attention-output dropout mask counted without dropout", "llm-analysis",
+    lambda: (s * b * h, _llama_rows().where("dropout").bytes()),
+    ACTIVATIONS + ": get_activation_memory_per_layer_attn(attn_dropout=True)",
+    ("Llama: no dropout", "bytes per layer")))
+departure(PeerDeparture(
+    "SwiGLU's gate and up counted as one f-wide tensor", "llm-analysis",
+    lambda: (2 * 2 * s * b * f, _llama_rows().where("mlp", "tp_shardable").bytes()),
+    ACTIVATIONS + ": (gelu input + fc2 input) x expansion_ratio s b h (mlp_gated_linear_units=False)",
+    ("Llama MLP: gate and up outputs (the fused fc1 output) and the fc2 input", "bytes per layer")))
+departure(PeerDeparture(
+    "logits kept once in 16 bits", "llm-analysis",
+    lambda: (2 * s * b * V, logits_bytes()),
+    LLM_ANALYSIS + " get_activation_memory_output_embedding: V b s bytes_per_activation / tp",
+    ("derived: bf16 logits and the fp32 copy the loss reads", "bytes per micro-batch")))
+
+departure(PeerDeparture(
+    "selective recompute: the flash kernel's logsumexp not counted", "llm-analysis",
+    lambda: (sp.Integer(0), _llama_rows().where("softmax_statistics").bytes()),
+    ACTIVATIONS + ": memory_attn_compute = 0 under SELECTIVE",
+    ("Llama, fused kernels: recompute re-runs the kernel, which still keeps its fp32 logsumexp",
+     "bytes per layer")))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import sympy as sp
 
+from derive.accounts.activations import layer_activations, logits_bytes
 from derive.accounts.state import state_bytes
 from derive.architectures.gemms import flops, model_gemms
 from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.peers import Reproduction, model_of
-from derive.symbols import L, N, d, s
+from derive.symbols import L, N, b, d, s
 
 STAGES = {"NONE": 0, "STAGE_1": 1, "STAGE_2": 2, "STAGE_3": 3}
 LLAMA = {"mlp": "MLP counted as two h x f matrices", "embedding": "input embedding and output head counted once (tied)",
@@ -78,6 +79,8 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
                                            "fp32 master + Adam moments (bf16-fp32grad + adam)"),
                 "gradient": counted(subset, _per_parameter("grads", stage, ranks),
                                     "fp32 gradients (bf16-fp32grad + adam)")}
+    if "activation" in method:
+        return _activations(record, model)
     tokens = record["kwargs"]["batch_size"] * record["kwargs"]["seq_len"]
     seq = (model.values | {s: record["kwargs"]["seq_len"]}).items()
     backward = method == "get_num_flops_bwd_total"
@@ -86,3 +89,48 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     return {"": Reproduction("convention derive-full, " + ("backward" if backward else "forward"),
                              tokens * flops(model_gemms(family, "full"), *passes), departures, tuple(seq))}
 
+
+
+#: Departures of llm-analysis's per-layer activations from derive's table, block by block.
+_GPT_BLOCKS = {
+    ("none", True): {"attn": (("flash attention counted as 2sbh + 4abs 16-bit elements", 1),)},
+    ("none", False): {"attn": (("attention dropout mask not counted", 1),)},
+}
+_LLAMA_ATTENTION = (("k and v counted at width h (GQA ignored)", 1),
+                    ("attention-output dropout mask counted without dropout", 1))
+
+
+def _blocks(family: str, recompute: str, flash: bool) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Departures per llm-analysis block (attn, mlp, layernorm) for one family and policy."""
+    if recompute == "full":
+        return {"attn": (), "mlp": (), "layernorm": (("full recompute: the kept layer input is in no block", 1),)}
+    norms = (("norm input counted in fp32", 2),)
+    if family == "gpt":
+        attention = _GPT_BLOCKS.get((recompute, flash), {}).get("attn", ())
+        return {"attn": attention, "mlp": (("MLP dropout mask not counted", 1),), "layernorm": norms}
+    kernel = (("flash attention counted as 2sbh + 4abs 16-bit elements", 1),) if recompute == "none" else (
+        ("selective recompute: the flash kernel's logsumexp not counted", 1),)
+    return {"attn": _LLAMA_ATTENTION + kernel,
+            "mlp": (("SwiGLU's gate and up counted as one f-wide tensor", 1),), "layernorm": norms}
+
+
+def _activations(record: dict, model) -> dict[str, Reproduction]:
+    """llm-analysis's activation bytes: derive's saved-tensor table (GPT, or Llama with fused kernels)."""
+    kw = record["kwargs"]
+    values = tuple((model.values | {s: kw["seq_len"], b: kw["batch_size"]}).items())
+    if record["call"].endswith("output_embedding"):
+        return {"": Reproduction("bf16 logits and their fp32 copy", logits_bytes(),
+                                 (("logits kept once in 16 bits", 1),), values)}
+    recompute = kw["activation_recomputation"].lower()
+    if model.family == "gpt":
+        attention = "fused" if kw["flash_attn"] and recompute == "none" else "materialised"
+        table = layer_activations("gpt", attention, recompute=recompute)
+    else:
+        table = layer_activations("llama-fused", "fused", recompute=recompute)
+    view = f"saved-tensor table ({model.family}, {recompute} recompute)"
+    blocks = {"attn": table.where("attention"), "mlp": table.where("mlp"), "layernorm": table.where("norm")}
+    departures = _blocks(model.family, recompute, kw["flash_attn"])
+    out = {key: Reproduction(view, rows.bytes(), departures[key], values) for key, rows in blocks.items()}
+    in_blocks = () if recompute == "full" else sum(departures.values(), ())   # full: only the total holds it
+    out["total"] = Reproduction(view, table.bytes(), in_blocks, values)
+    return out

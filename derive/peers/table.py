@@ -50,6 +50,9 @@ def _picked(peer: str, record: dict) -> bool:
             record["call"].endswith(("calculate_maximum_sizes", "estimate_training_usage")) is False
             and kw.get("dtypes") == ["float16"]
             or kw.get("mixed_precision") == "bfloat16" or record["call"].endswith("calculate_maximum_sizes"))
+    if peer == "llm_analysis" and "activation" in record["call"]:
+        return (record["model"] == "llama3-70b" and kw["batch_size"] == 1
+                and kw.get("activation_recomputation", "NONE") == "NONE")
     if peer == "llm_analysis":
         return (record["model"] in ("llama3-70b", "gpt3-175b") and record["parallelism"]["dp_size"] in (1, 8)
                 and (record["call"].endswith(("params_total", "params_per_layer_mlp", "params_embedding",
@@ -97,6 +100,10 @@ def _cause(rep: Reproduction) -> str:
     return f"{rep.view}{rounding}; departs: {parts}"
 
 
+#: Numbers the table leaves to the reference files: parts of a number it shows.
+_BREAKDOWN = ("largest_layer_memory", "attn", "mlp", "layernorm")
+
+
 def rows(references: dict[str, dict]) -> list[tuple[str, str, str, str, str]]:
     """(peer, number, peer's value, derive's value, cause) for the picked records."""
     out = []
@@ -107,7 +114,7 @@ def rows(references: dict[str, dict]) -> list[tuple[str, str, str, str, str]]:
                 continue
             reproductions = reproduce(record, data["models"])
             for key, value in leaves(record["result"]):
-                if key not in reproductions or key.startswith("training.") or key == "largest_layer_memory":
+                if key not in reproductions or key.startswith("training.") or key in _BREAKDOWN:
                     continue
                 rep = reproductions[key]
                 out.append((display, _label(peer, record, key), _number(as_number(value)),

@@ -163,7 +163,7 @@ def accelerate_records() -> list[dict]:
 # ---- llm-analysis: parameter, state, activation and FLOP methods of LLMAnalysis ----
 
 def llm_analysis_records() -> list[dict]:
-    from llm_analysis.analysis import DSZeRO, LLMAnalysis
+    from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
     from llm_analysis.config import (DtypeConfig, ModelConfig, ParallelismConfig,
                                      get_gpu_config_by_name)
     out = []
@@ -188,9 +188,21 @@ def llm_analysis_records() -> list[dict]:
                                       getattr(analysis, method)(), **context))
                 for b, s in ((1, m["seq"]), (4, m["seq"] // 4)):
                     kwargs = {"batch_size": b, "seq_len": s}
-                    for method in ("get_num_flops_fwd_total", "get_num_flops_bwd_total"):
+                    for method in ("get_num_flops_fwd_total", "get_num_flops_bwd_total",
+                                   "get_activation_memory_output_embedding"):
                         out.append(record("llm-analysis", f"LLMAnalysis.{method}", kwargs,
                                           getattr(analysis, method)(**kwargs), **context))
+                    for recompute in ActivationRecomputation:
+                        # derive has no materialised-attention Llama table: Llama is run with flash only
+                        for flash in (True, False) if m["family"] == "gpt" else (True,):
+                            kwargs = {"batch_size": b, "seq_len": s, "is_inference": False,
+                                      "activation_recomputation": recompute.name, "flash_attn": flash}
+                            total, attn, mlp, norms = analysis.get_activation_memory_per_layer(
+                                b, s, False, recompute, flash_attn=flash, return_breakdown=True)
+                            out.append(record("llm-analysis", "LLMAnalysis.get_activation_memory_per_layer",
+                                              dict(kwargs, return_breakdown=True),
+                                              {"total": total, "attn": attn, "mlp": mlp, "layernorm": norms},
+                                              **context))
             for stage in (DSZeRO.NONE, DSZeRO.STAGE_1, DSZeRO.STAGE_2, DSZeRO.STAGE_3):
                 kwargs = {"ds_zero": stage.name}
                 optimizer, grads = analysis.get_memory_optimizer_state_and_gradient_per_layer(ds_zero=stage)
