@@ -1,6 +1,8 @@
 """Activations: sbh(34 + 5as/h), Korthikanti's Table 2, Megatron's forms, logits, pipeline terms."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sympy as sp
 
 from derive.accounts.activations import (
@@ -89,23 +91,47 @@ def gpt_fused() -> sp.Expr:
     return layer_activation_bytes("gpt", "fused", softmax_statistics=False)
 
 
-def _table2(row: str, claim: sp.Expr, **policy: object) -> None:
-    @identity(f"Table 2, {row}", topic=TOPIC, claim=claim, source=TABLE2,
-              assumptions=GPT + ("t tensor-parallel ranks",), where=FFN_4H)
+@dataclass(frozen=True)
+class Table2Row:
+    """One policy of Korthikanti et al. 2022, Table 2: its label, printed closed form and derive's arguments."""
+
+    key: str
+    label: str
+    printed: str
+    claim: sp.Expr
+    policy: dict[str, object]
+
+
+#: Korthikanti et al. 2022, Table 2: the six policies, each an argument set of layer_activation_bytes.
+TABLE2_ROWS: tuple[Table2Row, ...] = (
+    Table2Row("no_parallelism", "no parallelism", "sbh(34 + 5as/h)", SBH * (34 + 5 * a * s / h), {}),
+    Table2Row("tensor_parallel", "tensor parallel", "sbh(10 + 24/t + 5as/(ht))",
+              SBH * (10 + 24 / t + 5 * a * s / (h * t)), {"tensor_parallel": t}),
+    Table2Row("tensor_sequence_parallel", "tensor + sequence parallel", "sbh/t (34 + 5as/h)",
+              SBH / t * (34 + 5 * a * s / h), {"tensor_parallel": t, "sequence_parallel": True}),
+    Table2Row("tensor_parallel_selective", "tensor parallel + selective recompute", "sbh(10 + 24/t)",
+              SBH * (10 + 24 / t), {"tensor_parallel": t, "recompute": "selective"}),
+    Table2Row("tensor_sequence_parallel_selective", "tensor + sequence parallel + selective recompute",
+              "34sbh/t", 34 * SBH / t,
+              {"tensor_parallel": t, "sequence_parallel": True, "recompute": "selective"}),
+    Table2Row("full_recompute", "full recompute", "2sbh", 2 * SBH, {"recompute": "full"}),
+)
+
+
+def table2_key(row: Table2Row) -> str:
+    """The identity key of one Table 2 row."""
+    return f"activations.table2.{row.key}"
+
+
+def _table2(row: Table2Row) -> None:
+    @identity(f"Table 2, {row.label}: {row.printed}", topic=TOPIC, claim=row.claim, source=TABLE2,
+              assumptions=GPT + ("t tensor-parallel ranks",), where=FFN_4H, key=table2_key(row))
     def derived() -> sp.Expr:
-        return _gpt(**policy)
+        return _gpt(**row.policy)
 
 
-_table2("no parallelism: sbh(34 + 5as/h)", SBH * (34 + 5 * a * s / h))
-_table2("tensor parallel: sbh(10 + 24/t + 5as/(ht))", SBH * (10 + 24 / t + 5 * a * s / (h * t)),
-        tensor_parallel=t)
-_table2("tensor + sequence parallel: sbh/t (34 + 5as/h)", SBH / t * (34 + 5 * a * s / h),
-        tensor_parallel=t, sequence_parallel=True)
-_table2("tensor parallel + selective recompute: sbh(10 + 24/t)", SBH * (10 + 24 / t),
-        tensor_parallel=t, recompute="selective")
-_table2("tensor + sequence parallel + selective recompute: 34sbh/t", 34 * SBH / t,
-        tensor_parallel=t, sequence_parallel=True, recompute="selective")
-_table2("full recompute: 2sbh", 2 * SBH, recompute="full")
+for _row in TABLE2_ROWS:
+    _table2(_row)
 
 
 @identity("Megatron compute_activation_memory: sbh(18 + 4f/h)/t per layer", topic=TOPIC,
@@ -145,6 +171,7 @@ def _llama_profile(profile: str, claim: sp.Expr, printed: str) -> None:
     architecture = f"llama-{profile}"
 
     @identity(f"Llama {profile} profile = {printed}", topic=TOPIC, claim=claim,
+              key=f"activations.llama_{profile}",
               source="PyTorch 2.13 CPU eager, torch.autograd.graph.saved_tensors_hooks "
                      "(measured per tensor)" if profile == "eager" else
                      "Megatron-Core + Transformer Engine: fused RMSNorm, flash attention, "
@@ -155,12 +182,14 @@ def _llama_profile(profile: str, claim: sp.Expr, printed: str) -> None:
         return layer_activation_bytes(architecture, softmax_statistics=False)
 
     @identity(f"Llama {profile}: the GPT 34 does not apply", topic=TOPIC, claim=34 * SBH,
+              key=f"activations.llama_{profile}_not_34",
               holds=False, source="the article, section 4.3 (34 applied to Llama 3)",
               assumptions=("the article's GPT coefficient on a Llama layer",))
     def article_on_llama() -> sp.Expr:
         return layer_activation_bytes(architecture, softmax_statistics=False)
 
     @identity(f"Llama {profile}: Megatron's 18 + 4f/h does not apply", topic=TOPIC,
+              key=f"activations.llama_{profile}_not_megatron",
               claim=SBH * (18 + 4 * f / h), holds=False,
               source=MEGATRON + " compute_activation_memory (ignores GQA and SwiGLU)",
               assumptions=("Megatron's GPT form on a Llama layer",))

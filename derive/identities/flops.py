@@ -54,6 +54,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
     where = {N_GEMM: gemm_parameter_count(family)}
 
     @identity(f"{family}: weight GEMMs = 6 N_GEMM per token", topic=TOPIC, claim=6 * N_GEMM,
+              key=f"flops.{family}.weight_gemms",
               source=ARTICLE_6, assumptions=assumptions + ("every gemm-tagged parameter is one GEMM",),
               where=where)
     def total() -> sp.Expr:
@@ -61,11 +62,13 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
 
     for kind in ("forward", "dgrad", "wgrad"):
         @identity(f"{family}: {kind} of the weight GEMMs = 2 N_GEMM per token", topic=TOPIC,
+                  key=f"flops.{family}.weight_gemms_{kind}",
                   claim=2 * N_GEMM, source=ARTICLE_6, assumptions=assumptions, where=where)
         def one_pass(kind: str = kind) -> sp.Expr:
             return flops(_weight_gemms(family), kind)
 
     @identity(f"{family}: causal FLOPs per token = 6 N_GEMM + 6Lsh", topic=TOPIC,
+              key=f"flops.{family}.causal",
               claim=6 * N_GEMM + 6 * L * s * h, where=where,
               source="the article, section 6.2; megatron/training/training.py (causal / 2)",
               assumptions=assumptions + ("causal mask: s/2 keys per query on average",
@@ -74,6 +77,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
         return flops_per_token(family, "causal")
 
     @identity(f"{family}: full-attention FLOPs per token = 6 N_GEMM + 12Lsh", topic=TOPIC,
+              key=f"flops.{family}.full",
               claim=6 * N_GEMM + 12 * L * s * h, where=where,
               source="the article, section 6.2 (12sh per layer before causal halving)",
               assumptions=assumptions + ("no mask skipping: every query meets all s keys",))
@@ -81,6 +85,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
         return flops_per_token(family, "full")
 
     @identity(f"{family}: HFU = 4/3 MFU under full recompute", topic=TOPIC,
+              key=f"flops.{family}.hfu_full",
               claim=sp.Rational(4, 3) * mfu(R, F, G, P),
               source="the article, section 7.2 (2 + 2 + 4 = 8 FLOP per parameter); PaLM appendix B",
               assumptions=assumptions + MFU_INPUTS + ("full recompute re-runs the forward of every GEMM, "
@@ -254,6 +259,7 @@ def narayanan_causal() -> sp.Expr:
 def _megatron_batch(family: str, swiglu: bool, query_groups: sp.Expr) -> None:
     """Register Megatron's per-batch count against the derived count of one family."""
     @identity(f"Megatron num_floating_point_operations = {family} causal count x tokens", topic=TOPIC,
+              key=f"flops.megatron_batch.{family}",
               claim=megatron_num_floating_point_operations(B * s, B * s**2, swiglu=swiglu,
                                                            query_groups=query_groups),
               where={k: h / a},

@@ -214,6 +214,7 @@ DEPARTURES: tuple[Departure, ...] = (
 def _register(entry: Departure) -> None:
     kind = "weights" if entry.topic == TOPIC else "activations"
     @identity(f"Megatron {kind}: {entry.name}", topic=entry.topic, claim=entry.sides()[0],
+              key=f"megatron.{entry.sides.__name__}",
               source=entry.source, assumptions=entry.assumptions, where=entry.where, holds=False)
     def derived() -> sp.Expr:
         return entry.sides()[1]
@@ -253,6 +254,7 @@ def _flops_identity(swiglu: bool, gated: bool) -> None:
     layer = ("SwiGLU" if swiglu else "GELU") + (", output gate" if gated else "")
 
     @identity(f"Megatron FLOPs of a batch, {layer}: GEMM table = training.py", topic=ESTIMATORS,
+              key=f"megatron.batch_flops.{'swiglu' if swiglu else 'gelu'}{'_gated' if gated else ''}",
               claim=megatron_num_floating_point_operations(tokens, squares, swiglu=swiglu,
                                                           output_gate=gated),
               source="megatron/training/training.py num_floating_point_operations "

@@ -78,6 +78,7 @@ def fp16_adam() -> sp.Expr:
 
 def _zero(stage: int, printed: str, claim: sp.Expr) -> None:
     @identity(f"ZeRO stage {stage} = {printed}", topic=TOPIC, claim=claim, where={K: 12},
+              key=f"state.zero_stage_{stage}",
               source=ZERO, assumptions=MIXED + (f"ZeRO stage {stage} over d data-parallel ranks",))
     def zero_stage() -> sp.Expr:
         return resident_bytes("fp16", "adam", zero_stage=stage)
@@ -95,12 +96,14 @@ def _distributed_optimizer(precision: str, plain: sp.Expr, distributed: sp.Expr,
                    "the fp32 master (and, for fp16, fp32 main grads) and the moments over d")
 
     @identity(f"Megatron {precision}: {plain} bytes/parameter", topic=TOPIC, claim=plain,
+              key=f"state.megatron_{precision}",
               source=DIST_OPT, assumptions=assumptions)
     def plain_side() -> sp.Expr:
         return distributed_optimizer_bytes_per_parameter(precision, distributed=False)
 
     @identity(f"Megatron {precision} distributed optimizer: {printed} bytes/parameter",
-              topic=TOPIC, claim=distributed, source=DIST_OPT, assumptions=assumptions)
+              topic=TOPIC, claim=distributed, source=DIST_OPT, assumptions=assumptions,
+              key=f"state.megatron_{precision}_distributed")
     def distributed_side() -> sp.Expr:
         return distributed_optimizer_bytes_per_parameter(precision, distributed=True)
 

@@ -12,8 +12,8 @@ from derive.architectures.gemms import (
     model_gemms,
     output_gemms,
 )
-from derive.check import verdict
 from derive.conventions import CONVENTIONS, six_n, six_n_gemm
+from derive.identities import proof
 from derive.presets import LLAMA3_MODELS, Model, hardware, model
 from derive.render.printer import tex
 from derive.render.quantities import (
@@ -21,7 +21,6 @@ from derive.render.quantities import (
     days_cell,
     flop_cell,
     percent_cell,
-    proof,
     seconds_cell,
 )
 from derive.render.sheet import (
@@ -99,20 +98,16 @@ def gemm_table(family: str) -> Table:
     )
 
 
-#: subtotal -> (GEMMs, identity whose claim is the closed form), per family.
+#: subtotal -> (GEMMs, key of the identity whose claim is the closed form), per family.
 def _subtotals(family: str) -> tuple[tuple[str, Ledger, str | None], ...]:
     return (
         ("one layer: weight GEMMs", LAYER_GEMMS[family]("none"), None),
-        ("one layer: scores, causal", attention_score_gemms("causal"),
-         "QK^T + PV training = 6sh per layer per token (causal)"),
-        ("one layer: scores, full", attention_score_gemms("full"),
-         "QK^T + PV training = 12sh per layer per token (full)"),
+        ("one layer: scores, causal", attention_score_gemms("causal"), "flops.scores_causal"),
+        ("one layer: scores, full", attention_score_gemms("full"), "flops.scores_full"),
         ("model: weight GEMMs (L layers + head)", model_gemms(family, "none"),
-         f"{family}: weight GEMMs = 6 N_GEMM per token"),
-        ("model: causal", model_gemms(family, "causal"),
-         f"{family}: causal FLOPs per token = 6 N_GEMM + 6Lsh"),
-        ("model: full attention", model_gemms(family, "full"),
-         f"{family}: full-attention FLOPs per token = 6 N_GEMM + 12Lsh"),
+         f"flops.{family}.weight_gemms"),
+        ("model: causal", model_gemms(family, "causal"), f"flops.{family}.causal"),
+        ("model: full attention", model_gemms(family, "full"), f"flops.{family}.full"),
     )
 
 
@@ -125,7 +120,7 @@ def subtotal_table() -> Table:
             rows.append({
                 "family": text_cell(family), "subtotal": text_cell(name), **_passes(ledger),
                 "closed_form": math_cell(closed.identity.claim) if closed else blank_cell(),
-                "status": text_cell(verdict(closed)) if closed else blank_cell(),
+                "status": text_cell(closed.verdict) if closed else blank_cell(),
             })
     return Table(
         "flops_subtotals", "Subtotals and their proven closed forms (per token)",

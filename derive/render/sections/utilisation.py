@@ -6,7 +6,7 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.flops import RECOMPUTE, flops_per_token, hfu, mfu, recompute_factor
-from derive.check import verdict
+from derive.identities import proof
 from derive.identities.flops import F, G, P, R
 from derive.presets import HARDWARE, hardware, model
 from derive.render.quantities import (
@@ -14,7 +14,6 @@ from derive.render.quantities import (
     flop_cell,
     number_cell,
     percent_cell,
-    proof,
     seconds_cell,
 )
 from derive.render.sections.flops import (
@@ -39,17 +38,17 @@ OBSERVED_STEP_SECONDS = 4.5
 #: Claim-side symbols of the example: tokens per step and seconds per step.
 TOKENS, STEP = sp.symbols("T t_step", positive=True)
 
-#: policy -> (what runs a second time, the identity proving its factor).
+#: policy -> (what runs a second time, the key of the identity proving its factor).
 POLICIES: dict[str, tuple[str, str | None]] = {
     "none": ("nothing: hardware FLOPs = model FLOPs", None),
     "selective": ("the forward of QK^T and PV (Korthikanti et al. 2022, section 4.2)",
-                  "selective recompute factor = 1 + 2Lsh/F (causal)"),
+                  "flops.selective_factor"),
     "full": ("the forward of every GEMM, output head included (the article's 2 + 2 + 4)",
-             "full recompute factor = 4/3 (every GEMM)"),
+             "flops.full_factor"),
     "full-layers": ("the forward of every layer, not the output head (Megatron recompute_granularity='full')",
-                    "layer-only full recompute factor = 4/3"),
+                    "flops.full_layers_factor"),
 }
-CAUSAL = "llama: causal FLOPs per token = 6 N_GEMM + 6Lsh"
+CAUSAL = "flops.llama.causal"
 
 
 @lru_cache(maxsize=None)
@@ -108,7 +107,7 @@ def recompute_table() -> Table:
         rows.append({
             "policy": text_cell(policy), "again": text_cell(again), "closed_form": math_cell(closed),
             "difference": math_cell(checked.difference) if checked else math_cell(0),
-            "status": text_cell(verdict(checked)) if checked else blank_cell(),
+            "status": text_cell(checked.verdict) if checked else blank_cell(),
             "factor": number_cell(_factor(policy), 4),
             "hfu": percent_cell(hfu(ex["rate"], ex["per_token"], ex["gpus"], ex["peak"], _factor(policy))),
         })
