@@ -67,7 +67,7 @@ from derive.architectures.gemms import attention_score_gemms, flops, weight_gemm
 from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
 from derive.architectures.saved import output_saved
 from derive.inputs import choose, positive_int
-from derive.symbols import FFN_4H, L, V, a, b, d, f, g, h, k, m, p, s, t, v
+from derive.symbols import FFN_4H, L, Q, T, V, a, b, d, f, g, h, k, m, p, s, t, v
 from derive.tensors import Ledger, Tensor
 from derive.units import BYTE_UNITS
 
@@ -309,7 +309,7 @@ def flops_per_token(swiglu: bool, gated: bool) -> sp.Expr:
 
 #: Tokens of a batch and the sum of its squared sequence lengths (total_real_tokens_in_batch,
 #: seqlen_squared_sum_in_batch; b s and b s^2 for b unpacked sequences of s tokens).
-BATCH_TOKENS, SQUARED_LENGTHS = sp.symbols("T Q", positive=True, integer=True)
+BATCH_TOKENS, SQUARED_LENGTHS = T, Q
 
 
 @lru_cache(maxsize=None)

@@ -20,7 +20,7 @@ from derive.conventions import (
     six_n_gemm,
 )
 from derive.identities import identity
-from derive.symbols import N_GEMM, L, N, V, a, f, g, h, k, s
+from derive.symbols import N_GEMM, B, F, G, L, N, P, Q, R, T, V, a, f, g, h, k, s
 from derive.tensors import Ledger
 
 TOPIC = "FLOPs"
@@ -31,14 +31,6 @@ F4H = ("f = 4h",)
 NARAYANAN = "Narayanan et al. 2021 (Megatron-LM at scale), section 5.1 (FLOP count)"
 MEGATRON = "megatron/training/training.py num_floating_point_operations (transformer_flops), core_v0.18.0"
 
-#: Claim-side symbols: batch size in sequences (Narayanan's B), tokens in a packed
-#: batch and the sum of squared sequence lengths (Megatron's total_real_tokens_in_batch
-#: and seqlen_squared_sum_in_batch), and PaLM's MFU inputs: R tokens/s, F model FLOPs
-#: per token, G GPUs, P peak FLOPS per GPU.
-B = sp.Symbol("B", positive=True, integer=True)
-T = sp.Symbol("T", positive=True, integer=True)
-S2 = sp.Symbol("Sigma_s2", positive=True, integer=True)
-R, F, G, P = sp.symbols("R F G P", positive=True)
 MFU_INPUTS = ("R tokens/s, F model FLOPs per token, G GPUs, P peak FLOPS per GPU",)
 
 
@@ -276,11 +268,11 @@ _megatron_batch("gpt", False, a)
 
 
 @identity("Megatron packed: tokens x linear + sum s_i^2 x attention", topic=TOPIC,
-          claim=megatron_num_floating_point_operations(T, S2, swiglu=True, query_groups=g),
+          claim=megatron_num_floating_point_operations(T, Q, swiglu=True, query_groups=g),
           where={k: h / a}, source=MEGATRON + " (total_real_tokens_in_batch, seqlen_squared_sum_in_batch)",
           assumptions=LLAMA + ("packed (THD) sequences: score work per sequence s_i^2, padding not counted",))
 def megatron_packed() -> sp.Expr:
-    return packed_flops(T, S2, "llama", "causal")
+    return packed_flops(T, Q, "llama", "causal")
 
 
 @identity("Megatron per token = derive causal (Llama)", topic=TOPIC, claim=megatron("llama"),

@@ -9,15 +9,13 @@ from derive.accounts.state import (
     state_bytes,
 )
 from derive.identities import identity
-from derive.symbols import N, d
+from derive.symbols import K, N, d
 
 TOPIC = "resident state"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), section 5.1 / Figure 1"
 DIST_OPT = "Megatron-LM docs/user-guide/features/dist_optimizer.md (bytes/parameter table)"
 MIXED = ("2-byte compute copy and gradients", "fp32 master weights", "Adam: two fp32 moments")
 
-#: ZeRO's K (optimizer bytes per parameter under mixed-precision Adam), a claim-side symbol.
-K = sp.Symbol("K", positive=True, integer=True)
 
 
 @identity("bf16 + Adam = 16N", topic=TOPIC, claim=16 * N,

@@ -5,12 +5,10 @@ import sympy as sp
 
 from derive.render.printer import tex
 from derive.render.sheet import Cell
-from derive.symbols import a, b, g, h, s
+from derive.symbols import H_KV, a, b, g, h, s
 
 #: Korthikanti et al. 2022 write every activation form per sbh.
 SBH: tuple[sp.Symbol, ...] = (s, b, h)
-#: h_kv = g h / a printed as one name in the coefficients (a display symbol, not a size).
-H_KV = sp.Symbol("h_kv", positive=True)
 
 
 def coefficient(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> sp.Expr:

@@ -32,7 +32,7 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
-from derive.symbols import N
+from derive.symbols import MFU, F, G, N, P, T
 from derive.tensors import Ledger
 
 #: The article's worked examples (section 6.4): the GPU, a 4M-token global batch (2^22),
@@ -215,12 +215,11 @@ def step_time_table() -> Table:
 
 def step_time_formula() -> Table:
     """The bound as the function users call computes it, on symbols."""
-    tokens, per, gpus, peak, mfu = sp.symbols("T F G P MFU", positive=True)
     return Table(
         "step_time_formula", "Step-time lower bound",
         (Column("quantity", "quantity"), Column("expression", "expression")),
         ({"quantity": text_cell("seconds per step (T tokens, F FLOP/token, G GPUs, P peak FLOPS)"),
-          "expression": math_cell(step_time_lower_bound(tokens, per, gpus, peak, mfu=mfu))},),
+          "expression": math_cell(step_time_lower_bound(T, F, G, P, mfu=MFU))},),
     )
 
 

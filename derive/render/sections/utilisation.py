@@ -3,11 +3,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import sympy as sp
-
 from derive.accounts.flops import RECOMPUTE, flops_per_token, hfu, mfu, recompute_factor
 from derive.identities import proof
-from derive.identities.flops import F, G, P, R
 from derive.presets import HARDWARE, hardware, model
 from derive.render.quantities import (
     blank_cell,
@@ -32,11 +29,10 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
+from derive.symbols import F, G, P, R, T, t_step
 
 #: The article's observed step (section 7): 70B, 4M tokens on 1024 H100s in 4.5 s.
 OBSERVED_STEP_SECONDS = 4.5
-#: Claim-side symbols of the example: tokens per step and seconds per step.
-TOKENS, STEP = sp.symbols("T t_step", positive=True)
 
 #: policy -> (what runs a second time, the key of the identity proving its factor).
 POLICIES: dict[str, tuple[str, str | None]] = {
@@ -72,9 +68,9 @@ def worked_example_table() -> Table:
     rate, per, gpus, peak = ex["rate"], ex["per_token"], ex["gpus"], ex["peak"]
     selective, full = proof(POLICIES["selective"][1]).identity.claim, proof(POLICIES["full"][1]).identity.claim
     rows = (
-        ("tokens per step", TOKENS, int_cell(ex["tokens"])),
-        ("observed seconds per step", STEP, seconds_cell(OBSERVED_STEP_SECONDS, 1)),
-        ("throughput", TOKENS / STEP, number_cell(rate, 1, "tokens/s")),
+        ("tokens per step", T, int_cell(ex["tokens"])),
+        ("observed seconds per step", t_step, seconds_cell(OBSERVED_STEP_SECONDS, 1)),
+        ("throughput", T / t_step, number_cell(rate, 1, "tokens/s")),
         (f"model FLOPs per token ({EXAMPLE_MODEL}, causal)", proof(CAUSAL).identity.claim,
          flop_cell(per, digits=1)),
         (f"GPUs ({GPU.upper()})", G, int_cell(gpus)),
