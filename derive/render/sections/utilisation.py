@@ -13,13 +13,7 @@ from derive.render.quantities import (
     percent_cell,
     seconds_cell,
 )
-from derive.render.sections.flops import (
-    CLUSTER,
-    EXAMPLE_MODEL,
-    GPU,
-    STEP_TOKENS,
-    per_token,
-)
+from derive.render.sections.flops import EXAMPLE, EXAMPLE_MODEL
 from derive.render.sheet import (
     Column,
     Section,
@@ -32,7 +26,7 @@ from derive.render.sheet import (
 from derive.symbols import F, G, P, R, T, t_step
 
 #: The article's observed step (section 7): 70B, 4M tokens on 1024 H100s in 4.5 s.
-OBSERVED_STEP_SECONDS = 4.5
+OBSERVED_STEP_SECONDS = float(EXAMPLE.step_seconds)
 
 #: policy -> (what runs a second time, the key of the identity proving its factor).
 POLICIES: dict[str, tuple[str, str | None]] = {
@@ -51,15 +45,15 @@ CAUSAL = "flops.llama.causal"
 def _example() -> dict[str, object]:
     """The worked example's inputs, each a number."""
     preset = model(EXAMPLE_MODEL)
-    return {"tokens": STEP_TOKENS, "gpus": CLUSTER, "peak": hardware(GPU).peak_flops,
-            "rate": STEP_TOKENS / OBSERVED_STEP_SECONDS,
-            "per_token": float(per_token(preset, flops_per_token("llama", "causal")))}
+    return {"tokens": EXAMPLE.step_tokens, "gpus": EXAMPLE.gpus, "peak": hardware(EXAMPLE.gpu).peak_flops,
+            "rate": EXAMPLE.step_tokens / OBSERVED_STEP_SECONDS,
+            "per_token": float(preset.at(flops_per_token("llama", "causal")))}
 
 
 @lru_cache(maxsize=None)
 def _factor(policy: str) -> float:
     """Hardware / model FLOPs of ``policy`` at the example's preset."""
-    return float(per_token(model(EXAMPLE_MODEL), recompute_factor(policy)))
+    return float(model(EXAMPLE_MODEL).at(recompute_factor(policy)))
 
 
 def worked_example_table() -> Table:
@@ -73,7 +67,7 @@ def worked_example_table() -> Table:
         ("throughput", T / t_step, number_cell(rate, 1, "tokens/s")),
         (f"model FLOPs per token ({EXAMPLE_MODEL}, causal)", proof(CAUSAL).identity.claim,
          flop_cell(per, digits=1)),
-        (f"GPUs ({GPU.upper()})", G, int_cell(gpus)),
+        (f"GPUs ({EXAMPLE.gpu.upper()})", G, int_cell(gpus)),
         ("peak per GPU", P, number_cell(peak, 0, "TFLOPS", 1e12)),
         ("MFU", mfu(R, F, G, P), percent_cell(mfu(rate, per, gpus, peak))),
         ("HFU, selective recompute", hfu(R, F, G, P, selective),
