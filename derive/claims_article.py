@@ -17,7 +17,6 @@ import sympy as sp
 
 from derive import megatron
 from derive.accounts.activations import (
-    MEGATRON_OVERHEAD,
     article_layer_bytes,
     article_model_bytes,
     layer_activation_bytes,
@@ -34,7 +33,6 @@ from derive.accounts.flops import (
 )
 from derive.accounts.state import (
     bytes_per_parameter,
-    distributed_optimizer_bytes_per_parameter,
     resident_bytes,
     state_bytes,
     state_ledger,
@@ -51,6 +49,10 @@ from derive.claims import (
     significant,
 )
 from derive.conventions import CONVENTIONS
+from derive.conventions.megatron import (
+    MEGATRON_OVERHEAD,
+    distributed_optimizer_bytes_per_parameter,
+)
 from derive.dtypes import unit_roundoff
 from derive.presets import ARTICLE_EXAMPLE, hardware, model
 from derive.symbols import FFN_4H, N, a, b, d, h, s

@@ -4,11 +4,11 @@ import sympy as sp
 
 from derive.accounts.state import (
     bytes_per_parameter,
-    distributed_optimizer_bytes_per_parameter,
     resident_bytes,
     state_bytes,
     state_ledger,
 )
+from derive.conventions.megatron import distributed_optimizer_bytes_per_parameter
 from derive.presets import MODELS
 from derive.symbols import N, d
 

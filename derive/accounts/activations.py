@@ -27,12 +27,6 @@ from derive.tensors import Ledger
 
 RECOMPUTE = ("none", "selective", "full")
 
-#: megatron/training/theoretical_memory_usage.py compute_activation_memory_without_sp:
-#: overhead_factor = 1.05 ("buffer for optimizer and miscellaneous temporaries").
-MEGATRON_OVERHEAD = sp.Rational(21, 20)
-
-#: The article's convention (section 4): the GPT table at f = 4h, per-row statistics ignored.
-
 
 def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
             sequence_parallel: bool = False) -> Ledger:
@@ -197,7 +191,7 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
 
 
 __all__ = [
-    "ARCHITECTURES", "ATTENTIONS", "RECOMPUTE", "MEGATRON_OVERHEAD", "StepTimeline",
+    "ARCHITECTURES", "ATTENTIONS", "RECOMPUTE", "StepTimeline",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "interleaved_factor", "layer_activation_bytes", "layer_activations",
     "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_timeline",

@@ -180,14 +180,3 @@ def bytes_per_parameter(precision: str = "bf16", optimizer: str = "adam", zero_s
                         ranks: sp.Expr = d) -> sp.Expr:
     """Resident bytes per parameter (per rank when sharded)."""
     return sp.expand(resident_bytes(precision, optimizer, zero_stage, ranks) / N)
-
-
-#: Megatron's precision names in docs/user-guide/features/dist_optimizer.md -> derive's recipes.
-MEGATRON_RECIPES = {"fp16": "fp16-megatron", "bf16": "bf16-fp32grad", "fp32": "fp32"}
-
-
-def distributed_optimizer_bytes_per_parameter(precision: str, distributed: bool = True,
-                                              ranks: sp.Expr = d) -> sp.Expr:
-    """Megatron bytes/parameter with Adam, plain or with the distributed optimizer (ZeRO-1 over d)."""
-    recipe = MEGATRON_RECIPES[choose("precision", precision, MEGATRON_RECIPES)]
-    return bytes_per_parameter(recipe, "adam", 1 if distributed else 0, ranks)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.activations import (
-    MEGATRON_OVERHEAD,
     embedding_edge,
     first_stage_activation_bytes,
     layer_activation_bytes,
@@ -15,6 +14,7 @@ from derive.accounts.activations import (
     output_edge,
 )
 from derive.architectures.saved import gpt_layer_saved
+from derive.conventions.megatron import MEGATRON_OVERHEAD
 from derive.identities import identity
 from derive.symbols import FFN_4H, L, V, a, b, f, h, h_kv, p, s, t, v
 

@@ -6,7 +6,6 @@ import sympy as sp
 from derive.accounts.flops import (
     flops_per_token,
     hfu,
-    mfu,
     model_flops_per_token,
     packed_flops,
     recompute_factor,
@@ -14,8 +13,12 @@ from derive.accounts.flops import (
 from derive.architectures.gemms import attention_score_gemms, flops, model_gemms
 from derive.architectures.parameters import gemm_parameter_count, parameter_count
 from derive.conventions import (
+    kaplan_forward,
     megatron,
     megatron_num_floating_point_operations,
+    narayanan,
+    narayanan_recompute,
+    palm,
     six_n,
     six_n_gemm,
 )
@@ -78,7 +81,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
 
     @identity(f"{family}: HFU = 4/3 MFU under full recompute", topic=TOPIC,
               key=f"flops.{family}.hfu_full",
-              claim=sp.Rational(4, 3) * mfu(R, F, G, P),
+              claim=sp.Rational(4, 3) * R * F / (G * P),
               source="the article, section 7.2 (2 + 2 + 4 = 8 FLOP per parameter); PaLM appendix B",
               assumptions=assumptions + MFU_INPUTS + ("full recompute re-runs the forward of every GEMM, "
                                                       "output head and attention scores included",))
@@ -163,7 +166,7 @@ def attention_ratio() -> sp.Expr:
 # ---- Kaplan et al. 2020 ----
 
 @identity("Kaplan C_forward = 2N + 2 n_layer n_ctx d_attn", topic=TOPIC,
-          claim=2 * N + 2 * L * s * h, where={N: 12 * L * h**2, f: 4 * h},
+          claim=kaplan_forward(), where={N: 12 * L * h**2, f: 4 * h},
           source="Kaplan et al. 2020, Table 1 (N = 2 d_model n_layer (2 d_attn + d_ff) = 12 n_layer d_model^2)",
           assumptions=GPT + F4H + ("d_attn = h, d_ff = 4h; biases and norms neglected",
                              "Kaplan's mask term (QK^T over n_ctx) equals QK^T + PV over s/2 keys",
@@ -173,7 +176,7 @@ def kaplan_c_forward() -> sp.Expr:
 
 
 @identity("Kaplan C_forward = whole-model forward", topic=TOPIC,
-          claim=2 * N + 2 * L * s * h, where={N: 12 * L * h**2, f: 4 * h}, holds=False,
+          claim=kaplan_forward(), where={N: 12 * L * h**2, f: 4 * h}, holds=False,
           source="Kaplan et al. 2020, Table 1, against the forward with the output head",
           assumptions=GPT + F4H + ("the de-embedding 2 d_model n_vocab is in Table 1 but not in C_forward",))
 def kaplan_without_head() -> sp.Expr:
@@ -183,7 +186,7 @@ def kaplan_without_head() -> sp.Expr:
 # ---- PaLM, appendix B ----
 
 #: PaLM's per-token count, 6N + 12LHQT, with H Q = a k and T = s.
-PALM = 6 * N + 12 * L * a * k * s
+PALM = palm()
 
 @identity("PaLM 6N + 12LHQT = full-attention count when N = N_GEMM", topic=TOPIC,
           claim=PALM, where={k: h / a, N: gemm_parameter_count("llama")},
@@ -213,7 +216,7 @@ def palm_causal() -> sp.Expr:
 # ---- Narayanan et al. 2021 ----
 
 @identity("Narayanan 72Bslh^2(1 + s/6h + V/12lh)", topic=TOPIC,
-          claim=72 * B * s * L * h**2 * (1 + s / (6 * h) + V / (12 * L * h)), where={f: 4 * h},
+          claim=B * s * narayanan(), where={f: 4 * h},
           source=NARAYANAN + ", without recompute",
           assumptions=GPT + F4H + ("B sequences of s tokens per batch", "full score square, no causal halving",
                              "logit layer counted; biases and norms neglected"))
@@ -222,7 +225,7 @@ def narayanan_batch() -> sp.Expr:
 
 
 @identity("Narayanan 96Bslh^2(1 + s/6h + V/16lh)", topic=TOPIC,
-          claim=96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h)), where={f: 4 * h},
+          claim=B * s * narayanan_recompute(), where={f: 4 * h},
           source=NARAYANAN + ", with activation recompute (hardware FLOPs)",
           assumptions=GPT + F4H + ("every layer's forward re-run once; the logit layer is not",
                              "full score square, no causal halving"))
@@ -231,7 +234,7 @@ def narayanan_recompute_batch() -> sp.Expr:
 
 
 @identity("Narayanan 96(...) = 4/3 x every GEMM", topic=TOPIC,
-          claim=96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h)), where={f: 4 * h},
+          claim=B * s * narayanan_recompute(), where={f: 4 * h},
           holds=False, source=NARAYANAN + ", against recompute of the output head too",
           assumptions=GPT + F4H + ("the article's 4/3 re-runs the logit GEMM as well: 2hV per token more",))
 def narayanan_recompute_not_four_thirds() -> sp.Expr:
@@ -239,7 +242,7 @@ def narayanan_recompute_not_four_thirds() -> sp.Expr:
 
 
 @identity("Narayanan 72(...) = causal count", topic=TOPIC,
-          claim=72 * B * s * L * h**2 * (1 + s / (6 * h) + V / (12 * L * h)), where={f: 4 * h},
+          claim=B * s * narayanan(), where={f: 4 * h},
           holds=False, source=NARAYANAN + ", against a causal kernel",
           assumptions=GPT + F4H + ("Narayanan counts the full square",))
 def narayanan_causal() -> sp.Expr:
@@ -284,8 +287,13 @@ def megatron_per_token() -> sp.Expr:
 
 # ---- recompute ----
 
+#: F of the selective factor, written as the article's closed form 6 N_GEMM + 6Lsh on the parameter
+#: table (not through derive's FLOP account, whose recompute_factor the identity checks).
+CAUSAL_F = sp.expand(6 * gemm_parameter_count("llama") + 6 * L * s * h)
+
+
 @identity("selective recompute factor = 1 + 2Lsh/F (causal)", topic=TOPIC,
-          claim=1 + 2 * L * s * h / F, where={F: flops_per_token("llama", "causal")},
+          claim=1 + 2 * L * s * h / F, where={F: CAUSAL_F},
           source="the article, section 7.2 (QK^T and PV re-run: 2sh per layer per token, causal)",
           assumptions=LLAMA + ("selective recompute re-runs only the score GEMMs' forward",))
 def selective_factor() -> sp.Expr:

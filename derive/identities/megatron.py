@@ -22,10 +22,12 @@ from derive.accounts.activations import (
     output_edge,
     sharded,
 )
-from derive.accounts.state import distributed_optimizer_bytes_per_parameter
 from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
-from derive.conventions import megatron_num_floating_point_operations
+from derive.conventions.megatron import (
+    distributed_optimizer_bytes_per_parameter,
+    megatron_num_floating_point_operations,
+)
 from derive.identities import identity
 from derive.symbols import FFN_4H, L, V, a, b, d, f, h, k, m, p, s, t, v
 from derive.tensors import Ledger
@@ -39,7 +41,7 @@ GPT = {k: h / a, f: 4 * h}
 
 def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
     """The derived first of p > 1 stages on one TP rank: L/p layers and the input embedding."""
-    return megatron._tensor_parallel(layer.times(L / p) + embedding)
+    return megatron.tensor_parallel_share(layer.times(L / p) + embedding)
 
 
 def megatron_linear_biases() -> tuple[sp.Expr, sp.Expr]:

@@ -3,11 +3,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.state import (
-    distributed_optimizer_bytes_per_parameter,
-    resident_bytes,
-    state_bytes,
-)
+from derive.accounts.state import resident_bytes, state_bytes
+from derive.conventions.megatron import distributed_optimizer_bytes_per_parameter
 from derive.identities import identity
 from derive.symbols import K, N, d
 

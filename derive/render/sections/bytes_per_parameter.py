@@ -4,13 +4,15 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import (
-    MEGATRON_RECIPES,
     OPTIMIZERS,
     PRECISIONS,
     bytes_per_parameter,
-    distributed_optimizer_bytes_per_parameter,
     partitioned,
     state_ledger,
+)
+from derive.conventions.megatron import (
+    MEGATRON_RECIPES,
+    distributed_optimizer_bytes_per_parameter,
 )
 from derive.render.figures import Bar, Segment, stacked_bars
 from derive.render.sheet import Column, Figure, Section, Table, math_cell, text_cell
