@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import state_bytes
+from derive.architectures.parameters import FAMILIES
 from derive.architectures.saved import (
     ARCHITECTURES,
     ATTENTIONS,
@@ -22,6 +23,7 @@ from derive.architectures.saved import (
     output_saved,
 )
 from derive.inputs import choose
+from derive.presets import Model
 from derive.symbols import FFN_4H, L, N, p
 from derive.tensors import Ledger
 
@@ -190,9 +192,64 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
     )
 
 
+@dataclass(frozen=True)
+class Moment:
+    """The bytes of each band after one event of the step."""
+
+    label: str
+    bands: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.bands.values())
+
+
+def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
+    """Every event of one step of ``model`` (bf16 + Adam, the article's activation convention, b = 1).
+
+    Forward: one layer's activations per layer, then the logits. Backward: the
+    output head (logits freed, its gradients made), then each layer (its
+    activations freed, its gradients made), then the embedding. Then the
+    optimizer step zeroes the gradients. The end of forward and the end of
+    backward are checked against :func:`step_timeline`.
+    """
+    held = state_bytes("bf16", "adam", params=N)
+    per_parameter = sp.expand(held.grads / N)
+    layer, edges = FAMILIES[model.family]
+
+    def at(expr: sp.Expr) -> int:
+        return int(model.at(expr, b=micro_batch))
+
+    resident = {"optimizer": at(held.optimizer), "params": at(held.params)}
+    per_layer, logits = at(article_layer_bytes("fused")), at(logits_bytes())
+    layer_grads = at(per_parameter * layer().numel())
+    head_grads = at(per_parameter * edges().without("embedding").numel())
+    embedding_grads = at(per_parameter * edges().where("embedding").numel())
+    layers = int(model.at(L))
+
+    def moment(label: str, grads: int, activations: int) -> Moment:
+        return Moment(label, {**resident, "grads": grads, "activations": activations})
+
+    moments = [moment("start of step", 0, 0)]
+    moments += [moment(f"forward, layer {i}", 0, i * per_layer) for i in range(1, layers + 1)]
+    moments.append(moment("end of forward (logits)", 0, layers * per_layer + logits))
+    moments.append(moment("backward, output head", head_grads, layers * per_layer))
+    moments += [moment(f"backward, layer {layers + 1 - j}", head_grads + j * layer_grads,
+                       (layers - j) * per_layer) for j in range(1, layers + 1)]
+    moments.append(moment("end of backward (embedding)",
+                          head_grads + layers * layer_grads + embedding_grads, 0))
+    moments.append(moment("after the optimizer step", 0, 0))
+    line = step_timeline("gpt", "fused", softmax_statistics=False)
+    forward, backward = moments[layers + 1], moments[-2]
+    ends = (at(line.end_of_forward.subs(FFN_4H)), at(line.end_of_backward))
+    if (forward.total, backward.total) != ends:
+        raise ValueError("timeline: the events do not add up to step_timeline's two moments")
+    return moments
+
+
 __all__ = [
-    "ARCHITECTURES", "ATTENTIONS", "RECOMPUTE", "StepTimeline",
+    "ARCHITECTURES", "ATTENTIONS", "RECOMPUTE", "Moment", "StepTimeline",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "interleaved_factor", "layer_activation_bytes", "layer_activations",
-    "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_timeline",
+    "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_moments", "step_timeline",
 ]

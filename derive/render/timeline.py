@@ -1,21 +1,10 @@
-"""Memory of one training step over time (the article, section 2.2): the step's ledger event by event, and its SVG geometry."""
+"""Memory of one training step over time (the article, section 2.2): the SVG geometry of derive.accounts.activations.step_moments."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import sympy as sp
-
-from derive.accounts.activations import (
-    article_layer_bytes,
-    logits_bytes,
-    step_timeline,
-)
-from derive.accounts.state import state_bytes
-from derive.architectures.parameters import FAMILIES
+from derive.accounts.activations import Moment, step_moments
 from derive.presets import MODELS
 from derive.render.figures import PALETTE
 from derive.render.sheet import Figure
-from derive.symbols import FFN_4H, L, N
 from derive.units import format_bytes
 
 #: the four bands, bottom to top.
@@ -27,64 +16,6 @@ LEFT, PLOT_WIDTH, TOP, PLOT_HEIGHT = 80, 700, 80, 300
 TICK_STEP = 200 * 10**9
 #: LaTeX points per byte-axis pixel for the bars sheet.tex draws at the key moments.
 TEX_SCALE = 0.5
-
-
-@dataclass(frozen=True)
-class Moment:
-    """The bytes of each band after one event of the step."""
-
-    label: str
-    bands: dict[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.bands.values())
-
-
-def step_moments(name: str = "llama3-70b", micro_batch: int = 1) -> list[Moment]:
-    """Every event of one step for ``name`` (bf16 + Adam, the article's activation convention, b = 1).
-
-    Forward: one layer's activations per layer, then the logits. Backward: the
-    output head (logits freed, its gradients made), then each layer (its
-    activations freed, its gradients made), then the embedding. Then the
-    optimizer step zeroes the gradients. The end of forward and the end of
-    backward are checked against :func:`derive.accounts.activations.step_timeline`.
-    """
-    model = MODELS[name]
-    n = model.parameters
-    held = state_bytes("bf16", "adam", params=N)
-    per_parameter = sp.expand(held.grads / N)
-    layer, edges = FAMILIES[model.family]
-    values = {"b": micro_batch, "N": n}
-
-    def at(expr: sp.Expr) -> int:
-        return int(model.subs(expr, **values))
-
-    resident = {"optimizer": at(held.optimizer), "params": at(held.params)}
-    per_layer, logits = at(article_layer_bytes("fused")), at(logits_bytes())
-    layer_grads = at(per_parameter * layer().numel())
-    head_grads = at(per_parameter * edges().without("embedding").numel())
-    embedding_grads = at(per_parameter * edges().where("embedding").numel())
-    layers = int(model.subs(L))
-
-    def moment(label: str, grads: int, activations: int) -> Moment:
-        return Moment(label, {**resident, "grads": grads, "activations": activations})
-
-    moments = [moment("start of step", 0, 0)]
-    moments += [moment(f"forward, layer {i}", 0, i * per_layer) for i in range(1, layers + 1)]
-    moments.append(moment("end of forward (logits)", 0, layers * per_layer + logits))
-    moments.append(moment("backward, output head", head_grads, layers * per_layer))
-    moments += [moment(f"backward, layer {layers + 1 - j}", head_grads + j * layer_grads,
-                       (layers - j) * per_layer) for j in range(1, layers + 1)]
-    moments.append(moment("end of backward (embedding)",
-                          head_grads + layers * layer_grads + embedding_grads, 0))
-    moments.append(moment("after the optimizer step", 0, 0))
-    line = step_timeline("gpt", "fused", softmax_statistics=False)
-    forward, backward = moments[layers + 1], moments[-2]
-    ends = (at(line.end_of_forward.subs(FFN_4H)), at(line.end_of_backward))
-    if (forward.total, backward.total) != ends:
-        raise ValueError("timeline: the events do not add up to step_timeline's two moments")
-    return moments
 
 
 def _px(value: float) -> str:
@@ -159,7 +90,7 @@ def tex_bars(moments: list[Moment], picks: list[int], axis_max: int) -> dict[str
 
 def memory_timeline_figure(name: str = "llama3-70b") -> Figure:
     """formulas/memory_timeline.svg: one step of ``name``, bf16 + Adam, b = 1, band by band."""
-    moments = step_moments(name)
+    moments = step_moments(MODELS[name])
     context = timeline_chart(
         moments, f"Memory of one training step, {name} (bf16 + Adam, s = 8192, b = 1)",
         "fused attention, the article's 34sbh per layer + 6sbV logits; activations rise through "
