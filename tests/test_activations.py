@@ -18,8 +18,9 @@ from derive.architectures.saved import (
     layer_saved,
     llama_layer_saved,
 )
+from derive.architectures.saved_edges import llama_edges_saved
 from derive.presets import model
-from derive.symbols import BY_NAME, L, V, a, b, f, g, h, s, t
+from derive.symbols import BY_NAME, L, N, V, a, b, f, g, h, s, t
 
 GB = 1e9
 
@@ -162,6 +163,26 @@ def test_model_bytes_scale_with_layers():
     assert sp.expand(model_activation_bytes("llama-fused", logits=False) - L * per_layer) == 0
     assert model("8b").subs(model_activation_bytes("llama-fused") - L * per_layer, b=1) == \
         6 * 8192 * 128256
+
+
+def test_llama_edges_keep_eight_rows_counted_by_hand():
+    # s = 8, b = 2, h = 32, V = 100: token ids int64 8bs = 128; final RMSNorm fp32 upcast 4bsh = 2048,
+    # fp32 inverse RMS 4bs = 64, fp32 normalised input 4bsh = 2048; head input bf16 2bsh = 1024;
+    # log-probabilities bf16 2bsV = 3200; targets int64 8bs = 128; 0-d total weight bf16 = 2
+    rows = {row.name: int(row.bytes.subs({s: 8, b: 2, h: 32, V: 100})) for row in llama_edges_saved()}
+    assert rows == {"embedding: token ids": 128, "norm input (fp32 upcast)": 2048, "norm rstd": 64,
+                    "norm normalised (fp32)": 2048, "output: head input": 1024,
+                    "loss: log-probabilities": 3200, "loss: targets": 128, "loss: total weight": 2}
+    assert llama_edges_saved().bytes().subs({s: 8, b: 2, h: 32, V: 100}) == 8642
+
+
+def test_accumulated_gradients_are_full_at_the_end_of_forward():
+    # micro-batch 2 onwards of m > 1: the bf16 gradient buffer (2N) is already there in forward
+    plain = step_timeline("gpt", "fused")
+    accumulated = step_timeline("gpt", "fused", accumulated_gradients=True)
+    assert sp.expand(accumulated.end_of_forward - plain.end_of_forward) == 2 * N
+    assert accumulated.end_of_backward == plain.end_of_backward
+    assert sp.expand(accumulated.end_of_forward - accumulated.simple_sum) == 0
 
 
 def test_step_timeline_70b():

@@ -107,6 +107,14 @@ def test_a_weight_gemm_costs_2mnk_per_pass_and_has_a_wgrad():
     assert score.wgrad == 0 and score.dgrad == 140
 
 
+def test_the_tied_gpt_head_is_an_h_to_v_gemm():
+    # the head multiplies a token's h-vector by the tied [V, h] embedding: m = 1, n = V, k = h,
+    # 2hV FLOPs a pass, 6hV per token over forward, dgrad and wgrad
+    (head,) = list(output_gemms("gpt"))
+    assert head.has("tied") and (head.m, head.n, head.k) == (1, V, h)
+    assert flops(output_gemms("gpt")) == 6 * h * V
+
+
 def test_layer_gemm_shapes_count_every_llama_weight_once():
     # Independent integer count of the 70B layer's multiply-adds per token.
     preset = model("70b")
