@@ -6,6 +6,8 @@ import pytest
 from derive.accounts.budget import (
     BUDGET_ITEMS,
     CUBLAS_WORKSPACE,
+    DRIVER_CAPACITY,
+    MEASURED_DRIVER_TOTAL,
     PLANNING_BUDGET_GIB,
     budget_table,
     gpus_to_hold,
@@ -41,6 +43,12 @@ def test_articles_68_to_74_gib():
 def test_cublas_workspace_per_architecture():
     assert CUBLAS_WORKSPACE["h100"] == 32 * MiB
     assert CUBLAS_WORKSPACE["a100"] == 8 * MiB + 128 * 1024
+
+
+def test_the_measured_h100_total_is_the_articles_79_6_gib_to_one_decimal():
+    total = MEASURED_DRIVER_TOTAL["h100"]
+    assert total == 81559 * MiB and round(total / GiB, 2) == 79.65
+    assert round(total / GiB, 1) == round(DRIVER_CAPACITY["h100"].high / GiB, 1) == 79.6
 
 
 def test_a100_range():

@@ -60,6 +60,10 @@ DRIVER_CAPACITY: dict[str, Capacity] = {
         "issue 16)"),
 }
 
+#: nvidia-smi memory.total (= cudaMemGetInfo total) of one card, in bytes: a measurement, the one
+#: source of the H100 80GB HBM3's 81559 MiB (79.65 GiB; the article rounds it to 79.6).
+MEASURED_DRIVER_TOTAL: dict[str, int] = {"h100": 81559 * MiB}
+
 #: cuBLAS workspace per handle per stream: parseChosenWorkspaceSize() default.
 CUBLAS_WORKSPACE: dict[str, int] = {
     "h100": 4096 * 8 * 1024,
