@@ -333,7 +333,7 @@ for _side, _printed in (("low", 68), ("high", 74)):
 claim("5.3.large-segment-20-mib", "5.3", "large_segment_size 20971520 is 20 MiB", 20, "MiB",
       EXACT, lambda: sp.Integer(20971520))
 
-# --- 6 FLOPs (N_GEMM now, the rest pending) ---------------------------------------------
+# --- 6 FLOPs: N_GEMM, 6N, the attention share, seconds per sequence -----------------------
 _70B = model("llama3-70b")
 claim("6.1.70b-gemm-layers", "6.1", "70B: the layer GEMMs hold 68.45 B parameters", 68.45,
       "billion parameters", decimals(2),

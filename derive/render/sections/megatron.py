@@ -1,4 +1,4 @@
-"""Where Megatron-LM's estimators depart from the derived ledger, each difference sized at the presets (issue 7)."""
+"""Where Megatron-LM's estimators depart from the derived ledger, each difference sized at the presets."""
 from __future__ import annotations
 
 import sympy as sp
