@@ -199,7 +199,7 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
 # ---- activations: compute_activation_memory and compute_activation_memory_without_sp ----
 
 #: Megatron's layer: the GPT table with materialised attention, scores dropped (selective recompute).
-MEGATRON_LAYER = {"architecture": "gpt", "attention": "materialised", "recompute": "selective"}
+MEGATRON_LAYER = {"profile": "gpt", "attention_kernel": "materialised", "recompute": "selective"}
 
 #: Where the without-SP estimator substitutes f: it uses 10 + 24/t, the GPT table at f = 4h.
 

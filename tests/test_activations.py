@@ -13,7 +13,7 @@ from derive.accounts.activations import (
     step_timeline,
 )
 from derive.architectures.saved import (
-    ARCHITECTURES,
+    LAYER_PROFILES,
     gpt_layer_saved,
     layer_saved,
     llama_layer_saved,
@@ -121,7 +121,7 @@ def test_llama_statistics_add_8_plus_4a_over_h(name, extra):
 
 
 def test_every_row_is_shardable_or_replicated():
-    for arch in ARCHITECTURES:
+    for arch in LAYER_PROFILES:
         for attention in ("materialised", "fused"):
             for row in layer_saved(arch, attention):
                 assert row.has("tp_shardable") != row.has("replicated"), row.name
@@ -203,8 +203,8 @@ def test_step_timeline_70b():
 
 
 @pytest.mark.parametrize("call, field", [
-    (lambda: layer_saved("mamba"), "architecture"),
-    (lambda: layer_saved("gpt", "paged"), "attention"),
+    (lambda: layer_saved("mamba"), "profile"),
+    (lambda: layer_saved("gpt", "paged"), "attention_kernel"),
     (lambda: llama_layer_saved("compiled"), "profile"),
     (lambda: layer_activation_bytes(recompute="some"), "recompute"),
 ])

@@ -214,7 +214,7 @@ def test_hardware_presets_are_dense_bf16():
     ("tokens", lambda: step_time_lower_bound(0, 1, 1, 1)),
     ("mfu", lambda: step_time_lower_bound(1, 1, 1, 1, mfu=0)),
     ("mfu", lambda: step_time_lower_bound(1, 1, 1, 1, mfu=1.5)),
-    ("attention", lambda: flops_per_token("llama", "sliding")),
+    ("mask", lambda: flops_per_token("llama", "sliding")),
     ("recompute", lambda: flops_per_token("llama", "causal", "some")),
     ("family", lambda: flops_per_token("mamba")),
     ("head_dim", lambda: model_gemms("gpt", head_dim=k)),

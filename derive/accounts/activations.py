@@ -16,7 +16,9 @@ from derive.accounts.state import state_bytes
 from derive.architectures.parameters import FAMILIES
 from derive.architectures.saved import (
     ARCHITECTURES,
+    ATTENTION_KERNELS,
     ATTENTIONS,
+    LAYER_PROFILES,
     embedding_saved,
     layer_input,
     layer_saved,
@@ -27,7 +29,8 @@ from derive.presets import Model
 from derive.symbols import FFN_4H, L, N, p
 from derive.tensors import Ledger
 
-RECOMPUTE = ("none", "selective", "full")
+#: Recompute policies of the activation accounts: what a layer keeps (Korthikanti et al. 2022, section 5).
+RECOMPUTE_POLICIES = ("none", "selective", "full")
 
 
 def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
@@ -45,13 +48,13 @@ def keeping(ledger: Ledger, **kept: bool) -> Ledger:
     return ledger.without(*(tag for tag, keep in kept.items() if not keep))
 
 
-def layer_activations(architecture: str = "gpt", attention: str = "materialised",
+def layer_activations(profile: str = "gpt", attention_kernel: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
                       softmax_statistics: bool = True) -> Ledger:
     """The rows one layer keeps on one TP rank under a parallel and recompute policy."""
-    choose("recompute", recompute, RECOMPUTE)
-    table = layer_saved(architecture, attention)
+    choose("recompute", recompute, RECOMPUTE_POLICIES)
+    table = layer_saved(profile, attention_kernel)
     if recompute == "full":
         table = Ledger([layer_input()])
     elif recompute == "selective":
@@ -60,12 +63,12 @@ def layer_activations(architecture: str = "gpt", attention: str = "materialised"
     return sharded(table, tensor_parallel, sequence_parallel)
 
 
-def layer_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
+def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
                            softmax_statistics: bool = True) -> sp.Expr:
     """Bytes one layer keeps for backward per micro-batch and TP rank (Korthikanti, Table 2)."""
-    return layer_activations(architecture, attention, tensor_parallel, sequence_parallel,
+    return layer_activations(profile, attention_kernel, tensor_parallel, sequence_parallel,
                              recompute, norm_statistics,
                              softmax_statistics=softmax_statistics).bytes()
 
@@ -75,25 +78,25 @@ def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
     return sharded(output_saved().where("logits"), tensor_parallel).bytes()
 
 
-def model_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
+def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
                            logits: bool = True, *, softmax_statistics: bool = True) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
-    layers = L * layer_activation_bytes(architecture, attention, tensor_parallel,
+    layers = L * layer_activation_bytes(profile, attention_kernel, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
                                         softmax_statistics=softmax_statistics)
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
-def article_layer_bytes(attention: str = "fused") -> sp.Expr:
+def article_layer_bytes(attention_kernel: str = "fused") -> sp.Expr:
     """The article's per-layer convention: GPT table, f = 4h, statistics ignored (section 4)."""
-    return layer_activation_bytes("gpt", attention, softmax_statistics=False).subs(FFN_4H)
+    return layer_activation_bytes("gpt", attention_kernel, softmax_statistics=False).subs(FFN_4H)
 
 
-def article_model_bytes(attention: str = "fused", logits: bool = True) -> sp.Expr:
+def article_model_bytes(attention_kernel: str = "fused", logits: bool = True) -> sp.Expr:
     """The article's all layers (+ logits) convention (section 4.3, activation_bytes)."""
-    return model_activation_bytes("gpt", attention, softmax_statistics=False,
+    return model_activation_bytes("gpt", attention_kernel, softmax_statistics=False,
                                   logits=logits).subs(FFN_4H)
 
 
@@ -117,11 +120,11 @@ def interleaved_factor(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) ->
                      / (in_flight_micro_batches(pipeline) / pipeline))
 
 
-def embedding_edge(architecture: str = "gpt", tensor_parallel: sp.Expr = 1,
+def embedding_edge(profile: str = "gpt", tensor_parallel: sp.Expr = 1,
                    sequence_parallel: bool = False, token_ids: bool = True) -> Ledger:
     """The input embedding's rows on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
-    choose("architecture", architecture, ARCHITECTURES)
-    rows = keeping(embedding_saved(), dropout=architecture == "gpt", token_ids=token_ids)
+    choose("profile", profile, LAYER_PROFILES)
+    rows = keeping(embedding_saved(), dropout=profile == "gpt", token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 
@@ -132,7 +135,7 @@ def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 
-def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
+def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                                  tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                                  recompute: str = "none", norm_statistics: bool = False, *,
                                  softmax_statistics: bool = True, pipeline: sp.Expr = p,
@@ -142,12 +145,12 @@ def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "ma
     """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1)."""
     chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
     in_flight = in_flight_micro_batches(pipeline, virtual, micro_batches)
-    per_layer = layer_activation_bytes(architecture, attention, tensor_parallel, sequence_parallel,
+    per_layer = layer_activation_bytes(profile, attention_kernel, tensor_parallel, sequence_parallel,
                                        recompute, norm_statistics,
                                        softmax_statistics=softmax_statistics)
     total = in_flight * L / (pipeline * chunks) * per_layer
     if edges:
-        embedding = embedding_edge(architecture, tensor_parallel, sequence_parallel, token_ids)
+        embedding = embedding_edge(profile, tensor_parallel, sequence_parallel, token_ids)
         total += in_flight / chunks * embedding.bytes()
         if pipeline == 1:
             total += output_edge(tensor_parallel, sequence_parallel).bytes()
@@ -168,7 +171,7 @@ class StepTimeline:
         return sp.Max(self.end_of_forward, self.end_of_backward)
 
 
-def step_timeline(architecture: str = "gpt", attention: str = "fused",
+def step_timeline(profile: str = "gpt", attention_kernel: str = "fused",
                   precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                   tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                   recompute: str = "none", norm_statistics: bool = False, *,
@@ -180,7 +183,7 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
     buffer is already full at the end of forward.
     """
     held = state_bytes(precision, optimizer, zero_stage, params=params)
-    activations = model_activation_bytes(architecture, attention, tensor_parallel,
+    activations = model_activation_bytes(profile, attention_kernel, tensor_parallel,
                                          sequence_parallel, recompute, norm_statistics, logits,
                                          softmax_statistics=softmax_statistics)
     resident = held.params + held.optimizer
@@ -248,7 +251,7 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
 
 
 __all__ = [
-    "ARCHITECTURES", "ATTENTIONS", "RECOMPUTE", "Moment", "StepTimeline",
+    "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "LAYER_PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "interleaved_factor", "layer_activation_bytes", "layer_activations",
     "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_moments", "step_timeline",

@@ -36,7 +36,7 @@ TOPIC = "Megatron departures (weights)"
 ACTIVATION_TOPIC = "Megatron departures (activations)"
 SOURCE = "megatron/training/theoretical_memory_usage.py compute_weight_and_optimizer_memory (core_v0.18.0)"
 MEMORY = "megatron/training/theoretical_memory_usage.py (core_v0.18.0)"
-GPT = {k: h / a, f: 4 * h}
+GPT_SHAPE = {k: h / a, f: 4 * h}
 
 
 def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
@@ -158,7 +158,7 @@ class Departure:
 
 
 DEPARTURES: tuple[Departure, ...] = (
-    Departure("linear biases not counted", megatron_linear_biases, "parameters per layer", GPT,
+    Departure("linear biases not counted", megatron_linear_biases, "parameters per layer", GPT_SHAPE,
               ("GPT layer: biases on QKV, projection, fc1, fc2", "f = 4h, k = h/a"), llama=False),
     Departure("learned position embedding not counted", megatron_positions, "parameters", {},
               ("GPT: s learned position rows of width h (Llama uses RoPE: none)",), llama=False),

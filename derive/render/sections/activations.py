@@ -13,7 +13,7 @@ from derive.accounts.activations import (
 )
 from derive.architectures.saved import gpt_layer_saved
 from derive.identities import proof
-from derive.identities.activations import GPT, TABLE2_ROWS, table2_key
+from derive.identities.activations import GPT_ACTIVATIONS, TABLE2_ROWS, table2_key
 from derive.presets import LLAMA3_MODELS, MODELS
 from derive.render.closed_forms import (
     coefficient,
@@ -289,7 +289,7 @@ def activations_section() -> Section:
                 "activation_coefficients": coefficients_table(),
                 "activations_per_model": article_activations_table(),
                 "activations_llama_profiles": profile_activations_table()},
-        extra={"forms": gpt_forms(), "assumptions": list(GPT), "flowchart": chart,
+        extra={"forms": gpt_forms(), "assumptions": list(GPT_ACTIVATIONS), "flowchart": chart,
                "closed_form": factored_tex(article_layer_bytes("materialised")),
                "flow_nodes": plain, "flow_legend": legend},
     )

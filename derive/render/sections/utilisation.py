@@ -3,7 +3,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from derive.accounts.flops import RECOMPUTE, flops_per_token, hfu, mfu, recompute_factor
+from derive.accounts.flops import (
+    RECOMPUTED_GEMMS,
+    flops_per_token,
+    hfu,
+    mfu,
+    recompute_factor,
+)
 from derive.identities import proof
 from derive.presets import HARDWARE, hardware, model
 from derive.render.quantities import (
@@ -88,9 +94,9 @@ def recompute_table() -> Table:
     """Hardware / model FLOPs of every recompute policy: closed form, proof, size at the example."""
     ex = _example()
     rows = []
-    if sorted(POLICIES) != sorted(RECOMPUTE):
-        raise ValueError(f"policy: the sheet describes {sorted(POLICIES)}, derive has {sorted(RECOMPUTE)}")
-    for policy in RECOMPUTE:
+    if sorted(POLICIES) != sorted(RECOMPUTED_GEMMS):
+        raise ValueError(f"policy: the sheet describes {sorted(POLICIES)}, derive has {sorted(RECOMPUTED_GEMMS)}")
+    for policy in RECOMPUTED_GEMMS:
         again, name = POLICIES[policy]
         checked = proof(name) if name else None
         closed = checked.identity.claim if checked else recompute_factor(policy)
