@@ -4,7 +4,7 @@ from __future__ import annotations
 from derive.accounts.activations import Moment, step_moments
 from derive.presets import MODELS
 from derive.render.figures import PALETTE
-from derive.render.sheet import Figure
+from derive.render.sheet import Drawing
 from derive.units import format_bytes
 
 #: the four bands, bottom to top.
@@ -88,14 +88,14 @@ def tex_bars(moments: list[Moment], picks: list[int], axis_max: int) -> dict[str
     return {"bars": bars, "colours": colours}
 
 
-def memory_timeline_figure(name: str = "llama3-70b") -> Figure:
+def memory_timeline_figure(name: str = "llama3-70b") -> Drawing:
     """formulas/memory_timeline.svg: one step of ``name``, bf16 + Adam, b = 1, band by band."""
     moments = step_moments(MODELS[name])
     context = timeline_chart(
         moments, f"Memory of one training step, {name} (bf16 + Adam, s = 8192, b = 1)",
         "fused attention, the article's 34sbh per layer + 6sbV logits; activations rise through "
         "forward, fall through backward")
-    return Figure("memory_timeline.svg", "svg/memory_timeline.svg.j2",
+    return Drawing("memory_timeline.svg", "svg/memory_timeline.svg.j2",
                   f"Memory of one step of {name} over time: resident parameters and optimizer "
                   "state flat, activations peaking at the end of forward, gradients at the end "
                   "of backward (GB = 10^9 B).", context, tex_template="tex/memory_timeline.tex.j2")

@@ -8,7 +8,7 @@ How to add a section:
 3. ``templates/md/<key>.md.j2`` and ``templates/tex/<key>.tex.j2`` (a section without
    them is drawn by ``md/section.md.j2`` / ``tex/section.tex.j2``: intro and tables).
 
-A figure file is a :class:`~derive.render.sheet.Figure` in ``Section.figures``
+A figure file is a :class:`~derive.render.sheet.Drawing` in ``Section.figures``
 (filename, template under templates/, context of printed coordinates); the
 renderer writes it into formulas/ beside the sheet. The memory-over-time SVG is
 one (``templates/svg/<name>.svg.j2``, its coordinates computed in Python like
