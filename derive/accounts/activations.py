@@ -52,7 +52,7 @@ def layer_activations(profile: str = "gpt", attention_kernel: str = "materialise
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
                       softmax_statistics: bool = True) -> Ledger:
-    """The rows one layer keeps on one TP rank under a parallel and recompute policy."""
+    """The rows of ``layer_saved(profile)`` (gpt_layer_saved / llama_layer_saved) one layer keeps on one TP rank."""
     choose("recompute", recompute, RECOMPUTE_POLICIES)
     table = layer_saved(profile, attention_kernel)
     if recompute == "full":
@@ -67,14 +67,14 @@ def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
                            softmax_statistics: bool = True) -> sp.Expr:
-    """Bytes one layer keeps for backward per micro-batch and TP rank (Korthikanti, Table 2)."""
+    """Sum of :func:`layer_activations`' rows: the 34 of sbh(34 + 5as/h) is gpt_layer_saved's rows at f = 4h (Korthikanti, Table 2)."""
     return layer_activations(profile, attention_kernel, tensor_parallel, sequence_parallel,
                              recompute, norm_statistics,
                              softmax_statistics=softmax_statistics).bytes()
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
-    """bf16 logits [s, b, V] plus the fp32 copy for the loss (the article, section 4.3)."""
+    """The ``logits`` rows of output_saved(): bf16 [s, b, V] plus the fp32 copy for the loss (the article, section 4.3)."""
     return sharded(output_saved().where("logits"), tensor_parallel).bytes()
 
 
@@ -113,16 +113,9 @@ def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = Non
     return sp.Min(warmup + 1, sp.sympify(micro_batches) * (1 if virtual is None else virtual))
 
 
-def interleaved_factor(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) -> sp.Expr:
-    """First-stage activations relative to 1F1B: chunks in flight x L/(p v) layers over L."""
-    chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
-    return sp.cancel(in_flight_micro_batches(pipeline, virtual) / (pipeline * chunks)
-                     / (in_flight_micro_batches(pipeline) / pipeline))
-
-
 def embedding_edge(profile: str = "gpt", tensor_parallel: sp.Expr = 1,
                    sequence_parallel: bool = False, token_ids: bool = True) -> Ledger:
-    """The input embedding's rows on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
+    """The rows of embedding_saved() on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
     choose("profile", profile, LAYER_PROFILES)
     rows = keeping(embedding_saved(), dropout=profile == "gpt", token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
@@ -130,7 +123,7 @@ def embedding_edge(profile: str = "gpt", tensor_parallel: sp.Expr = 1,
 
 def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                 transient_logits: bool = False, token_ids: bool = False) -> Ledger:
-    """The output layer's rows on one TP rank: norm/head inputs, fp32 logits (Korthikanti 4.3)."""
+    """The rows of output_saved() on one TP rank: norm/head inputs, fp32 logits (Korthikanti 4.3)."""
     rows = keeping(output_saved(), transient=transient_logits, token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
 
@@ -253,6 +246,6 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
 __all__ = [
     "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "LAYER_PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
-    "in_flight_micro_batches", "interleaved_factor", "layer_activation_bytes", "layer_activations",
+    "in_flight_micro_batches", "layer_activation_bytes", "layer_activations",
     "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_moments", "step_timeline",
 ]

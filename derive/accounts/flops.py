@@ -41,7 +41,7 @@ def recomputed_flops_per_token(family: str = "llama", mask: str = "causal",
 
 def flops_per_token(family: str = "llama", mask: str = "causal",
                     recompute: str = "none") -> sp.Expr:
-    """Training FLOPs per token: forward, dgrad, wgrad of every GEMM, plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
+    """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(family, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
     model = flops(model_gemms(family, mask))
     return model + recomputed_flops_per_token(family, mask, recompute)
 

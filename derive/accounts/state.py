@@ -164,7 +164,7 @@ class StateBytes:
 
 def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                 ranks: sp.Expr = d, params: sp.Expr = N) -> StateBytes:
-    """Resident bytes per rank of each account, summed from :func:`state_ledger`."""
+    """Resident bytes per rank of each account: the rows of :func:`state_ledger` (precision x optimizer table) by tag."""
     held = partitioned(state_ledger(precision, optimizer, params), zero_stage, ranks)
     resident = held.where("resident")
     return StateBytes(*(resident.where(account).bytes() for account in ACCOUNTS))
@@ -172,7 +172,7 @@ def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: in
 
 def resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                    ranks: sp.Expr = d, params: sp.Expr = N) -> sp.Expr:
-    """Resident bytes per rank: parameters + gradients + optimizer state."""
+    """Resident bytes per rank: parameters + gradients + optimizer state, all rows of :func:`state_ledger`."""
     return state_bytes(precision, optimizer, zero_stage, ranks, params).total
 
 
