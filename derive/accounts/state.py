@@ -85,16 +85,12 @@ class Optimizer:
 
 #: bitsandbytes' block size for the block-wise quantised 8-bit optimizer states.
 BNB_BLOCK_SIZE = 256
+#: Adam's (and AdamW's) two fp32 moments per parameter: exp_avg and exp_avg_sq (torch/optim/adam.py).
+ADAM_MOMENTS = (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1)))
 
 OPTIMIZERS: dict[str, Optimizer] = {
-    "adam": Optimizer(
-        (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1))),
-        "Kingma & Ba 2015; torch.optim.Adam state exp_avg, exp_avg_sq",
-    ),
-    "adamw": Optimizer(
-        (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1))),
-        "Loshchilov & Hutter 2019; torch.optim.AdamW, same state as Adam",
-    ),
+    "adam": Optimizer(ADAM_MOMENTS, "Kingma & Ba 2015; torch.optim.Adam state exp_avg, exp_avg_sq"),
+    "adamw": Optimizer(ADAM_MOMENTS, "Loshchilov & Hutter 2019; torch.optim.AdamW, same state as Adam"),
     "sgd-momentum": Optimizer(
         (("momentum_buffer", "fp32", sp.Integer(1)),),
         "torch.optim.SGD(momentum>0) state momentum_buffer",

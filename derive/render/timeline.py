@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from derive.accounts.activations import Moment, step_moments
 from derive.presets import MODELS
-from derive.render.figures import PALETTE
+from derive.render.figures import PALETTE, px
 from derive.render.sheet import Drawing
 from derive.units import format_bytes
 
@@ -16,10 +16,6 @@ LEFT, PLOT_WIDTH, TOP, PLOT_HEIGHT = 80, 700, 80, 300
 TICK_STEP = 200 * 10**9
 #: LaTeX points per byte-axis pixel for the bars sheet.tex draws at the key moments.
 TEX_SCALE = 0.5
-
-
-def _px(value: float) -> str:
-    return f"{value:.2f}"
 
 
 def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str, object]:
@@ -36,8 +32,8 @@ def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str
     bands, below = [], [0] * len(moments)
     for index, band in enumerate(BANDS):
         above = [low + m.bands[band] for low, m in zip(below, moments)]
-        top = [f"{_px(x)},{_px(y(v))}" for x, v in zip(xs, above)]
-        bottom = [f"{_px(x)},{_px(y(v))}" for x, v in zip(reversed(xs), reversed(below))]
+        top = [f"{px(x)},{px(y(v))}" for x, v in zip(xs, above)]
+        bottom = [f"{px(x)},{px(y(v))}" for x, v in zip(reversed(xs), reversed(below))]
         bands.append({"name": BAND_NAMES[band], "key": band, "fill": PALETTE[index],
                       "points": " ".join(top + bottom)})
         below = above
@@ -46,26 +42,26 @@ def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str
     for index, anchor in ((layers + 1, "middle"), (len(moments) - 2, "end")):
         moment = moments[index]
         marks.append({"label": f"{moment.label}: {format_bytes(moment.total, 'GB')}",
-                      "x": _px(xs[index]), "y": _px(y(moment.total)), "total": moment.total,
-                      "text_y": _px(y(moment.total) - 8), "anchor": anchor})
-    ticks = [{"y": _px(y(value)), "label": f"{value // 10**9:,} GB"}
+                      "x": px(xs[index]), "y": px(y(moment.total)), "total": moment.total,
+                      "text_y": px(y(moment.total) - 8), "anchor": anchor})
+    ticks = [{"y": px(y(value)), "label": f"{value // 10**9:,} GB"}
              for value in range(0, axis_max + 1, TICK_STEP)]
-    phases = [{"label": "forward", "x": _px((xs[0] + xs[layers + 1]) / 2)},
-              {"label": "backward", "x": _px((xs[layers + 1] + xs[-2]) / 2)}]
+    phases = [{"label": "forward", "x": px((xs[0] + xs[layers + 1]) / 2)},
+              {"label": "backward", "x": px((xs[layers + 1] + xs[-2]) / 2)}]
     legend_top = TOP + PLOT_HEIGHT + 50
-    legend = [{"name": band["name"], "fill": band["fill"], "x": _px(10 + (i % 2) * 370),
-               "y": _px(legend_top + (i // 2) * 18), "text_x": _px(28 + (i % 2) * 370),
-               "text_y": _px(legend_top + (i // 2) * 18 + 11)} for i, band in enumerate(bands)]
+    legend = [{"name": band["name"], "fill": band["fill"], "x": px(10 + (i % 2) * 370),
+               "y": px(legend_top + (i // 2) * 18), "text_x": px(28 + (i % 2) * 370),
+               "text_y": px(legend_top + (i // 2) * 18 + 11)} for i, band in enumerate(bands)]
     width, height = LEFT + PLOT_WIDTH + 40, legend_top + 2 * 18 + 24
     return {
         "title": title, "subtitle": subtitle, "width": str(width), "height": str(height),
         "plot_left": str(LEFT), "plot_right": str(LEFT + PLOT_WIDTH), "plot_top": str(TOP),
         "plot_bottom": str(TOP + PLOT_HEIGHT), "tick_label_x": str(LEFT - 6),
-        "phase_y": _px(TOP + PLOT_HEIGHT + 16), "axis_max": axis_max,
+        "phase_y": px(TOP + PLOT_HEIGHT + 16), "axis_max": axis_max,
         "bands": bands, "marks": marks, "ticks": ticks, "phases": phases, "legend": legend,
         "simple_sum": {"label": f"parameters + gradients + optimizer + activations: "
                                 f"{format_bytes(simple, 'GB')} (the simple upper bound)",
-                       "y": _px(y(simple)), "total": simple, "text_y": _px(y(simple) - 4)},
+                       "y": px(y(simple)), "total": simple, "text_y": px(y(simple) - 4)},
         "simple_sum_text_x": str(LEFT + 4),
         "tex": tex_bars(moments, [0, layers + 1, len(moments) - 2, len(moments) - 1], axis_max),
         "moments": [{"label": m.label, **m.bands} for m in moments],
