@@ -183,7 +183,8 @@ def coefficients_table() -> Table:
 
 
 def _at(name: str, expr: sp.Expr) -> sp.Expr:
-    return MODELS[name].subs(expr, b=MICRO_BATCH)
+    """``expr`` at preset ``name`` (Model.at) and the tables' micro-batch."""
+    return MODELS[name].at(expr, b=MICRO_BATCH)
 
 
 def article_activations_table() -> Table:
