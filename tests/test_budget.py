@@ -7,7 +7,7 @@ from derive.accounts.budget import (
     BUDGET_ITEMS,
     CUBLAS_WORKSPACE,
     DRIVER_CAPACITY,
-    MEASURED_DRIVER_TOTAL,
+    NVIDIA_SMI_TOTAL,
     PLANNING_BUDGET_GIB,
     budget_table,
     gpus_to_hold,
@@ -46,7 +46,7 @@ def test_cublas_workspace_per_architecture():
 
 
 def test_the_measured_h100_total_is_the_articles_79_6_gib_to_one_decimal():
-    total = MEASURED_DRIVER_TOTAL["h100"]
+    total = NVIDIA_SMI_TOTAL["h100"]
     assert total == 81559 * MiB and round(total / GiB, 2) == 79.65
     assert round(total / GiB, 1) == round(DRIVER_CAPACITY["h100"].high / GiB, 1) == 79.6
 
