@@ -1,4 +1,4 @@
-"""The article's numeric claims as ``python -m derive.check --claims`` judges them (derive.claims)."""
+"""The article's numeric claims as ``python -m derive.check --claims`` judges them (derive.claims, issue 7)."""
 from __future__ import annotations
 
 from derive.check import claim_record
