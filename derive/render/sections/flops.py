@@ -145,7 +145,7 @@ def per_token_table() -> Table:
 
 
 def conventions_table() -> Table:
-    """Every named convention of derive.accounts.flops at the three Llama 3 presets, with source and assumptions."""
+    """Every named convention of derive.conventions at the three Llama 3 presets, with source and assumptions."""
     rows = []
     for convention in CONVENTIONS.values():
         expr = convention("llama")
