@@ -10,6 +10,7 @@ returned (``tests/reference/peers_*.json``).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -76,6 +77,12 @@ class PeerDeparture:
     where: dict = field(default_factory=dict)
 
     @property
+    def key(self) -> str:
+        """The identity registry's stable key: ``peers.<peer>.<name as a slug>``."""
+        slug = re.sub(r"[^a-z0-9]+", "_", f"{self.peer}.{self.name}".lower()).strip("_")
+        return f"peers.{slug}"
+
+    @property
     def difference(self) -> sp.Expr:
         """derived - peer, exactly."""
         claimed, derived = self.sides()
@@ -99,7 +106,7 @@ def departure(entry: PeerDeparture) -> PeerDeparture:
     DEPARTURES[entry.name] = entry
 
     @identity(f"{entry.peer}: {entry.name}", topic=TOPIC, claim=entry.sides()[0], source=entry.source,
-              assumptions=entry.assumptions, where=entry.where, holds=False)
+              assumptions=entry.assumptions, where=entry.where, holds=False, key=entry.key)
     def derived() -> sp.Expr:
         return entry.sides()[1]
 
