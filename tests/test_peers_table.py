@@ -44,3 +44,16 @@ def test_reference_files_name_their_pinned_versions(peer):
               "calflops": "0.3.2", "torch": "2.13.0+cpu"}
     assert all(versions[name] == pinned[name] for name in versions if name in pinned)
     assert set(versions) & set(pinned)
+
+
+def test_cli_names_a_file_that_is_not_json(tmp_path, capsys):
+    for peer in PEERS:
+        (tmp_path / f"peers_{peer}.json").write_text("{not json")
+    assert main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("DIR: a reference file")
+
+
+def test_an_unknown_model_is_a_value_error():
+    from derive.peers import model_of
+    with pytest.raises(ValueError, match="model"):
+        model_of("llama-9000", {})

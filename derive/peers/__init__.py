@@ -64,6 +64,9 @@ def model_of(name: str, models: dict[str, dict]) -> Model:
     """derive's :class:`Model` for a reference file's model: the preset, or the file's dict config."""
     if name in MODELS:
         return MODELS[name]
+    if name not in models:
+        raise ValueError(f"model: {name!r} is neither a preset nor in the file's models "
+                         f"(known: {', '.join(sorted(models))})")
     shape = models[name]
     return Model(name, shape["family"], shape["layers"], shape["hidden"], shape["heads"],
                  shape["kv_heads"], shape["ffn"], shape["vocab"], shape["seq"], "dict config")

@@ -16,6 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as missing:
         print(f"DIR: no reference file {missing.filename}", file=sys.stderr)
         return 2
+    except ValueError as bad:                      # json.JSONDecodeError is a ValueError
+        print(f"DIR: a reference file in {folder} is not valid JSON ({bad})", file=sys.stderr)
+        return 2
     sys.stdout.write(markdown(references))
     return 0
 

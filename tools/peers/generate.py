@@ -64,7 +64,7 @@ def hf_model(name: str, auto: str = "AutoModelForCausalLM", device: str = "meta"
     return model
 
 
-def record(peer: str, call: str, kwargs: dict, result, **extra) -> dict:
+def record(call: str, kwargs: dict, result, **extra) -> dict:
     """One reference record: the call, its keyword arguments, what it returned, and context."""
     return {"call": call, "kwargs": kwargs, "result": result, **extra}
 
@@ -83,14 +83,14 @@ def deepspeed_records() -> list[dict]:
         largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
         if device == "cpu":
             live = stage3.model_to_params(model)
-            out.append(record("deepspeed", "deepspeed.runtime.zero.stage3.model_to_params",
+            out.append(record("deepspeed.runtime.zero.stage3.model_to_params",
                               {"model": f"{name} (AutoModelForCausalLM, cpu)"},
                               {"total_params": live[0], "largest_layer_params": live[1]}, model=name))
-            out.append(record("deepspeed", "deepspeed.runtime.zero.stage_1_and_2.model_to_params",
+            out.append(record("deepspeed.runtime.zero.stage_1_and_2.model_to_params",
                               {"model": f"{name} (AutoModelForCausalLM, cpu)"},
                               {"total_params": stage_1_and_2.model_to_params(model)}, model=name))
         else:
-            out.append(record("deepspeed", "model.parameters() / model.modules() on the meta device",
+            out.append(record("model.parameters() / model.modules() on the meta device",
                               {"model": f"{name} (AutoModelForCausalLM, meta)"},
                               {"total_params": total, "largest_layer_params": largest}, model=name))
         for gpus in (1, 4, 8):
@@ -99,7 +99,7 @@ def deepspeed_records() -> list[dict]:
                     kwargs = dict(total_params=total, num_gpus_per_node=gpus, num_nodes=nodes,
                                   cpu_offload=offload, additional_buffer_factor=1.5)
                     cpu, gpu = stage_1_and_2.estimate_zero2_model_states_mem_needs(**kwargs)
-                    out.append(record("deepspeed", "deepspeed.runtime.zero.stage_1_and_2."
+                    out.append(record("deepspeed.runtime.zero.stage_1_and_2."
                                       "estimate_zero2_model_states_mem_needs", kwargs,
                                       {"cpu_mem": cpu, "gpu_mem": gpu}, model=name, stage=2))
                 for offload, params in ((True, True), (True, False), (False, False)):
@@ -109,7 +109,7 @@ def deepspeed_records() -> list[dict]:
                                       cpu_offload_params=params, zero_init=zero_init,
                                       additional_buffer_factor=1.5)
                         cpu, gpu, layer = stage3.estimate_zero3_model_states_mem_needs(**kwargs)
-                        out.append(record("deepspeed", "deepspeed.runtime.zero.stage3."
+                        out.append(record("deepspeed.runtime.zero.stage3."
                                           "estimate_zero3_model_states_mem_needs", kwargs,
                                           {"cpu_mem": cpu, "gpu_mem": gpu,
                                            "largest_layer_memory": layer}, model=name, stage=3))
@@ -132,7 +132,7 @@ def accelerate_records() -> list[dict]:
         with init_empty_weights():
             model = transformers.AutoModel.from_config(hf_config(name), dtype=torch.float32)
         total, (largest, names) = calculate_maximum_sizes(model)
-        out.append(record("accelerate", "accelerate.utils.calculate_maximum_sizes",
+        out.append(record("accelerate.utils.calculate_maximum_sizes",
                           {"model": f"{name} (AutoModel, init_empty_weights)"},
                           {"total_size": total, "largest_layer": largest, "largest_layer_names": names},
                           model=name))
@@ -146,7 +146,7 @@ def accelerate_records() -> list[dict]:
             estimate.create_empty_model = original
         for dtype, layer, size, training in rows:
             usable = [v for v in training.values() if v != -1]
-            out.append(record("accelerate", "accelerate.commands.estimate.gather_data",
+            out.append(record("accelerate.commands.estimate.gather_data",
                               {"model_name": name, "dtypes": [dtype]},
                               {"dtype": dtype, "largest_layer": layer, "total_size": size,
                                "training": training,
@@ -154,7 +154,7 @@ def accelerate_records() -> list[dict]:
                               model=name))
         for precision in ("float32", "bfloat16"):
             kwargs = {"bytes": total, "mixed_precision": precision}
-            out.append(record("accelerate", "accelerate.commands.estimate.estimate_training_usage",
+            out.append(record("accelerate.commands.estimate.estimate_training_usage",
                               kwargs, estimate.estimate_training_usage(**kwargs), model=name))
         del model
     return out
@@ -184,13 +184,13 @@ def llm_analysis_records() -> list[dict]:
                                "get_num_params_per_layer_mlp", "get_num_params_per_layer_layernorm",
                                "get_num_params_embedding", "get_num_params_last_layernorm",
                                "get_weight_memory_per_layer", "get_memory_embedding"):
-                    out.append(record("llm-analysis", f"LLMAnalysis.{method}", {},
+                    out.append(record(f"LLMAnalysis.{method}", {},
                                       getattr(analysis, method)(), **context))
                 for b, s in ((1, m["seq"]), (4, m["seq"] // 4)):
                     kwargs = {"batch_size": b, "seq_len": s}
                     for method in ("get_num_flops_fwd_total", "get_num_flops_bwd_total",
                                    "get_activation_memory_output_embedding"):
-                        out.append(record("llm-analysis", f"LLMAnalysis.{method}", kwargs,
+                        out.append(record(f"LLMAnalysis.{method}", kwargs,
                                           getattr(analysis, method)(**kwargs), **context))
                     for recompute in ActivationRecomputation:
                         # derive has no materialised-attention Llama table: Llama is run with flash only
@@ -199,21 +199,19 @@ def llm_analysis_records() -> list[dict]:
                                       "activation_recomputation": recompute.name, "flash_attn": flash}
                             total, attn, mlp, norms = analysis.get_activation_memory_per_layer(
                                 b, s, False, recompute, flash_attn=flash, return_breakdown=True)
-                            out.append(record("llm-analysis", "LLMAnalysis.get_activation_memory_per_layer",
+                            out.append(record("LLMAnalysis.get_activation_memory_per_layer",
                                               dict(kwargs, return_breakdown=True),
                                               {"total": total, "attn": attn, "mlp": mlp, "layernorm": norms},
                                               **context))
             for stage in (DSZeRO.NONE, DSZeRO.STAGE_1, DSZeRO.STAGE_2, DSZeRO.STAGE_3):
                 kwargs = {"ds_zero": stage.name}
                 optimizer, grads = analysis.get_memory_optimizer_state_and_gradient_per_layer(ds_zero=stage)
-                out.append(record("llm-analysis",
-                                  "LLMAnalysis.get_memory_optimizer_state_and_gradient_per_layer",
+                out.append(record("LLMAnalysis.get_memory_optimizer_state_and_gradient_per_layer",
                                   kwargs, {"optimizer_state": optimizer, "gradient": grads}, **context))
                 optimizer, grads = analysis.get_memory_optimizer_state_and_gradient_embedding(ds_zero=stage)
-                out.append(record("llm-analysis",
-                                  "LLMAnalysis.get_memory_optimizer_state_and_gradient_embedding",
+                out.append(record("LLMAnalysis.get_memory_optimizer_state_and_gradient_embedding",
                                   kwargs, {"optimizer_state": optimizer, "gradient": grads}, **context))
-                out.append(record("llm-analysis", "LLMAnalysis.get_weight_memory_per_layer", kwargs,
+                out.append(record("LLMAnalysis.get_weight_memory_per_layer", kwargs,
                                   analysis.get_weight_memory_per_layer(ds_zero=stage), **context))
     return out
 
@@ -234,7 +232,7 @@ def torchtitan_records() -> list[dict]:
                  "enable_weight_tying": config.enable_weight_tying}
         for seq in (2048, 8192, 131072):
             nparams, flops = config.get_nparams_and_flops(model, seq)
-            out.append(record("torchtitan", "torchtitan.models.llama3.llama3_configs[flavor]"
+            out.append(record("torchtitan.models.llama3.llama3_configs[flavor]"
                               "(attn_backend='flex').get_nparams_and_flops(model, seq_len)",
                               {"flavor": flavor, "seq_len": seq},
                               {"nparams": nparams, "num_flops_per_token": flops}, shape=shape))
@@ -260,7 +258,7 @@ def calflops_records() -> list[dict]:
                         model=model, kwargs={"input_ids": ids}, include_backPropagation=True,
                         compute_bp_factor=2.0, print_results=False, print_detailed=False,
                         output_as_string=False)
-                out.append(record("calflops", "calflops.calculate_flops",
+                out.append(record("calflops.calculate_flops",
                                   {"model": f"{name} (AutoModelForCausalLM, attn_implementation="
                                    f"{attn!r})", "input_ids": [b, m["seq"]],
                                    "include_backPropagation": True, "compute_bp_factor": 2.0},
@@ -272,7 +270,7 @@ def calflops_records() -> list[dict]:
                     loss = model(input_ids=ids, labels=ids).loss
                     loss.backward()
                 model.zero_grad(set_to_none=True)
-                out.append(record("calflops", "torch.utils.flop_counter.FlopCounterMode",
+                out.append(record("torch.utils.flop_counter.FlopCounterMode",
                                   {"model": f"{name} (AutoModelForCausalLM, attn_implementation="
                                    f"{attn!r})", "input_ids": [b, m["seq"]],
                                    "run": "forward with labels + backward"},
