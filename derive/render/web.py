@@ -162,24 +162,14 @@ def cli_message(argv: list[str], placeholders: Mapping[str, str]) -> str:
     return message
 
 
-def _value_placeholders(text: str) -> dict[str, str]:
-    """How a message may show the input ``text``: repr of the text, or the integer it parses to."""
-    try:
-        number = str(int(text))
-    except ValueError:
-        return {"text": repr(text)}
-    return {"text": repr(text)} if number == text.lstrip("+") and text[0] != "+" else {"int": number}
-
-
 def _message(option: str, text: str) -> str:
-    """The CLI's message for ``--option text``, with the value as {text} or {int}."""
-    placeholders = _value_placeholders(text)
-    try:
-        return cli_message([f"--{option}={text}"], placeholders)
-    except ValueError:
-        if "int" in placeholders:
-            return cli_message([f"--{option}={text}"], {"text": repr(text)})
-        raise
+    """The CLI's message for ``--option=text``: the value shown as its repr ({text}), or, for a
+    sentinel with a sign ('+77'), as the integer it parses to ({int}) where the CLI prints that."""
+    argv = [f"--{option}={text}"]
+    if text.startswith("+"):
+        with contextlib.suppress(ValueError):
+            return cli_message(argv, {"int": str(int(text))})
+    return cli_message(argv, {"text": repr(text)})
 
 
 def _argv(values: Mapping[str, str]) -> list[str]:
