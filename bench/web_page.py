@@ -57,7 +57,8 @@ def main() -> int:
         times = [browser.execute_script(CHANGE, name, value)[0] for name, value in fields]
         times.sort()
         print(f"input change -> figures: median {statistics.median(times):.3f} ms, "
-              f"p95 {times[int(0.95 * len(times))]:.3f} ms, max {times[-1]:.3f} ms over {len(times)} changes")
+              f"p95 {times[int(0.95 * len(times))]:.3f} ms, max {times[-1]:.3f} ms "
+              f"over {len(times)} changes")
     finally:
         browser.quit()
     return 0

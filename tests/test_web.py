@@ -55,13 +55,18 @@ def test_generated_functions_equal_sympy_on_random_inputs(tmp_path):
             variant = data["variants"]["|".join(map(str, values))]
             for _ in range(4):
                 env = random_environment(rng, {symbol.name for symbol in expr.free_symbols})
-                expected = expr.xreplace({symbol: exact(env[symbol.name]) for symbol in expr.free_symbols})
-                cases.append({"function": variant["function"], "args": [env[a] for a in variant["args"]],
-                              "expected": float(expected), "key": formula.key, "values": list(map(str, values))})
+                expected = expr.xreplace({symbol: exact(env[symbol.name])
+                                          for symbol in expr.free_symbols})
+                cases.append({"function": variant["function"],
+                              "args": [env[name] for name in variant["args"]],
+                              "expected": float(expected), "key": formula.key,
+                              "values": list(map(str, values))})
     assert len(cases) >= 4 * 500
     script = tmp_path / "run.js"
-    script.write_text(code + "const cases = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));\n"
-                      "console.log(JSON.stringify(cases.map((c) => DERIVE_FUNCTIONS[c.function](...c.args))));\n")
+    script.write_text(code
+                      + "const cases = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));\n"
+                      + "const values = cases.map((c) => DERIVE_FUNCTIONS[c.function](...c.args));\n"
+                      + "console.log(JSON.stringify(values));\n")
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     run = subprocess.run([node(), str(script), str(tmp_path / "cases.json")], capture_output=True,
                          text=True, timeout=120, check=True)

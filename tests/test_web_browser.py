@@ -156,7 +156,8 @@ def type_configuration(browser, options: dict[str, str]) -> None:
             field.clear()
             if text:
                 field.send_keys(text)
-            browser.execute_script("arguments[0].dispatchEvent(new Event('input', {bubbles: true}))", field)
+            browser.execute_script(
+                "arguments[0].dispatchEvent(new Event('input', {bubbles: true}))", field)
 
 
 def test_the_form_shows_the_reports_figures(browser, page):
@@ -223,7 +224,8 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
     # the sheet's LaTeX (derive/render/printer.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
     assert annotations["state.resident"] == r"M_{\mathrm{state}} = 16 N"
-    assert annotations["fit.gpus_for_state"] == r"\left\lceil{\frac{M_{\mathrm{state}}}{M_{\mathrm{GPU}}}}\right\rceil"
+    assert annotations["fit.gpus_for_state"] == \
+        r"\left\lceil{\frac{M_{\mathrm{state}}}{M_{\mathrm{GPU}}}}\right\rceil"
     assert browser.execute_script("return document.querySelectorAll('.katex-error').length") == 0
     assert browser.execute_script("return document.querySelectorAll('main .tex .katex').length") > 200
 
@@ -238,7 +240,8 @@ def test_screenshots_at_desktop_and_phone_width(browser, page, tmp_path_factory)
         assert browser.save_screenshot(str(path))
         assert path.stat().st_size > 10_000
         # nothing wider than the screen but the tables and figures, which scroll on their own
-        overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, (name, overflow)
     browser.set_window_size(*DESKTOP)
     logs = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
