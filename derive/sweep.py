@@ -22,12 +22,14 @@ import numpy as np
 import sympy as sp
 
 from derive.accounts.activations import (
+    ARCHITECTURES,
     first_stage_activation_bytes,
     layer_activation_bytes,
     logits_bytes,
     output_edge,
 )
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
+from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes_per_parameter
 from derive.architectures.parameters import FAMILIES
 from derive.codegen import arguments, exact_function, numpy_function, ratio, upper_bound
@@ -114,14 +116,6 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the issue's name: derive.
 
 # ---- the accounts a layout is judged by ----
 
-#: Activation profiles: name -> (architecture of derive.architectures.saved, attention kernel).
-PROFILES: dict[str, tuple[str, str]] = {
-    "gpt": ("gpt", "materialised"),
-    "gpt-flash": ("gpt", "fused"),
-    "llama-eager": ("llama-eager", "materialised"),
-    "llama-fused": ("llama-fused", "materialised"),
-}
-
 #: Activation recompute policy -> the FLOP account's policy (Megatron's full recompute re-runs
 #: the layers, not the output head: "full-layers" in derive.accounts.flops).
 RECOMPUTE_FLOPS: dict[str, str] = {"none": "none", "selective": "selective", "full": "full-layers"}
@@ -154,9 +148,8 @@ def _last_stage_in_flight() -> sp.Expr:
     return sp.Piecewise((sp.Min(1, m), sp.Eq(v, 1)), (interleaved, True))
 
 
-def _stage_activations(profile: str, recompute: str) -> dict[str, sp.Expr]:
+def _stage_activations(architecture: str, attention: str, recompute: str) -> dict[str, sp.Expr]:
     """Activation bytes per GPU of the single, first and last stage (SP on, m micro-batches per step)."""
-    architecture, attention = PROFILES[choose("profile", profile, PROFILES)]
     common = dict(architecture=architecture, attention=attention, tensor_parallel=t,
                   sequence_parallel=True, recompute=recompute)
     single = first_stage_activation_bytes(**common, pipeline=1, micro_batches=m)
@@ -213,15 +206,19 @@ class Accounts:
 
 @lru_cache(maxsize=None)
 def accounts(family: str, profile: str, recompute: str, placement_name: str = "megatron",
-             sharded: bool = False) -> Accounts:
-    """The accounts of one combination, built from derive's tables (cached)."""
+             sharded: bool = False, attention: str = "fused") -> Accounts:
+    """The accounts of one combination, built from derive's tables (cached).
+
+    ``profile`` is an architecture of ``derive.architectures.saved`` (``gpt``,
+    ``llama-eager``, ``llama-fused``); ``attention`` applies to ``gpt`` only.
+    """
     choose("recompute", recompute, RECOMPUTE_FLOPS)
-    architecture, attention = PROFILES[choose("profile", profile, PROFILES)]
+    architecture = choose("profile", profile, ARCHITECTURES)
     placement(placement_name)
     return Accounts(
         parameters=_stage_parameters(family),
         bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d),
-        activations=_stage_activations(profile, recompute),
+        activations=_stage_activations(architecture, attention, recompute),
         layer_activations=layer_activation_bytes(architecture, attention, t, True, recompute),
         logits=logits_bytes(t),
         model_flops=flops_per_token(family, "causal"),
@@ -235,6 +232,11 @@ def compiled_columns(family: str, profile: str, recompute: str, placement_name: 
     """:meth:`Accounts.columns` of one combination, compiled (cached)."""
     terms = accounts(family, profile, recompute, placement_name, sharded)
     return {name: compile(expr) for name, expr in terms.columns().items()}
+
+
+def stage_balance() -> sp.Expr:
+    """p v ceil(L / (p v)) / L: how much longer the most loaded (uneven) stage runs than an even one."""
+    return STAGE_LAYERS[L] / L
 
 
 def bubble_factor(pipeline: np.ndarray, virtual: np.ndarray, micro_batches: np.ndarray) -> np.ndarray:
@@ -255,7 +257,7 @@ def _model(entry: str | Model) -> Model:
     return entry if isinstance(entry, Model) else model(entry)
 
 
-def _sharded(zero: int, placement_name: str) -> bool:
+def placement_sharded(zero: int, placement_name: str) -> bool:
     """Whether ``zero`` asks for ``placement_name``'s sharding: 0 none, the placement's own stage sharded."""
     stage = placement(placement_name).stage
     if isinstance(zero, bool) or zero not in (0, stage):
@@ -277,7 +279,7 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
              placement_name: str = "megatron") -> dict[str, np.ndarray]:
     """The accounts of ``entry`` at the layouts in ``layout`` (arrays named s, b, t, p, v, d; m or ``tokens``)."""
     run = compiled_columns(entry.family, profile, recompute, placement_name,
-                           _sharded(zero, placement_name))
+                           placement_sharded(zero, placement_name))
     values = {symbol.name: number for symbol, number in entry.values.items()}
     values.update({name: np.asarray(array) for name, array in layout.items()})
     if tokens is not None:
@@ -290,8 +292,10 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
         peak = hardware(hardware_name).peak_flops
         bound = step_time_lower_bound(tokens, columns["hardware_flops_per_token"], gpus, peak, mfu)
         columns["micro_batches"] = values["m"]
-        columns["step_time"] = bound * bubble_factor(values["p"], values["v"], values["m"])
-        columns["mfu"] = tokens * columns["flops_per_token"] / (gpus * peak * columns["step_time"])
+        columns["step_time"] = (bound * bubble_factor(values["p"], values["v"], values["m"])
+                                * compile(stage_balance())(**values))
+        columns["mfu"] = model_flops_utilisation(tokens / columns["step_time"], columns["flops_per_token"],
+                                                 gpus, peak)
     return columns
 
 
@@ -306,6 +310,7 @@ def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Seque
     ``s`` defaults to each model's own sequence length. With ``tokens`` (per
     step) the columns add m = T / (s b d), the first stage's activations, the
     most loaded GPU's memory, the step time bound x (1 + (p - 1)/(v m)) and MFU.
+    Uneven stages stretch the step by :func:`stage_balance`.
     ``frame=True`` returns a pandas DataFrame (pandas is not a dependency).
     """
     axes = {"b": b, "t": t, "p": p, "v": v, "d": d, "e": e}

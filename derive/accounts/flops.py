@@ -86,7 +86,7 @@ def _positive(field: str, value: Number) -> Number:
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value > 0)):
             raise ValueError(f"{field}: must be positive and finite at every element")
-        return value
+        return value.astype(np.float64)  # int64 products of tokens and FLOPs would overflow
     if not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{field}: must be positive, got {value!r}")
     return value
