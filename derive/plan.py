@@ -41,7 +41,7 @@ GiB = BYTE_UNITS["GiB"]
 #: Micro-batch sizes tried, and the most virtual stages per rank.
 MICRO_BATCHES = (1, 2, 4, 8)
 MAX_VIRTUAL = 8
-COMMUNICATION = ("communication is not modelled: the step time is the compute bound "
+COMMUNICATION = ("Communication is not modelled: the step time is the compute bound "
                  "(hardware FLOPs at the given MFU of peak) x the pipeline bubble 1 + (p-1)/(v m)")
 
 #: Why a layout is left out, in the order the summary lists them.
