@@ -169,10 +169,29 @@ def exact_function(expr: sp.Expr) -> Callable[..., int | Fraction]:
                        printer=ExactPrinter({"fully_qualified_modules": False}), docstring_limit=0)
 
 
+#: Parts computed once each, before the expression that uses them.
+SHARED = (sp.ceiling, sp.floor, sp.Min, sp.Max, sp.Piecewise)
+
+
+def shared_parts(expr: sp.Expr) -> tuple[list[tuple[sp.Symbol, sp.Expr]], sp.Expr]:
+    """lambdify's ``cse`` hook: every ceiling, floor, Min, Max and Piecewise once, innermost first."""
+    expr = sp.sympify(expr)
+    found = expr.atoms(*SHARED)
+    ordered = sorted(found, key=lambda part: (sp.count_ops(part), sp.default_sort_key(part)))
+    names = sp.numbered_symbols("shared_", integer=True, positive=True)
+    replacements: list[tuple[sp.Symbol, sp.Expr]] = []
+    named: dict[sp.Expr, sp.Symbol] = {}
+    for part in ordered:
+        symbol = next(names)
+        replacements.append((symbol, part.xreplace(named)))
+        named[part] = symbol
+    return replacements, expr.xreplace(named)
+
+
 def numpy_function(expr: sp.Expr) -> Callable[..., np.ndarray]:
-    """``expr`` as numpy of its free symbols (positional, sorted by name)."""
-    return sp.lambdify(arguments(expr), expr, modules=[{"numpy": np}, "numpy"],
-                       printer=VectorPrinter(), docstring_limit=0)
+    """``expr`` as numpy of its free symbols (positional, sorted by name), shared parts computed once."""
+    return sp.lambdify(arguments(expr), expr, modules=[{"numpy": np}],
+                       printer=VectorPrinter(), docstring_limit=0, cse=shared_parts)
 
 
 def upper_bound(expr: sp.Expr) -> sp.Expr:

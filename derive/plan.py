@@ -149,7 +149,8 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
             layout = {k: part[k][rows] for k in ("t", "p", "v", "d", "b")}
             layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows])
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
-                               hardware_name=hardware_name, mfu=mfu, placement_name=placement_name)
+                               hardware_name=hardware_name, mfu=mfu, placement_name=placement_name,
+                               names=("memory_per_gpu",))
             values = {symbol.name: number for symbol, number in entry.values.items()} | layout
             memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
                 entry, recompute, int(zero), profile, placement_name, values)

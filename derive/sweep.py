@@ -32,7 +32,7 @@ from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes_per_parameter
 from derive.architectures.parameters import FAMILIES
-from derive.codegen import arguments, exact_function, numpy_function, ratio, upper_bound
+from derive.codegen import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import choose
 from derive.presets import Model, hardware, model
 from derive.symbols import L, d, m, p, t, v
@@ -40,6 +40,9 @@ from derive.tensors import Ledger
 
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
 INT64_LIMIT = 2**62
+#: From this many configurations on, integer scalars are folded into a specialised compile
+#: (about 0.1 s once per expression and scalars; fewer array operations on every call).
+FOLD_AT = 100_000
 
 
 @dataclass(frozen=True)
@@ -59,15 +62,25 @@ class Compiled:
             raise ValueError(f"{missing[0]}: needed by {self.expr}")
         arrays = [_positive_array(name, values[name]) for name in self.names]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
+        scalars = tuple((name, int(array)) for name, array in zip(self.names, arrays)
+                        if array.ndim == 0 and array.dtype.kind in "iu")
+        if scalars and len(scalars) < len(self.names) and np.prod(shape) >= FOLD_AT:
+            folded = _folded(self.expr, scalars)
+            rest = dict(zip(self.names, arrays))
+            return np.broadcast_to(folded.checked([rest[name] for name in folded.names]), shape)
+        return np.broadcast_to(self.checked(arrays), shape)
+
+    def checked(self, arrays: list[np.ndarray]) -> np.ndarray:
+        """The value at validated arrays (in the order of ``names``)."""
         if all(array.dtype.kind in "iu" for array in arrays):
             biggest = [int(array.max()) if array.size else 1 for array in arrays]
             if self.bound(*biggest) < INT64_LIMIT:
-                return np.broadcast_to(self._integer(*(a.astype(np.int64) for a in arrays)), shape)
+                return self._integer(*(array.astype(np.int64, copy=False) for array in arrays))
         floats = [array.astype(np.float64) for array in arrays]
         value = self.numerator(*floats)
         if self.denominator is not None:
             value = value / self.denominator(*floats)
-        return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+        return np.asarray(value, dtype=np.float64)
 
     def _integer(self, *arrays: np.ndarray) -> np.ndarray:
         """int64 numerator over int64 denominator: the quotient if whole everywhere, else one division."""
@@ -75,9 +88,17 @@ class Compiled:
         if self.denominator is None:
             return numerator
         denominator = np.asarray(self.denominator(*arrays))
-        if np.all(numerator % denominator == 0):
-            return numerator // denominator
+        quotient, remainder = np.divmod(numerator, denominator)
+        if not remainder.any():
+            return quotient
         return numerator / denominator
+
+
+@lru_cache(maxsize=256)
+def _folded(expr: sp.Expr, scalars: tuple[tuple[str, int], ...]) -> "Compiled":
+    """``expr`` with the integer scalars substituted, compiled: fewer array operations per call."""
+    by_name = {symbol.name: symbol for symbol in expr.free_symbols}
+    return compile(expr.xreplace({by_name[name]: sp.Integer(value) for name, value in scalars}))
 
 
 def _positive_array(name: str, value: object) -> np.ndarray:
@@ -98,7 +119,7 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the issue's name: derive.
     names = tuple(symbol.name for symbol in arguments(expr))
     bound_expr = upper_bound(numerator) + upper_bound(denominator)
     bound_names = {symbol.name for symbol in arguments(bound_expr)}
-    bound = exact_function(bound_expr)
+    bound = sp.lambdify(arguments(bound_expr), bound_expr, "math", docstring_limit=0)
     picks = [index for index, name in enumerate(names) if name in bound_names]
 
     def bound_at(*maxima: int) -> int:
@@ -190,7 +211,7 @@ class Accounts:
     def columns(self) -> dict[str, sp.Expr]:
         """Every account a grid reports, by column name."""
         most_loaded = sp.Max(self.total("first").xreplace(STAGE_LAYERS),
-                             self.total("last").xreplace(STAGE_LAYERS))
+                             self.total("last").xreplace(STAGE_LAYERS), evaluate=False)
         return {
             "parameters": self.parameters["single"].subs(t, 1),
             "stage_parameters": self._staged(self.parameters.__getitem__, "first"),
@@ -227,11 +248,16 @@ def accounts(family: str, profile: str, recompute: str, placement_name: str = "m
 
 
 @lru_cache(maxsize=None)
-def compiled_columns(family: str, profile: str, recompute: str, placement_name: str,
-                     sharded: bool) -> dict[str, Compiled]:
-    """:meth:`Accounts.columns` of one combination, compiled (cached)."""
-    terms = accounts(family, profile, recompute, placement_name, sharded)
-    return {name: compile(expr) for name, expr in terms.columns().items()}
+def account_columns(family: str, profile: str, recompute: str, placement_name: str,
+                    sharded: bool) -> dict[str, sp.Expr]:
+    """:meth:`Accounts.columns` of one combination (cached)."""
+    return accounts(family, profile, recompute, placement_name, sharded).columns()
+
+
+#: Every column :func:`evaluate` can report from the accounts.
+COLUMNS = ("parameters", "stage_parameters", "state_bytes", "layer_activation_bytes",
+           "stage_activation_bytes", "logits_bytes", "memory_per_gpu", "flops_per_token",
+           "hardware_flops_per_token")
 
 
 def stage_balance() -> sp.Expr:
@@ -275,11 +301,14 @@ def micro_batches(tokens: int, s: np.ndarray, b: np.ndarray, d: np.ndarray) -> n
 
 def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "none",
              zero: int = 0, profile: str = "llama-fused", tokens: int | None = None,
-             hardware_name: str = "h100", mfu: float = 1.0,
-             placement_name: str = "megatron") -> dict[str, np.ndarray]:
-    """The accounts of ``entry`` at the layouts in ``layout`` (arrays named s, b, t, p, v, d; m or ``tokens``)."""
-    run = compiled_columns(entry.family, profile, recompute, placement_name,
-                           placement_sharded(zero, placement_name))
+             hardware_name: str = "h100", mfu: float = 1.0, placement_name: str = "megatron",
+             names: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
+    """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d; m or ``tokens``)."""
+    exprs = account_columns(entry.family, profile, recompute, placement_name,
+                            placement_sharded(zero, placement_name))
+    if tokens is not None:
+        names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
+    run = {name: compile(exprs[name]) for name in names}
     values = {symbol.name: number for symbol, number in entry.values.items()}
     values.update({name: np.asarray(array) for name, array in layout.items()})
     if tokens is not None:
