@@ -1,7 +1,8 @@
 """``python -m derive.plan``: every layout of a model on N GPUs, the ones that fit, ranked by step time.
 
-A layout is (t, p, v, d, b, recompute, ZeRO): t divides the query and kv
-heads, t p divides the GPUs (d = GPUs / (t p)), p v <= L (uneven stages: the
+A layout is (t, p, v, c, d, b, recompute, ZeRO): t divides the query and kv
+heads, c (context parallel, profiles without score matrices) divides s, t p c
+divides the GPUs (d = GPUs / (t p c)), p v <= L (uneven stages: the
 most loaded holds ceil(L / (p v)) layers per chunk), m = T / (s b d) whole,
 and interleaving (v > 1) needs m a multiple of p (Megatron's check). Memory is
 the most loaded rank's (:mod:`derive.sweep`: the framework placement's states,
@@ -33,14 +34,15 @@ from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
 from derive.presets import HARDWARE, Model, model
-from derive.sweep import STAGE_LAYERS, placement_sharded, accounts, compile, evaluate
+from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, m, p, t, v
 from derive.units import BYTE_UNITS
 
 GiB = BYTE_UNITS["GiB"]
-#: Micro-batch sizes tried, and the most virtual stages per rank.
+#: Micro-batch sizes tried, the most virtual stages per rank, the largest context-parallel size.
 MICRO_BATCHES = (1, 2, 4, 8)
 MAX_VIRTUAL = 8
+MAX_CONTEXT = 16
 COMMUNICATION = ("Communication is not modelled: the step time is the compute bound "
                  "(hardware FLOPs at the given MFU of peak) x the pipeline bubble 1 + (p-1)/(v m)")
 
@@ -59,19 +61,19 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small) | {n // k for k in small})
 
 
-def layouts(entry: Model, gpus: int, zero_stages: Sequence[int]) -> dict[str, np.ndarray]:
-    """Every candidate layout as int64 columns t, p, v, d, b, zero (recompute is crossed later)."""
+def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
+            contexts: Sequence[int] = (1,)) -> dict[str, np.ndarray]:
+    """Every candidate layout as int64 columns t, p, v, c, d, b, zero (recompute is crossed later)."""
     rows = []
     for tp in divisors(gcd(entry.heads, entry.kv_heads)):
-        if gpus % tp:
-            continue
-        for pp in (k for k in divisors(gpus // tp) if k <= entry.layers):
-            for vv in range(1, MAX_VIRTUAL + 1 if pp > 1 else 2):
-                if pp * vv > entry.layers:
-                    break
-                for bb in MICRO_BATCHES:
-                    rows += [(tp, pp, vv, gpus // (tp * pp), bb, zero) for zero in zero_stages]
-    names = ("t", "p", "v", "d", "b", "zero")
+        for cc in (k for k in contexts if gpus % (tp * k) == 0):
+            for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers):
+                for vv in range(1, MAX_VIRTUAL + 1 if pp > 1 else 2):
+                    if pp * vv > entry.layers:
+                        break
+                    rows += [(tp, pp, vv, cc, gpus // (tp * pp * cc), bb, zero)
+                             for bb in MICRO_BATCHES for zero in zero_stages]
+    names = ("t", "p", "v", "c", "d", "b", "zero")
     table = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: table[:, index] for index, name in enumerate(names)}
 
@@ -98,7 +100,7 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
                           (in_flight_micro_batches(p, v, m), True))
     held = compile(chunks * sp.ceiling(L / (p * v)))(**values)
     for row in layer_activations(profile, "fused", t, True, recompute):
-        size = compile(row.bytes)(**values)
+        size = compile(row.bytes.xreplace(CONTEXT))(**values)
         extra = extra + held * (_rounded(size) - np.rint(size).astype(np.int64))
     return extra
 
@@ -119,7 +121,7 @@ class Plan:
         c = self.columns
         time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
         memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
-        return np.lexsort((c["b"], c["v"], c["p"], c["t"], memory, time, ~c["feasible"]))
+        return np.lexsort((c["b"], c["c"], c["v"], c["p"], c["t"], memory, time, ~c["feasible"]))
 
     def failures(self) -> dict[str, int]:
         """How many layouts failed for each reason."""
@@ -128,13 +130,16 @@ class Plan:
 
 
 def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
-         profile: str = "llama-fused", placement_name: str = "megatron", mfu: float = 1.0) -> Plan:
+         profile: str = "llama-fused", placement_name: str = "megatron", mfu: float = 1.0,
+         max_context: int = MAX_CONTEXT) -> Plan:
     """Every layout of ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
     if seq is not None:
         entry = Model(**{**entry.__dict__, "seq": seq})
     low, high = usable_bytes(hardware_name)
     stage = placement(placement_name).stage
-    base = layouts(entry, gpus, sorted({0, stage}))
+    linear = accounts(entry.family, profile, "none").context_parallel
+    contexts = [k for k in divisors(entry.seq) if k <= max_context] if linear else [1]
+    base = layouts(entry, gpus, sorted({0, stage}), contexts)
     parts = []
     for recompute in RECOMPUTE:
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
@@ -146,7 +151,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         time = np.full(base["t"].size, np.nan)
         for zero in np.unique(part["zero"]):
             rows = (part["zero"] == zero) & whole
-            layout = {k: part[k][rows] for k in ("t", "p", "v", "d", "b")}
+            layout = {k: part[k][rows] for k in ("t", "p", "v", "c", "d", "b")}
             layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows])
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
                                hardware_name=hardware_name, mfu=mfu, placement_name=placement_name,
@@ -184,10 +189,11 @@ def render_text(result: Plan, top: int = 10) -> str:
         f"  {len(order)} layouts, {feasible} fit",
     ]
     if feasible:
-        lines.append("  rank   t   p  v     d  b     m  recompute  zero  memory GiB  step s  bubble")
+        lines.append("  rank   t   p  v  c     d  b     m  recompute  zero  memory GiB  step s  bubble")
     for rank, row in enumerate(order[:min(top, feasible)], 1):
         bubble = (c["p"][row] - 1) / (c["v"][row] * c["m"][row])
-        lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['d'][row]:5d} "
+        lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
+                     f"{c['d'][row]:5d} "
                      f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d}  "
                      f"{_gib(c['memory_per_gpu'][row]):>10s}  {c['step_time'][row]:6.2f}  {bubble:6.1%}")
     timed = np.flatnonzero(~np.isnan(c["step_time"]))
@@ -195,7 +201,7 @@ def render_text(result: Plan, top: int = 10) -> str:
         fastest = timed[np.argmin(c["step_time"][timed])]
         state = "fits" if c["feasible"][fastest] else f"fails: {REASONS[c['reason'][fastest]]}"
         lines.append(f"  fastest layout ignoring memory: t={c['t'][fastest]} p={c['p'][fastest]} "
-                     f"v={c['v'][fastest]} b={c['b'][fastest]} {c['recompute'][fastest]} "
+                     f"v={c['v'][fastest]} c={c['c'][fastest]} b={c['b'][fastest]} {c['recompute'][fastest]} "
                      f"zero={c['zero'][fastest]}: {c['step_time'][fastest]:.2f} s, "
                      f"{c['memory_per_gpu'][fastest] / GiB:.2f} GiB ({state})")
     for key, count in result.failures().items():
@@ -210,7 +216,7 @@ def render_json(result: Plan) -> str:
     for row in result.order():
         timed = not np.isnan(c["step_time"][row])
         layouts.append({
-            **{key: int(c[key][row]) for key in ("t", "p", "v", "d", "b", "m")},
+            **{key: int(c[key][row]) for key in ("t", "p", "v", "c", "d", "b", "m")},
             "recompute": str(c["recompute"][row]), "zero": int(c["zero"][row]),
             "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if timed else None,
             "step_time": float(c["step_time"][row]) if timed else None,
@@ -267,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", default="llama-fused", help="activation profile (architecture)")
     parser.add_argument("--placement", default="megatron", choices=sorted(PLACEMENTS))
     parser.add_argument("--mfu", type=_fraction, default=1.0, help="fraction of peak (default 1)")
+    parser.add_argument("--max-cp", type=_positive, default=MAX_CONTEXT,
+                        help=f"largest context-parallel size tried (default {MAX_CONTEXT}; 1: none)")
     parser.add_argument("--top", type=_positive, default=10, help="feasible layouts to show")
     parser.add_argument("--json", action="store_true", help="every layout as JSON")
     return parser
@@ -282,7 +290,7 @@ def run(argv: Sequence[str] | None = None) -> str:
     args = build_parser().parse_args(argv)
     try:
         result = plan(model(args.model), args.gpus, args.tokens, args.gpu, args.seq,
-                      args.profile, args.placement, args.mfu)
+                      args.profile, args.placement, args.mfu, args.max_cp)
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
         raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None

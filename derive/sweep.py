@@ -35,7 +35,7 @@ from derive.architectures.parameters import FAMILIES
 from derive.codegen import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import choose
 from derive.presets import Model, hardware, model
-from derive.symbols import L, d, m, p, t, v
+from derive.symbols import L, c, d, m, p, s, t, v
 from derive.tensors import Ledger
 
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
@@ -145,6 +145,10 @@ RECOMPUTE_FLOPS: dict[str, str] = {"none": "none", "selective": "selective", "fu
 #: L' = p v ceil(L / (p v)) (uneven stages when p v does not divide L).
 STAGE_LAYERS: dict[sp.Symbol, sp.Expr] = {L: p * v * sp.ceiling(L / (p * v))}
 
+#: Context parallelism over c ranks: each keeps the activations of s / c tokens of every sequence
+#: (exact for tables linear in s: flash attention, no score matrices).
+CONTEXT: dict[sp.Symbol, sp.Expr] = {s: s / c}
+
 
 def _tensor_parallel_share(table: Ledger) -> Ledger:
     """One TP rank's parameters: GEMM matrices and the (vocabulary-parallel) embedding over t."""
@@ -204,9 +208,18 @@ class Accounts:
         """Resident state bytes per GPU of ``stage`` ('single', 'first', 'last')."""
         return self.parameters[stage] * self.bytes_per_parameter
 
+    def activation(self, stage: str) -> sp.Expr:
+        """Activation bytes per GPU of ``stage`` on one of c context-parallel ranks."""
+        return self.activations[stage].xreplace(CONTEXT)
+
     def total(self, stage: str) -> sp.Expr:
         """States + activations per GPU of ``stage``."""
-        return self.state(stage) + self.activations[stage]
+        return self.state(stage) + self.activation(stage)
+
+    @property
+    def context_parallel(self) -> bool:
+        """Whether s -> s / c is exact: the layer's bytes are at most linear in s (no score matrices)."""
+        return sp.Poly(self.layer_activations, s).degree() <= 1
 
     def columns(self) -> dict[str, sp.Expr]:
         """Every account a grid reports, by column name."""
@@ -216,9 +229,9 @@ class Accounts:
             "parameters": self.parameters["single"].subs(t, 1),
             "stage_parameters": self._staged(self.parameters.__getitem__, "first"),
             "state_bytes": self._staged(self.state, "first"),
-            "layer_activation_bytes": self.layer_activations,
-            "stage_activation_bytes": self._staged(self.activations.__getitem__, "first"),
-            "logits_bytes": self.logits,
+            "layer_activation_bytes": self.layer_activations.xreplace(CONTEXT),
+            "stage_activation_bytes": self._staged(self.activation, "first"),
+            "logits_bytes": self.logits.xreplace(CONTEXT),
             "memory_per_gpu": sp.Piecewise((self.total("single"), sp.Eq(p, 1)), (most_loaded, True)),
             "flops_per_token": self.model_flops,
             "hardware_flops_per_token": self.hardware_flops,
@@ -249,9 +262,9 @@ def accounts(family: str, profile: str, recompute: str, placement_name: str = "m
 
 @lru_cache(maxsize=None)
 def account_columns(family: str, profile: str, recompute: str, placement_name: str,
-                    sharded: bool) -> dict[str, sp.Expr]:
+                    sharded: bool, attention: str = "fused") -> dict[str, sp.Expr]:
     """:meth:`Accounts.columns` of one combination (cached)."""
-    return accounts(family, profile, recompute, placement_name, sharded).columns()
+    return accounts(family, profile, recompute, placement_name, sharded, attention).columns()
 
 
 #: Every column :func:`evaluate` can report from the accounts.
@@ -273,7 +286,7 @@ def bubble_factor(pipeline: np.ndarray, virtual: np.ndarray, micro_batches: np.n
 # ---- grids ----
 
 #: Layout symbols a grid varies (e is carried: no dense-model account depends on it).
-LAYOUT = ("s", "b", "t", "p", "v", "d", "e")
+LAYOUT = ("s", "b", "t", "p", "v", "d", "c", "e")
 #: Categorical axes.
 CHOICES = ("recompute", "zero", "profile")
 
@@ -302,18 +315,23 @@ def micro_batches(tokens: int, s: np.ndarray, b: np.ndarray, d: np.ndarray) -> n
 def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "none",
              zero: int = 0, profile: str = "llama-fused", tokens: int | None = None,
              hardware_name: str = "h100", mfu: float = 1.0, placement_name: str = "megatron",
-             names: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
-    """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d; m or ``tokens``)."""
-    exprs = account_columns(entry.family, profile, recompute, placement_name,
-                            placement_sharded(zero, placement_name))
+             names: Sequence[str] = COLUMNS, attention: str = "fused") -> dict[str, np.ndarray]:
+    """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``)."""
+    sharded = placement_sharded(zero, placement_name)
+    exprs = account_columns(entry.family, profile, recompute, placement_name, sharded, attention)
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
     run = {name: compile(exprs[name]) for name in names}
     values = {symbol.name: number for symbol, number in entry.values.items()}
     values.update({name: np.asarray(array) for name, array in layout.items()})
+    values.setdefault("c", np.asarray(1))
+    if np.any(values["c"] > 1) and not accounts(entry.family, profile, recompute, placement_name,
+                                                sharded, attention).context_parallel:
+        raise ValueError(f"c: context parallelism needs activations linear in s; {profile} with "
+                         f"{attention} attention keeps score matrices")
     if tokens is not None:
         values["m"] = micro_batches(tokens, values["s"], values["b"], values["d"])
-    gpus = values["t"] * values["p"] * values["d"]
+    gpus = values["t"] * values["p"] * values["d"] * values["c"]
     columns = {name: function(**values) for name, function in run.items()
                if "m" in values or name not in ("stage_activation_bytes", "memory_per_gpu")}
     columns["gpus"] = np.broadcast_to(gpus, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
@@ -330,19 +348,22 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
 
 def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Sequence[int] = (1,),
          t: Sequence[int] = (1,), p: Sequence[int] = (1,), v: Sequence[int] = (1,),
-         d: Sequence[int] = (1,), e: Sequence[int] = (1,), recompute: Sequence[str] = ("none",),
+         d: Sequence[int] = (1,), c: Sequence[int] = (1,), e: Sequence[int] = (1,),
+         recompute: Sequence[str] = ("none",),
          zero: Sequence[int] = (0,), profile: Sequence[str] = ("llama-fused",),
          tokens: int | None = None, hardware_name: str = "h100", mfu: float = 1.0,
-         placement_name: str = "megatron", frame: bool = False):
+         placement_name: str = "megatron", attention: str = "fused", frame: bool = False):
     """The accounts over the cross product of models and every axis, as numpy columns.
 
-    ``s`` defaults to each model's own sequence length. With ``tokens`` (per
+    ``s`` defaults to each model's own sequence length; c is the context-parallel
+    size (GPUs = t p d c), e is carried (no dense-model account depends on it). With ``tokens`` (per
     step) the columns add m = T / (s b d), the first stage's activations, the
     most loaded GPU's memory, the step time bound x (1 + (p - 1)/(v m)) and MFU.
     Uneven stages stretch the step by :func:`stage_balance`.
+    ``attention`` (``fused`` or ``materialised``) applies to the ``gpt`` profile.
     ``frame=True`` returns a pandas DataFrame (pandas is not a dependency).
     """
-    axes = {"b": b, "t": t, "p": p, "v": v, "d": d, "e": e}
+    axes = {"b": b, "t": t, "p": p, "v": v, "d": d, "c": c, "e": e}
     parts: list[dict[str, np.ndarray]] = []
     for entry in map(_model, models):
         numeric = {"s": tuple(s) if s is not None else (entry.seq,), **axes}
@@ -351,7 +372,7 @@ def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Seque
         layout = {name: array.ravel() for name, array in zip(numeric, mesh)}
         for choice in itertools.product(recompute, zero, profile):
             columns = evaluate(entry, layout, *choice, tokens=tokens, hardware_name=hardware_name,
-                               mfu=mfu, placement_name=placement_name)
+                               mfu=mfu, placement_name=placement_name, attention=attention)
             size = layout["s"].size
             labels = {"model": entry.name, **dict(zip(CHOICES, choice))}
             parts.append({**{k: np.full(size, value) for k, value in labels.items()}, **layout,

@@ -30,7 +30,7 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
     """Most loaded rank's bytes by exact substitution, plus every request rounded one by one."""
     recompute, zero = str(row["recompute"]), int(row["zero"])
     terms = sweep.accounts(entry.family, "llama-fused", recompute, "megatron", bool(zero))
-    values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "d", "m")}}
+    values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
     at = {symbol: sp.Integer(value) for symbol, value in values.items()}
     total = terms.columns()["memory_per_gpu"].xreplace(at)
     stage = (terms.parameters["single"] if row["p"] == 1
@@ -42,7 +42,7 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
               else in_flight_micro_batches(p, v, BY_NAME["m"]))
     held = (chunks * sp.ceiling(L / (p * v))).xreplace(at)
     for tensor in layer_activations("llama-fused", "fused", t, True, recompute):
-        one = tensor.bytes.xreplace(at)
+        one = tensor.bytes.xreplace(sweep.CONTEXT).xreplace(at)
         total += held * (allocated_bytes(int(one)) - one)
     return total
 
@@ -85,7 +85,8 @@ def test_the_top_layouts_fit_and_are_ranked_by_step_time(result):
 def test_every_layout_is_valid_and_accounted(result):
     c, entry = result.columns, result.model
     assert np.all(entry.heads % c["t"] == 0) and np.all(entry.kv_heads % c["t"] == 0)
-    assert np.all(c["t"] * c["p"] * c["d"] == 1024)
+    assert np.all(c["t"] * c["p"] * c["c"] * c["d"] == 1024)
+    assert np.all(entry.seq % c["c"] == 0) and set(np.unique(c["c"])) == {1, 2, 4, 8, 16}
     assert np.all(c["p"] * c["v"] <= entry.layers)
     whole = c["reason"] != "batch"
     assert np.all(c["m"][whole] * entry.seq * c["b"][whole] * c["d"][whole] == TOKENS_70B)
@@ -101,7 +102,7 @@ def test_json_lists_every_layout_with_its_fields():
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["communication_modelled"] is False
-    fields = {"t", "p", "v", "d", "b", "m", "recompute", "zero", "memory_per_gpu", "step_time",
+    fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "memory_per_gpu", "step_time",
               "feasible", "reason"}
     assert data["layouts"] and all(set(layout) == fields for layout in data["layouts"])
     assert any(layout["feasible"] for layout in data["layouts"])

@@ -20,7 +20,7 @@ RNG = np.random.default_rng(20240716)
 #: Ranges the random configurations draw from (p = 1 included, odd sizes for ceilings).
 RANGES = {"s": (1, 9000), "b": (1, 9), "h": (64, 20000), "a": (1, 130), "g": (1, 130),
           "L": (1, 130), "V": (1000, 260000), "f": (64, 60000), "t": (1, 17), "p": (1, 9),
-          "v": (1, 5), "d": (1, 4097), "m": (1, 65), "k": (16, 257)}
+          "v": (1, 5), "d": (1, 4097), "m": (1, 65), "k": (16, 257), "c": (1, 17)}
 
 
 def _draws(names: tuple[str, ...], count: int) -> dict[str, np.ndarray]:
@@ -134,7 +134,7 @@ def test_grid_equals_the_per_configuration_path(grid):
         terms = sweep.accounts(entry.family, "llama-fused", str(grid["recompute"][row]), "megatron",
                                bool(grid["zero"][row]))
         values = {**{symbol.name: value for symbol, value in entry.values.items()},
-                  **{key: int(grid[key][row]) for key in ("s", "b", "t", "p", "v", "d")},
+                  **{key: int(grid[key][row]) for key in ("s", "b", "t", "p", "v", "d", "c")},
                   "m": int(grid["micro_batches"][row])}
         for column, expr in terms.columns().items():
             want = _exact(expr, {k: val for k, val in values.items() if BY_NAME.get(k) in expr.free_symbols})
@@ -166,3 +166,16 @@ def test_step_time_lower_bound_takes_arrays():
     assert got[1] == pytest.approx(2 * got[0], rel=1e-15)
     with pytest.raises(ValueError, match="^gpus:"):
         step_time_lower_bound(4194304, fpt, np.array([1024, 0]), 989e12)
+
+
+def test_context_parallelism_splits_the_tokens_of_flash_profiles():
+    # llama-fused keeps no score matrix: c context-parallel ranks each keep s / c tokens' bytes.
+    columns = sweep.grid(["70b"], t=[8], c=[1, 2, 8], d=[4])
+    per_layer = columns["layer_activation_bytes"]
+    assert per_layer[0] == 2 * per_layer[1] == 8 * per_layer[2]
+    assert columns["gpus"].tolist() == [32, 64, 256]
+
+
+def test_context_parallelism_refuses_score_matrices():
+    with pytest.raises(ValueError, match="^c: "):
+        sweep.grid(["70b"], c=[2], profile=["gpt"], attention="materialised")
