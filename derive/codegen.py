@@ -35,7 +35,7 @@ def ratio(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
         pieces = expr.args if isinstance(expr, sp.Piecewise) else [(arg, None) for arg in expr.args]
         parts = [(ratio(value), condition) for value, condition in pieces]
         common = sp.lcm([denominator for (_, denominator), _ in parts])
-        scaled = [(sp.expand(numerator * sp.cancel(common / denominator)), condition)
+        scaled = [(numerator * _quotient(common, denominator), condition)
                   for (numerator, denominator), condition in parts]
         if isinstance(expr, sp.Piecewise):
             return sp.Piecewise(*scaled, evaluate=False), common
@@ -49,6 +49,12 @@ def ratio(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
             numerator, denominator = denominator, numerator
         return numerator ** abs(expr.exp), denominator ** abs(expr.exp)
     return expr, sp.Integer(1)
+
+
+def _quotient(common: sp.Expr, denominator: sp.Expr) -> sp.Expr:
+    """common / denominator, a polynomial: monomials cancel as they are built, the rest by ``cancel``."""
+    quotient = common / denominator
+    return quotient if sp.fraction(quotient)[1] == 1 else sp.cancel(quotient)
 
 
 class _RatioPrinting:
