@@ -26,7 +26,7 @@ import numpy as np
 import sympy as sp
 
 from derive.accounts.activations import (
-    RECOMPUTE,
+    RECOMPUTE_POLICIES,
     in_flight_micro_batches,
     layer_activations,
 )
@@ -141,7 +141,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     contexts = [k for k in divisors(entry.seq) if k <= max_context] if linear else [1]
     base = layouts(entry, gpus, sorted({0, stage}), contexts)
     parts = []
-    for recompute in RECOMPUTE:
+    for recompute in RECOMPUTE_POLICIES:
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
         per_step = entry.seq * part["b"] * part["d"]
         whole = tokens % per_step == 0
@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hardware with a usable-memory budget (derive.accounts.budget)")
     parser.add_argument("--tokens", type=_positive, required=True, help="tokens per step")
     parser.add_argument("--seq", type=_positive, help="sequence length (default: the model's)")
-    parser.add_argument("--profile", default="llama-fused", help="activation profile (architecture)")
+    parser.add_argument("--profile", default="llama-fused", help="layer profile of the saved-for-backward table")
     parser.add_argument("--placement", default="megatron", choices=sorted(PLACEMENTS))
     parser.add_argument("--mfu", type=_fraction, default=1.0, help="fraction of peak (default 1)")
     parser.add_argument("--max-cp", type=_positive, default=MAX_CONTEXT,

@@ -22,7 +22,7 @@ import numpy as np
 import sympy as sp
 
 from derive.accounts.activations import (
-    ARCHITECTURES,
+    LAYER_PROFILES,
     first_stage_activation_bytes,
     layer_activation_bytes,
     logits_bytes,
@@ -173,15 +173,15 @@ def _last_stage_in_flight() -> sp.Expr:
     return sp.Piecewise((sp.Min(1, m), sp.Eq(v, 1)), (interleaved, True))
 
 
-def _stage_activations(architecture: str, attention: str, recompute: str) -> dict[str, sp.Expr]:
+def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> dict[str, sp.Expr]:
     """Activation bytes per GPU of the single, first and last stage (SP on, m micro-batches per step)."""
-    common = dict(architecture=architecture, attention=attention, tensor_parallel=t,
+    common = dict(profile=profile, attention_kernel=attention_kernel, tensor_parallel=t,
                   sequence_parallel=True, recompute=recompute)
     single = first_stage_activation_bytes(**common, pipeline=1, micro_batches=m)
     first = sp.Piecewise(
         (first_stage_activation_bytes(**common, pipeline=p, micro_batches=m), sp.Eq(v, 1)),
         (first_stage_activation_bytes(**common, pipeline=p, virtual=v, micro_batches=m), True))
-    per_layer = layer_activation_bytes(architecture, attention, t, True, recompute)
+    per_layer = layer_activation_bytes(profile, attention_kernel, t, True, recompute)
     last = (_last_stage_in_flight() * L / (p * v) * per_layer
             + output_edge(t, sequence_parallel=True).bytes())
     return {"single": single, "first": first, "last": last}
@@ -240,20 +240,20 @@ class Accounts:
 
 @lru_cache(maxsize=None)
 def accounts(family: str, profile: str, recompute: str, placement_name: str = "megatron",
-             sharded: bool = False, attention: str = "fused") -> Accounts:
+             sharded: bool = False, attention_kernel: str = "fused") -> Accounts:
     """The accounts of one combination, built from derive's tables (cached).
 
-    ``profile`` is an architecture of ``derive.architectures.saved`` (``gpt``,
-    ``llama-eager``, ``llama-fused``); ``attention`` applies to ``gpt`` only.
+    ``profile`` is a layer profile of ``derive.architectures.saved`` (``gpt``,
+    ``llama-eager``, ``llama-fused``); ``attention_kernel`` applies to ``gpt`` only.
     """
     choose("recompute", recompute, RECOMPUTE_FLOPS)
-    architecture = choose("profile", profile, ARCHITECTURES)
+    choose("profile", profile, LAYER_PROFILES)
     placement(placement_name)
     return Accounts(
         parameters=_stage_parameters(family),
         bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d),
-        activations=_stage_activations(architecture, attention, recompute),
-        layer_activations=layer_activation_bytes(architecture, attention, t, True, recompute),
+        activations=_stage_activations(profile, attention_kernel, recompute),
+        layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute),
         logits=logits_bytes(t),
         model_flops=flops_per_token(family, "causal"),
         hardware_flops=flops_per_token(family, "causal", RECOMPUTE_FLOPS[recompute]),
@@ -262,9 +262,9 @@ def accounts(family: str, profile: str, recompute: str, placement_name: str = "m
 
 @lru_cache(maxsize=None)
 def account_columns(family: str, profile: str, recompute: str, placement_name: str,
-                    sharded: bool, attention: str = "fused") -> dict[str, sp.Expr]:
+                    sharded: bool, attention_kernel: str = "fused") -> dict[str, sp.Expr]:
     """:meth:`Accounts.columns` of one combination (cached)."""
-    return accounts(family, profile, recompute, placement_name, sharded, attention).columns()
+    return accounts(family, profile, recompute, placement_name, sharded, attention_kernel).columns()
 
 
 #: Every column :func:`evaluate` can report from the accounts.
@@ -315,10 +315,10 @@ def micro_batches(tokens: int, s: np.ndarray, b: np.ndarray, d: np.ndarray) -> n
 def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "none",
              zero: int = 0, profile: str = "llama-fused", tokens: int | None = None,
              hardware_name: str = "h100", mfu: float = 1.0, placement_name: str = "megatron",
-             names: Sequence[str] = COLUMNS, attention: str = "fused") -> dict[str, np.ndarray]:
+             names: Sequence[str] = COLUMNS, attention_kernel: str = "fused") -> dict[str, np.ndarray]:
     """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``)."""
     sharded = placement_sharded(zero, placement_name)
-    exprs = account_columns(entry.family, profile, recompute, placement_name, sharded, attention)
+    exprs = account_columns(entry.family, profile, recompute, placement_name, sharded, attention_kernel)
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
     run = {name: compile(exprs[name]) for name in names}
@@ -326,9 +326,9 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
     values.update({name: np.asarray(array) for name, array in layout.items()})
     values.setdefault("c", np.asarray(1))
     if np.any(values["c"] > 1) and not accounts(entry.family, profile, recompute, placement_name,
-                                                sharded, attention).context_parallel:
+                                                sharded, attention_kernel).context_parallel:
         raise ValueError(f"c: context parallelism needs activations linear in s; {profile} with "
-                         f"{attention} attention keeps score matrices")
+                         f"{attention_kernel} attention keeps score matrices")
     if tokens is not None:
         values["m"] = micro_batches(tokens, values["s"], values["b"], values["d"])
     gpus = values["t"] * values["p"] * values["d"] * values["c"]
@@ -352,7 +352,7 @@ def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Seque
          recompute: Sequence[str] = ("none",),
          zero: Sequence[int] = (0,), profile: Sequence[str] = ("llama-fused",),
          tokens: int | None = None, hardware_name: str = "h100", mfu: float = 1.0,
-         placement_name: str = "megatron", attention: str = "fused", frame: bool = False):
+         placement_name: str = "megatron", attention_kernel: str = "fused", frame: bool = False):
     """The accounts over the cross product of models and every axis, as numpy columns.
 
     ``s`` defaults to each model's own sequence length; c is the context-parallel
@@ -360,7 +360,7 @@ def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Seque
     step) the columns add m = T / (s b d), the first stage's activations, the
     most loaded GPU's memory, the step time bound x (1 + (p - 1)/(v m)) and MFU.
     Uneven stages stretch the step by :func:`stage_balance`.
-    ``attention`` (``fused`` or ``materialised``) applies to the ``gpt`` profile.
+    ``attention_kernel`` (``fused`` or ``materialised``) applies to the ``gpt`` profile.
     ``frame=True`` returns a pandas DataFrame (pandas is not a dependency).
     """
     axes = {"b": b, "t": t, "p": p, "v": v, "d": d, "c": c, "e": e}
@@ -372,7 +372,8 @@ def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Seque
         layout = {name: array.ravel() for name, array in zip(numeric, mesh)}
         for choice in itertools.product(recompute, zero, profile):
             columns = evaluate(entry, layout, *choice, tokens=tokens, hardware_name=hardware_name,
-                               mfu=mfu, placement_name=placement_name, attention=attention)
+                               mfu=mfu, placement_name=placement_name,
+                               attention_kernel=attention_kernel)
             size = layout["s"].size
             labels = {"model": entry.name, **dict(zip(CHOICES, choice))}
             parts.append({**{k: np.full(size, value) for k, value in labels.items()}, **layout,

@@ -178,4 +178,4 @@ def test_context_parallelism_splits_the_tokens_of_flash_profiles():
 
 def test_context_parallelism_refuses_score_matrices():
     with pytest.raises(ValueError, match="^c: "):
-        sweep.grid(["70b"], c=[2], profile=["gpt"], attention="materialised")
+        sweep.grid(["70b"], c=[2], profile=["gpt"], attention_kernel="materialised")

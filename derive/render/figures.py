@@ -40,7 +40,8 @@ class Bar:
     segments: tuple[Segment, ...]
 
 
-def _px(value: float) -> str:
+def px(value: float) -> str:
+    """An SVG coordinate or length, two decimals (the same digits on every run)."""
     return f"{value:.2f}"
 
 
@@ -62,15 +63,15 @@ def stacked_bars(bars: list[Bar], title: str, subtitle: str, axis: str,
         rects = []
         for seg in bar.segments:
             width = float(seg.value) * scale
-            rects.append({"x": _px(x), "width": _px(width), "fill": colour[seg.legend],
+            rects.append({"x": px(x), "width": px(width), "fill": colour[seg.legend],
                           "hatched": seg.hatched, "title": f"{seg.legend}: {float(seg.value):g}",
                           "tex_colour": tex_name[seg.legend],
                           "tex_width": f"{width * TEX_SCALE:.2f}pt"})
             x += width
-        drawn.append({"label": bar.label, "value_label": bar.value_label, "y": _px(y),
-                      "text_y": _px(y + BAR_HEIGHT * 0.75), "value_x": _px(x + 6), "rects": rects})
+        drawn.append({"label": bar.label, "value_label": bar.value_label, "y": px(y),
+                      "text_y": px(y + BAR_HEIGHT * 0.75), "value_x": px(x + 6), "rects": rects})
     plot_bottom = TOP + len(bars) * (BAR_HEIGHT + BAR_GAP)
-    ticks = [{"x": _px(LABEL_WIDTH + value * scale), "label": str(value)}
+    ticks = [{"x": px(LABEL_WIDTH + value * scale), "label": str(value)}
              for value in range(0, int(axis_max) + 1, tick_step)]
     entries = [*((name, colour[name], False) for name in legends), (f"hatched: {sharded_legend}", "#ffffff", True)]
     tex_legend = [{"name": name, "colour": tex_name[name], "hex": colour[name][1:].upper()}
@@ -81,17 +82,17 @@ def stacked_bars(bars: list[Bar], title: str, subtitle: str, axis: str,
     for index, (name, fill, hatched) in enumerate(entries):
         row, column = divmod(index, LEGEND_COLUMNS)
         x, y = 10 + column * column_width, legend_top + row * LEGEND_ROW
-        legend.append({"name": name, "fill": fill, "hatched": hatched, "x": _px(x),
-                       "y": _px(y), "text_x": _px(x + 18), "text_y": _px(y + 11)})
+        legend.append({"name": name, "fill": fill, "hatched": hatched, "x": px(x),
+                       "y": px(y), "text_x": px(x + 18), "text_y": px(y + 11)})
     legend_rows = -(-len(entries) // LEGEND_COLUMNS)
     return {
         "title": title, "subtitle": subtitle, "axis": axis,
         "width": str(LABEL_WIDTH + PLOT_WIDTH + VALUE_WIDTH),
-        "height": _px(legend_top + legend_rows * LEGEND_ROW + 10),
+        "height": px(legend_top + legend_rows * LEGEND_ROW + 10),
         "bar_height": str(BAR_HEIGHT), "plot_left": str(LABEL_WIDTH),
-        "label_x": str(LABEL_WIDTH - 8), "plot_top": _px(TOP - 4), "plot_bottom": _px(plot_bottom),
-        "tick_label_y": _px(plot_bottom + 14), "axis_label_x": _px(LABEL_WIDTH + PLOT_WIDTH / 2),
-        "axis_label_y": _px(plot_bottom + 30), "bars": drawn, "ticks": ticks, "legend": legend,
+        "label_x": str(LABEL_WIDTH - 8), "plot_top": px(TOP - 4), "plot_bottom": px(plot_bottom),
+        "tick_label_y": px(plot_bottom + 14), "axis_label_x": px(LABEL_WIDTH + PLOT_WIDTH / 2),
+        "axis_label_y": px(plot_bottom + 30), "bars": drawn, "ticks": ticks, "legend": legend,
         "tex_legend": tex_legend, "tex_bar_height": f"{BAR_HEIGHT * TEX_SCALE:.2f}pt",
         "tex_shaded_legend": f"light shade: {sharded_legend}",
     }
@@ -121,20 +122,20 @@ def scatter_chart(points: list[Point], colours: dict[str, str], title: str, subt
     x_low, x_high = math.log(x_ticks[0]), math.log(x_ticks[-1])
     y_low, y_high = math.log(y_ticks[0]), math.log(y_ticks[-1])
 
-    def px(x: float) -> float:
+    def x_at(x: float) -> float:
         clipped = min(max(math.log(x), x_low), x_high)
         return SCATTER_LEFT + (clipped - x_low) / (x_high - x_low) * SCATTER_WIDTH
 
-    def py(y: float) -> float:
+    def y_at(y: float) -> float:
         clipped = min(max(math.log(y), y_low), y_high)
         return SCATTER_TOP + SCATTER_HEIGHT * (1 - (clipped - y_low) / (y_high - y_low))
 
     bottom = SCATTER_TOP + SCATTER_HEIGHT
-    drawn = sorted({(round(px(point.x) * 2) / 2, round(py(point.y) * 2) / 2, point.legend)
+    drawn = sorted({(round(x_at(point.x) * 2) / 2, round(y_at(point.y) * 2) / 2, point.legend)
                     for point in points}, key=lambda dot: (list(colours).index(dot[2]), dot[0], dot[1]))
     tex_names = {name: f"scatter{chr(ord('A') + index)}" for index, name in enumerate(colours)}
-    dots = [{"x": _px(x), "y": _px(y), "fill": colours[legend], "legend": legend,
-             "tex_x": _px(x * TEX_SCALE), "tex_y": _px((bottom - y) * TEX_SCALE),
+    dots = [{"x": px(x), "y": px(y), "fill": colours[legend], "legend": legend,
+             "tex_x": px(x * TEX_SCALE), "tex_y": px((bottom - y) * TEX_SCALE),
              "tex_colour": tex_names[legend]} for x, y, legend in drawn]
     counts = {name: sum(point.legend == name for point in points) for name in colours}
     return {
@@ -142,22 +143,22 @@ def scatter_chart(points: list[Point], colours: dict[str, str], title: str, subt
         "width": str(SCATTER_LEFT + SCATTER_WIDTH + 30), "height": str(bottom + 80),
         "left": str(SCATTER_LEFT), "right": str(SCATTER_LEFT + SCATTER_WIDTH),
         "top": str(SCATTER_TOP), "bottom": str(bottom), "dots": dots,
-        "x_ticks": [{"x": _px(px(x)), "label": f"{x:g}", "tex_x": _px(px(x) * TEX_SCALE)}
+        "x_ticks": [{"x": px(x_at(x)), "label": f"{x:g}", "tex_x": px(x_at(x) * TEX_SCALE)}
                     for x in x_ticks],
-        "y_ticks": [{"y": _px(py(y)), "label": f"{y:g}", "tex_y": _px((bottom - py(y)) * TEX_SCALE)}
+        "y_ticks": [{"y": px(y_at(y)), "label": f"{y:g}", "tex_y": px((bottom - y_at(y)) * TEX_SCALE)}
                     for y in y_ticks],
-        "lines": [{"y": _px(py(y)), "label": label, "tex_y": _px((bottom - py(y)) * TEX_SCALE)}
+        "lines": [{"y": px(y_at(y)), "label": label, "tex_y": px((bottom - y_at(y)) * TEX_SCALE)}
                   for y, label in lines],
         "legend": [{"name": f"{name} ({counts[name]})", "fill": colour, "tex_colour": tex_names[name],
-                    "hex": colour[1:].upper(), "x": _px(10 + index * 220), "y": _px(bottom + 50),
-                    "text_x": _px(20 + index * 220), "text_y": _px(bottom + 54)}
+                    "hex": colour[1:].upper(), "x": px(10 + index * 220), "y": px(bottom + 50),
+                    "text_x": px(20 + index * 220), "text_y": px(bottom + 54)}
                    for index, (name, colour) in enumerate(colours.items())],
-        "x_label_x": _px(SCATTER_LEFT + SCATTER_WIDTH / 2), "x_label_y": _px(bottom + 32),
-        "tick_label_y": _px(bottom + 14), "y_label_x": str(SCATTER_LEFT - 8),
-        "tex_width": _px((SCATTER_LEFT + SCATTER_WIDTH + 30) * TEX_SCALE),
-        "tex_height": _px((SCATTER_HEIGHT + 10) * TEX_SCALE),
-        "tex_left": _px(SCATTER_LEFT * TEX_SCALE), "tex_plot_width": _px(SCATTER_WIDTH * TEX_SCALE),
-        "tex_plot_height": _px(SCATTER_HEIGHT * TEX_SCALE),
-        "tex_label_x": _px((SCATTER_LEFT - 6) * TEX_SCALE),
-        "tex_right": _px((SCATTER_LEFT + SCATTER_WIDTH) * TEX_SCALE),
+        "x_label_x": px(SCATTER_LEFT + SCATTER_WIDTH / 2), "x_label_y": px(bottom + 32),
+        "tick_label_y": px(bottom + 14), "y_label_x": str(SCATTER_LEFT - 8),
+        "tex_width": px((SCATTER_LEFT + SCATTER_WIDTH + 30) * TEX_SCALE),
+        "tex_height": px((SCATTER_HEIGHT + 10) * TEX_SCALE),
+        "tex_left": px(SCATTER_LEFT * TEX_SCALE), "tex_plot_width": px(SCATTER_WIDTH * TEX_SCALE),
+        "tex_plot_height": px(SCATTER_HEIGHT * TEX_SCALE),
+        "tex_label_x": px((SCATTER_LEFT - 6) * TEX_SCALE),
+        "tex_right": px((SCATTER_LEFT + SCATTER_WIDTH) * TEX_SCALE),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 from derive.plan import COMMUNICATION, REASONS, Plan, plan
 from derive.presets import model
 from derive.render.figures import PALETTE, Point, scatter_chart
-from derive.render.sheet import Cell, Column, Figure, Section, Table, bytes_cell, int_cell, text_cell
+from derive.render.sheet import Cell, Column, Drawing, Section, Table, bytes_cell, int_cell, text_cell
 from derive.units import BYTE_UNITS
 
 GiB = BYTE_UNITS["GiB"]
@@ -51,7 +51,7 @@ def failure_table(result: Plan) -> Table:
                  (Column("reason", "reason"), Column("layouts", "layouts")), rows)
 
 
-def layouts_figure(result: Plan) -> Figure:
+def layouts_figure(result: Plan) -> Drawing:
     """formulas/layouts.svg: memory per GPU against step time, every layout with a valid schedule."""
     c = result.columns
     low, high = result.usable
@@ -67,7 +67,7 @@ def layouts_figure(result: Plan) -> Figure:
         "(communication not modelled)",
         "step time (s, log scale)", "memory per GPU (GiB, log scale)", TIME_TICKS, MEMORY_TICKS,
         [(low / GiB, f"usable low {low / GiB:.2f} GiB"), (high / GiB, f"usable high {high / GiB:.2f} GiB")])
-    return Figure("layouts.svg", "svg/scatter.svg.j2",
+    return Drawing("layouts.svg", "svg/scatter.svg.j2",
                   f"Memory per GPU against predicted step time for every layout of "
                   f"{result.model.name} on {result.gpus} {result.hardware.upper()}s at "
                   f"{result.tokens:,}-token steps (layouts whose batch or schedule is invalid "
