@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import gcd, isqrt
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import sympy as sp
@@ -33,7 +33,7 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
-from derive.presets import HARDWARE, Model, model
+from derive.presets import Model, model
 from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, m, p, t, v
 from derive.units import BYTE_UNITS
@@ -134,7 +134,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
          max_context: int = MAX_CONTEXT) -> Plan:
     """Every layout of ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
     if seq is not None:
-        entry = Model(**{**entry.__dict__, "seq": seq})
+        entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
     stage = placement(placement_name).stage
     linear = accounts(entry.family, profile, "none").context_parallel
@@ -241,14 +241,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+def _bounded(largest: int) -> Callable[[str], int]:
+    """An argparse type: a positive integer up to ``largest``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = 0
+        if not 0 < value <= largest:
+            shown = text if len(text) <= 40 else f"{text[:20]}..."
+            raise argparse.ArgumentTypeError(f"must be a positive integer up to {largest}, got {shown!r}")
+        return value
+    return parse
+
+
+#: Largest --gpus (2^20) and --tokens / --seq (2^53, integers a float holds exactly).
+_positive = _bounded(2**53)
+_gpus = _bounded(2**20)
 
 
 def _fraction(text: str) -> float:
@@ -265,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m derive.plan``."""
     parser = _Parser(prog="derive.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="preset name or alias (8b, 70b, 405b, ...)")
-    parser.add_argument("--gpus", type=_positive, required=True)
+    parser.add_argument("--gpus", type=_gpus, required=True)
     parser.add_argument("--gpu", default="h100", choices=sorted(DRIVER_CAPACITY),
                         help="hardware with a usable-memory budget (derive.accounts.budget)")
     parser.add_argument("--tokens", type=_positive, required=True, help="tokens per step")

@@ -121,6 +121,9 @@ def test_text_says_communication_is_not_modelled():
     (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--gpu", "b200"], "--gpu"),
     (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--mfu", "1.5"], "--mfu"),
     (["--gpus", "8", "--tokens", "8192"], "--model"),
+    (["--model", "8b", "--gpus", "8", "--tokens", str(10**30)], "--tokens"),
+    (["--model", "8b", "--gpus", str(10**12), "--tokens", "8192"], "--gpus"),
+    (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--seq", "-4"], "--seq"),
 ])
 def test_bad_input_is_one_line_naming_the_option(argv, option, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -11,9 +11,9 @@ from derive import megatron, sweep
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
 from derive.architectures.parameters import parameter_count
-from derive.codegen import exact_function, arguments
+from derive.codegen import arguments, exact_function
 from derive.presets import MODELS, hardware
-from derive.symbols import BY_NAME, L, V, a, b, d, f, g, h, m, p, s, t, v
+from derive.symbols import BY_NAME, V, h, m, p, t, v
 
 RNG = np.random.default_rng(20240716)
 
