@@ -49,12 +49,13 @@ def best(run: Callable[[], object], repeat: int) -> float:
 
 
 def configurations(count: int) -> dict[str, np.ndarray]:
-    """``count`` random layouts of Llama 3 70B (t, p, v, d, b, m), model sizes as scalars."""
+    """``count`` random layouts of Llama 3 70B (t, p, v, d, c, b, m), model sizes as scalars."""
     rng = np.random.default_rng(0)
     values: dict[str, object] = {symbol.name: number for symbol, number in LLAMA_70B.values.items()}
     values.update(t=rng.choice([1, 2, 4, 8], count), p=rng.integers(1, 17, count),
                   v=rng.integers(1, 6, count), d=rng.integers(1, 257, count),
-                  b=rng.integers(1, 9, count), m=rng.integers(1, 129, count))
+                  c=rng.choice([1, 2, 4, 8], count), b=rng.integers(1, 9, count),
+                  m=rng.integers(1, 129, count))
     return values
 
 
@@ -78,6 +79,8 @@ def bench_compile(exprs: dict[str, sp.Expr]) -> None:
 
 def bench_sweep(exprs: dict[str, sp.Expr], count: int, repeat: int) -> dict[str, float]:
     values = configurations(count)
+    seconds = best(lambda: values["t"] * values["d"], repeat)
+    line(f"machine: one numpy int64 multiply of {count:,} elements", f"{seconds * 1e3:.2f} ms")
     rates = {}
     for name, expr in exprs.items():
         function = sweep.compile(expr)
@@ -112,7 +115,7 @@ def bench_loops(exprs: dict[str, sp.Expr], sweep_rates: dict[str, float]) -> Non
 
         def by_subs() -> None:
             for row in subs_rows:
-                float(LLAMA_70B.subs(expr, **{k: row[k] for k in ("t", "p", "v", "d", "b", "m")}))
+                float(LLAMA_70B.subs(expr, **{k: row[k] for k in ("t", "p", "v", "d", "c", "b", "m")}))
 
         seconds = best(by_subs, 1)
         line(f"Model.subs + float {name}", f"{seconds / len(subs_rows) * 1e6:,.0f} us/config")

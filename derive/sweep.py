@@ -59,7 +59,7 @@ class Compiled:
         """The expression at ``values`` (broadcast arrays): int64 where exact and whole, else float64."""
         missing = [name for name in self.names if name not in values]
         if missing:
-            raise ValueError(f"{missing[0]}: needed by {self.expr}")
+            raise ValueError(f"{missing[0]}: needed (the expression's symbols: {', '.join(self.names)})")
         arrays = [_positive_array(name, values[name]) for name in self.names]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
         scalars = tuple((name, int(array)) for name, array in zip(self.names, arrays)
