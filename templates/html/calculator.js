@@ -185,16 +185,21 @@
     return (value / DATA.byte_units[step]).toFixed(DATA.display.digits) + " " + step;
   }
 
+  const INTEGER = new Intl.NumberFormat("en-US");
+  const PERCENT = new Intl.NumberFormat("en-US", {
+    style: "percent", minimumFractionDigits: DATA.display.percent_digits, maximumFractionDigits: DATA.display.percent_digits,
+  });
+
   function format(value, unit, key) {
     const display = DATA.display;
     switch (unit) {
       case "B": return scaled(value, DATA.byte_unit_suffix) + (key === "fit.budget" ? " = " + binary(value) : "");
-      case "parameters": return value.toLocaleString("en-US");
+      case "parameters": return INTEGER.format(value);
       case "B/parameter": return String(Number(value.toPrecision(display.significant))) + " B/parameter";
       case "FLOP/token": return scaled(value, "FLOP/token");
       case "tokens/s": return scaled(value, " tokens/s");
       case "s": return String(Number(value.toPrecision(display.significant))) + " s";
-      case "fraction": return new Intl.NumberFormat("en-US", { style: "percent", minimumFractionDigits: display.percent_digits, maximumFractionDigits: display.percent_digits }).format(value);
+      case "fraction": return PERCENT.format(value);
       case "GPUs": return String(value) + " GPUs";
     }
     return String(value) + " " + unit;
@@ -265,8 +270,10 @@
   }
 
   function update() {
+    const start = performance.now();
     const texts = readForm();
     show(texts);
+    performance.measure("derive-figures", { start });
     const link = query(texts);
     SHARE.setAttribute("href", link);
     try {
