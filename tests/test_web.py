@@ -20,6 +20,7 @@ from derive.formulas import FORMULAS, exact
 from derive.render.__main__ import ROOT
 from derive.render.web import (
     CALCULATOR,
+    HAND_WRITTEN,
     calculator_data,
     cli_message,
     csp_hash,
@@ -96,15 +97,16 @@ def js_without_strings_and_comments(text: str) -> str:
     return re.sub(r"/(?:[^/\\\n]|\\.)+/[gimsuy]*", "/re/", text)
 
 
-def test_the_hand_written_script_holds_no_numbers_and_no_code_from_text():
-    source = CALCULATOR.read_text()
+@pytest.mark.parametrize("path", HAND_WRITTEN, ids=lambda path: path.name)
+def test_the_hand_written_scripts_hold_no_numbers_and_no_code_from_text(path):
+    source = path.read_text()
     code = js_without_strings_and_comments(source)
     numbers = re.findall(r"(?<![\w$.])(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", code)
-    assert set(numbers) <= {"0"}, f"numbers typed into calculator.js: {sorted(set(numbers))}"
+    assert set(numbers) <= {"0"}, f"numbers typed into {path.name}: {sorted(set(numbers))}"
     for banned in ("eval(", "Function(", "innerHTML", "outerHTML", "insertAdjacentHTML",
                    "document.write", "setTimeout(", "setInterval(", "fetch(", "XMLHttpRequest"):
         assert banned not in source, banned
-    assert "textContent" in source and "DERIVE_FUNCTIONS[" in source
+    assert "textContent" in CALCULATOR.read_text() and "DERIVE_FUNCTIONS[" in CALCULATOR.read_text()
 
 
 def test_the_generated_script_is_only_functions_of_symbols():
@@ -166,7 +168,7 @@ def test_the_page_allows_its_own_scripts_and_no_network(fresh):
     page = Page()
     page.feed((fresh / "index.html").read_text())
     executed = [text for kind, text in page.scripts if kind == "classic"]
-    assert len(executed) == 3  # KaTeX, the generated functions, the calculator
+    assert len(executed) == 4  # KaTeX, the generated functions, parse.js, calculator.js
     directives = dict(d.strip().split(" ", 1) for d in page.csp.split(";"))
     assert directives["default-src"] == "'none'" and directives["base-uri"] == "'none'"
     assert directives["script-src"].split() == [csp_hash(text) for text in executed]
@@ -183,3 +185,50 @@ def test_the_page_carries_the_sheet(fresh):
     assert "<svg" in text and 'data-key="fit.gpus_for_state"' in text
     assert '<span class="tex">6 + \\frac{12}{d}</span>' in text
     assert str(ROOT) not in text  # no path of this machine
+
+
+#: Text a user might type or a link might carry, per kind of field (ASCII: JavaScript's \\d is ASCII).
+PIECES = ["0", "1", "7", "-3", "+4", "12", "3.5", ".5", "5.", "1e3", "2E-2", "1_000", "1__0", "_1",
+          "inf", "-Infinity", "nan", "NaN", "0x10", " 8 ", "\t9\n", "", "GB", "GiB", "KB", "TiB", "MB",
+          "h100", "a100", "b200", "bf16", "adam", "gpt", "8b", "llama3-70b", "x", "'", '"', "\\",
+          "<b>", "\x01", "\x7f", "é", "1.0", "0.4", "-0", "1e-400", "1e400", "3 GB", "1.5TB"]
+
+
+def random_texts(rng: random.Random, count: int) -> list[str]:
+    return [("".join(rng.choice(PIECES) for _ in range(rng.randint(1, 3))) or "0")
+            for _ in range(count)]
+
+
+def test_the_page_parses_every_field_as_the_cli_does(tmp_path):
+    """Random text in every field: the page accepts what the CLI accepts, else shows its line."""
+    _, data = calculator_data()
+    rng = random.Random(1912)
+    base = ["--model=llama3-8b"]
+    cases = [(field, text) for field in data["fields"]
+             if field["option"] not in ("model", "heads", "kv-heads")
+             for text in random_texts(rng, 60)]
+    cases += [(next(f for f in data["fields"] if f["option"] == "model"), text)
+              for text in random_texts(rng, 60)]
+    script = tmp_path / "parse.js"
+    script.write_text(HAND_WRITTEN[0].read_text() + """
+const [data, cases] = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const parse = DeriveParse(data);
+const fields = new Map(data.fields.map((field) => [field.option, field]));
+console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields.get(option), text))));
+""")
+    (tmp_path / "cases.json").write_text(json.dumps([data, [(f["option"], t) for f, t in cases]]))
+    run = subprocess.run([node(), str(script), str(tmp_path / "cases.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    wrong = []
+    for (field, text), page in zip(cases, json.loads(run.stdout)):
+        argv = [f"--{field['option']}={text}"] + ([] if field["option"] == "model" else base)
+        if field["option"] == "hidden":  # one head of any width: only --hidden's own text can fail
+            argv += ["--heads=1", "--kv-heads=1"]
+        try:
+            cli = cli_message(argv, {})
+        except ValueError:
+            cli = None  # the CLI took it
+        if page.get("error") != cli:
+            wrong.append((field["option"], text, page, cli))
+    assert len(cases) >= 900
+    assert not wrong, wrong[:5]

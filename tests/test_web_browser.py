@@ -200,7 +200,7 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, page, options):
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length,"
         " sheet_svgs: document.querySelectorAll('main figure > svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 4  # the data block, KaTeX, the generated functions, the calculator
+    assert state["scripts"] == 5  # the data block, KaTeX, the generated functions, parse.js, calculator.js
     assert state["svgs"] == state["sheet_svgs"] >= 3  # the sheet's figures, nothing from the link
     shown = errors(browser)
     assert len(shown) == 1

@@ -41,6 +41,8 @@ from derive.units import BYTE_UNITS, DECIMAL_STEPS
 ROOT = Path(__file__).resolve().parents[2]
 KATEX = ROOT / "tests" / "katex" / "node_modules" / "katex" / "dist"
 CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
+#: The page's hand-written scripts, in the order they run: parsing, then the calculator.
+HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CALCULATOR)
 PAGE = "index.html"
 
 #: Each figure's label on the page, by its --json key.
@@ -94,8 +96,10 @@ OPTION_CHOICES: dict[str, tuple[str, ...]] = {
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
 }
 
-#: Bounds of the numeric kinds, as the CLI checks them (report._fraction, _seconds, parse_peak).
+#: Bounds of the numeric kinds, as the CLI checks them (inputs.positive_int, report._fraction,
+#: _seconds, parse_peak, parse_budget).
 BOUNDS: dict[str, dict[str, object]] = {
+    "count": {"above": 0},
     "fraction": {"above": 0, "at_most": 1},
     "seconds": {"above": 0},
     "peak": {"above": 0},
@@ -335,7 +339,8 @@ def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[st
     """What templates/html/index.html.j2 needs: the sections, inline SVGs, scripts and their hashes."""
     katex_js, katex_css = katex_assets()
     code, data = calculator_data()
-    scripts = [katex_js, inline_script(code), inline_script(CALCULATOR.read_text(encoding="utf-8"))]
+    scripts = [katex_js, inline_script(code),
+               *(inline_script(path.read_text(encoding="utf-8")) for path in HAND_WRITTEN)]
     return {
         "sections": list(sections),
         "svgs": dict(svgs),

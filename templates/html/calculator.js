@@ -1,5 +1,5 @@
 // The calculator of formulas/index.html (hand-written; derive.render.web inlines it).
-// It parses the form as the CLI parses its options, looks up the generated functions
+// It parses the form with parse.js as the CLI parses its options, looks up the generated functions
 // (DERIVE_FUNCTIONS, printed from derive's SymPy expressions) and formats their values.
 // Every number it uses comes from the derive-data JSON; input reaches the page only as text.
 "use strict";
@@ -10,95 +10,9 @@
   const FIGURES = document.getElementById("figures");
   const SHARE = document.getElementById("share-link");
 
-  // Python's int() and float() syntax for a string (PEP 515 underscores allowed).
-  const DIGITS = "\\d(?:_?\\d)*";
-  const PY_INT = new RegExp("^\\s*[+-]?" + DIGITS + "\\s*$");
-  const PY_FLOAT = new RegExp("^\\s*[+-]?(?:(?:" + DIGITS + "\\.(?:" + DIGITS + ")?|\\.(?:" + DIGITS +
-    ")|" + DIGITS + ")(?:[eE][+-]?" + DIGITS + ")?|inf|infinity|nan)\\s*$", "i");
-  const BUDGET = new RegExp("^(?:" + DATA.budget_pattern + ")$");
-
-  function pyNumber(text) {
-    const plain = text.trim().replace(/_/g, "").toLowerCase();
-    const sign = plain.startsWith("-") ? -Infinity : Infinity;
-    const bare = plain.replace(/^[+-]/, "");
-    if (bare === "inf" || bare === "infinity") return sign;
-    if (bare === "nan") return NaN;
-    return Number(plain);
-  }
-
-  // Python's repr() of a str, as the CLI's messages show the value typed.
-  function pyRepr(text) {
-    const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
-    let out = quote;
-    for (const char of text) {
-      const code = char.codePointAt(0);
-      if (char === "\\" || char === quote) out += "\\" + char;
-      else if (char === "\n") out += "\\n";
-      else if (char === "\r") out += "\\r";
-      else if (char === "\t") out += "\\t";
-      else if (code < " ".codePointAt(0) || (code >= "\x7f".codePointAt(0) && code <= "\xa0".codePointAt(0))) {
-        out += "\\x" + code.toString(DATA.display.hex_base).padStart(DATA.display.hex_width, "0");
-      } else out += char;
-    }
-    return out + quote;
-  }
-
-  function message(option, failure, values) {
-    let text = FIELDS.get(option).messages[failure];
-    for (const [name, value] of Object.entries(values)) text = text.split("{" + name + "}").join(value);
-    return text;
-  }
-
-  // One field's text -> {value} or {error}; "" means "not given" (the CLI's default applies).
-  function parseField(field, text) {
-    const fail = (failure, extra) => ({ error: message(field.option, failure, { text: pyRepr(text), ...extra }) });
-    if (text === "") return { value: null };
-    const bounds = field.bounds;
-    switch (field.kind) {
-      case "model":
-        if (!field.choices.includes(text)) return fail("unknown");
-        return { value: DATA.aliases[text] || text };
-      case "choice":
-        return field.choices.includes(text) ? { value: text } : fail("unknown");
-      case "count": {
-        if (!PY_INT.test(text)) return fail("syntax");
-        const number = pyNumber(text);
-        return number > 0 ? { value: number } : fail("range");
-      }
-      case "stage": {
-        if (!PY_INT.test(text)) return fail("syntax");
-        const number = pyNumber(text);
-        return DATA.zero_stages.includes(number) ? { value: number } : fail("range", { int: String(number) });
-      }
-      case "fraction": {
-        if (!PY_FLOAT.test(text)) return fail("syntax");
-        const number = pyNumber(text);
-        return number > bounds.above && number <= bounds.at_most ? { value: number } : fail("range");
-      }
-      case "seconds": {
-        if (!PY_FLOAT.test(text)) return fail("syntax");
-        const number = pyNumber(text);
-        return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
-      }
-      case "peak": {
-        if (field.choices.includes(text)) return { value: DATA.peaks[text] };
-        if (!PY_FLOAT.test(text)) return fail("unknown");
-        const number = pyNumber(text);
-        return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
-      }
-      case "budget": {
-        if (field.choices.includes(text)) return { value: DATA.budgets[text] };
-        const match = BUDGET.exec(text);
-        if (!match) return fail("syntax");
-        const [, amount, unit] = match;
-        if (!(unit in DATA.byte_units)) return fail("syntax");
-        const number = pyNumber(amount);
-        if (!(number > bounds.above)) return fail("range");
-        return { value: Math.trunc(number * DATA.byte_units[unit]) };
-      }
-    }
-    throw new Error("unknown field kind " + field.kind);
-  }
+  const PARSE = DeriveParse(DATA);
+  const parseField = PARSE.parseField;
+  const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
 
   function readForm() {
     const texts = {};
