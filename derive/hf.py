@@ -303,12 +303,12 @@ def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
     if shared:
         moe_sizes["f_S"] = shared * expert
     moe = MoE(shared="mlp.shared_experts" if shared else "", router_bias=router_bias,
-              router_bias_name="e_score_correction_bias")
+              router_bias_name="e_score_correction_bias", shared_bias=mlp_bias)
     return _with_moe(shape, moe, list(range(first_moe, layers)), moe_sizes)
 
 
 def deepseek_v2(c: Fields) -> Shape:
-    """DeepseekV2ForCausalLM: MLA (q_lora_rank may be null), DeepSeekMoE; mlp_bias on dense and shared MLPs."""
+    """DeepseekV2ForCausalLM: MLA (q_lora_rank may be null), DeepSeekMoE; mlp_bias on the dense and shared-expert MLPs."""
     return _deepseek(c, "none", c.flag("mlp_bias", False))
 
 

@@ -144,13 +144,33 @@ def _print_table(results: list[dict[str, object]], tensors: bool) -> None:
         print("note:", note)
 
 
+def _main_hf(as_json: bool) -> int:
+    """``--hf``: every family's parameter table against transformers (derive.validate.hf)."""
+    from derive.validate import hf
+
+    results = hf.run()
+    failed = sum(not r["passed"] for r in results)
+    if as_json:
+        json.dump({"results": results, "passed": len(results) - failed, "failed": failed},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        hf.print_table(results)
+        print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the comparison table (or JSON) and a summary; return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m derive.validate", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--tensors", action="store_true", help="list every saved tensor")
     parser.add_argument("--kind", action="append", choices=list(KINDS), help="only this kind")
+    parser.add_argument("--hf", action="store_true",
+                        help="compare derive's parameter tables with transformers' models instead")
     args = parser.parse_args(argv)
+    if args.hf:
+        return _main_hf(args.json)
     results = run(args.kind or list(KINDS))
     failed = sum(not r["passed"] for r in results)
     if args.json:
