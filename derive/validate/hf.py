@@ -218,6 +218,26 @@ def transformers_tensors(config: Mapping[str, Any]) -> tuple[dict[str, tuple[int
             {name: tuple(b.shape) for name, b in model.named_buffers()})
 
 
+def causal_lm(model_type: str, implementation: str, v: Mapping[str, int]):
+    """transformers' ``model_type`` ForCausalLM at shape ``v`` (bf16, training mode) and its loss forward."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    config = transformers_config(dict(
+        model_type=model_type, num_hidden_layers=v["L"], hidden_size=v["h"],
+        num_attention_heads=v["a"], num_key_value_heads=v["g"], head_dim=v["h"] // v["a"],
+        intermediate_size=v["f"], vocab_size=v["V"], max_position_embeddings=max(v["s"], 64),
+        tie_word_embeddings=False))
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=implementation,
+                                             dtype=torch.bfloat16)
+    model.train()
+    tokens = torch.randint(0, v["V"], (v["b"], v["s"]))
+    labels = torch.randint(0, v["V"], (v["b"], v["s"]))
+    return model, lambda: model(input_ids=tokens, labels=labels).loss
+
+
 def compare(case: Case) -> dict[str, object]:
     """One case: every tensor's name and shape, and the totals."""
     predicted, predicted_buffers = derive_tensors(case.config)
