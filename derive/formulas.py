@@ -1,7 +1,7 @@
 """The report's figures as SymPy expressions: one definition each, for the CLI and the web page.
 
 A :class:`Formula` builds the expression of one ``python -m derive.report --json``
-key from derive's accounts, for the choices it depends on (model family,
+key from derive's accounts, for the choices it depends on (the model's tables,
 precision, optimizer, ZeRO stage, activation profile). The report substitutes
 numbers into it (:func:`evaluate`); ``derive.render.web`` prints the same
 expressions as JavaScript with SymPy's code printer, so the page and the report
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Callable, Iterator, Mapping
 
 import sympy as sp
@@ -21,11 +20,12 @@ from derive.accounts.activations import (
     article_model_bytes,
     layer_activation_bytes,
     model_activation_bytes,
+    model_layer_options,
 )
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
-from derive.architectures.parameters import FAMILIES, gemm_parameter_count, parameter_count
 from derive.conventions import six_n
+from derive.presets import Model
 from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, s, t_step
 
 #: Activation profiles: name -> what it assumes.
@@ -34,6 +34,8 @@ PROFILES: dict[str, str] = {
     "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
     "llama-eager": "Llama layer as PyTorch eager keeps it",
     "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
+    "llama-hf-sdpa": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (sdpa attention)",
+    "llama-hf-eager": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (eager attention)",
 }
 
 #: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
@@ -43,10 +45,10 @@ ATTENTION_VARIANTS = ("fused", "materialised")
 #: ZeRO stages (Rajbhandari et al. 2020, section 5).
 ZERO_STAGES = (0, 1, 2, 3)
 
-#: Every choice a formula may depend on -> its options.
+#: Every choice a formula may depend on but the model -> its options.
 CHOICES: dict[str, tuple[object, ...]] = {
-    "family": tuple(FAMILIES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
-    "zero": ZERO_STAGES, "profile": tuple(PROFILES),
+    "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS), "zero": ZERO_STAGES,
+    "profile": tuple(PROFILES),
 }
 
 #: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
@@ -54,17 +56,29 @@ INPUTS: dict[str, sp.Symbol] = {"tokens": T, "gpus": G, "peak": P, "mfu": MFU_ta
                                 "step_time": t_step, "budget": M_GPU}
 
 
-def profile_bytes(profile: str, attention: str) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under ``profile``."""
+def profile_bytes(profile: str, attention: str, m: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under ``profile`` (at ``m``'s head width)."""
+    if m is not None:
+        m.require_dense("model")
     if profile == "article":
         return article_layer_bytes(attention), article_model_bytes(attention)
-    return (layer_activation_bytes(profile, attention),
-            model_activation_bytes(profile, attention))
+    options = {} if m is None else model_layer_options(m, profile)
+    return (layer_activation_bytes(profile, attention, **options),
+            model_activation_bytes(profile, attention, **options))
+
+
+def form(m: Model) -> tuple[object, bool]:
+    """What of a model its figures' expressions depend on: its tables (layout or family) and a fixed head width."""
+    return m.architecture, m.head_dim is not None
 
 
 @dataclass(frozen=True)
 class Formula:
-    """One report figure: its --json key and unit, how to build it, what it depends on."""
+    """One report figure: its --json key and unit, how to build it, what it depends on.
+
+    ``uses`` names the choices its expression depends on: "model" (the model's
+    :func:`form`; ``build`` then gets a Model) and keys of :data:`CHOICES`.
+    """
 
     key: str
     unit: str
@@ -75,36 +89,40 @@ class Formula:
 
     def expression(self, choices: Mapping[str, object]) -> sp.Expr | None:
         """The expression under ``choices`` (None where the figure does not exist)."""
-        return _built(self, tuple(choices[name] for name in self.uses))
+        values = tuple(choices[name] for name in self.uses)
+        key = (self.key, *(form(v) if name == "model" else v for name, v in zip(self.uses, values)))
+        if key not in _BUILT:
+            expr = self.build(*values)
+            _BUILT[key] = None if expr is None else sp.sympify(expr)
+        return _BUILT[key]
 
-    def variants(self) -> Iterator[tuple[tuple[object, ...], sp.Expr]]:
-        """Every (choice values, expression) over the product of the choices it uses."""
-        for values in itertools.product(*(CHOICES[name] for name in self.uses)):
-            expr = _built(self, values)
+    def variants(self, models: Mapping[str, Model]) -> Iterator[tuple[tuple[str, ...], sp.Expr]]:
+        """Every (choice names, expression) over the product of its choices, models by name."""
+        domains = [tuple(models) if name == "model" else CHOICES[name] for name in self.uses]
+        for values in itertools.product(*domains):
+            choices = {name: models[v] if name == "model" else v for name, v in zip(self.uses, values)}
+            expr = self.expression(choices)
             if expr is not None:
-                yield values, expr
+                yield tuple(map(str, values)), expr
 
 
-@lru_cache(maxsize=None)
-def _built(formula: Formula, values: tuple[object, ...]) -> sp.Expr | None:
-    expr = formula.build(*values)
-    return None if expr is None else sp.sympify(expr)
+_BUILT: dict[tuple[object, ...], sp.Expr | None] = {}
 
 
 def _state(account: str) -> Callable[[str, str, int], sp.Expr]:
     return lambda precision, optimizer, zero: getattr(state_bytes(precision, optimizer, zero), account)
 
 
-def _per_layer(attention: str) -> Callable[[str], sp.Expr | None]:
-    def build(profile: str) -> sp.Expr | None:
+def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
+    def build(m: Model, profile: str) -> sp.Expr | None:
         if attention != "fused" and profile not in ATTENTION_PROFILES:
             return None
-        return profile_bytes(profile, attention)[0]
+        return profile_bytes(profile, attention, m)[0]
     return build
 
 
-def _hfu(policy: str) -> Callable[[str], sp.Expr]:
-    return lambda family: hfu(T / t_step, F, G, P, recompute_factor(policy, family))
+def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
+    return lambda m: hfu(T / t_step, F, G, P, recompute_factor(policy, m.architecture))
 
 
 STATE = ("precision", "optimizer", "zero")
@@ -113,29 +131,32 @@ OBSERVED = ("tokens", "gpus", "step_time")
 
 #: The report's figures in the order it prints them; a symbol is defined before it is used.
 FORMULAS: tuple[Formula, ...] = (
-    Formula("parameters", "parameters", parameter_count, ("family",), symbol=N),
-    Formula("gemm_parameters", "parameters", gemm_parameter_count, ("family",), symbol=N_GEMM),
+    Formula("parameters", "parameters", lambda m: m.parameter_rows.numel(), ("model",), symbol=N),
+    Formula("gemm_parameters", "parameters", lambda m: m.parameter_rows.where("gemm").numel(),
+            ("model",), symbol=N_GEMM),
     Formula("bytes_per_parameter", "B/parameter",
             lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
     Formula("state.params", "B", _state("params"), STATE),
     Formula("state.grads", "B", _state("grads"), STATE),
     Formula("state.optimizer", "B", _state("optimizer"), STATE),
     Formula("state.resident", "B", _state("total"), STATE, symbol=M_state),
-    Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("profile",)),
-    Formula("activations.per_layer_materialised", "B", _per_layer("materialised"), ("profile",)),
+    Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("model", "profile")),
+    Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
+            ("model", "profile")),
     Formula("activations.all_layers_and_logits", "B",
-            lambda profile: profile_bytes(profile, "fused")[1], ("profile",), symbol=M_act),
+            lambda m, profile: profile_bytes(profile, "fused", m)[1], ("model", "profile"),
+            symbol=M_act),
     Formula("flops.six_n", "FLOP/token", six_n),
     Formula("flops.per_token_causal", "FLOP/token",
-            lambda family: flops_per_token(family, "causal"), ("family",), symbol=F),
+            lambda m: flops_per_token(m.architecture, "causal"), ("model",), symbol=F),
     Formula("time.one_sequence", "s", lambda: step_time_lower_bound(s, F, 1, P)),
     Formula("step.lower_bound", "s", lambda: step_time_lower_bound(T, F, G, P), needs=STEP),
     Formula("step.at_target_mfu", "s", lambda: step_time_lower_bound(T, F, G, P, MFU_target),
             needs=STEP),
     Formula("observed.tokens_per_second", "tokens/s", lambda: T / t_step, needs=OBSERVED),
     Formula("observed.mfu", "fraction", lambda: mfu(T / t_step, F, G, P), needs=OBSERVED),
-    Formula("observed.hfu_selective", "fraction", _hfu("selective"), ("family",), OBSERVED),
-    Formula("observed.hfu_full", "fraction", _hfu("full"), ("family",), OBSERVED),
+    Formula("observed.hfu_selective", "fraction", _hfu("selective"), ("model",), OBSERVED),
+    Formula("observed.hfu_full", "fraction", _hfu("full"), ("model",), OBSERVED),
     Formula("fit.budget", "B", lambda: M_GPU),
     Formula("fit.gpus_for_state", "GPUs", lambda: sp.ceiling(M_state / M_GPU)),
     Formula("fit.gpus_for_state_and_activations", "GPUs",

@@ -19,6 +19,7 @@ import sympy as sp
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.formulas import FORMULAS, INPUTS, PROFILES, evaluate
+from derive.hf import from_config
 from derive.inputs import choose, positive_int
 from derive.presets import (
     ALIASES,
@@ -48,7 +49,8 @@ SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
 
 #: Field names in derive's ValueErrors -> the option to name in the error line.
 FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--optimizer",
-                 "model": "--model", "peak": "--peak", "zero stage": "--zero"}
+                 "model": "--model", "peak": "--peak", "zero stage": "--zero",
+                 "profile": "--profile"}
 
 
 class UsageError(Exception):
@@ -137,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     names = [*MODELS, *ALIASES]
     parser.add_argument("--model", action="append", metavar="NAME",
                         help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
+    parser.add_argument("--config", action="append", metavar="PATH",
+                        help="a Hugging Face config.json (repeatable; the shape options override it)")
     parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
     parser.add_argument("--optimizer", default="adam", help=", ".join(OPTIMIZERS))
     parser.add_argument("--micro-batch", type=_positive("--micro-batch"), default=1)
@@ -160,11 +164,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _from_config(path: str) -> Model:
+    """A model read from a config.json; its errors name --config and the config's field."""
+    try:
+        return from_config(path)
+    except ValueError as error:
+        raise UsageError(f"--config: {path}: {error}") from None
+
+
 def _models(args: argparse.Namespace) -> list[Model]:
     overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
                  if getattr(args, field) is not None}
-    if args.model:
-        bases = [model(name) for name in args.model]
+    if args.model or args.config:
+        bases = [model(name) for name in args.model or ()]
+        bases += [_from_config(path) for path in args.config or ()]
     elif overrides:
         missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
                    if field not in overrides]
@@ -184,7 +197,7 @@ def _models(args: argparse.Namespace) -> list[Model]:
 def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
     """Every number the report prints for model ``m``: derive.formulas with its sizes substituted."""
     budget, label = parse_budget(args.budget)
-    choices = {"family": m.family, "precision": args.precision, "optimizer": args.optimizer,
+    choices = {"model": m, "precision": args.precision, "optimizer": args.optimizer,
                "zero": args.zero, "profile": args.profile}
     inputs = {"peak": peak, "mfu": args.mfu, "budget": budget, "tokens": args.tokens,
               "gpus": args.gpus, "step_time": args.step_time}
@@ -251,7 +264,9 @@ def run(argv: Sequence[str] | None = None) -> str:
         reports = [(m, {fig.key: fig for fig in figures(m, args, peak)}) for m in models]
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
-        raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
+        option = ("--config" if field == "model" and args.config and not args.model
+                  else FIELD_OPTIONS.get(field, field))
+        raise UsageError(f"{option}: {rest}") from None
     if args.json:
         return json.dumps({m.name: {key: fig.as_json() for key, fig in values.items()}
                            for m, values in reports}, indent=2, sort_keys=True) + "\n"

@@ -15,7 +15,7 @@ LAYERS: dict[str, int] = {
     "tensors": 1,
     "architectures": 2,
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
-    "presets": 3, "configs": 3,
+    "presets": 3, "configs": 3, "hf": 3,
     "accounts": 4, "views": 4,
     # the claim side: published and framework conventions, Megatron's estimators
     "conventions": 5, "megatron": 5,

@@ -45,6 +45,9 @@ CONFIGURATIONS = [
      "tokens": "64", "gpus": "1", "step-time": "0.001", "mfu": "0.5", "precision": "fp32"},
     {"model": "8b", "tokens": "4194304", "gpus": "64", "step-time": "30", "zero": "1",
      "dp": "64", "optimizer": "adamw"},
+    {"model": "70b", "profile": "llama-hf-sdpa", "seq": "4096"},
+    {"model": "405b", "profile": "llama-hf-eager", "micro-batch": "2", "hidden": "16384",
+     "heads": "64", "kv-heads": "16"},
 ]
 
 #: (option, bad text): the page's message must be the CLI's line for it.

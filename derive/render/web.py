@@ -24,8 +24,8 @@ from sympy.printing.jscode import JavascriptCodePrinter
 
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
-from derive.formulas import FORMULAS, INPUTS, PROFILES, ZERO_STAGES
-from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS
+from derive.formulas import FORMULAS, INPUTS, PROFILES, ZERO_STAGES, form
+from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
 from derive.report import (
     BUDGET_PATTERN,
@@ -44,6 +44,8 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 #: The page's hand-written scripts, in the order they run: parsing, then the calculator.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CALCULATOR)
 PAGE = "index.html"
+#: The form name of a shape given without --model.
+CUSTOM = "custom"
 
 #: Each figure's label on the page, by its --json key.
 LABELS: dict[str, str] = {
@@ -208,16 +210,36 @@ def javascript(expr: sp.Expr) -> str:
     return f"function ({', '.join(names)}) {{ return {_PRINTER.doprint(expr)}; }}"
 
 
+def _candidates() -> dict[str, Model]:
+    """The presets and a custom shape (its sizes do not matter here, only its form)."""
+    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ)}
+
+
+def form_names() -> dict[str, str]:
+    """Each preset and 'custom' -> the name of its form (derive.formulas.form): its first model's."""
+    first: dict[object, str] = {}
+    for name, m in _candidates().items():
+        first.setdefault(form(m), name)
+    return {name: first[form(m)] for name, m in _candidates().items()}
+
+
+def page_models() -> dict[str, Model]:
+    """One model per form the page can meet, by form name."""
+    candidates = _candidates()
+    return {name: candidates[name] for name in dict.fromkeys(form_names().values())}
+
+
 def formula_code() -> tuple[str, list[dict[str, object]]]:
     """(the generated script, the formulas' data): functions listed once, variants by index."""
     functions: dict[str, int] = {}
     formulas = []
+    models = page_models()
     for formula in FORMULAS:
         variants = {}
-        for values, expr in formula.variants():
+        for values, expr in formula.variants(models):
             code = javascript(expr)
             index = functions.setdefault(code, len(functions))
-            variants["|".join(map(str, values))] = {
+            variants["|".join(values)] = {
                 "function": index, "tex": tex(expr),
                 "args": sorted(symbol.name for symbol in expr.free_symbols)}
         formulas.append({"key": formula.key, "unit": formula.unit, "label": LABELS[formula.key],
@@ -234,7 +256,7 @@ def formula_code() -> tuple[str, list[dict[str, object]]]:
 def symbol_legend() -> dict[str, dict[str, str]]:
     """Every symbol a formula uses -> its LaTeX and meaning, for the 'where' list under each formula."""
     symbols = {formula.symbol for formula in FORMULAS if formula.symbol is not None}
-    symbols |= {symbol for formula in FORMULAS for _, expr in formula.variants()
+    symbols |= {symbol for formula in FORMULAS for _, expr in formula.variants(page_models())
                 for symbol in expr.free_symbols}
     return {symbol.name: {"tex": tex(symbol), "meaning": meaning(symbol)}
             for symbol in sorted(symbols, key=lambda symbol: symbol.name)}
@@ -243,8 +265,10 @@ def symbol_legend() -> dict[str, dict[str, str]]:
 def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
     code, formulas = formula_code()
-    presets = {name: {"family": m.family, "values": {sym.name: value for sym, value in m.values.items()},
-                      "source": m.source} for name, m in MODELS.items()}
+    forms = form_names()
+    presets = {name: {"form": forms[name], "source": m.source,
+                      "values": {sym.name: value for sym, value in m.values.items()}}
+               for name, m in MODELS.items()}
     inputs = {"micro-batch": b.name, "dp": d.name,
               **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}
     shape_symbols = {option[2:]: FIELD_SYMBOLS[field].name for field, option in SHAPE_OPTIONS.items()}
@@ -253,7 +277,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "fields": field_specs(),
         "presets": presets,
         "aliases": ALIASES,
-        "custom": {"family": CUSTOM_FAMILY, "seq": DEFAULT_SEQ},
+        "custom": {"form": forms[CUSTOM], "seq": DEFAULT_SEQ},
         "shape": shape_symbols,
         "shape_order": list(shape_symbols),
         "required_shape": list(REQUIRED_SHAPE),

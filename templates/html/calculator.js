@@ -32,17 +32,17 @@
     if (Object.keys(errors).length) return { errors };
     const shapeGiven = Object.keys(DATA.shape).filter((option) => parsed[option] !== null);
     const values = {};
-    let family;
+    let form;
     let name;
     if (parsed.model !== null) {
       const preset = DATA.presets[parsed.model];
       Object.assign(values, preset.values);
-      family = preset.family;
+      form = preset.form;
       name = parsed.model + (shapeGiven.length ? " (custom)" : "");
     } else if (shapeGiven.length) {
       const missing = DATA.required_shape.find((option) => parsed[option] === null);
       if (missing) return { errors: { [missing]: message(missing, "required", {}) } };
-      family = DATA.custom.family;
+      form = DATA.custom.form;
       name = "custom";
       values[DATA.shape.seq] = DATA.custom.seq;
       values[DATA.shape["kv-heads"]] = parsed.heads;
@@ -56,7 +56,7 @@
         return { errors: { [option]: message(option, "divides", { [option]: String(shape(option)), [dividend]: String(shape(dividend)) }) } };
       }
     }
-    const choices = { family };
+    const choices = { model: form };
     for (const option of Object.keys(DATA.choices)) {
       choices[DATA.choices[option]] = parsed[option] !== null ? parsed[option] : FIELDS.get(option).default;
     }
