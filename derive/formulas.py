@@ -26,7 +26,7 @@ from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, s
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.conventions import six_n
 from derive.presets import Model
-from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, s, t_step
+from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, a, h, k, s, t_step
 
 #: Activation profiles: name -> what it assumes.
 PROFILES: dict[str, str] = {
@@ -41,6 +41,9 @@ PROFILES: dict[str, str] = {
 #: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
 ATTENTION_PROFILES = ("article", "gpt")
 ATTENTION_VARIANTS = ("fused", "materialised")
+
+#: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
+HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
 
 #: ZeRO stages (Rajbhandari et al. 2020, section 5).
 ZERO_STAGES = (0, 1, 2, 3)
@@ -93,6 +96,9 @@ class Formula:
         key = (self.key, *(form(v) if name == "model" else v for name, v in zip(self.uses, values)))
         if key not in _BUILT:
             expr = self.build(*values)
+            model = choices.get("model") if "model" in self.uses else None
+            if expr is not None and model is not None and model.head_dim is None:
+                expr = sp.sympify(expr).xreplace(HEAD_WIDTH)
             _BUILT[key] = None if expr is None else sp.sympify(expr)
         return _BUILT[key]
 
