@@ -52,6 +52,20 @@ c = _size("c")
 e = _size("e")
 m = _size("m")
 v = _size("v")
+# Mixture-of-Experts, latent attention and multi-token prediction (DeepSeek-V3 report, sections 2.1-2.2)
+E = _size("E")
+K = _size("K", r"k_{\mathrm{top}}")
+f_e = _size("f_e", r"f_{e}")
+f_s = _size("f_s", r"f_{s}")
+L_m = _size("L_m", r"L_{\mathrm{MoE}}")
+r_q = _size("r_q", r"r_{q}")
+r_kv = _size("r_kv", r"r_{kv}")
+d_n = _size("d_n", r"d_{\mathrm{nope}}")
+d_r = _size("d_r", r"d_{\mathrm{rope}}")
+d_v = _size("d_v", r"d_{v}")
+D = _size("D")
+t_e = _size("t_e", r"t_{e}")
+N_active = _size("N_active", r"N_{\mathrm{active}}")
 
 NOTATION: tuple[Notation, ...] = (
     Notation(s, "sequence length (tokens per sequence)", "shape"),
@@ -72,6 +86,19 @@ NOTATION: tuple[Notation, ...] = (
     Notation(e, "expert-parallel size", "parallel"),
     Notation(m, "micro-batches per step", "parallel"),
     Notation(v, "virtual pipeline stages per rank (interleaved schedule)", "parallel"),
+    Notation(E, "routed experts per MoE layer", "moe"),
+    Notation(K, "routed experts per token (top-k)", "moe"),
+    Notation(f_e, "one routed expert's MLP width", "moe"),
+    Notation(f_s, "shared experts' MLP width (all shared experts together)", "moe"),
+    Notation(L_m, "MoE layers (the other L - L_MoE layers have a dense MLP of width f)", "moe"),
+    Notation(r_q, "MLA query latent rank (q_lora_rank)", "moe"),
+    Notation(r_kv, "MLA key/value latent rank (kv_lora_rank)", "moe"),
+    Notation(d_n, "MLA per-head query/key width without rotary position (qk_nope_head_dim)", "moe"),
+    Notation(d_r, "MLA per-head rotary query/key width, one shared rotary key (qk_rope_head_dim)", "moe"),
+    Notation(d_v, "MLA per-head value width (v_head_dim)", "moe"),
+    Notation(D, "multi-token-prediction modules (DeepSeek-V3's depth D)", "moe"),
+    Notation(t_e, "expert tensor-parallel size (splits each routed expert)", "parallel"),
+    Notation(N_active, "parameters one token passes through (routed experts: top-k of E)", "count"),
 )
 
 BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION}

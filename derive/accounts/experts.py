@@ -1,0 +1,49 @@
+"""Model-parallel shares of an MoE parameter table and the expert data-parallel group.
+
+A rank of a layout with tensor parallelism t, expert parallelism e and
+expert tensor parallelism t_e holds: every routed expert matrix over t_e e
+(e experts' groups, each expert split t_e ways), every other matrix and the
+embeddings over t, and the ``norm``/``tp_replicated`` rows (norms, router,
+shared-expert gate, MLA's down projections and latent norms) whole
+(megatron/core/transformer/moe/experts.py SequentialMLP/TEGroupedMLP;
+megatron/core/parallel_state.py initialize_model_parallel, expert groups).
+Expert parameters are data-parallel over EDP = world / (t_e e p) ranks, the
+rest over d = world / (t p): Megatron's distributed optimizer shards each
+over its own group (megatron/core/distributed/distributed_data_parallel.py,
+expert_data_parallel_group).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.accounts.state import distributed_optimizer_bytes_per_parameter
+from derive.symbols import d, e, t, t_e
+from derive.tensors import Ledger, Tensor
+
+#: expert data-parallel ranks: world / (t_e e p) with world = t p d.
+EXPERT_DATA_PARALLEL: sp.Expr = t * d / (t_e * e)
+
+
+def replicated(w: Tensor, duplicated_latents: bool = True) -> bool:
+    """Whether ``w`` is whole on every tensor-parallel rank (``duplicated_latents=False``: Megatron's count splits MLA's)."""
+    if w.has("latent") and not duplicated_latents:
+        return False
+    return w.has("norm") or w.has("tp_replicated")
+
+
+def model_parallel_share(table: Ledger, duplicated_latents: bool = True) -> Ledger:
+    """One rank's share: routed experts over t_e e, replicated rows whole, the rest over t."""
+    def share(w: Tensor) -> Tensor:
+        if w.has("expert"):
+            return w.divided(t_e * e)
+        return w if replicated(w, duplicated_latents) else w.divided(t)
+    return table.map(share)
+
+
+def expert_state_bytes(table: Ledger, precision: str = "bf16", distributed: bool = True) -> sp.Expr:
+    """Megatron's resident bytes of a rank's ``table`` share: experts' optimizer over EDP, the rest over d."""
+    def per_parameter(ranks: sp.Expr) -> sp.Expr:
+        return distributed_optimizer_bytes_per_parameter(precision, distributed, ranks)
+    experts, others = table.where("expert"), table.without("expert")
+    return sp.expand(others.numel() * per_parameter(d)
+                     + experts.numel() * per_parameter(EXPERT_DATA_PARALLEL))
