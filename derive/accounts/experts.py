@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.state import distributed_optimizer_bytes_per_parameter
+from derive.accounts.state import distributed_optimizer_bytes_per_parameter, resident_bytes
 from derive.symbols import d, e, t, t_e
 from derive.tensors import Ledger, Tensor
 
@@ -47,3 +47,11 @@ def expert_state_bytes(table: Ledger, precision: str = "bf16", distributed: bool
     experts, others = table.where("expert"), table.without("expert")
     return sp.expand(others.numel() * per_parameter(d)
                      + experts.numel() * per_parameter(EXPERT_DATA_PARALLEL))
+
+
+def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = "adam",
+                       zero_stage: int = 0) -> sp.Expr:
+    """Resident state bytes of a rank's ``table`` share under ZeRO: experts over EDP ranks, the rest over d."""
+    experts, others = table.where("expert").numel(), table.without("expert").numel()
+    return sp.expand(resident_bytes(precision, optimizer, zero_stage, d, others)
+                     + resident_bytes(precision, optimizer, zero_stage, EXPERT_DATA_PARALLEL, experts))
