@@ -65,6 +65,8 @@ d_r = _size("d_r", r"d_{\mathrm{rope}}")
 d_v = _size("d_v", r"d_{v}")
 D = _size("D")
 t_e = _size("t_e", r"t_{e}")
+n_g = _size("n_g", r"n_{g}")
+k_g = _size("k_g", r"k_{g}")
 N_active = _size("N_active", r"N_{\mathrm{active}}")
 
 NOTATION: tuple[Notation, ...] = (
@@ -97,6 +99,8 @@ NOTATION: tuple[Notation, ...] = (
     Notation(d_r, "MLA per-head rotary query/key width, one shared rotary key (qk_rope_head_dim)", "moe"),
     Notation(d_v, "MLA per-head value width (v_head_dim)", "moe"),
     Notation(D, "multi-token-prediction modules (DeepSeek-V3's depth D)", "moe"),
+    Notation(n_g, "expert groups of group-limited routing (DeepSeek-V3's n_group)", "moe"),
+    Notation(k_g, "groups a token may route to (DeepSeek-V3's topk_group)", "moe"),
     Notation(t_e, "expert tensor-parallel size (splits each routed expert)", "parallel"),
     Notation(N_active, "parameters one token passes through (routed experts: top-k of E)", "count"),
 )

@@ -26,6 +26,9 @@ from derive.tensors import Ledger, Tensor
 
 #: attention kinds: GQA at head width k, MLA with a query latent, MLA with a direct q_proj.
 ATTENTION_KINDS = ("gqa", "mla", "mla-direct")
+#: routers: softmax over E then top-k (Mixtral, Qwen3-MoE); sigmoid scores with
+#: group-limited top-k (DeepSeek-V3 report, section 2.1.2).
+ROUTERS = ("softmax", "sigmoid-grouped")
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,13 @@ class MoEFeatures:
     qk_norm: bool = False
     mtp: bool = False
     last_moe: bool = True
+    router: str = "softmax"
+    normalise_topk: bool = True
+    weights_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         choose("attention", self.attention, ATTENTION_KINDS)
+        choose("router", self.router, ROUTERS)
         if self.gate and not self.shared:
             raise ValueError("gate: a shared-expert gate needs shared experts")
 
