@@ -26,19 +26,19 @@ class MoEModel:
         return sp.sympify(expr).xreplace({symbol: sp.Integer(n) for symbol, n in values.items()})
 
     @property
-    def parameters(self) -> sp.Expr:
+    def parameters(self) -> int:
         """N: every parameter of the main model once (MTP modules apart, as published)."""
-        return self.subs(model_parameters(self.features).without("mtp").numel())
+        return int(self.subs(model_parameters(self.features).without("mtp").numel()))
 
     @property
-    def active_parameters(self) -> sp.Expr:
+    def active_parameters(self) -> int:
         """Parameters one token passes through in the main model (routed experts: K of E)."""
-        return self.subs(active_parameters(self.features).without("mtp").numel())
+        return int(self.subs(active_parameters(self.features).without("mtp").numel()))
 
     @property
-    def mtp_parameters(self) -> sp.Expr:
+    def mtp_parameters(self) -> int:
         """Parameters of the MTP modules (0 without them); embedding and head are shared."""
-        return self.subs(model_parameters(self.features).where("mtp").numel())
+        return int(self.subs(model_parameters(self.features).where("mtp").numel()))
 
 
 MOE_MODELS: dict[str, MoEModel] = {

@@ -55,3 +55,16 @@ def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = 
     experts, others = table.where("expert").numel(), table.without("expert").numel()
     return sp.expand(resident_bytes(precision, optimizer, zero_stage, d, others)
                      + resident_bytes(precision, optimizer, zero_stage, EXPERT_DATA_PARALLEL, experts))
+
+
+def moe_layer_activations(profile: str, features, moe: bool = True, tensor_parallel: sp.Expr = t,
+                          sequence_parallel: bool = True, capacity_factor: sp.Expr | None = None,
+                          norm_statistics: bool = False, softmax_statistics: bool = True) -> Ledger:
+    """One MoE (or dense) layer's saved rows on one rank: SP shards every row over t; the K token
+    copies of width h are all-gathered over the t_e expert-TP ranks (token_dispatcher.py)."""
+    from derive.accounts.activations import keeping, sharded
+    from derive.architectures.saved_moe import layer_saved_moe
+    table = keeping(layer_saved_moe(profile, features, moe, capacity_factor),
+                    norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
+    table = sharded(table, tensor_parallel, sequence_parallel)
+    return table.map(lambda w: w.times(t_e) if w.has("expert_hidden") and tensor_parallel != 1 else w)

@@ -217,3 +217,121 @@ def group_routing_rows() -> Ledger:
         _row("top groups", (T, k_g), INDEX, "unreachable"),
         _row("group mask", (T, E), "bool", "unreachable"),
     ])
+
+
+# ---- fused: Megatron-Core + Transformer Engine, grouped GEMM, alltoall dispatcher ----
+
+def _te_norm(prefix: str, width: sp.Expr, *tags: str) -> list[Tensor]:
+    """TE's fused RMSNorm (transformer_engine/pytorch/module/rmsnorm.py): its input and an fp32 rstd per row."""
+    return [_row(f"{prefix} input", (s, b, width), ACTIVATION, "norm", *tags,
+                 note=f"kept by the fused {prefix}"),
+            _row(f"{prefix} rstd", (s, b), FP32, "norm", "norm_statistics", *tags,
+                 note=f"fp32 rstd, kept by the fused {prefix}")]
+
+
+def _flash(qk: sp.Expr, value: sp.Expr, kv_heads: sp.Expr) -> list[Tensor]:
+    """TE DotProductAttention (flash backend): q, k, v, the output and the fp32 logsumexp."""
+    tags = ("attention", "tp_shardable")
+    return [
+        _row("q", (s, b, a, qk), ACTIVATION, *tags, note="after RoPE, kept by flash attention"),
+        _row("k", (s, b, kv_heads, qk), ACTIVATION, *tags, note="after RoPE, kept by flash attention"),
+        _row("v", (s, b, kv_heads, value), ACTIVATION, *tags, note="kept by flash attention"),
+        _row("attention output", (s, b, a * value), ACTIVATION, *tags,
+             note="kept by flash attention; the same tensor is linear_proj's input"),
+        _row("softmax logsumexp", (b, a, s), FP32, *tags, "softmax_statistics",
+             note="kept by flash attention"),
+    ]
+
+
+def fused_attention(features: MoEFeatures) -> list[Tensor]:
+    """Attention half: fused input norm, GQA (TE linear_qkv) or MLA (megatron/core/transformer/multi_latent_attention.py MLASelfAttention.get_query_key_value_tensors)."""
+    rows = _te_norm("input_layernorm", h, "replicated", "attention")
+    rows.append(_row("attention input", (s, b, h), ACTIVATION, "replicated", "attention",
+                     note="input_layernorm output, kept by linear_qkv / the down projections"))
+    if features.attention == "gqa":
+        if features.qk_norm:
+            rows += [_row("q_layernorm input", (s, b, a, k), ACTIVATION, "tp_shardable", "attention"),
+                     _row("k_layernorm input", (s, b, g, k), ACTIVATION, "tp_shardable", "attention")]
+        return rows + _flash(k, k, g)
+    latent = ("replicated", "attention", "latent")
+    if features.attention == "mla":
+        rows += _te_norm("q_layernorm", r_q, *latent)
+        rows.append(_row("linear_q_up_proj input", (s, b, r_q), ACTIVATION, *latent,
+                         note="q_layernorm output"))
+    rows += _te_norm("kv_layernorm", r_kv, *latent)
+    rows.append(_row("linear_kv_up_proj input", (s, b, r_kv), ACTIVATION, *latent,
+                     note="kv_layernorm output"))
+    return rows + _flash(d_n + d_r, d_v, a)
+
+
+def _fused_swiglu(prefix: str, tokens: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
+    """TE linear_fc1 output kept by the fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py), fc2 input."""
+    return [_row(f"{prefix} linear_fc1 output (gate and up)", (*tokens, 2 * width), ACTIVATION, *tags,
+                 note="the only tensor the fused SwiGLU keeps"),
+            _row(f"{prefix} linear_fc2 input", (*tokens, width), ACTIVATION, *tags,
+                 note="SwiGLU output, kept by linear_fc2")]
+
+
+def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> list[Tensor]:
+    """Router (router.py TopKRouter), alltoall dispatch with fused permute (moe_utils.py permute),
+    TEGroupedMLP (experts.py) with probabilities applied in the SwiGLU, shared experts (shared_experts.py).
+
+    Dropless: T K token copies (balanced routing, so one EP rank holds T K copies on average);
+    ``capacity_factor`` c pads or drops each expert to c T K / E tokens, E of them: c T K rows.
+    """
+    router = ("router", "mlp", "replicated")
+    copies = T * K if capacity_factor is None else capacity_factor * T * K
+    experts = ("expert", "mlp", "tp_shardable")
+    rows = [
+        _row("router input", (s, b, h), ACTIVATION, *router,
+             note="pre_mlp_layernorm output, kept by the router's gating linear (and shared experts)"),
+        _row("router scores (fp32)", (T, E), FP32, *router,
+             note="softmax / sigmoid output, kept by fused_topk_with_score_function"),
+        _row("routing map", (T, E), "bool", *router, note="kept by the fused top-k"),
+        _row("permutation row_id_map", (T, E), "int32", *experts,
+             note="kept by the fused permute/unpermute (moe_permute_with_probs)"),
+        _row("permuted tokens", (copies, h), ACTIVATION, *experts, "expert_hidden",
+             note="K copies of each token after the alltoall, kept by linear_fc1 (GroupedLinear)"),
+        _row("permuted probabilities (fp32)", (copies, 1), FP32, *experts,
+             note="kept by the weighted SwiGLU (weighted_bias_swiglu_impl)"),
+        *_fused_swiglu("experts", (copies,), f_e, *experts),
+    ]
+    if features.shared:
+        rows += _fused_swiglu("shared_experts", (s, b), f_s, "shared_expert", "mlp", "tp_shardable")
+        if features.gate:
+            rows.append(_row("shared expert gate output", (s, b, 1), ACTIVATION, "shared_expert",
+                             "mlp", "replicated", note="sigmoid(gate), kept by the multiply"))
+    return rows
+
+
+def fused_layer(features: MoEFeatures, moe: bool, capacity_factor: sp.Expr | None = None) -> Ledger:
+    """One Megatron-Core layer: attention, fused pre-MLP norm, dense SwiGLU or MoE block."""
+    rows = fused_attention(features) + _te_norm("pre_mlp_layernorm", h, "replicated", "mlp")
+    if not moe:
+        return Ledger(rows + [_row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp")]
+                      + _fused_swiglu("mlp", (s, b), f, "tp_shardable", "mlp"))
+    return Ledger(rows + fused_moe(features, capacity_factor))
+
+
+def fused_mtp(features: MoEFeatures) -> Ledger:
+    """One MTP module (megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer):
+    enorm, hnorm, the concatenation eh_proj keeps, its layer, the final norm and head input."""
+    rows = _te_norm("enorm", h, "replicated", "mtp") + _te_norm("hnorm", h, "replicated", "mtp")
+    rows.append(_row("eh_proj input", (s, b, 2 * h), ACTIVATION, "replicated", "mtp",
+                     note="[enorm(emb), hnorm(h)] concatenated, kept by eh_proj"))
+    rows += list(fused_layer(features, features.last_moe).map(lambda w: w.tagged("mtp")))
+    rows += _te_norm("final_layernorm", h, "replicated", "mtp")
+    rows.append(_row("output_layer input", (s, b, h), ACTIVATION, "replicated", "mtp"))
+    rows.append(_row("MTP logits (fp32, for the loss)", (s, b, V), FP32, "tp_shardable", "mtp",
+                     "logits", note="vocab-parallel cross entropy keeps the fp32 logits"))
+    return Ledger(rows)
+
+
+def layer_saved_moe(profile: str, features: MoEFeatures, moe: bool = True,
+                    capacity_factor: sp.Expr | None = None) -> Ledger:
+    """One layer's saved tensors under ``profile`` (eager: transformers; fused: Megatron + TE)."""
+    if choose("profile", profile, PROFILES) == "eager":
+        if capacity_factor is not None:
+            raise ValueError("capacity_factor: transformers' experts are dropless")
+        return eager_layer(features, moe)
+    return fused_layer(features, moe, capacity_factor)

@@ -15,9 +15,10 @@ from typing import Callable
 
 import sympy as sp
 
-from derive import megatron_moe
-from derive.accounts.experts import (EXPERT_DATA_PARALLEL, expert_state_bytes,
-                                     model_parallel_share, moe_resident_bytes)
+from derive import megatron, megatron_moe
+from derive.accounts.activations import layer_activation_bytes
+from derive.accounts.experts import (expert_state_bytes, model_parallel_share,
+                                     moe_layer_activations, moe_resident_bytes)
 from derive.architectures.gemms import flops
 from derive.architectures.mla import mla_attention
 from derive.architectures.moe import moe_mlp
@@ -204,10 +205,10 @@ def mtp_stage() -> tuple[sp.Expr, sp.Expr]:
     return counted, sp.Integer(0)
 
 
-def router_and_gate_flops() -> tuple[sp.Expr, sp.Expr]:
-    """(Megatron, derived) FLOPs per token of the router GEMMs (and a shared-expert gate)."""
+def _gemm_flops(tag: str) -> tuple[sp.Expr, sp.Expr]:
+    """(Megatron, derived) FLOPs per token of the GEMMs tagged ``tag``: Megatron counts none."""
     gemms = model_gemms(MoEFeatures("gqa", shared=True, gate=True))
-    return sp.Integer(0), flops(gemms.filter(lambda x: x.has("router") or x.has("shared_expert_gate")))
+    return sp.Integer(0), flops(gemms.where(tag))
 
 
 def latent_norm_flops() -> tuple[sp.Expr, sp.Expr]:
@@ -224,6 +225,15 @@ def megatron_flops_vs_table(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
     return counted, flops(model_gemms(features))
 
 
+def activations_ignore_moe(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
+    """(Megatron, derived) bytes per MoE layer per GPU, SP + selective: Megatron prices a dense
+    GPT layer of width f (ffn_hidden_size); derived: the fused MoE/MLA layer, statistics left aside."""
+    counted = layer_activation_bytes(**megatron.MEGATRON_LAYER, tensor_parallel=t,
+                                     sequence_parallel=True)
+    derived = moe_layer_activations("fused", features, softmax_statistics=False).bytes()
+    return counted, derived
+
+
 @dataclass(frozen=True)
 class Departure:
     """One way Megatron's MoE numbers depart from the tables, the pair it is read from, its unit."""
@@ -233,6 +243,7 @@ class Departure:
     unit: str
     assumptions: tuple[str, ...]
     source: str = MEMORY
+    needs: str = ""
 
     @property
     def difference(self) -> sp.Expr:
@@ -245,19 +256,54 @@ DEPARTURES: tuple[Departure, ...] = (
     Departure("MLA down projections and latent norms divided by t", mla_down_projections,
               "parameters per GPU (first stage)",
               ("Transformer Engine spec: linear_q_down_proj, linear_kv_down_proj and their norms "
-               "are duplicated on every TP rank (megatron/core/models/gpt/gpt_layer_specs.py)",)),
+               "are duplicated on every TP rank (megatron/core/models/gpt/gpt_layer_specs.py)",),
+              needs="mla"),
     Departure("MTP projection and norms not counted", mtp_projection_and_norms, "parameters",
               ("each MTP module: enorm, hnorm, eh_proj [2h, h], final norm besides its layer "
-               "(megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer)",)),
+               "(megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer)",),
+              needs="mtp"),
     Departure("MTP block counted on the first stage", mtp_stage, "parameters per GPU (first stage)",
-              ("the MTP block lives on the last pipeline stage (gpt_model.py, mtp_process)",)),
-    Departure("router and shared-expert gate GEMMs not counted", router_and_gate_flops,
-              "FLOPs per token", ("router [h, E] and gate [h, 1] are GEMMs of every MoE layer",),
+              ("the MTP block lives on the last pipeline stage (gpt_model.py, mtp_process)",),
+              needs="mtp"),
+    Departure("activation estimators ignore MoE (GQA layer)", lambda: activations_ignore_moe(GQA),
+              "bytes per MoE layer per GPU",
+              ("SP + selective recompute; Megatron: the GPT table at f = ffn_hidden_size",
+               "derived: fused profile, K token copies (dropless), router scores, routing map, "
+               "permutation map; norm statistics and logsumexp left aside"),
+              source=MEMORY.replace("compute_weight_and_optimizer_memory", "compute_activation_memory"),
+              needs="gqa"),
+    Departure("activation estimators ignore MoE and MLA", lambda: activations_ignore_moe(
+                  MoEFeatures("mla", shared=True)), "bytes per MoE layer per GPU",
+              ("SP + selective recompute; Megatron: the GPT table at f = ffn_hidden_size",
+               "derived: fused profile, MLA latents and their norms' inputs, q/k of width "
+               "d_n + d_r, v of width d_v, shared expert"),
+              source=MEMORY.replace("compute_weight_and_optimizer_memory", "compute_activation_memory"),
+              needs="mla"),
+    Departure("router GEMM not counted", lambda: _gemm_flops("router"), "FLOPs per token",
+              ("the router [h, E] is a GEMM of every MoE layer (router.py TopKRouter.gating)",),
               source=FLOPS),
+    Departure("shared-expert gate GEMM not counted", lambda: _gemm_flops("shared_expert_gate"),
+              "FLOPs per token", ("Qwen2-MoE's gate [h, 1] is a GEMM of every MoE layer "
+                                  "(shared_experts.py SharedExpertMLP.gate_weight)",),
+              source=FLOPS, needs="gate"),
     Departure("MLA latent and MTP norms priced as GEMMs", latent_norm_flops,
               "FLOPs per token", ("Megatron's 6 (r_q + r_kv) per layer and 6 (3h) per MTP "
-                                  "module are element-wise norms, not GEMMs",), source=FLOPS),
+                                  "module are element-wise norms, not GEMMs",), source=FLOPS,
+              needs="mla"),
 )
+
+
+def applies(entry: Departure, features: MoEFeatures) -> bool:
+    """Whether a model with ``features`` can show the departure."""
+    return {"": True, "mla": features.attention != "gqa", "gqa": features.attention == "gqa",
+            "mtp": features.mtp, "gate": features.gate}[entry.needs]
+
+
+def sizes(values: dict[sp.Symbol, int], features: MoEFeatures) -> dict[str, sp.Expr | None]:
+    """Every departure's size (derived - Megatron) for one model at :data:`LAYOUT`; None where it cannot arise."""
+    at = {**values, **LAYOUT}
+    return {entry.name: (entry.difference.xreplace({k_: sp.Integer(n) for k_, n in at.items()})
+                         if applies(entry, features) else None) for entry in DEPARTURES}
 
 
 def _register(entry: Departure) -> None:
