@@ -5,14 +5,14 @@
 functions here (the activation estimators read no MoE, MLA or MTP field:
 Megatron prices every layer as a dense GPT layer of width ``ffn_hidden_size``,
 and so does ``derive.megatron``). The tables are derive's own
-(``derive.architectures.moe``, ``mla``, ``mtp``); what is Megatron's
+(``derive.architectures.decoder``, ``moe``, ``mla``, ``mtp``, read by ``moe_model``); what is Megatron's
 (core_v0.18.0, megatron/training/theoretical_memory_usage.py
 compute_weight_and_optimizer_memory and megatron/training/training.py
 num_floating_point_operations) is the convention they are read under:
 
 * weights: no linear bias except the router's, counted only with
   ``add_bias_linear``; the shared-expert gate [h, 1] only with
-  ``moe_shared_expert_gate``; routed experts over t_e e, router, gate and the
+  ``moe_shared_expert_gate``; routed experts over t_E e, router, gate and the
   layer norms whole, everything else over t - MLA's down projections and
   latent norms too (Transformer Engine keeps them whole on every rank);
   the first stage holds (L layers + final norm) / p, the MTP block's
@@ -23,7 +23,7 @@ num_floating_point_operations) is the convention they are read under:
   the shared experts, neither router nor gate; MLA's latent norms and the
   MTP block's three norms priced like [n, 1] weight GEMMs (6 per parameter);
   L + D layers, each MTP layer of the last layer's type; one more output
-  GEMM per MTP module; causal scores of widths d_nope + d_rope and d_v.
+  GEMM per MTP module; causal scores of widths d_nope + d_rope and k_v.
 """
 from __future__ import annotations
 
@@ -37,14 +37,11 @@ import sympy as sp
 from derive import megatron
 from derive.accounts.experts import expert_state_bytes, model_parallel_share
 from derive.accounts.flops import packed_flops
-from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
-from derive.architectures.mla import mla_layer
-from derive.architectures.moe import active, dense_mlp, layers, moe_mlp, with_mlp
-from derive.architectures.mtp import mtp_module
-from derive.architectures.parameters import llama_edges, llama_layer
+from derive.architectures.gemms import flops, weight_gemms
+from derive.architectures.moe_model import (MoEFeatures, active, model_parameters,
+                                            mtp_logit_gemms, score_gemms)
 from derive.inputs import positive_int
-from derive.symbols import (D, E, K, L, L_m, V, a, d, d_n, d_r, d_v, e, f, f_e, f_s, g, h, k, p,
-                            r_kv, r_q, t, t_e)
+from derive.symbols import D, E, L, L_E, V, a, d, e, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v, p, r_kv, r_q, t, t_E
 from derive.tensors import Ledger, Tensor
 
 #: Arguments that switch a record to this module.
@@ -56,43 +53,25 @@ def handles(args: Mapping[str, object]) -> bool:
     return any(args.get(name) for name in MOE_FIELDS)
 
 
-# ---- the layer tables under Megatron's reading ----
+# ---- the tables under Megatron's reading ----
 
-def _attention_layer(latent: bool | None) -> Ledger:
-    """Llama GQA at head width k (``latent`` None) or MLA with or without a query latent, no MLP."""
-    if latent is None:
-        return llama_layer(head_dim=k).where("attention") + llama_layer().where("norm", "mlp")
-    return mla_layer(Ledger(), query_latent=latent)
-
-
-def layer(moe: bool, latent: bool | None, router_bias: bool = False, shared: bool = False,
-          gate: bool = False) -> Ledger:
-    """One layer: attention (GQA or MLA) and a dense MLP of width f or an MoE block."""
-    mlp = moe_mlp(shared, gate, router_bias) if moe else dense_mlp()
-    return with_mlp(_attention_layer(latent), mlp)
-
-
-def mtp_block(last_moe: bool, latent: bool | None, **moe: bool) -> Ledger:
-    """D MTP modules whose Transformer layer has the last decoder layer's type."""
-    return mtp_module(layer(last_moe, latent, **moe))
-
-
-def stack(latent: bool | None, **moe: bool) -> Ledger:
-    """L - L_MoE dense and L_MoE MoE layers."""
-    return layers(layer(False, latent), layer(True, latent, **moe))
+def features(latent: bool | None, last_moe: bool, router_bias: bool = False, shared: bool = False,
+             gate: bool = False) -> MoEFeatures:
+    """The table a record's arguments describe: GQA (``latent`` None) or MLA, D MTP modules."""
+    attention = "gqa" if latent is None else ("mla" if latent else "mla-direct")
+    return MoEFeatures(attention, shared=shared, gate=gate, router_bias=router_bias, mtp=True,
+                       last_moe=last_moe)
 
 
 @lru_cache(maxsize=None)
 def first_stage(latent: bool | None, normalization: str, untied: bool, single_stage: bool,
                 last_moe: bool, router_bias: bool, shared: bool, gate: bool) -> Ledger:
-    """Megatron's most loaded shard on one rank: (block + final norm) / p, MTP layers, embedding."""
-    moe = {"router_bias": router_bias, "shared": shared, "gate": gate}
-    edges = llama_edges()
-    block = stack(latent, **moe) + edges.where("norm")
-    shard = block.map(lambda w: w.divided(p)) + mtp_block(last_moe, latent, **moe).where("layer")
-    shard = shard + edges.where("embedding")
+    """Megatron's most loaded shard on one rank: (layers + final norm) / p, MTP layers, embedding."""
+    table = model_parameters(features(latent, last_moe, router_bias, shared, gate))
+    block = table.where("layer").without("mtp") + table.where("norm").without("layer", "mtp")
+    shard = block.map(lambda w: w.divided(p)) + table.where("mtp", "layer") + table.where("embedding")
     if single_stage and untied:
-        shard = shard + edges.where("output")
+        shard = shard + table.where("output")
     return model_parallel_share(megatron._norms(shard, normalization), duplicated_latents=False)
 
 
@@ -143,7 +122,7 @@ def _values(args: Mapping[str, object], flops_only: bool = False) -> dict[sp.Sym
         raise ValueError("swiglu: derive's MoE and MLA tables have SwiGLU MLPs")
     pattern = moe_layer_pattern(args)
     heads = positive_int("num_attention_heads", args.get("num_attention_heads"))
-    values = {a: heads, L: len(pattern), L_m: sum(pattern), D: args.get("mtp_num_layers") or 0,
+    values = {a: heads, L: len(pattern), L_E: sum(pattern), D: args.get("mtp_num_layers") or 0,
               h: positive_int("hidden_size", args.get("hidden_size")),
               f: positive_int("ffn_hidden_size", args.get("ffn_hidden_size")),
               k: positive_int("kv_channels", args.get("kv_channels")),
@@ -152,16 +131,16 @@ def _values(args: Mapping[str, object], flops_only: bool = False) -> dict[sp.Sym
                   if _flag(args, "group_query_attention") else heads)}
     if args.get("num_experts"):
         values.update({E: positive_int("num_experts", args.get("num_experts")),
-                       K: positive_int("moe_router_topk", args.get("moe_router_topk")),
-                       f_e: positive_int("moe_ffn_hidden_size", args.get("moe_ffn_hidden_size"))})
+                       k_E: positive_int("moe_router_topk", args.get("moe_router_topk")),
+                       f_E: positive_int("moe_ffn_hidden_size", args.get("moe_ffn_hidden_size"))})
     if args.get("moe_shared_expert_intermediate_size") is not None:
-        values[f_s] = positive_int("moe_shared_expert_intermediate_size",
+        values[f_S] = positive_int("moe_shared_expert_intermediate_size",
                                    args.get("moe_shared_expert_intermediate_size"))
     if _latent(args) is not None:
         values.update({r_kv: positive_int("kv_lora_rank", args.get("kv_lora_rank")),
-                       d_n: positive_int("qk_head_dim", args.get("qk_head_dim")),
-                       d_r: positive_int("qk_pos_emb_head_dim", args.get("qk_pos_emb_head_dim")),
-                       d_v: positive_int("v_head_dim", args.get("v_head_dim"))})
+                       k_nope: positive_int("qk_head_dim", args.get("qk_head_dim")),
+                       k_rope: positive_int("qk_pos_emb_head_dim", args.get("qk_pos_emb_head_dim")),
+                       k_v: positive_int("v_head_dim", args.get("v_head_dim"))})
         if _latent(args):
             values[r_q] = positive_int("q_lora_rank", args.get("q_lora_rank"))
     if flops_only:
@@ -177,7 +156,7 @@ def _values(args: Mapping[str, object], flops_only: bool = False) -> dict[sp.Sym
     if world % (etp * ep * pp):
         raise ValueError(f"world_size: {world} is not divisible by expert TP * EP * PP "
                          f"= {etp * ep * pp}")
-    values.update({t: tp, p: pp, d: dp, t_e: etp, e: ep})
+    values.update({t: tp, p: pp, d: dp, t_E: etp, e: ep})
     return values
 
 
@@ -200,29 +179,29 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
 
 def _as_gemm(w: Tensor) -> Tensor:
     """A norm's scale [n] priced as an [n, 1] weight GEMM (Megatron's 6 FLOPs per norm parameter)."""
-    return replace(w, shape=(*w.shape, 1), tags=w.tags | {"gemm"}) if w.has("norm") else w
+    return replace(w, shape=(*w.shape, 1), tags=w.tags | {"gemm"})
+
+
+def _priced_norm(w: Tensor) -> bool:
+    """MLA's latent norms and an MTP module's own norms: Megatron prices them like GEMM parameters."""
+    return w.has("norm") and (w.has("mla_down") or (w.has("mtp") and not w.has("layer")))
 
 
 def _counted(table: Ledger) -> Ledger:
-    """Megatron's FLOP reading of a table: active experts, no router or gate, MLA/MTP norms as GEMMs."""
+    """Megatron's FLOP reading of a table: active experts, no router or gate, priced norms."""
     table = active(table).without("router", "shared_expert_gate")
-    return table.map(lambda w: _as_gemm(w) if w.has("latent") or not w.has("layer") else w)
+    return table.map(lambda w: _as_gemm(w) if _priced_norm(w) else w)
 
 
 @lru_cache(maxsize=None)
 def flops_per_token(latent: bool | None, last_moe: bool, shared: bool, gated: bool) -> sp.Expr:
     """FLOPs per token of one s-token sequence under Megatron's convention (training.py)."""
-    moe = {"shared": shared}
-    tables = stack(latent, **moe) + mtp_block(last_moe, latent, **moe)
-    gemms = weight_gemms(_counted(tables))
+    feats = features(latent, last_moe, shared=shared)
+    gemms = weight_gemms(_counted(model_parameters(feats)))
     if gated:
         gemms = gemms + weight_gemms(Ledger([megatron.output_gate()])).times(L + D)
-    if latent is None:
-        scores = attention_score_gemms("causal", a, k)
-    else:
-        scores = attention_score_gemms("causal", a, d_n + d_r, d_v)
-    head = weight_gemms(llama_edges().where("output")).times(1 + D)
-    return flops(gemms + scores.times(L + D) + head)
+    scores = score_gemms(feats).times(L + D)
+    return flops(gemms + scores + mtp_logit_gemms(feats))
 
 
 def num_floating_point_operations(args: Mapping[str, object], batch_size: object,

@@ -7,7 +7,7 @@ import sympy as sp
 
 from derive.architectures.moe_model import MoEFeatures, active_parameters, model_parameters
 from derive.inputs import choose
-from derive.symbols import (BY_NAME, D, E, K, L, L_m, V, a, d_n, d_r, d_v, f, f_e, f_s, g, h, k,
+from derive.symbols import (BY_NAME, D, E, k_E, L, L_E, V, a, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k,
                             k_g, n_g, r_kv, r_q, s)
 
 
@@ -32,7 +32,7 @@ class MoEModel:
 
     @property
     def active_parameters(self) -> int:
-        """Parameters one token passes through in the main model (routed experts: K of E)."""
+        """Parameters one token passes through in the main model (routed experts: k_E of E)."""
         return int(self.subs(active_parameters(self.features).without("mtp").numel()))
 
     @property
@@ -44,19 +44,19 @@ class MoEModel:
 MOE_MODELS: dict[str, MoEModel] = {
     "mixtral-8x7b": MoEModel(
         "Mixtral 8x7B", MoEFeatures("gqa"),
-        {L: 32, L_m: 32, h: 4096, a: 32, g: 8, k: 128, f: 14336, E: 8, K: 2, f_e: 14336,
+        {L: 32, L_E: 32, h: 4096, a: 32, g: 8, k: 128, f: 14336, E: 8, k_E: 2, f_E: 14336,
          V: 32000, s: 32768},
         "mistralai/Mixtral-8x7B-v0.1 config.json; Jiang et al. 2024 (Mixtral of Experts), Table 1"),
     "deepseek-v3": MoEModel(
         "DeepSeek-V3", MoEFeatures("mla", shared=True, mtp=True, router="sigmoid-grouped"),
-        {L: 61, L_m: 58, h: 7168, a: 128, f: 18432, E: 256, K: 8, f_e: 2048, f_s: 2048,
-         r_q: 1536, r_kv: 512, d_n: 128, d_r: 64, d_v: 128, V: 129280, D: 1, n_g: 8, k_g: 4,
+        {L: 61, L_E: 58, h: 7168, a: 128, f: 18432, E: 256, k_E: 8, f_E: 2048, f_S: 2048,
+         r_q: 1536, r_kv: 512, k_nope: 128, k_rope: 64, k_v: 128, V: 129280, D: 1, n_g: 8, k_g: 4,
          s: 4096},
         "deepseek-ai/DeepSeek-V3 config.json; DeepSeek-V3 report, sections 2 and 4.2 "
         "(61 layers, first 3 dense, 1 shared + 256 routed experts, 8 active, one MTP module, s = 4096)"),
     "qwen3-30b-a3b": MoEModel(
         "Qwen3-30B-A3B", MoEFeatures("gqa", qk_norm=True, weights_dtype="bf16"),
-        {L: 48, L_m: 48, h: 2048, a: 32, g: 4, k: 128, f: 6144, E: 128, K: 8, f_e: 768,
+        {L: 48, L_E: 48, h: 2048, a: 32, g: 4, k: 128, f: 6144, E: 128, k_E: 8, f_E: 768,
          V: 151936, s: 32768},
         "Qwen/Qwen3-30B-A3B config.json (48 layers, 128 experts, 8 active, head_dim 128)"),
 }

@@ -52,19 +52,23 @@ c = _size("c")
 e = _size("e")
 m = _size("m")
 v = _size("v")
-# Mixture-of-Experts, latent attention and multi-token prediction (DeepSeek-V3 report, sections 2.1-2.2)
+# learned positions (GPT-2's wpe: n_positions rows, whatever the training s)
+s_max = _size("s_max", r"s_{\max}")
+# mixture of experts (Shazeer et al. 2017; Fedus et al. 2021; DeepSeek-V3 report, section 2.1.2)
 E = _size("E")
-K = _size("K", r"k_{\mathrm{top}}")
-f_e = _size("f_e", r"f_{e}")
-f_s = _size("f_s", r"f_{s}")
-L_m = _size("L_m", r"L_{\mathrm{MoE}}")
-r_q = _size("r_q", r"r_{q}")
+k_E = _size("k_E", "k_{E}")
+f_E = _size("f_E", "f_{E}")
+f_S = _size("f_S", "f_{S}")
+L_E = _size("L_E", "L_{E}")
+t_E = _size("t_E", "t_{E}")
+# multi-head latent attention (DeepSeek-V2 report, section 2.1)
+r_q = _size("r_q", "r_{q}")
 r_kv = _size("r_kv", r"r_{kv}")
-d_n = _size("d_n", r"d_{\mathrm{nope}}")
-d_r = _size("d_r", r"d_{\mathrm{rope}}")
-d_v = _size("d_v", r"d_{v}")
+k_nope = _size("k_nope", r"k_{\mathrm{nope}}")
+k_rope = _size("k_rope", r"k_{\mathrm{rope}}")
+k_v = _size("k_v", "k_{v}")
+# multi-token prediction and group-limited routing (DeepSeek-V3 report, sections 2.2 and 2.1.2)
 D = _size("D")
-t_e = _size("t_e", r"t_{e}")
 n_g = _size("n_g", r"n_{g}")
 k_g = _size("k_g", r"k_{g}")
 N_active = _size("N_active", r"N_{\mathrm{active}}")
@@ -79,30 +83,33 @@ NOTATION: tuple[Notation, ...] = (
     Notation(L, "Transformer layers", "shape"),
     Notation(V, "vocabulary size", "shape"),
     Notation(f, "FFN (MLP) hidden size", "shape"),
+    Notation(s_max, "learned position rows (GPT-2's n_positions), fixed by the model, not the batch",
+             "shape"),
+    Notation(E, "routed experts per MoE layer", "moe"),
+    Notation(k_E, "routed experts each token passes through (top-k)", "moe"),
+    Notation(f_E, "FFN width of one routed expert (moe_intermediate_size)", "moe"),
+    Notation(f_S, "FFN width of the shared expert(s), all of them together", "moe"),
+    Notation(L_E, "MoE layers (the other L - L_E layers are dense)", "moe"),
+    Notation(r_q, "MLA query compression rank (q_lora_rank)", "mla"),
+    Notation(r_kv, "MLA key/value compression rank (kv_lora_rank)", "mla"),
+    Notation(k_nope, "MLA query/key head width without RoPE (qk_nope_head_dim)", "mla"),
+    Notation(k_rope, "MLA decoupled RoPE width, per query head and shared by keys (qk_rope_head_dim)",
+             "mla"),
+    Notation(k_v, "MLA value head width (v_head_dim)", "mla"),
+    Notation(D, "multi-token-prediction modules (DeepSeek-V3's depth D)", "moe"),
+    Notation(n_g, "expert groups of group-limited routing (DeepSeek-V3's n_group)", "moe"),
+    Notation(k_g, "groups a token may route to (DeepSeek-V3's topk_group)", "moe"),
     Notation(N, "parameters (Psi in the ZeRO paper)", "count"),
     Notation(N_GEMM, "parameters that sit in a GEMM (layer matrices and output head)", "count"),
+    Notation(N_active, "parameters one token passes through (routed experts: k_E of E)", "count"),
     Notation(t, "tensor-parallel size", "parallel"),
     Notation(p, "pipeline-parallel size", "parallel"),
     Notation(d, "data-parallel size", "parallel"),
     Notation(c, "context-parallel size", "parallel"),
     Notation(e, "expert-parallel size", "parallel"),
+    Notation(t_E, "expert tensor-parallel size (splits each routed expert)", "parallel"),
     Notation(m, "micro-batches per step", "parallel"),
     Notation(v, "virtual pipeline stages per rank (interleaved schedule)", "parallel"),
-    Notation(E, "routed experts per MoE layer", "moe"),
-    Notation(K, "routed experts per token (top-k)", "moe"),
-    Notation(f_e, "one routed expert's MLP width", "moe"),
-    Notation(f_s, "shared experts' MLP width (all shared experts together)", "moe"),
-    Notation(L_m, "MoE layers (the other L - L_MoE layers have a dense MLP of width f)", "moe"),
-    Notation(r_q, "MLA query latent rank (q_lora_rank)", "moe"),
-    Notation(r_kv, "MLA key/value latent rank (kv_lora_rank)", "moe"),
-    Notation(d_n, "MLA per-head query/key width without rotary position (qk_nope_head_dim)", "moe"),
-    Notation(d_r, "MLA per-head rotary query/key width, one shared rotary key (qk_rope_head_dim)", "moe"),
-    Notation(d_v, "MLA per-head value width (v_head_dim)", "moe"),
-    Notation(D, "multi-token-prediction modules (DeepSeek-V3's depth D)", "moe"),
-    Notation(n_g, "expert groups of group-limited routing (DeepSeek-V3's n_group)", "moe"),
-    Notation(k_g, "groups a token may route to (DeepSeek-V3's topk_group)", "moe"),
-    Notation(t_e, "expert tensor-parallel size (splits each routed expert)", "parallel"),
-    Notation(N_active, "parameters one token passes through (routed experts: top-k of E)", "count"),
 )
 
 BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION}

@@ -16,7 +16,7 @@ from derive.architectures.moe_model import MoEFeatures, active_parameters, model
 from derive.architectures.saved_moe import layer_saved_moe
 from derive.identities import moe as moe_identities
 from derive.moe_presets import MOE_MODELS, moe_model
-from derive.symbols import D, b, d, e, p, s, t, t_e
+from derive.symbols import D, b, d, e, p, s, t, t_E
 
 REFERENCE = json.loads((Path(__file__).resolve().parent / "reference" / "megatron_moe.json").read_text())
 MODELS = REFERENCE["source"]["models"]
@@ -47,7 +47,7 @@ def test_mtp_module_against_megatron_count():
 
 
 def test_deepseek_v3_flops_per_token_at_4096():
-    """6 N_active_GEMM + 3 L s a (d_qk + d_v): N_active_GEMM = active - input embedding - norms."""
+    """6 N_active_GEMM + 3 L s a (d_qk + k_v): N_active_GEMM = active - input embedding - norms."""
     model = moe_model("deepseek-v3")
     features = MoEFeatures("mla", shared=True, router="sigmoid-grouped")
     derived = model.subs(flops(model_gemms(features)), s=4096)
@@ -71,15 +71,15 @@ def test_deepseek_v3_flops_per_token_at_4096():
 
 
 def test_states_per_gpu_reduce_to_megatron():
-    """Experts over t_e e with EDP = t d/(t_e e); 18 or 6 + 12/d elsewhere (README of the reference)."""
+    """Experts over t_E e with EDP = t d/(t_E e); 18 or 6 + 12/d elsewhere (README of the reference)."""
     table = model_parallel_share(model_parameters(MoEFeatures("gqa")))
-    values = {t: 8, e: 8, t_e: 1, d: 16}
+    values = {t: 8, e: 8, t_E: 1, d: 16}
     assert EXPERT_DATA_PARALLEL.xreplace(values) == 16
     model = moe_model("mixtral-8x7b")
-    experts = model.subs(table.where("expert").numel(), t=8, e=8, t_e=1)
+    experts = model.subs(table.where("routed_expert").numel(), t=8, e=8, t_E=1)
     assert experts == 32 * 8 * 3 * 4096 * 14336 // 8
-    held = model.subs(expert_state_bytes(table, "bf16", distributed=True), t=8, e=8, t_e=1, d=16)
-    others = model.subs(table.without("expert").numel(), t=8, e=8, t_e=1)
+    held = model.subs(expert_state_bytes(table, "bf16", distributed=True), t=8, e=8, t_E=1, d=16)
+    others = model.subs(table.without("routed_expert").numel(), t=8, e=8, t_E=1)
     assert held == experts * Fraction(6 * 16 + 12, 16) + others * Fraction(6 * 16 + 12, 16)
     with pytest.raises(ValueError, match="^router: "):
         MoEFeatures("gqa", router="top1")
@@ -102,15 +102,15 @@ def test_departures_are_sized_for_deepseek_and_mixtral():
 
 
 def test_fused_moe_rows_by_hand():
-    """Mixtral fused MoE layer, t = 1: K copies of each token through the experts, s = 1, b = 1."""
+    """Mixtral fused MoE layer, t = 1: k_E copies of each token through the experts, s = 1, b = 1."""
     rows = layer_saved_moe("fused", MoEFeatures("gqa"))
     model = moe_model("mixtral-8x7b")
     per_token = model.subs(rows.bytes(), s=1, b=1)
-    h, a, g, k, E, K, f = 4096, 32, 8, 128, 8, 2, 14336
+    h, a, g, k, E, top_k, f = 4096, 32, 8, 128, 8, 2, 14336
     attention = 2 * h + 4 + 2 * h + 2 * (a * k + 2 * g * k + a * k) + 4 * a
     norm = 2 * h + 4
     router = 2 * h + 4 * E + E + 4 * E
-    experts = K * (2 * h + 4 + 2 * 2 * f + 2 * f)
+    experts = top_k * (2 * h + 4 + 2 * 2 * f + 2 * f)
     assert per_token == attention + norm + router + experts
     capped = layer_saved_moe("fused", MoEFeatures("gqa"), capacity_factor=sp.Rational(5, 4))
     assert model.subs(capped.bytes(), s=1, b=1) - per_token == sp.Rational(1, 4) * experts
@@ -121,4 +121,4 @@ def test_fused_moe_rows_by_hand():
 def test_expert_tokens_gather_over_expert_tp():
     rows = moe_layer_activations("fused", MoEFeatures("gqa"), tensor_parallel=t)
     split = rows.where("expert_hidden").bytes()
-    assert sp.simplify(split.subs(t_e, 1) * 8 - split.subs(t_e, 8)) == 0
+    assert sp.simplify(split.subs(t_E, 1) * 8 - split.subs(t_E, 8)) == 0

@@ -1,13 +1,13 @@
 """Model-parallel shares of an MoE parameter table and the expert data-parallel group.
 
 A rank of a layout with tensor parallelism t, expert parallelism e and
-expert tensor parallelism t_e holds: every routed expert matrix over t_e e
-(e experts' groups, each expert split t_e ways), every other matrix and the
-embeddings over t, and the ``norm``/``tp_replicated`` rows (norms, router,
+expert tensor parallelism t_E holds: every routed expert matrix over t_E e
+(e experts' groups, each expert split t_E ways), every other matrix and the
+embeddings over t, and the REPLICATED rows (norms, router,
 shared-expert gate, MLA's down projections and latent norms) whole
 (megatron/core/transformer/moe/experts.py SequentialMLP/TEGroupedMLP;
 megatron/core/parallel_state.py initialize_model_parallel, expert groups).
-Expert parameters are data-parallel over EDP = world / (t_e e p) ranks, the
+Expert parameters are data-parallel over EDP = world / (t_E e p) ranks, the
 rest over d = world / (t p): Megatron's distributed optimizer shards each
 over its own group (megatron/core/distributed/distributed_data_parallel.py,
 expert_data_parallel_group).
@@ -17,25 +17,30 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import distributed_optimizer_bytes_per_parameter, resident_bytes
-from derive.symbols import d, e, t, t_e
+from derive.symbols import d, e, t, t_E
 from derive.tensors import Ledger, Tensor
 
-#: expert data-parallel ranks: world / (t_e e p) with world = t p d.
-EXPERT_DATA_PARALLEL: sp.Expr = t * d / (t_e * e)
+#: expert data-parallel ranks: world / (t_E e p) with world = t p d.
+EXPERT_DATA_PARALLEL: sp.Expr = t * d / (t_E * e)
+
+
+#: Rows whole on every tensor-parallel rank: norms, the router, the shared-expert gate and
+#: MLA's down projections with their norms (the Transformer Engine spec duplicates them).
+REPLICATED = ("norm", "router", "shared_expert_gate", "mla_down")
 
 
 def replicated(w: Tensor, duplicated_latents: bool = True) -> bool:
     """Whether ``w`` is whole on every tensor-parallel rank (``duplicated_latents=False``: Megatron's count splits MLA's)."""
-    if w.has("latent") and not duplicated_latents:
+    if w.has("mla_down") and not duplicated_latents:
         return False
-    return w.has("norm") or w.has("tp_replicated")
+    return any(w.has(tag) for tag in REPLICATED)
 
 
 def model_parallel_share(table: Ledger, duplicated_latents: bool = True) -> Ledger:
-    """One rank's share: routed experts over t_e e, replicated rows whole, the rest over t."""
+    """One rank's share: routed experts over t_E e, replicated rows whole, the rest over t."""
     def share(w: Tensor) -> Tensor:
-        if w.has("expert"):
-            return w.divided(t_e * e)
+        if w.has("routed_expert"):
+            return w.divided(t_E * e)
         return w if replicated(w, duplicated_latents) else w.divided(t)
     return table.map(share)
 
@@ -44,7 +49,7 @@ def expert_state_bytes(table: Ledger, precision: str = "bf16", distributed: bool
     """Megatron's resident bytes of a rank's ``table`` share: experts' optimizer over EDP, the rest over d."""
     def per_parameter(ranks: sp.Expr) -> sp.Expr:
         return distributed_optimizer_bytes_per_parameter(precision, distributed, ranks)
-    experts, others = table.where("expert"), table.without("expert")
+    experts, others = table.where("routed_expert"), table.without("routed_expert")
     return sp.expand(others.numel() * per_parameter(d)
                      + experts.numel() * per_parameter(EXPERT_DATA_PARALLEL))
 
@@ -52,7 +57,7 @@ def expert_state_bytes(table: Ledger, precision: str = "bf16", distributed: bool
 def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = "adam",
                        zero_stage: int = 0) -> sp.Expr:
     """Resident state bytes of a rank's ``table`` share under ZeRO: experts over EDP ranks, the rest over d."""
-    experts, others = table.where("expert").numel(), table.without("expert").numel()
+    experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
     return sp.expand(resident_bytes(precision, optimizer, zero_stage, d, others)
                      + resident_bytes(precision, optimizer, zero_stage, EXPERT_DATA_PARALLEL, experts))
 
@@ -60,11 +65,11 @@ def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = 
 def moe_layer_activations(profile: str, features, moe: bool = True, tensor_parallel: sp.Expr = t,
                           sequence_parallel: bool = True, capacity_factor: sp.Expr | None = None,
                           norm_statistics: bool = False, softmax_statistics: bool = True) -> Ledger:
-    """One MoE (or dense) layer's saved rows on one rank: SP shards every row over t; the K token
-    copies of width h are all-gathered over the t_e expert-TP ranks (token_dispatcher.py)."""
+    """One MoE (or dense) layer's saved rows on one rank: SP shards every row over t; the k_E token
+    copies of width h are all-gathered over the t_E expert-TP ranks (token_dispatcher.py)."""
     from derive.accounts.activations import keeping, sharded
     from derive.architectures.saved_moe import layer_saved_moe
     table = keeping(layer_saved_moe(profile, features, moe, capacity_factor),
                     norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
     table = sharded(table, tensor_parallel, sequence_parallel)
-    return table.map(lambda w: w.times(t_e) if w.has("expert_hidden") and tensor_parallel != 1 else w)
+    return table.map(lambda w: w.times(t_E) if w.has("expert_hidden") and tensor_parallel != 1 else w)

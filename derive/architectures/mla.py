@@ -1,49 +1,46 @@
-"""Multi-head latent attention (DeepSeek-V2 report, section 2.1; DeepSeek-V3 report, section 2.1.1), tensor by tensor.
+"""Multi-head latent attention parameter rows (DeepSeek-V2 report, section 2.1; DeepSeek-V3).
 
-Queries: h -> r_q latent (q_a_proj), RMSNorm, r_q -> a (d_nope + d_rope)
-(q_b_proj); without a query latent (q_lora_rank null, DeepSeek-V2-Lite) one
-q_proj [h, a (d_nope + d_rope)]. Keys and values: h -> r_kv latent plus ONE
-shared rotary key of width d_rope (kv_a_proj_with_mqa), RMSNorm on the
-latent, r_kv -> a (d_nope + d_v) (kv_b_proj); output o_proj [a d_v, h].
-The down projections and latent norms (tag ``latent``) are ``tp_replicated``:
-Megatron's Transformer Engine spec builds linear_q_down_proj and
-linear_kv_down_proj as duplicated (not split) linears on every TP rank
-(megatron/core/models/gpt/gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec,
-MLASelfAttentionSubmodules).
+Queries are compressed to rank r_q (q_lora_rank; none when it is null:
+DeepSeek-V2-Lite), keys and values to rank r_kv (kv_lora_rank) with a decoupled
+RoPE key of width k_rope shared by every head; each of the a heads has a query/key
+width k_nope + k_rope and a value width k_v. Names are transformers'
+(modeling_deepseek_v3.py, DeepseekV3Attention); matrices are [in, out].
+
+Tags: ``attention``; ``mla_down`` on the down-projections and their norms
+(q_a_proj, q_a_layernorm, kv_a_proj_with_mqa, kv_a_layernorm), which Megatron's
+Transformer Engine layer spec keeps whole on every TP rank.
 """
 from __future__ import annotations
 
-import sympy as sp
+from dataclasses import dataclass
 
-from derive.architectures.parameters import DTYPE
-from derive.symbols import a, d_n, d_r, d_v, h, r_kv, r_q
-from derive.tensors import Ledger, Tensor
-
-
-def _row(name: str, shape: tuple[sp.Expr, ...], *tags: str) -> Tensor:
-    return Tensor(name, shape, DTYPE, frozenset(("attention", "layer", *tags)))
+from derive.architectures.blocks import linear, norm
+from derive.symbols import a, h, k_nope, k_rope, k_v, r_kv, r_q
+from derive.tensors import Tensor
 
 
-def mla_attention(query_latent: bool = True) -> Ledger:
-    """One MLA block: query path (latent or direct), key/value latent with the rotary key, output."""
-    if query_latent:
-        query = [
-            _row("self_attn.q_a_proj", (h, r_q), "gemm", "latent", "tp_replicated"),
-            _row("self_attn.q_a_layernorm", (r_q,), "norm", "latent", "tp_replicated"),
-            _row("self_attn.q_b_proj", (r_q, a * (d_n + d_r)), "gemm"),
-        ]
+@dataclass(frozen=True)
+class MLA:
+    """What a config says about the form of MLA: query compression or not, biases."""
+
+    q_lora: bool = True
+    bias: bool = False
+    prefix: str = "self_attn"
+
+
+def mla_attention(mla: MLA) -> list[Tensor]:
+    """One layer's MLA projections and latent norms."""
+    p = mla.prefix
+    qk_width = a * (k_nope + k_rope)
+    if mla.q_lora:
+        rows = [*linear(f"{p}.q_a_proj", h, r_q, mla.bias, "attention", "mla_down"),
+                *norm(f"{p}.q_a_layernorm", r_q, "rms", "attention", "mla_down"),
+                *linear(f"{p}.q_b_proj", r_q, qk_width, False, "attention")]
     else:
-        query = [_row("self_attn.q_proj", (h, a * (d_n + d_r)), "gemm")]
-    return Ledger(query + [
-        _row("self_attn.kv_a_proj_with_mqa", (h, r_kv + d_r), "gemm", "latent", "tp_replicated"),
-        _row("self_attn.kv_a_layernorm", (r_kv,), "norm", "latent", "tp_replicated"),
-        _row("self_attn.kv_b_proj", (r_kv, a * (d_n + d_v)), "gemm"),
-        _row("self_attn.o_proj", (a * d_v, h), "gemm"),
-    ])
-
-
-def mla_layer(mlp: Ledger, query_latent: bool = True) -> Ledger:
-    """An MLA layer: input norm, MLA, post-attention norm, then ``mlp``."""
-    norm = lambda name, block: _row(name, (h,), "norm", "tp_replicated").tagged(block)  # noqa: E731
-    return (Ledger([norm("input_layernorm.weight", "attention")]) + mla_attention(query_latent)
-            + Ledger([norm("post_attention_layernorm.weight", "mlp")]) + mlp)
+        rows = linear(f"{p}.q_proj", h, qk_width, False, "attention")
+    return rows + [
+        *linear(f"{p}.kv_a_proj_with_mqa", h, r_kv + k_rope, mla.bias, "attention", "mla_down"),
+        *norm(f"{p}.kv_a_layernorm", r_kv, "rms", "attention", "mla_down"),
+        *linear(f"{p}.kv_b_proj", r_kv, a * (k_nope + k_v), False, "attention"),
+        *linear(f"{p}.o_proj", a * k_v, h, mla.bias, "attention"),
+    ]

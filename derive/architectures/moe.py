@@ -1,84 +1,97 @@
-"""Mixture-of-Experts layers, tensor by tensor: router, routed experts, shared experts and their gate.
+"""Mixture-of-experts parameter rows: router, routed experts, shared expert(s) and their gate.
 
-Tags on top of ``derive.architectures.parameters``': ``router`` (the [h, E]
-scoring matrix and its optional bias), ``expert`` (a routed expert's
-matrices, ``count`` E per layer: sharded by expert parallelism e times expert
-tensor parallelism t_e), ``shared_expert`` (always-on experts of total width
-f_s, sharded by t like a dense MLP) and ``shared_expert_gate`` (Qwen2-MoE's
-sigmoid gate [h, 1] on the shared expert). Router, gate and norms are
-``tp_replicated``: whole on every tensor-parallel rank (Megatron
-megatron/core/transformer/moe/router.py TopKRouter; moe_layer.py MoELayer).
+The rows of ONE MoE layer's MLP block, sizes symbolic (derive.symbols: E routed
+experts of width f_E, k_E of them per token, shared experts of total width f_S).
+Names are transformers' within a layer (``mlp.gate.weight``), except the routed
+experts: they are written as the published checkpoints hold them, one gate, up
+and down per expert (``mlp.experts.*.gate_proj.weight``, ``count`` E), where
+transformers 5 stacks them into ``mlp.experts.gate_up_proj`` [E, 2 f_E, h] and
+``mlp.experts.down_proj`` [E, h, f_E] (the mapping is in derive.validate.hf).
+
+Tags (the expert-parallel scheme; Megatron-LM, megatron/core/transformer/moe/):
+  ``moe``            every row of the block;
+  ``routed_expert``  the E experts' matrices: a token passes through k_E of them;
+                     expert parallelism puts E/e experts on each of e ranks and
+                     expert tensor parallelism splits each over t_E;
+  ``shared_expert``  the always-on expert(s) (Qwen2-MoE, DeepSeek): a dense MLP,
+                     split by t like the attention;
+  ``router``         the routing matrix [h, E] and its bias: whole on every rank;
+  ``shared_expert_gate``  Qwen2-MoE's sigmoid gate [h, 1]: whole on every rank;
+  ``buffer``         a tensor the checkpoint holds but no gradient trains
+                     (DeepSeek-V3's e_score_correction_bias): not counted in N.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sympy as sp
 
-from derive.architectures.parameters import DTYPE, llama_layer
-from derive.symbols import E, K, L, L_m, f_e, f_s, h
+from derive.architectures.blocks import gated_mlp, linear
+from derive.architectures.parameters import matrix, vector
+from derive.symbols import E, f_E, f_S, h, k_E
 from derive.tensors import Ledger, Tensor
 
-#: the router's bias (DeepSeek-V3's e_score_correction_bias) is held in fp32.
-ROUTER_BIAS_DTYPE = "fp32"
+#: Router bias kinds: none, a trained bias (Megatron's add_bias_linear), or a buffer the
+#: load-balancing rule moves (DeepSeek-V3 report, section 2.1.2, auxiliary-loss-free balancing).
+ROUTER_BIAS = ("none", "parameter", "buffer")
 
 
-def _matrix(name: str, rows: sp.Expr, cols: sp.Expr, *tags: str, count: sp.Expr = 1) -> Tensor:
-    return Tensor(name, (rows, cols), DTYPE, frozenset(("gemm", "mlp", "layer", *tags)), count)
+@dataclass(frozen=True)
+class MoE:
+    """What a config says about the form of its MoE blocks (sizes stay symbols)."""
+
+    router_bias: str = "none"
+    shared: str = ""
+    shared_gate: bool = False
+    prefix: str = "mlp"
+    router_bias_name: str = "bias"
+
+    def __post_init__(self) -> None:
+        if self.router_bias not in ROUTER_BIAS:
+            raise ValueError(f"router_bias: unknown router bias {self.router_bias!r} "
+                             f"(known: {', '.join(ROUTER_BIAS)})")
+        if self.shared_gate and not self.shared:
+            raise ValueError("shared_gate: a shared-expert gate needs a shared expert")
 
 
-def router(bias: bool = False) -> Ledger:
-    """The router: token scores x W_r, W_r [h, E] (Fedus et al. 2021, section 2.1), optional bias [E]."""
-    rows = [_matrix("mlp.gate.weight (router)", h, E, "router", "tp_replicated")]
-    if bias:
-        rows.append(Tensor("mlp.gate.bias (router)", (E,), ROUTER_BIAS_DTYPE,
-                           frozenset({"router", "bias", "mlp", "layer", "tp_replicated"})))
-    return Ledger(rows)
+def _expert_names(prefix: str) -> dict[str, str]:
+    return {role: f"{prefix}.{role}_proj" for role in ("gate", "up", "down")}
 
 
-def swiglu_mlp(prefix: str, width: sp.Expr, *tags: str, count: sp.Expr = 1) -> Ledger:
-    """gate, up [h, width] and down [width, h] of one SwiGLU MLP (Shazeer 2020), ``count`` copies."""
-    return Ledger([
-        _matrix(f"{prefix}.gate_proj", h, width, *tags, count=count),
-        _matrix(f"{prefix}.up_proj", h, width, *tags, count=count),
-        _matrix(f"{prefix}.down_proj", width, h, *tags, count=count),
-    ])
-
-
-def routed_experts() -> Ledger:
-    """E SwiGLU experts of width f_e (Mixtral, Jiang et al. 2024, section 2.1)."""
-    return swiglu_mlp("mlp.experts", f_e, "expert", count=E)
-
-
-def shared_experts(gate: bool = False) -> Ledger:
-    """Always-on experts of total width f_s (DeepSeekMoE, Dai et al. 2024, 3.2) and Qwen2-MoE's gate [h, 1]."""
-    rows = swiglu_mlp("mlp.shared_experts", f_s, "shared_expert")
-    if gate:
-        rows = rows + Ledger([_matrix("mlp.shared_expert_gate", h, 1, "shared_expert_gate",
-                                      "tp_replicated")])
+def router(moe: MoE) -> list[Tensor]:
+    """The routing matrix [h, E] (token -> expert scores) and its bias, if any."""
+    rows = [matrix(f"{moe.prefix}.gate.weight", h, E, "router", "mlp", "moe")]
+    if moe.router_bias != "none":
+        kind = ("buffer",) if moe.router_bias == "buffer" else ()
+        rows.append(vector(f"{moe.prefix}.gate.{moe.router_bias_name}", E, "router", "bias",
+                           "mlp", "moe", *kind))
     return rows
 
 
-def moe_mlp(shared: bool = False, gate: bool = False, router_bias: bool = False) -> Ledger:
-    """One MoE block: router, E routed experts, optional shared experts (and their gate)."""
-    rows = router(router_bias) + routed_experts()
-    return rows + shared_experts(gate) if shared else rows
+def routed_experts(moe: MoE) -> list[Tensor]:
+    """E gated experts of width f_E (Mixtral: Jiang et al. 2024; DeepSeekMoE: Dai et al. 2024), ``count`` E each."""
+    rows = gated_mlp(_expert_names(f"{moe.prefix}.experts.*"), f_E, False, False,
+                     "routed_expert", "moe")
+    return [row.times(E) for row in rows]
 
 
-def dense_mlp() -> Ledger:
-    """The dense SwiGLU MLP of width f (a dense-first layer of DeepSeek-V3, a Llama layer)."""
-    return llama_layer().where("mlp", "gemm")
+def shared_experts(moe: MoE) -> list[Tensor]:
+    """The shared expert(s) as one gated MLP of width f_S, and Qwen2-MoE's gate [h, 1]."""
+    if not moe.shared:
+        return []
+    rows = gated_mlp(_expert_names(moe.shared), f_S, False, False, "shared_expert", "moe")
+    if moe.shared_gate:
+        rows += linear(f"{moe.shared}_gate", h, sp.Integer(1), False, "shared_expert_gate",
+                       "mlp", "moe")
+    return rows
 
 
-def with_mlp(attention_layer: Ledger, mlp: Ledger) -> Ledger:
-    """A layer: the attention half and both norms of ``attention_layer``, then ``mlp``."""
-    kept = attention_layer.filter(lambda w: w.has("attention") or w.has("norm"))
-    return kept.map(lambda w: w.tagged("tp_replicated") if w.has("norm") else w) + mlp
+def moe_block(moe: MoE) -> Ledger:
+    """One MoE layer's MLP block: router, routed experts, shared expert(s)."""
+    return Ledger([*router(moe), *routed_experts(moe), *shared_experts(moe)])
 
 
-def active(table: Ledger) -> Ledger:
-    """The rows one token passes through: each routed expert row at K of its E copies."""
-    return table.map(lambda w: w.times(K / E) if w.has("expert") else w)
-
-
-def layers(dense_layer: Ledger, moe_layer: Ledger) -> Ledger:
-    """L - L_MoE dense layers and L_MoE MoE layers."""
-    return dense_layer.times(L - L_m) + moe_layer.times(L_m)
+def active_parameter_count(table: Ledger) -> sp.Expr:
+    """Parameters one token passes through: every row but the routed experts, plus k_E of E experts."""
+    routed = table.where("routed_expert").numel()
+    return sp.expand(table.without("routed_expert").numel() + routed * k_E / E)

@@ -1,12 +1,17 @@
-"""Whole MoE models from the layer tables: parameters, active parameters and the GEMMs of one token.
+"""Whole MoE models from the decoder tables: parameters, active parameters and the GEMMs of one token.
 
-A model is L - L_MoE dense layers and L_MoE MoE layers (``derive.architectures.moe``)
-with GQA at head width k or MLA (``derive.architectures.mla``), untied edges,
-and optionally D multi-token-prediction modules (``derive.architectures.mtp``)
-whose layer has the last layer's type. The GEMMs are those of the parameter
-table with routed experts at K of their E copies (``active``), the router and
-shared-expert gate included, the score GEMMs QK^T (width d_qk) and PV (width
-d_v) in each of the L + D layers, and the shared output head once per token
+:class:`MoEFeatures` names the features of an MoE model that derive's accounts
+read: the table features go to a ``derive.architectures.decoder.Layout``
+(RMSNorm, SwiGLU, untied, GQA at head width k or MLA, router bias, shared
+experts and their gate, q/k norms), the routing features (router kind, top-k
+normalisation, the dtype the routing weights reach the experts in) to the
+saved-for-backward tables (``derive.architectures.saved_moe``). A model is
+L - L_E dense and L_E MoE layers (``decoder.model_rows``) and optionally D
+multi-token-prediction modules (``derive.architectures.mtp``) whose layer has
+the last layer's type. The GEMMs are those of the parameter table with the
+routed experts at k_E of their E copies, router and shared-expert gate
+included, the score GEMMs QK^T (width k_nope + k_rope under MLA) and PV (width
+k_v) in each of the L + D layers, and the shared output head once per token
 and once more per MTP module (DeepSeek-V3 report, section 2.2).
 """
 from __future__ import annotations
@@ -15,14 +20,14 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from derive.architectures.decoder import Layout, layer_rows, parameter_rows
 from derive.architectures.gemms import Gemm, attention_score_gemms, weight_gemms
-from derive.architectures.mla import mla_layer
-from derive.architectures.moe import active, dense_mlp, layers, moe_mlp, with_mlp
+from derive.architectures.mla import MLA
+from derive.architectures.moe import MoE
 from derive.architectures.mtp import mtp_module
-from derive.architectures.parameters import DTYPE, llama_edges, llama_layer
 from derive.inputs import choose
-from derive.symbols import D, L, a, d_n, d_r, d_v, k
-from derive.tensors import Ledger, Tensor
+from derive.symbols import D, E, L, a, k, k_E, k_nope, k_rope, k_v
+from derive.tensors import Ledger
 
 #: attention kinds: GQA at head width k, MLA with a query latent, MLA with a direct q_proj.
 ATTENTION_KINDS = ("gqa", "mla", "mla-direct")
@@ -33,7 +38,7 @@ ROUTERS = ("softmax", "sigmoid-grouped")
 
 @dataclass(frozen=True)
 class MoEFeatures:
-    """Which rows a model's tables hold (each a config feature, none special-cased in the arithmetic)."""
+    """The features of an MoE model: its table's (a decoder Layout) and its routing's."""
 
     attention: str = "gqa"
     shared: bool = False
@@ -52,51 +57,50 @@ class MoEFeatures:
         if self.gate and not self.shared:
             raise ValueError("gate: a shared-expert gate needs shared experts")
 
-
-def _qk_norms() -> Ledger:
-    """Qwen3's per-head RMSNorms on queries and keys, [k] each (transformers Qwen3MoeAttention)."""
-    return Ledger([Tensor(name, (k,), DTYPE, frozenset({"norm", "attention", "layer",
-                                                        "tp_replicated"}))
-                   for name in ("attention.q_norm.weight", "attention.k_norm.weight")])
-
-
-def attention_layer(features: MoEFeatures) -> Ledger:
-    """The attention half of a layer (both norms included), no MLP."""
-    if features.attention == "gqa":
-        rows = llama_layer(head_dim=k).where("attention") + llama_layer().where("norm", "mlp")
-        return rows + _qk_norms() if features.qk_norm else rows
-    return mla_layer(Ledger(), query_latent=features.attention == "mla")
+    @property
+    def layout(self) -> Layout:
+        """The decoder layout of the parameter table."""
+        moe = MoE(router_bias="parameter" if self.router_bias else "none",
+                  shared="mlp.shared_experts" if self.shared else "", shared_gate=self.gate)
+        mla = None if self.attention == "gqa" else MLA(q_lora=self.attention == "mla")
+        return Layout(qk_norm="head" if self.qk_norm else "none", moe=moe, mla=mla)
 
 
 def layer(features: MoEFeatures, moe: bool) -> Ledger:
     """One dense (width f) or MoE layer."""
-    mlp = moe_mlp(features.shared, features.gate, features.router_bias) if moe else dense_mlp()
-    return with_mlp(attention_layer(features), mlp)
+    return layer_rows(features.layout, moe)
+
+
+def active(table: Ledger) -> Ledger:
+    """The rows one token passes through: each routed expert row at k_E of its E copies."""
+    return table.map(lambda w: w.times(k_E / E) if w.has("routed_expert") else w)
 
 
 def model_parameters(features: MoEFeatures) -> Ledger:
-    """Every parameter once: the layers, the untied edges, the MTP modules."""
-    table = layers(layer(features, False), layer(features, True)) + llama_edges()
-    return table + mtp_module(layer(features, features.last_moe)) if features.mtp else table
+    """Every parameter once: layers, untied edges, and the MTP modules (tag ``mtp``)."""
+    table = parameter_rows(features.layout)
+    if not features.mtp:
+        return table
+    return table + mtp_module(layer(features, features.last_moe).without("buffer"))
 
 
 def active_parameters(features: MoEFeatures) -> Ledger:
-    """The parameters one token passes through: routed experts at K of E."""
+    """The parameters one token passes through: routed experts at k_E of E."""
     return active(model_parameters(features))
 
 
 def score_gemms(features: MoEFeatures, attention: str = "causal") -> Ledger:
-    """QK^T and PV of one layer: width k (GQA) or d_nope + d_rope and d_v (MLA)."""
+    """QK^T and PV of one layer: width k (GQA) or k_nope + k_rope and k_v (MLA)."""
     if features.attention == "gqa":
         return attention_score_gemms(attention, a, k)
-    return attention_score_gemms(attention, a, d_n + d_r, d_v)
+    return attention_score_gemms(attention, a, k_nope + k_rope, k_v)
 
 
 def mtp_logit_gemms(features: MoEFeatures) -> Ledger:
     """The shared output head run once more per MTP module (no parameter of its own)."""
     if not features.mtp:
         return Ledger()
-    head = weight_gemms(llama_edges().where("output"))
+    head = weight_gemms(parameter_rows(features.layout).where("output"))
     return head.map(lambda gemm: Gemm(f"mtp {gemm.name}", gemm.m, gemm.n, gemm.k,
                                       gemm.tags | {"mtp"}, gemm.count * D))
 

@@ -8,17 +8,14 @@ and the output head are shared with the main model (no rows here). Tag
 """
 from __future__ import annotations
 
-from derive.architectures.parameters import DTYPE
+from derive.architectures.blocks import norm
+from derive.architectures.parameters import matrix
 from derive.symbols import D, h
-from derive.tensors import Ledger, Tensor
+from derive.tensors import Ledger
 
 
 def mtp_module(layer: Ledger) -> Ledger:
     """D modules: enorm, hnorm, eh_proj [2h, h], ``layer`` (one Transformer layer), final norm."""
-    own = Ledger([
-        Tensor("mtp.enorm.weight", (h,), DTYPE, frozenset({"norm", "tp_replicated"})),
-        Tensor("mtp.hnorm.weight", (h,), DTYPE, frozenset({"norm", "tp_replicated"})),
-        Tensor("mtp.eh_proj.weight", (2 * h, h), DTYPE, frozenset({"gemm"})),
-        Tensor("mtp.shared_head.norm.weight", (h,), DTYPE, frozenset({"norm", "tp_replicated"})),
-    ])
+    own = Ledger([*norm("mtp.enorm", h, "rms"), *norm("mtp.hnorm", h, "rms"),
+                  matrix("mtp.eh_proj.weight", 2 * h, h), *norm("mtp.shared_head.norm", h, "rms")])
     return (own + layer).map(lambda w: w.tagged("mtp").times(D))

@@ -7,10 +7,10 @@ with ``attn_implementation="eager"`` and its default ``grouped_mm`` experts
 fp32 upcast input, the fp32 inverse RMS and the bf16 normalised input; eager
 attention keeps Q, K and V expanded to the a query heads, the fp32 softmax
 and its bf16 copy; the router keeps its probabilities in fp32 and the top-k
-indices; the experts keep the permutation indices, the K copies of each
+indices; the experts keep the permutation indices, the k_E copies of each
 token and every intermediate of the SwiGLU. Rows are per layer and micro-batch,
-T = b s tokens; routing is dropless, so the K copies of the T tokens sum to
-T K rows whatever the split between experts.
+T = b s tokens; routing is dropless, so the k_E copies of the T tokens sum to
+T k_E rows whatever the split between experts.
 
 ``fused`` is Megatron-Core with Transformer Engine, flash attention, the
 alltoall dispatcher with permute fusion and grouped GEMM
@@ -25,7 +25,7 @@ import sympy as sp
 
 from derive.architectures.moe_model import MoEFeatures
 from derive.inputs import choose
-from derive.symbols import E, K, V, a, b, d_n, d_r, d_v, f, f_e, f_s, g, h, k, k_g, n_g, r_kv, r_q, s
+from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
 from derive.tensors import Ledger, Tensor
 
 ACTIVATION = "bf16"
@@ -78,7 +78,7 @@ def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = No
 def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> list[Tensor]:
     """The attention half of a transformers layer: input norm, GQA or MLA, scores, o_proj input.
 
-    ``single_sequence`` (b = 1): MLA's V reshapes to (a, s, d_v) without a copy, so matmul(P, V)
+    ``single_sequence`` (b = 1): MLA's V reshapes to (a, s, k_v) without a copy, so matmul(P, V)
     keeps a view of kv_b_proj's output and with it the storage of the keys' d_nope part
     (DeepseekV3Attention.expand_kv); at b > 1 the reshape copies V alone.
     """
@@ -93,17 +93,17 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> lis
         width = a * k
     else:
         if features.attention == "mla":
-            rows += hf_rms_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "latent")
+            rows += hf_rms_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
             rows.append(_row("q_b_proj input", (T, r_q), ACTIVATION, "replicated", "attention",
-                             "latent", note="q_a_layernorm output"))
-        rows += hf_rms_norm("kv_a_layernorm", (b, s), r_kv, "replicated", "attention", "latent")
+                             "mla_down", note="q_a_layernorm output"))
+        rows += hf_rms_norm("kv_a_layernorm", (b, s), r_kv, "replicated", "attention", "mla_down")
         rows.append(_row("kv_b_proj input", (T, r_kv), ACTIVATION, "replicated", "attention",
-                         "latent", note="kv_a_layernorm output"))
-        kv_b_output = _row("kv_b_proj output (V's storage)", (T, a * (d_n + d_v)), ACTIVATION,
+                         "mla_down", note="kv_a_layernorm output"))
+        kv_b_output = _row("kv_b_proj output (V's storage)", (T, a * (k_nope + k_v)), ACTIVATION,
                            "attention", "tp_shardable",
                            note="b = 1: V is a view of it, kept by matmul(P, V)")
-        rows += _eager_scores(d_n + d_r, d_v, kv_b_output if single_sequence else None)
-        width = a * d_v
+        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output if single_sequence else None)
+        width = a * k_v
     rows.append(_row("o_proj input", (T, width), ACTIVATION, "tp_shardable", "attention",
                      note="attention output, kept by o_proj"))
     return rows
@@ -133,7 +133,7 @@ def eager_router(features: MoEFeatures) -> list[Tensor]:
             _row("router input", (T, h), ACTIVATION, *tags, note="kept by the router linear"),
             _row("router probabilities (fp32)", (T, E), FP32, *tags,
                  note="softmax(logits, float32), kept by softmax"),
-            _row("top-k indices", (T, K), INDEX, *tags, note="kept by topk"),
+            _row("top-k indices", (T, k_E), INDEX, *tags, note="kept by topk"),
         ]
     else:
         rows = [
@@ -143,30 +143,30 @@ def eager_router(features: MoEFeatures) -> list[Tensor]:
                  note="weight.type(float32), a new tensor kept by the fp32 router linear"),
             _row("router scores (fp32 sigmoid)", (T, E), FP32, *tags,
                  note="kept by sigmoid and by gather"),
-            _row("top-k indices", (T, K), INDEX, *tags, note="kept by gather"),
+            _row("top-k indices", (T, k_E), INDEX, *tags, note="kept by gather"),
         ]
     if features.normalise_topk:
         rows += [
             _row("top-k weight sum (fp32)", (T, 1), FP32, *tags, note="kept by the division"),
-            _row("top-k weights (fp32)", (T, K), FP32, *tags, note="kept by the division"),
+            _row("top-k weights (fp32)", (T, k_E), FP32, *tags, note="kept by the division"),
         ]
     return rows
 
 
 def eager_experts(features: MoEFeatures) -> list[Tensor]:
-    """grouped_mm_experts_forward: permutation, K copies of each token, SwiGLU, weighting, inverse."""
-    tags = ("expert", "mlp", "tp_shardable")
-    copies = T * K
+    """grouped_mm_experts_forward: permutation, k_E copies of each token, SwiGLU, weighting, inverse."""
+    tags = ("routed_expert", "mlp", "tp_shardable")
+    copies = T * k_E
     return [
-        _row("gather indices (perm // K)", (copies,), INDEX, *tags,
-             note="hidden_states[perm // K], kept by index"),
+        _row("gather indices (perm // k_E)", (copies,), INDEX, *tags,
+             note="hidden_states[perm // k_E], kept by index"),
         _row("weight permutation (perm)", (copies,), INDEX, *tags,
              note="sample_weights[perm], kept by index"),
         _row("expert offsets", (E,), "int32", *tags, note="cumsum of tokens per expert, kept by "
              "grouped_mm"),
         _row("permuted tokens", (copies, h), ACTIVATION, *tags,
-             note="the K copies of each token in expert order, kept by grouped_mm (gate_up)"),
-        *eager_swiglu("experts", copies, f_e, *tags),
+             note="the k_E copies of each token in expert order, kept by grouped_mm (gate_up)"),
+        *eager_swiglu("experts", copies, f_E, *tags),
         _row("routing weights (permuted)", (copies, 1), features.weights_dtype, *tags,
              note="kept by the multiply of each expert output with its weight"),
         _row("expert outputs", (copies, h), ACTIVATION, *tags, note="kept by the same multiply"),
@@ -183,7 +183,7 @@ def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False)
         return Ledger(rows + _dense("mlp", f))
     rows += eager_router(features) + eager_experts(features)
     if features.shared:
-        rows += _dense("shared_experts", f_s, "shared_expert")
+        rows += _dense("shared_experts", f_S, "shared_expert")
     return Ledger(rows)
 
 
@@ -194,7 +194,7 @@ def eager_edges(features: MoEFeatures, single_sequence: bool = False) -> Ledger:
     labels, so ``.contiguous()`` copies nothing and the loss keeps their s + 1 storage
     (transformers/loss/loss_utils.py ForCausalLMLoss).
     """
-    rope = k if features.attention == "gqa" else d_r
+    rope = k if features.attention == "gqa" else k_rope
     targets = (s + 1,) if single_sequence else (T,)
     return Ledger([
         _row("embedding: token ids", (b, s), INDEX, "embedding", "replicated"),
@@ -253,7 +253,7 @@ def fused_attention(features: MoEFeatures) -> list[Tensor]:
             rows += [_row("q_layernorm input", (s, b, a, k), ACTIVATION, "tp_shardable", "attention"),
                      _row("k_layernorm input", (s, b, g, k), ACTIVATION, "tp_shardable", "attention")]
         return rows + _flash(k, k, g)
-    latent = ("replicated", "attention", "latent")
+    latent = ("replicated", "attention", "mla_down")
     if features.attention == "mla":
         rows += _te_norm("q_layernorm", r_q, *latent)
         rows.append(_row("linear_q_up_proj input", (s, b, r_q), ACTIVATION, *latent,
@@ -261,7 +261,7 @@ def fused_attention(features: MoEFeatures) -> list[Tensor]:
     rows += _te_norm("kv_layernorm", r_kv, *latent)
     rows.append(_row("linear_kv_up_proj input", (s, b, r_kv), ACTIVATION, *latent,
                      note="kv_layernorm output"))
-    return rows + _flash(d_n + d_r, d_v, a)
+    return rows + _flash(k_nope + k_rope, k_v, a)
 
 
 def _fused_swiglu(prefix: str, tokens: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
@@ -276,12 +276,12 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
     """Router (router.py TopKRouter), alltoall dispatch with fused permute (moe_utils.py permute),
     TEGroupedMLP (experts.py) with probabilities applied in the SwiGLU, shared experts (shared_experts.py).
 
-    Dropless: T K token copies (balanced routing, so one EP rank holds T K copies on average);
-    ``capacity_factor`` c pads or drops each expert to c T K / E tokens, E of them: c T K rows.
+    Dropless: T k_E token copies (balanced routing, so one EP rank holds T k_E copies on average);
+    ``capacity_factor`` c pads or drops each expert to c T k_E / E tokens, E of them: c T k_E rows.
     """
     router = ("router", "mlp", "replicated")
-    copies = T * K if capacity_factor is None else capacity_factor * T * K
-    experts = ("expert", "mlp", "tp_shardable")
+    copies = T * k_E if capacity_factor is None else capacity_factor * T * k_E
+    experts = ("routed_expert", "mlp", "tp_shardable")
     rows = [
         _row("router input", (s, b, h), ACTIVATION, *router,
              note="pre_mlp_layernorm output, kept by the router's gating linear (and shared experts)"),
@@ -294,10 +294,10 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
              note="K copies of each token after the alltoall, kept by linear_fc1 (GroupedLinear)"),
         _row("permuted probabilities (fp32)", (copies, 1), FP32, *experts,
              note="kept by the weighted SwiGLU (weighted_bias_swiglu_impl)"),
-        *_fused_swiglu("experts", (copies,), f_e, *experts),
+        *_fused_swiglu("experts", (copies,), f_E, *experts),
     ]
     if features.shared:
-        rows += _fused_swiglu("shared_experts", (s, b), f_s, "shared_expert", "mlp", "tp_shardable")
+        rows += _fused_swiglu("shared_experts", (s, b), f_S, "shared_expert", "mlp", "tp_shardable")
         if features.gate:
             rows.append(_row("shared expert gate output", (s, b, 1), ACTIVATION, "shared_expert",
                              "mlp", "replicated", note="sigmoid(gate), kept by the multiply"))

@@ -20,20 +20,19 @@ from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import (expert_state_bytes, model_parallel_share,
                                      moe_layer_activations, moe_resident_bytes)
 from derive.architectures.gemms import flops
-from derive.architectures.mla import mla_attention
-from derive.architectures.moe import moe_mlp
+from derive.architectures.mla import MLA, mla_attention
 from derive.architectures.moe_model import (MoEFeatures, active_parameters, layer, model_gemms,
                                             model_parameters)
 from derive.identities import identity
-from derive.symbols import (N_GEMM, D, E, K, L, L_m, N, V, a, b, d, d_n, d_r, d_v, e, f, f_e,
-                            f_s, g, h, k, p, r_kv, r_q, s, t, t_e)
+from derive.symbols import (N_GEMM, D, E, k_E, L, L_E, N, V, a, b, d, k_nope, k_rope, k_v, e, f, f_E,
+                            f_S, g, h, k, p, r_kv, r_q, s, t, t_E)
 from derive.tensors import Ledger
 
 TOPIC = "Mixture of Experts"
 MEMORY = "megatron/training/theoretical_memory_usage.py compute_weight_and_optimizer_memory (core_v0.18.0)"
 FLOPS = "megatron/training/training.py num_floating_point_operations (transformer_flops, core_v0.18.0)"
 GQA = MoEFeatures("gqa")
-MLA = MoEFeatures("mla", shared=True, mtp=True)
+MLA_MTP = MoEFeatures("mla", shared=True, mtp=True)
 N_active_GEMM = sp.Symbol("N_active_GEMM", positive=True, integer=True)
 #: claim-side per-rank parameter shares: experts' and everything else's.
 N_e, N_o = sp.symbols("N_e N_o", positive=True, integer=True)
@@ -42,30 +41,30 @@ N_e, N_o = sp.symbols("N_e N_o", positive=True, integer=True)
 # ---- parameters: the tables against Megatron's per-layer closed forms ----
 
 @identity("MoE layer (GQA) = 2hak + 2hgk + 3Ehf_e + 3hf_s + 2h + hE (+ h gate)", topic=TOPIC,
-          claim=2 * h * a * k + 2 * h * g * k + 3 * E * h * f_e + 3 * h * f_s + 2 * h + h * E + h,
+          claim=2 * h * a * k + 2 * h * g * k + 3 * E * h * f_E + 3 * h * f_S + 2 * h + h * E + h,
           source=MEMORY + " (num_parameters_in_transformer_layer_moe)",
-          assumptions=("RMSNorm, SwiGLU experts, no linear biases", "a shared expert of width f_s "
+          assumptions=("RMSNorm, SwiGLU experts, no linear biases", "a shared expert of width f_S "
                        "with Qwen2-MoE's sigmoid gate [h, 1]; router [h, E] without bias"))
 def moe_layer_parameters() -> sp.Expr:
     return layer(MoEFeatures("gqa", shared=True, gate=True), moe=True).numel()
 
 
-@identity("MLA = r_q(h + a(d_n + d_r) + 1) + r_kv(h + a(d_n + d_v) + 1) + h d_r + a d_v h",
+@identity("MLA = r_q(h + a(k_nope + k_rope) + 1) + r_kv(h + a(k_nope + k_v) + 1) + h k_rope + a k_v h",
           topic=TOPIC,
-          claim=(r_q * (h + a * (d_n + d_r) + 1) + r_kv * (h + a * (d_n + d_v) + 1) + h * d_r
-                 + a * d_v * h),
+          claim=(r_q * (h + a * (k_nope + k_rope) + 1) + r_kv * (h + a * (k_nope + k_v) + 1) + h * k_rope
+                 + a * k_v * h),
           source=MEMORY + " (self_attn_term, multi_latent_attention); DeepSeek-V2 report, section 2.1",
           assumptions=("query latent r_q and key/value latent r_kv, each with an RMSNorm scale",
-                       "one rotary key of width d_r shared by the a heads"))
+                       "one rotary key of width k_rope shared by the a heads"))
 def mla_parameters() -> sp.Expr:
-    return mla_attention().numel()
+    return Ledger(mla_attention(MLA())).numel()
 
 
-@identity("active parameters = N - L_MoE (E - K) 3hf_e", topic=TOPIC,
-          claim=N - L_m * (E - K) * 3 * h * f_e, where={N: model_parameters(GQA).numel()},
+@identity("active parameters = N - L_E (E - k_E) 3h f_E", topic=TOPIC,
+          claim=N - L_E * (E - k_E) * 3 * h * f_E, where={N: model_parameters(GQA).numel()},
           source="Fedus et al. 2021 (Switch Transformer), section 2; DeepSeek-V3 report, section 1 "
                  "(671B total, 37B activated)",
-          assumptions=("a token passes through K of the E routed experts of each MoE layer; "
+          assumptions=("a token passes through k_E of the E routed experts of each MoE layer; "
                        "everything else (router, shared experts, attention, edges) is active",))
 def active_is_n_minus_idle_experts() -> sp.Expr:
     return active_parameters(GQA).numel()
@@ -74,29 +73,29 @@ def active_is_n_minus_idle_experts() -> sp.Expr:
 # ---- states: 16 / 18 bytes per parameter survive expert sharding ----
 
 def _rank(features: MoEFeatures) -> Ledger:
-    """One rank's share of the whole model (t, t_e e)."""
+    """One rank's share of the whole model (t, t_E e)."""
     return model_parallel_share(model_parameters(features))
 
 
 @identity("MoE, bf16 + Adam, no ZeRO: 16 bytes per parameter on every rank", topic=TOPIC,
-          claim=16 * N, where={N: _rank(MLA).numel()},
+          claim=16 * N, where={N: _rank(MLA_MTP).numel()},
           source="ZeRO (Rajbhandari et al. 2020), section 3.1 (2 + 2 + K = 12)",
-          assumptions=("experts over t_e e, the rest over t: the share changes, not the bytes "
+          assumptions=("experts over t_E e, the rest over t: the share changes, not the bytes "
                        "per parameter",))
 def moe_sixteen() -> sp.Expr:
-    return moe_resident_bytes(_rank(MLA), "bf16", "adam")
+    return moe_resident_bytes(_rank(MLA_MTP), "bf16", "adam")
 
 
 @identity("MoE, Megatron bf16 (fp32 grads), distributed optimizer: (6 + 12/d) N_o + (6 + 12/EDP) N_e",
           topic=TOPIC,
-          claim=(6 + sp.Rational(12) / d) * N_o + (6 + 12 / (t * d / (t_e * e))) * N_e,
-          where={N_o: _rank(MLA).without("expert").numel(), N_e: _rank(MLA).where("expert").numel()},
+          claim=(6 + sp.Rational(12) / d) * N_o + (6 + 12 / (t * d / (t_E * e))) * N_e,
+          where={N_o: _rank(MLA_MTP).without("routed_expert").numel(), N_e: _rank(MLA_MTP).where("routed_expert").numel()},
           source=MEMORY + "; megatron/core/distributed/distributed_data_parallel.py "
                  "(expert_data_parallel_group)",
-          assumptions=("EDP = world / (t_e e p) = t d / (t_e e) expert data-parallel ranks",
+          assumptions=("EDP = world / (t_E e p) = t d / (t_E e) expert data-parallel ranks",
                        "bf16 params and grads, fp32 main grads, master and Adam moments"))
 def moe_distributed_optimizer() -> sp.Expr:
-    return expert_state_bytes(_rank(MLA), "bf16", distributed=True)
+    return expert_state_bytes(_rank(MLA_MTP), "bf16", distributed=True)
 
 
 @identity("MoE, Megatron bf16 (fp32 grads), plain Adam: 18 bytes per parameter", topic=TOPIC,
@@ -121,27 +120,27 @@ def moe_gqa_flops() -> sp.Expr:
     return flops(model_gemms(GQA))
 
 
-@identity("MLA + MTP causal FLOPs per token = 6 N_active_GEMM + 6DhV + 3(L + D)sa(d_n + d_r + d_v)",
+@identity("MLA + MTP causal FLOPs per token = 6 N_active_GEMM + 6DhV + 3(L + D)sa(k_nope + k_rope + k_v)",
           topic=TOPIC,
           claim=(6 * N_active_GEMM + 6 * D * h * V
-                 + 3 * (L + D) * s * a * (d_n + d_r + d_v)),
-          where={N_active_GEMM: _active_gemm(MLA)},
+                 + 3 * (L + D) * s * a * (k_nope + k_rope + k_v)),
+          where={N_active_GEMM: _active_gemm(MLA_MTP)},
           source="the article, section 6.2; DeepSeek-V3 report, section 2.2 (each MTP module "
                  "runs the shared output head)",
-          assumptions=("QK^T of width d_n + d_r, PV of width d_v per head, causal",
+          assumptions=("QK^T of width k_nope + k_rope, PV of width k_v per head, causal",
                        "D MTP modules: a layer each and one more h x V logit GEMM"))
 def mla_mtp_flops() -> sp.Expr:
-    return flops(model_gemms(MLA))
+    return flops(model_gemms(MLA_MTP))
 
 
 def megatron_moe_flops(shared: bool, latent: bool, mtp: bool) -> sp.Expr:
     """training.py transformer_flops per token (MoE layers, optional shared expert, MLA, MTP): the claim."""
     layers_ = L + (D if mtp else 0)
-    dense, moe = L - L_m, L_m + (D if mtp else 0)             # the MTP layer is MoE (last layer's type)
-    mlp = 3 * 2 * h * (3 * f * dense + 3 * f_e * K * moe + (3 * f_s * moe if shared else 0))
+    dense, moe = L - L_E, L_E + (D if mtp else 0)             # the MTP layer is MoE (last layer's type)
+    mlp = 3 * 2 * h * (3 * f * dense + 3 * f_E * k_E * moe + (3 * f_S * moe if shared else 0))
     if latent:
-        attention = (r_q * (h + a * (d_n + d_r) + 1) + r_kv * (h + a * (d_n + d_v) + 1)
-                     + h * d_r + a * d_v * h + s * a * (d_n + d_r) / 2 + s * a * d_v / 2)
+        attention = (r_q * (h + a * (k_nope + k_rope) + 1) + r_kv * (h + a * (k_nope + k_v) + 1)
+                     + h * k_rope + a * k_v * h + s * a * (k_nope + k_rope) / 2 + s * a * k_v / 2)
     else:
         attention = 2 * h * a * k + 2 * h * g * k + a * k * s
     extra = (3 * 2 * D * (3 * h + 2 * h * h)) if mtp else 0
@@ -151,7 +150,7 @@ def megatron_moe_flops(shared: bool, latent: bool, mtp: bool) -> sp.Expr:
 
 @identity("Megatron FLOPs per token, MoE + GQA: table = training.py", topic=TOPIC,
           claim=megatron_moe_flops(False, False, False), source=FLOPS, where={D: 0},
-          assumptions=("top-k routed experts of width f_e, no router, no shared expert",
+          assumptions=("top-k routed experts of width f_E, no router, no shared expert",
                        "causal scores over s/2 keys", "no MTP (D = 0)"))
 def megatron_moe_gqa_flops() -> sp.Expr:
     return megatron_moe.flops_per_token(None, True, False, False)
@@ -167,8 +166,8 @@ def megatron_moe_mla_flops() -> sp.Expr:
 
 # ---- departures: Megatron vs the tables ----
 
-#: The layout departures are sized at: t = 8, e = 8, t_e = 1, p = 4, d = 32 (1024 GPUs), b = 1.
-LAYOUT: dict[sp.Symbol, int] = {t: 8, e: 8, t_e: 1, p: 4, d: 32, b: 1}
+#: The layout departures are sized at: t = 8, e = 8, t_E = 1, p = 4, d = 32 (1024 GPUs), b = 1.
+LAYOUT: dict[sp.Symbol, int] = {t: 8, e: 8, t_E: 1, p: 4, d: 32, b: 1}
 
 
 def _derived_first_stage(features: MoEFeatures, duplicated_latents: bool = True) -> Ledger:
@@ -194,7 +193,7 @@ def mla_down_projections() -> tuple[sp.Expr, sp.Expr]:
 
 def mtp_projection_and_norms() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) parameters of D MTP modules: Megatron counts only their layers."""
-    table = model_parameters(MLA).where("mtp")
+    table = model_parameters(MLA_MTP).where("mtp")
     return table.where("layer").numel(), table.numel()
 
 
@@ -214,7 +213,7 @@ def _gemm_flops(tag: str) -> tuple[sp.Expr, sp.Expr]:
 def latent_norm_flops() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) FLOPs per token Megatron gives MLA's latent norms and the MTP norms."""
     counted = megatron_moe.flops_per_token(True, True, True, False)
-    derived = flops(model_gemms(MLA).without("router"))
+    derived = flops(model_gemms(MLA_MTP).without("router"))
     return counted, derived
 
 
@@ -268,7 +267,7 @@ DEPARTURES: tuple[Departure, ...] = (
     Departure("activation estimators ignore MoE (GQA layer)", lambda: activations_ignore_moe(GQA),
               "bytes per MoE layer per GPU",
               ("SP + selective recompute; Megatron: the GPT table at f = ffn_hidden_size",
-               "derived: fused profile, K token copies (dropless), router scores, routing map, "
+               "derived: fused profile, k_E token copies (dropless), router scores, routing map, "
                "permutation map; norm statistics and logsumexp left aside"),
               source=MEMORY.replace("compute_weight_and_optimizer_memory", "compute_activation_memory"),
               needs="gqa"),
@@ -276,7 +275,7 @@ DEPARTURES: tuple[Departure, ...] = (
                   MoEFeatures("mla", shared=True)), "bytes per MoE layer per GPU",
               ("SP + selective recompute; Megatron: the GPT table at f = ffn_hidden_size",
                "derived: fused profile, MLA latents and their norms' inputs, q/k of width "
-               "d_n + d_r, v of width d_v, shared expert"),
+               "d_n + k_rope, v of width k_v, shared expert"),
               source=MEMORY.replace("compute_weight_and_optimizer_memory", "compute_activation_memory"),
               needs="mla"),
     Departure("router GEMM not counted", lambda: _gemm_flops("router"), "FLOPs per token",

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from derive.architectures.moe_model import MoEFeatures  # noqa: E402
 from derive.architectures.saved_moe import eager_edges, eager_layer, group_routing_rows  # noqa: E402
-from derive.symbols import (BY_NAME, E, K, V, a, b, d_n, d_r, d_v, f, f_e, f_s, g, h,  # noqa: E402
+from derive.symbols import (BY_NAME, E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h,  # noqa: E402
                             k, k_g, n_g, r_kv, r_q, s)
 from derive.tensors import Ledger  # noqa: E402
 from derive.validate import measure  # noqa: E402
@@ -30,13 +30,13 @@ measure.DTYPE_NAMES.setdefault(torch.int32, "int32")
 #: transformers config fields -> derive symbols, per family.
 FIELDS: dict[str, dict[str, sp.Symbol]] = {
     "common": {"hidden_size": h, "num_attention_heads": a, "vocab_size": V,
-               "num_experts_per_tok": K, "intermediate_size": f},
+               "num_experts_per_tok": k_E, "intermediate_size": f},
     "mixtral": {"num_key_value_heads": g, "num_local_experts": E, "head_dim": k},
-    "qwen3_moe": {"num_key_value_heads": g, "num_experts": E, "moe_intermediate_size": f_e,
+    "qwen3_moe": {"num_key_value_heads": g, "num_experts": E, "moe_intermediate_size": f_E,
                   "head_dim": k},
-    "deepseek_v3": {"n_routed_experts": E, "moe_intermediate_size": f_e, "q_lora_rank": r_q,
-                    "kv_lora_rank": r_kv, "qk_nope_head_dim": d_n, "qk_rope_head_dim": d_r,
-                    "v_head_dim": d_v, "n_group": n_g, "topk_group": k_g},
+    "deepseek_v3": {"n_routed_experts": E, "moe_intermediate_size": f_E, "q_lora_rank": r_q,
+                    "kv_lora_rank": r_kv, "qk_nope_head_dim": k_nope, "qk_rope_head_dim": k_rope,
+                    "v_head_dim": k_v, "n_group": n_g, "topk_group": k_g},
 }
 
 #: (family, config, batch, sequence): tiny shapes, odd sizes, MHA and GQA, MLA with and without a query latent.
@@ -95,9 +95,9 @@ def values(family: str, config: Mapping[str, object], batch: int, seq: int) -> d
            if config.get(name) is not None}
     out.update({b: batch, s: seq})
     if family == "mixtral":
-        out[f_e] = config["intermediate_size"]
+        out[f_E] = config["intermediate_size"]
     if family == "deepseek_v3":
-        out[f_s] = config["moe_intermediate_size"] * config["n_shared_experts"]
+        out[f_S] = config["moe_intermediate_size"] * config["n_shared_experts"]
     return out
 
 
