@@ -17,7 +17,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import distributed_optimizer_bytes_per_parameter, resident_bytes
-from derive.symbols import d, e, t, t_E
+from derive.symbols import L, L_E, d, e, p, t, t_E
 from derive.tensors import Ledger, Tensor
 
 #: expert data-parallel ranks: world / (t_E e p) with world = t p d.
@@ -73,3 +73,34 @@ def moe_layer_activations(profile: str, features, moe: bool = True, tensor_paral
                     norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
     table = sharded(table, tensor_parallel, sequence_parallel)
     return table.map(lambda w: w.times(t_E) if w.has("expert_hidden") and tensor_parallel != 1 else w)
+
+
+def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp.Expr = t,
+                                     sequence_parallel: bool = True, pipeline: sp.Expr = 1,
+                                     capacity_factor: sp.Expr | None = None,
+                                     norm_statistics: bool = True) -> sp.Expr:
+    """First pipeline stage (1F1B): p micro-batches in flight of (L - L_E)/p dense and L_E/p MoE layers,
+    plus the embedding edge (token ids); the MTP modules sit on the last stage."""
+    from derive.accounts.activations import in_flight_micro_batches, sharded
+    from derive.architectures.saved_moe import eager_edges
+
+    def layer_bytes(moe: bool) -> sp.Expr:
+        return moe_layer_activations(profile, features, moe, tensor_parallel, sequence_parallel,
+                                     capacity_factor, norm_statistics).bytes()
+
+    per_micro_batch = ((L - L_E) * layer_bytes(False) + L_E * layer_bytes(True)) / pipeline
+    ids = sharded(Ledger([eager_edges(features)["embedding: token ids"]]), tensor_parallel,
+                  sequence_parallel)
+    total = in_flight_micro_batches(pipeline) * (per_micro_batch + ids.bytes())
+    return sp.expand(total)
+
+
+def first_stage_parameters(table: Ledger, single_stage: bool = False,
+                           duplicated_latents: bool = True) -> Ledger:
+    """One rank of the first pipeline stage: L/p layers and the input embedding (the whole model
+    when p = 1); the final norm, the head and the MTP modules sit on the last stage
+    (megatron/core/models/gpt/gpt_model.py, post_process and mtp_process)."""
+    if single_stage:
+        return model_parallel_share(table, duplicated_latents)
+    stage = table.where("layer").without("mtp").map(lambda w: w.divided(p)) + table.where("embedding")
+    return model_parallel_share(stage, duplicated_latents)

@@ -17,7 +17,7 @@ import sympy as sp
 
 from derive import megatron, megatron_moe
 from derive.accounts.activations import layer_activation_bytes
-from derive.accounts.experts import (expert_state_bytes, model_parallel_share,
+from derive.accounts.experts import (expert_state_bytes, first_stage_parameters, model_parallel_share,
                                      moe_layer_activations, moe_resident_bytes)
 from derive.architectures.gemms import flops
 from derive.architectures.mla import MLA, mla_attention
@@ -171,11 +171,8 @@ LAYOUT: dict[sp.Symbol, int] = {t: 8, e: 8, t_E: 1, p: 4, d: 32, b: 1}
 
 
 def _derived_first_stage(features: MoEFeatures, duplicated_latents: bool = True) -> Ledger:
-    """The first of p > 1 stages on one rank: L/p layers and the input embedding (MTP and the
-    final norm sit on the last stage: megatron/core/models/gpt/gpt_model.py, mtp_process)."""
-    table = model_parameters(features)
-    stage = table.where("layer").without("mtp").map(lambda w: w.divided(p)) + table.where("embedding")
-    return model_parallel_share(stage, duplicated_latents)
+    """The first of p > 1 stages on one rank (derive.accounts.experts.first_stage_parameters)."""
+    return first_stage_parameters(model_parameters(features), False, duplicated_latents)
 
 
 def _megatron_first_stage(features: MoEFeatures) -> Ledger:
