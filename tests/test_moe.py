@@ -122,3 +122,14 @@ def test_expert_tokens_gather_over_expert_tp():
     rows = moe_layer_activations("fused", MoEFeatures("gqa"), tensor_parallel=t)
     split = rows.where("expert_hidden").bytes()
     assert sp.simplify(split.subs(t_E, 1) * 8 - split.subs(t_E, 8)) == 0
+
+
+def test_sheet_section_sizes_the_departures():
+    from derive.render.sections.moe import moe_section
+    section = moe_section()
+    assert set(section.tables) == {"moe_models", "moe_parameters", "moe_saved", "moe_departures"}
+    rows = {row["departure"].value: row for row in section.tables["moe_departures"].rows}
+    assert rows["router GEMM not counted"]["deepseek-v3"].value == 6 * 58 * 256 * 7168
+    assert rows["router GEMM not counted"]["mixtral-8x7b"].value == 6 * 32 * 8 * 4096
+    models = {row["model"].value: row for row in section.tables["moe_models"].rows}
+    assert models["DeepSeek-V3"]["active"].value == 37_552_282_624

@@ -11,6 +11,7 @@ from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
+from derive.render.sections.moe import moe_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
 from derive.render.sections.states import states_section
@@ -31,6 +32,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     flops_section,
     utilisation_section,
     megatron_section,
+    moe_section,
     claims_section,
     identities_section,
 )
