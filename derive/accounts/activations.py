@@ -16,6 +16,7 @@ from derive.accounts.state import state_bytes
 from derive.architectures.saved import (
     ARCHITECTURES,
     ATTENTIONS,
+    HEAD,
     embedding_saved,
     layer_input,
     layer_saved,
@@ -52,10 +53,14 @@ def keeping(ledger: Ledger, **kept: bool) -> Ledger:
 def layer_activations(architecture: str = "gpt", attention: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
-                      softmax_statistics: bool = True) -> Ledger:
-    """The rows one layer keeps on one TP rank under a parallel and recompute policy."""
+                      softmax_statistics: bool = True, head_dim: sp.Expr = HEAD,
+                      qk_norm: bool = False) -> Ledger:
+    """The rows one layer keeps on one TP rank under a parallel and recompute policy.
+
+    ``head_dim`` and ``qk_norm`` (Llama profiles) describe a model read from its config.
+    """
     choose("recompute", recompute, RECOMPUTE)
-    table = layer_saved(architecture, attention)
+    table = layer_saved(architecture, attention, head_dim=head_dim, qk_norm=qk_norm)
     if recompute == "full":
         table = Ledger([layer_input()])
     elif recompute == "selective":
@@ -67,11 +72,12 @@ def layer_activations(architecture: str = "gpt", attention: str = "materialised"
 def layer_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
-                           softmax_statistics: bool = True) -> sp.Expr:
+                           softmax_statistics: bool = True, head_dim: sp.Expr = HEAD,
+                           qk_norm: bool = False) -> sp.Expr:
     """Bytes one layer keeps for backward per micro-batch and TP rank (Korthikanti, Table 2)."""
     return layer_activations(architecture, attention, tensor_parallel, sequence_parallel,
-                             recompute, norm_statistics,
-                             softmax_statistics=softmax_statistics).bytes()
+                             recompute, norm_statistics, softmax_statistics=softmax_statistics,
+                             head_dim=head_dim, qk_norm=qk_norm).bytes()
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
@@ -82,11 +88,13 @@ def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
 def model_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
-                           logits: bool = True, *, softmax_statistics: bool = True) -> sp.Expr:
+                           logits: bool = True, *, softmax_statistics: bool = True,
+                           head_dim: sp.Expr = HEAD, qk_norm: bool = False) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
     layers = L * layer_activation_bytes(architecture, attention, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
-                                        softmax_statistics=softmax_statistics)
+                                        softmax_statistics=softmax_statistics,
+                                        head_dim=head_dim, qk_norm=qk_norm)
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 

@@ -43,6 +43,7 @@ class MoE:
     router_bias: str = "none"
     shared: str = ""
     shared_gate: bool = False
+    shared_bias: bool = False
     prefix: str = "mlp"
     router_bias_name: str = "bias"
 
@@ -79,7 +80,8 @@ def shared_experts(moe: MoE) -> list[Tensor]:
     """The shared expert(s) as one gated MLP of width f_S, and Qwen2-MoE's gate [h, 1]."""
     if not moe.shared:
         return []
-    rows = gated_mlp(_expert_names(moe.shared), f_S, False, False, "shared_expert", "moe")
+    rows = gated_mlp(_expert_names(moe.shared), f_S, moe.shared_bias, False, "shared_expert",
+                     "moe")
     if moe.shared_gate:
         rows += linear(f"{moe.shared}_gate", h, sp.Integer(1), False, "shared_expert_gate",
                        "mlp", "moe")
