@@ -14,7 +14,7 @@ from derive.validate.predicted import (
     KINDS,
     Row,
     checked_shape,
-    counted_attention,
+    counted_mask,
     fields,
     predicted_flops,
     predicted_rows,
@@ -47,15 +47,15 @@ GRID: dict[str, tuple[dict[str, int], ...]] = {
 NOTES = (
     "FLOPs are FlopCounterMode's (torch/utils/flop_counter.py): matmuls only, forward + backward.",
     "gpt-eager: the counter sees the two materialised bmm over all s*s scores; it does not halve"
-    " causal attention, so the ledger is compared with attention='full'.",
+    " causal attention, so the ledger is compared with mask='full'.",
     "llama-*: the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu) has no formula"
-    " in the counter, which counts it as 0; the ledger is compared with attention='none' and the"
+    " in the counter, which counts it as 0; the ledger is compared with mask='none' and the"
     " causal attention FLOPs derive predicts are shown as 'uncounted', not compared.",
     "hf-*: transformers' loss pads the labels to s + 1 and shifts them; at b = 1 the shifted view"
     " is contiguous and keeps the padded storage (one int64 more than the b*s targets row), at"
     " b >= 2 it is copied to b*s: the grid runs b >= 2.",
     "llama-*: 'math' reruns the count with sdpa_kernel(SDPBackend.MATH), whose bmm the counter"
-    " sees over all s*s scores (causal masking is not halved): compared with attention='full'.",
+    " sees over all s*s scores (causal masking is not halved): compared with mask='full'.",
 )
 
 
@@ -94,7 +94,7 @@ def compare(kind: str, shape: dict[str, int]) -> dict[str, object]:
     flops, by_op = measured_flops(kind, shape)
     expected_flops = predicted_flops(kind, shape)
     uncounted, math = 0, None
-    if counted_attention(kind) == "none":
+    if counted_mask(kind) == "none":
         uncounted = predicted_flops(kind, shape, "causal") - expected_flops
         math = {"predicted_flops": predicted_flops(kind, shape, "full"),
                 "measured_flops": measured_flops(kind, shape, math_attention=True)[0]}
