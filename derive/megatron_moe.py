@@ -35,7 +35,8 @@ from typing import Mapping
 import sympy as sp
 
 from derive import megatron
-from derive.accounts.experts import expert_state_bytes, model_parallel_share
+from derive.accounts.experts import model_parallel_share, moe_resident_bytes
+from derive.conventions.megatron import MEGATRON_RECIPES
 from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import flops, weight_gemms
 from derive.architectures.moe_model import (MoEFeatures, active, model_parameters,
@@ -78,7 +79,7 @@ def first_stage(latent: bool | None, normalization: str, untied: bool, single_st
 @lru_cache(maxsize=None)
 def weight_and_optimizer_bytes(*key: object, distributed: bool) -> sp.Expr:
     """Bytes per GPU of the first stage: experts at EDP's bytes/parameter, the rest at d's."""
-    return expert_state_bytes(first_stage(*key), "bf16", distributed)
+    return moe_resident_bytes(first_stage(*key), MEGATRON_RECIPES["bf16"], "adam", 1 if distributed else 0)
 
 
 # ---- reading Megatron's arguments ----

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive import megatron_moe
-from derive.accounts.experts import (EXPERT_DATA_PARALLEL, expert_state_bytes,
+from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
                                      first_stage_parameters, moe_first_stage_activation_bytes)
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import model_gemms, model_parameters
@@ -76,8 +76,8 @@ def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused") -> d
         "stage_parameters": model.subs(stage.numel(), **_names(at)),
         "stage_expert_parameters": model.subs(stage.where("routed_expert").numel(), **_names(at)),
         "expert_data_parallel": model.subs(EXPERT_DATA_PARALLEL, **_names(at)),
-        "state_bytes": model.subs(expert_state_bytes(stage, "bf16", True), **_names(at)),
-        "state_bytes_plain": model.subs(expert_state_bytes(stage, "bf16", False), **_names(at)),
+        "state_bytes": model.subs(moe_resident_bytes(stage, "bf16-fp32grad", "adam", zero_stage=1), **_names(at)),
+        "state_bytes_plain": model.subs(moe_resident_bytes(stage, "bf16-fp32grad", "adam"), **_names(at)),
         "activation_bytes": model.subs(activations, **_names(at)),
         "flops_per_token": model.subs(flops_per_token),
         "megatron_flops_per_token": model.subs(megatron),

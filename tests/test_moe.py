@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 from derive import megatron
-from derive.accounts.experts import (EXPERT_DATA_PARALLEL, expert_state_bytes,
+from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
                                      model_parallel_share, moe_layer_activations)
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import MoEFeatures, active_parameters, model_gemms, model_parameters
@@ -78,7 +78,7 @@ def test_states_per_gpu_reduce_to_megatron():
     model = moe_model("mixtral-8x7b")
     experts = model.subs(table.where("routed_expert").numel(), t=8, e=8, t_E=1)
     assert experts == 32 * 8 * 3 * 4096 * 14336 // 8
-    held = model.subs(expert_state_bytes(table, "bf16", distributed=True), t=8, e=8, t_E=1, d=16)
+    held = model.subs(moe_resident_bytes(table, "bf16-fp32grad", "adam", zero_stage=1), t=8, e=8, t_E=1, d=16)
     others = model.subs(table.without("routed_expert").numel(), t=8, e=8, t_E=1)
     assert held == experts * Fraction(6 * 16 + 12, 16) + others * Fraction(6 * 16 + 12, 16)
     with pytest.raises(ValueError, match="^router: "):

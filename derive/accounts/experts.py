@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.state import distributed_optimizer_bytes_per_parameter, resident_bytes
+from derive.accounts.state import resident_bytes
 from derive.symbols import L, L_E, d, e, p, t, t_E
 from derive.tensors import Ledger, Tensor
 
@@ -43,15 +43,6 @@ def model_parallel_share(table: Ledger, duplicated_latents: bool = True) -> Ledg
             return w.divided(t_E * e)
         return w if replicated(w, duplicated_latents) else w.divided(t)
     return table.map(share)
-
-
-def expert_state_bytes(table: Ledger, precision: str = "bf16", distributed: bool = True) -> sp.Expr:
-    """Megatron's resident bytes of a rank's ``table`` share: experts' optimizer over EDP, the rest over d."""
-    def per_parameter(ranks: sp.Expr) -> sp.Expr:
-        return distributed_optimizer_bytes_per_parameter(precision, distributed, ranks)
-    experts, others = table.where("routed_expert"), table.without("routed_expert")
-    return sp.expand(others.numel() * per_parameter(d)
-                     + experts.numel() * per_parameter(EXPERT_DATA_PARALLEL))
 
 
 def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = "adam",

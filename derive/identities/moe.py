@@ -10,6 +10,7 @@ sizes each for DeepSeek-V3 and Mixtral 8x7B at :data:`LAYOUT`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,7 +18,7 @@ import sympy as sp
 
 from derive import megatron, megatron_moe
 from derive.accounts.activations import layer_activation_bytes
-from derive.accounts.experts import (expert_state_bytes, first_stage_parameters, model_parallel_share,
+from derive.accounts.experts import (first_stage_parameters, model_parallel_share,
                                      moe_layer_activations, moe_resident_bytes)
 from derive.architectures.gemms import flops
 from derive.architectures.mla import MLA, mla_attention
@@ -95,14 +96,14 @@ def moe_sixteen() -> sp.Expr:
           assumptions=("EDP = world / (t_E e p) = t d / (t_E e) expert data-parallel ranks",
                        "bf16 params and grads, fp32 main grads, master and Adam moments"))
 def moe_distributed_optimizer() -> sp.Expr:
-    return expert_state_bytes(_rank(MLA_MTP), "bf16", distributed=True)
+    return moe_resident_bytes(_rank(MLA_MTP), "bf16-fp32grad", "adam", zero_stage=1)
 
 
 @identity("MoE, Megatron bf16 (fp32 grads), plain Adam: 18 bytes per parameter", topic=TOPIC,
           claim=18 * N, where={N: _rank(GQA).numel()}, source=MEMORY,
           assumptions=("no distributed optimizer: EDP does not enter",))
 def moe_eighteen() -> sp.Expr:
-    return expert_state_bytes(_rank(GQA), "bf16", distributed=False)
+    return moe_resident_bytes(_rank(GQA), "bf16-fp32grad", "adam")
 
 
 # ---- FLOPs: 6 N_active_GEMM + the score term ----
@@ -304,6 +305,7 @@ def sizes(values: dict[sp.Symbol, int], features: MoEFeatures) -> dict[str, sp.E
 
 def _register(entry: Departure) -> None:
     @identity(f"Megatron MoE: {entry.name}", topic=TOPIC, claim=entry.sides()[0],
+              key="moe." + re.sub(r"\W+", "_", entry.name).strip("_"),
               source=entry.source, assumptions=entry.assumptions, holds=False)
     def derived() -> sp.Expr:
         return entry.sides()[1]
