@@ -133,3 +133,16 @@ def test_sheet_section_sizes_the_departures():
     assert rows["router GEMM not counted"]["mixtral-8x7b"].value == 6 * 32 * 8 * 4096
     models = {row["model"].value: row for row in section.tables["moe_models"].rows}
     assert models["DeepSeek-V3"]["active"].value == 37_552_282_624
+
+
+def test_moe_step_timeline():
+    """End of backward = the resident states (16 B/param at bf16 + Adam, no ZeRO); end of forward adds activations."""
+    from derive.accounts.experts import moe_first_stage_activation_bytes, moe_step_timeline
+    model = moe_model("mixtral-8x7b")
+    share = model_parallel_share(model_parameters(model.features))
+    timeline = moe_step_timeline(model.features, share, precision="bf16", zero_stage=0, tensor_parallel=1)
+    at = dict(t=1, e=1, t_E=1, d=1, b=1)
+    assert model.subs(timeline.end_of_backward, **at) == 16 * 46_702_792_704
+    activations = moe_first_stage_activation_bytes("fused", model.features, 1, False, 1)
+    assert model.subs(timeline.end_of_forward - timeline.end_of_backward, **at) == \
+        model.subs(activations, **at) - 2 * 46_702_792_704

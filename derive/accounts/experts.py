@@ -95,3 +95,23 @@ def first_stage_parameters(table: Ledger, single_stage: bool = False,
         return model_parallel_share(table, duplicated_latents)
     stage = table.where("layer").without("mtp").map(lambda w: w.divided(p)) + table.where("embedding")
     return model_parallel_share(stage, duplicated_latents)
+
+
+def moe_step_timeline(features, share: Ledger, profile: str = "fused",
+                      precision: str = "bf16-fp32grad", optimizer: str = "adam", zero_stage: int = 1,
+                      tensor_parallel: sp.Expr = t, pipeline: sp.Expr = 1):
+    """The article's step timeline (section 2.2) on one MoE rank: states of ``share`` (experts over
+    EDP, the rest over d), the first stage's activations at the end of forward, gradients at the end of backward."""
+    from derive.accounts.activations import StepTimeline
+    from derive.accounts.state import state_bytes
+
+    experts, others = share.where("routed_expert").numel(), share.without("routed_expert").numel()
+    held = [state_bytes(precision, optimizer, zero_stage, ranks, params)
+            for ranks, params in ((d, others), (EXPERT_DATA_PARALLEL, experts))]
+    params, grads, states = (sp.Add(*(getattr(part, name) for part in held))
+                             for name in ("params", "grads", "optimizer"))
+    activations = moe_first_stage_activation_bytes(profile, features, tensor_parallel,
+                                                   tensor_parallel != 1, pipeline)
+    return StepTimeline(end_of_forward=sp.expand(params + states + activations),
+                        end_of_backward=sp.expand(params + states + grads),
+                        simple_sum=sp.expand(params + states + grads + activations))
