@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -67,21 +67,9 @@ class Fields:
         return self.size(names[0], default)
 
 
-@dataclass(frozen=True)
-class Shape:
-    """What a family reader finds in a config: the layout and every size derive substitutes."""
-
-    layout: Layout
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    vocab: int
-    seq: int
-    head_dim: int | None = None
-    sizes: dict[str, int] = field(default_factory=dict)
-    moe_layers: tuple[int, ...] = ()
+#: What a family reader finds in a config: the keyword arguments of derive.presets.Model
+#: (layout, layers, hidden, heads, kv_heads, ffn, vocab, seq, head_dim, sizes, moe_layers).
+Shape = dict[str, Any]
 
 
 def _heads(c: Fields, hidden: int, head_dim_default: int | None = None) -> tuple[int, int, int | None]:
@@ -108,9 +96,10 @@ def _decoder(c: Fields, layout: Layout, head_dim_default: int | None = None,
     """The sizes every Llama-style config names (hidden_size, num_hidden_layers, ...)."""
     hidden = c.size("hidden_size")
     heads, kv_heads, head_dim = _heads(c, hidden, head_dim_default)
-    return Shape(layout, c.size("num_hidden_layers"), hidden, heads, kv_heads,
-                 ffn if ffn is not None else c.size("intermediate_size"), c.size("vocab_size"),
-                 c.size("max_position_embeddings"), head_dim, **extra)
+    return dict(layout=layout, layers=c.size("num_hidden_layers"), hidden=hidden, heads=heads,
+                 kv_heads=kv_heads, ffn=ffn if ffn is not None else c.size("intermediate_size"),
+                 vocab=c.size("vocab_size"), seq=c.size("max_position_embeddings"),
+                 head_dim=head_dim, **extra)
 
 
 # ---- dense families ----
@@ -191,8 +180,9 @@ def gpt2(c: Fields) -> Shape:
                     qkv_fused=True, qkv_bias=True, o_bias=True, gated=False, mlp_bias=True,
                     tied=c.flag("tie_word_embeddings", True), learned_positions=True,
                     names=GPT2_NAMES)
-    return Shape(layout, c.size("n_layer"), hidden, heads, heads, c.size("n_inner", 4 * hidden),
-                 c.size("vocab_size"), positions, sizes={"s_max": positions})
+    return dict(layout=layout, layers=c.size("n_layer"), hidden=hidden, heads=heads,
+                 kv_heads=heads, ffn=c.size("n_inner", 4 * hidden), vocab=c.size("vocab_size"),
+                 seq=positions, sizes={"s_max": positions})
 
 
 NEOX_NAMES = {"layers": "gpt_neox.layers", "embedding": "gpt_neox.embed_in",
@@ -210,9 +200,9 @@ def gpt_neox(c: Fields) -> Shape:
     heads = c.size("num_attention_heads")
     if hidden % heads:
         raise ValueError(f"num_attention_heads: {heads} does not divide hidden_size = {hidden}")
-    return Shape(layout, c.size("num_hidden_layers"), hidden, heads, heads,
-                 c.size("intermediate_size"), c.size("vocab_size"),
-                 c.size("max_position_embeddings"))
+    return dict(layout=layout, layers=c.size("num_hidden_layers"), hidden=hidden, heads=heads,
+                 kv_heads=heads, ffn=c.size("intermediate_size"), vocab=c.size("vocab_size"),
+                 seq=c.size("max_position_embeddings"))
 
 
 # ---- mixture of experts ----
@@ -232,15 +222,15 @@ def _with_moe(shape: Shape, moe: MoE, moe_layers: list[int], sizes: dict[str, in
     """``shape`` with its MoE layers; an MoE config whose every layer is dense stays dense."""
     if not moe_layers:
         return shape
-    return replace(shape, layout=replace(shape.layout, moe=moe), moe_layers=tuple(moe_layers),
-                   sizes={**shape.sizes, **sizes, "L_E": len(moe_layers)})
+    return {**shape, "layout": replace(shape["layout"], moe=moe), "moe_layers": tuple(moe_layers),
+            "sizes": {**shape.get("sizes", {}), **sizes, "L_E": len(moe_layers)}}
 
 
 def mixtral(c: Fields) -> Shape:
     """MixtralForCausalLM: every layer an MoE of num_local_experts experts of width intermediate_size."""
     shape = _decoder(c, Layout(tied=c.flag("tie_word_embeddings", False)))
-    sizes = {**_top_k(c, c.size("num_local_experts")), "f_E": shape.ffn}
-    return _with_moe(shape, MoE(), list(range(shape.layers)), sizes)
+    sizes = {**_top_k(c, c.size("num_local_experts")), "f_E": shape["ffn"]}
+    return _with_moe(shape, MoE(), list(range(shape["layers"])), sizes)
 
 
 def _sparse_layers(c: Fields, layers: int) -> list[int]:
@@ -262,7 +252,7 @@ def qwen2_moe(c: Fields) -> Shape:
              "f_E": c.size("moe_intermediate_size"),
              "f_S": c.size("shared_expert_intermediate_size")}
     return _with_moe(shape, MoE(shared="mlp.shared_expert", shared_gate=True),
-                     _sparse_layers(c, shape.layers), sizes)
+                     _sparse_layers(c, shape["layers"]), sizes)
 
 
 def qwen3_moe(c: Fields) -> Shape:
@@ -272,7 +262,7 @@ def qwen3_moe(c: Fields) -> Shape:
                                tied=c.flag("tie_word_embeddings", False)))
     sizes = {**_top_k(c, c.first(("num_experts", "num_local_experts"))),
              "f_E": c.size("moe_intermediate_size")}
-    return _with_moe(shape, MoE(), _sparse_layers(c, shape.layers), sizes)
+    return _with_moe(shape, MoE(), _sparse_layers(c, shape["layers"]), sizes)
 
 
 # ---- DeepSeek: MLA + DeepSeekMoE ----
@@ -288,9 +278,10 @@ def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
         sizes["r_q"] = c.size("q_lora_rank")
     layout = Layout(mla=MLA(q_lora=q_rank is not None, bias=c.flag("attention_bias", False)),
                     mlp_bias=mlp_bias, tied=c.flag("tie_word_embeddings", False))
-    shape = Shape(layout, layers, hidden, heads, heads, c.size("intermediate_size"),
-                  c.size("vocab_size"), c.size("max_position_embeddings"),
-                  sizes["k_nope"] + sizes["k_rope"], sizes)
+    shape = dict(layout=layout, layers=layers, hidden=hidden, heads=heads, kv_heads=heads,
+                  ffn=c.size("intermediate_size"), vocab=c.size("vocab_size"),
+                  seq=c.size("max_position_embeddings"),
+                  head_dim=sizes["k_nope"] + sizes["k_rope"], sizes=sizes)
     first_moe = c.get("first_k_dense_replace", 0)
     if isinstance(first_moe, bool) or not isinstance(first_moe, int) or not 0 <= first_moe <= layers:
         raise ValueError(f"first_k_dense_replace: must be 0 to num_hidden_layers = {layers}, "
@@ -361,12 +352,12 @@ def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | No
 
     parsed, default_name = load_config(config)
     shape = read_shape(parsed)
-    return Model(
-        name or default_name, "llama" if shape.layout.gated else "gpt", shape.layers,
-        shape.hidden, shape.heads, shape.kv_heads, shape.ffn, shape.vocab,
-        seq if seq is not None else shape.seq, source or f"config.json of {default_name}",
-        shape.head_dim, layout=shape.layout, sizes=tuple(sorted(shape.sizes.items())),
-        moe_layers=shape.moe_layers, model_type=parsed["model_type"])
+    if seq is not None:
+        shape["seq"] = seq
+    shape["sizes"] = tuple(sorted(shape.get("sizes", {}).items()))
+    return Model(name=name or default_name, family="llama" if shape["layout"].gated else "gpt",
+                 source=source or f"config.json of {default_name}",
+                 model_type=parsed["model_type"], **shape)
 
 
 # ---- the published configs shipped with derive ----

@@ -98,8 +98,9 @@ class Model:
     def require_dense(self, account: str) -> None:
         """ValueError unless every account of derive applies (MoE / MLA beyond parameters: issue 15)."""
         if not self.dense:
-            raise ValueError(f"{account}: not modelled yet for {self.name} ({self.model_type}: "
-                             "MoE / MLA); its parameter counts are")
+            raise ValueError(f"{account}: activations and FLOPs of MoE / MLA layers are not "
+                             f"modelled yet ({self.name}, {self.model_type}); its parameters "
+                             "and active parameters are")
 
     @property
     def parameters(self) -> int:

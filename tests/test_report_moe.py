@@ -63,3 +63,12 @@ def test_bad_options_are_one_line(argv, option, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"derive: error: {option}: ") and err.count("\n") == 1
+
+
+def test_config_of_an_moe_model_gets_the_moe_report(tmp_path):
+    path = tmp_path / "mixtral.json"
+    path.write_text(json.dumps(MIXTRAL))
+    data = json.loads(run(["--config", str(path), "--json", "--tp", "8", "--ep", "8", "--pp", "4",
+                           "--dp", "32"]))
+    assert data["mixtral"]["stage_parameters"] == 1_467_940_864
+    assert data["mixtral"]["active_parameters"] == 12_879_925_248

@@ -27,7 +27,7 @@ from derive.architectures.saved import (
 )
 from derive.inputs import choose
 from derive.presets import Model
-from derive.symbols import FFN_4H, L, N, p
+from derive.symbols import FFN_4H, L, N, k, p
 from derive.tensors import Ledger
 
 #: Recompute policies of the activation accounts: what a layer keeps (Korthikanti et al. 2022, section 5).
@@ -77,6 +77,21 @@ def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
     return layer_activations(profile, attention_kernel, tensor_parallel, sequence_parallel,
                              recompute, norm_statistics, softmax_statistics=softmax_statistics,
                              head_dim=head_dim, qk_norm=qk_norm).bytes()
+
+
+def model_layer_options(model: Model, profile: str) -> dict[str, object]:
+    """The head width and q/k norms a Llama profile needs for ``model`` (read from its config); {} for the GPT table.
+
+    MoE and MLA layers have no activation table yet: a ValueError, not a wrong number.
+    """
+    model.require_dense("model")
+    choose("profile", profile, LAYER_PROFILES)
+    if not profile.startswith("llama-"):
+        return {}
+    options: dict[str, object] = {} if model.head_dim is None else {"head_dim": k}
+    if profile.startswith("llama-hf") and model.layout is not None and model.layout.qk_norm == "head":
+        options["qk_norm"] = True
+    return options
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:

@@ -14,6 +14,7 @@ from derive.render.sections.models import models_section
 from derive.render.sections.moe import moe_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
+from derive.render.sections.published_models import published_models_section
 from derive.render.sections.states import states_section
 from derive.render.sections.utilisation import utilisation_section
 from derive.render.sheet import Section, tables_json
@@ -27,6 +28,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     placement_section,
     bytes_per_parameter_section,
     models_section,
+    published_models_section,
     activations_section,
     budget_section,
     flops_section,

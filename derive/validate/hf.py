@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import sympy as sp
 
 from derive.architectures.decoder import model_rows
-from derive.hf import from_config, published_config, read_shape
+from derive.hf import from_config, published_config
 from derive.presets import Model
 from derive.tensors import Tensor
 
@@ -165,12 +165,11 @@ def derive_tensors(config: Mapping[str, Any]) -> tuple[dict[str, tuple[int, ...]
                                                        dict[str, tuple[int, ...]]]:
     """(parameters, buffers): transformers' name -> shape, as derive's table predicts them."""
     model = from_config(config)
-    shape = read_shape(config)
-    layout = shape.layout
+    layout = model.layout
     model_type = config["model_type"]
     params: dict[str, tuple[int, ...]] = {}
     buffers: dict[str, tuple[int, ...]] = {}
-    moe_layers = set(shape.moe_layers)
+    moe_layers = set(model.moe_layers)
     rows = model_rows(layout)
     for row in rows.without("routed_expert"):
         numeric = _stored(row, tuple(_numbers(n, model) for n in row.shape), model_type)
