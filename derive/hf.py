@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from derive.architectures.decoder import PRE_NORMS, Layout
+from derive.architectures.decoder import Layout
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
 from derive.inputs import choose

@@ -90,7 +90,9 @@ def test_cli_json_reports_every_kind_and_the_counter_caveat():
     assert ("int64", (2, 8)) in kept                     # embedding ids
     assert ("bf16", (16, 50)) in kept                    # log-probabilities, b*s x V
     assert ("bf16", ()) in kept                          # nll_loss total_weight
-    assert set(validate.KINDS) == {"gpt-eager", "llama-eager", "llama-model"}
+    assert set(validate.KINDS) == {"gpt-eager", "llama-eager", "llama-model"} | {
+        f"hf-{family}-{kernel}" for family in ("llama", "mistral", "qwen3")
+        for kernel in ("sdpa", "eager")}
 
 
 def test_torch_stays_out_of_the_check():
