@@ -24,6 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.moe_model import MoEFeatures
+from derive.architectures.saved import hf_rms_norm
 from derive.inputs import choose
 from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
 from derive.tensors import Ledger, Tensor
@@ -44,16 +45,9 @@ def _row(name: str, shape: tuple[sp.Expr, ...], dtype: str, *tags: str, note: st
 
 # ---- eager: transformers' modeling code ----
 
-def hf_rms_norm(prefix: str, lead: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
-    """transformers' *RMSNorm (e.g. MixtralRMSNorm.forward): fp32 input, fp32 rstd, bf16 normalised."""
-    return [
-        _row(f"{prefix} input (fp32 upcast)", (*lead, width), FP32, "norm", *tags,
-             note="hidden_states.to(float32), kept by pow and the multiply with rstd"),
-        _row(f"{prefix} rstd", lead, FP32, "norm", "norm_statistics", *tags,
-             note="rsqrt(variance + eps) per row"),
-        _row(f"{prefix} normalised (bf16)", (*lead, width), ACTIVATION, "norm", *tags,
-             note="x * rstd cast back to bf16, kept by the multiply with the scale"),
-    ]
+def _hf_norm(prefix: str, lead: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
+    """transformers' *RMSNorm over ``width`` (derive.architectures.saved.hf_rms_norm's rows)."""
+    return hf_rms_norm(prefix, (*lead, width), *tags)
 
 
 def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = None) -> list[Tensor]:
@@ -82,21 +76,21 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> lis
     keeps a view of kv_b_proj's output and with it the storage of the keys' d_nope part
     (DeepseekV3Attention.expand_kv); at b > 1 the reshape copies V alone.
     """
-    rows = hf_rms_norm("input_layernorm", (b, s), h, "replicated", "attention")
+    rows = _hf_norm("input_layernorm", (b, s), h, "replicated", "attention")
     rows.append(_row("attention input", (T, h), ACTIVATION, "replicated", "attention",
                      note="input_layernorm output, kept by the first projections (one tensor)"))
     if features.attention == "gqa":
         if features.qk_norm:
-            rows += hf_rms_norm("q_norm", (b, s, a), k, "tp_shardable", "attention")
-            rows += hf_rms_norm("k_norm", (b, s, g), k, "tp_shardable", "attention")
+            rows += _hf_norm("q_norm", (b, s, a), k, "tp_shardable", "attention")
+            rows += _hf_norm("k_norm", (b, s, g), k, "tp_shardable", "attention")
         rows += _eager_scores(k, k)
         width = a * k
     else:
         if features.attention == "mla":
-            rows += hf_rms_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
+            rows += _hf_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
             rows.append(_row("q_b_proj input", (T, r_q), ACTIVATION, "replicated", "attention",
                              "mla_down", note="q_a_layernorm output"))
-        rows += hf_rms_norm("kv_a_layernorm", (b, s), r_kv, "replicated", "attention", "mla_down")
+        rows += _hf_norm("kv_a_layernorm", (b, s), r_kv, "replicated", "attention", "mla_down")
         rows.append(_row("kv_b_proj input", (T, r_kv), ACTIVATION, "replicated", "attention",
                          "mla_down", note="kv_a_layernorm output"))
         kv_b_output = _row("kv_b_proj output (V's storage)", (T, a * (k_nope + k_v)), ACTIVATION,
@@ -178,7 +172,7 @@ def eager_experts(features: MoEFeatures) -> list[Tensor]:
 def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False) -> Ledger:
     """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block."""
     rows = eager_attention(features, single_sequence)
-    rows += hf_rms_norm("post_attention_layernorm", (b, s), h, "replicated", "mlp")
+    rows += _hf_norm("post_attention_layernorm", (b, s), h, "replicated", "mlp")
     if not moe:
         return Ledger(rows + _dense("mlp", f))
     rows += eager_router(features) + eager_experts(features)
@@ -201,7 +195,7 @@ def eager_edges(features: MoEFeatures, single_sequence: bool = False) -> Ledger:
         _row("RoPE cos", (s, rope), ACTIVATION, "embedding", "replicated",
              note="kept once (one storage) by every layer's rotary multiply"),
         _row("RoPE sin", (s, rope), ACTIVATION, "embedding", "replicated"),
-        *hf_rms_norm("norm", (b, s), h, "replicated", "output"),
+        *_hf_norm("norm", (b, s), h, "replicated", "output"),
         _row("output: head input", (T, h), ACTIVATION, "output", "replicated"),
         _row("loss: log-probabilities (fp32)", (T, V), FP32, "output", "logits", "tp_shardable",
              note="logits.float() then log_softmax, kept by log_softmax and nll_loss"),
