@@ -109,7 +109,7 @@ def test_fused_moe_rows_by_hand():
     h, a, g, k, E, top_k, f = 4096, 32, 8, 128, 8, 2, 14336
     attention = 2 * h + 4 + 2 * h + 2 * (a * k + 2 * g * k + a * k) + 4 * a
     norm = 2 * h + 4
-    router = 2 * h + 4 * E + E + 4 * E
+    router = 2 * h + 4 * E + E + 4 * (2 * E + 1)   # input, fp32 scores, bool map, int32 row_id_map
     experts = top_k * (2 * h + 4 + 2 * 2 * f + 2 * f)
     assert per_token == attention + norm + router + experts
     capped = layer_saved_moe("fused", MoEFeatures("gqa"), capacity_factor=sp.Rational(5, 4))

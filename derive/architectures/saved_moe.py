@@ -280,10 +280,12 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
         _row("router input", (s, b, h), ACTIVATION, *router,
              note="pre_mlp_layernorm output, kept by the router's gating linear (and shared experts)"),
         _row("router scores (fp32)", (T, E), FP32, *router,
-             note="softmax / sigmoid output, kept by fused_topk_with_score_function"),
-        _row("routing map", (T, E), "bool", *router, note="kept by the fused top-k"),
-        _row("permutation row_id_map", (T, E), "int32", *experts,
-             note="kept by the fused permute/unpermute (moe_permute_with_probs)"),
+             note="intermediate_output, kept by FusedTopkScoreFunction "
+                  "(transformer_engine/pytorch/router.py)"),
+        _row("routing map", (T, E), "bool", *router, note="kept by FusedTopkScoreFunction"),
+        _row("permutation row_id_map", (T, 2 * E + 1), "int32", *experts,
+             note="kept by _moe_permute_mask_map and _moe_unpermute_mask_map (one tensor; "
+                  "transformer_engine/pytorch/permutation.py)"),
         _row("permuted tokens", (copies, h), ACTIVATION, *experts, "expert_hidden",
              note="K copies of each token after the alltoall, kept by linear_fc1 (GroupedLinear)"),
         _row("permuted probabilities (fp32)", (copies, 1), FP32, *experts,
