@@ -83,7 +83,8 @@ SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
 
 #: Field names in derive's ValueErrors -> the option to name in the error line.
 FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--optimizer",
-                 "model": "--model", "peak": "--peak", "zero stage": "--zero"}
+                 "model": "--model", "peak": "--peak", "zero stage": "--zero",
+                 "profile": "--profile"}
 
 
 class UsageError(Exception):

@@ -46,6 +46,12 @@ def test_activation_profiles_use_the_configs_head_width():
     mlp = 2 * t * h + 4 * 2 * t * f
     assert layer == 2 * norm(h) + norm(a * d, a) + norm(g * d, g) + attention + mlp
     assert model_layer_options(qwen, "gpt") == {}
+    assert model_layer_options(published_model("mistral-7b-v0.1"), "llama-hf-eager") == {
+        "qk_norm": False}
+    # Gemma 2's four norms and OLMo 2's post-norms are not the profile's layer: refused
+    for name in ("gemma-2-9b", "olmo-2-1124-7b", "phi-3-mini-4k-instruct"):
+        with pytest.raises(ValueError, match="^profile: llama-hf-sdpa"):
+            model_layer_options(published_model(name), "llama-hf-sdpa")
 
 
 def test_moe_and_mla_accounts_refuse():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import state_bytes
+from derive.architectures.decoder import PRE_NORMS, Layout
 from derive.architectures.parameters import FAMILIES
 from derive.architectures.saved import (
     ARCHITECTURES,
@@ -89,9 +90,20 @@ def model_layer_options(model: Model, profile: str) -> dict[str, object]:
     if not profile.startswith("llama-"):
         return {}
     options: dict[str, object] = {} if model.head_dim is None else {"head_dim": k}
-    if profile.startswith("llama-hf") and model.layout is not None and model.layout.qk_norm == "head":
-        options["qk_norm"] = True
+    layout = model.layout
+    if profile.startswith("llama-hf") and layout is not None:
+        if not _llama_layer(layout):
+            raise ValueError(f"profile: {profile} is transformers' Llama / Mistral / Qwen layer "
+                             f"(validated exactly); {model.name}'s {model.model_type} layer keeps "
+                             "other tensors")
+        options["qk_norm"] = layout.qk_norm == "head"
     return options
+
+
+def _llama_layer(layout: Layout) -> bool:
+    """Whether ``layout``'s layer is the one the llama-hf profiles describe: two pre-RMSNorms, separate q/k/v, an unfused gated MLP."""
+    return (layout.norm == "rms" and layout.layer_norms == PRE_NORMS and not layout.qkv_fused
+            and layout.gated and not layout.gate_up_fused and layout.qk_norm in ("none", "head"))
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
