@@ -161,7 +161,55 @@ def build_parser() -> argparse.ArgumentParser:
     for field, option in SHAPE_OPTIONS.items():
         shape.add_argument(option, dest=field, type=_positive(option))
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
+    moe.add_argument("--moe", metavar="NAME|CONFIG",
+                     help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
+                          "of a mixtral, qwen3_moe or deepseek_v3 model")
+    for option, meaning in (("--tp", "tensor"), ("--ep", "expert"), ("--etp", "expert tensor"),
+                            ("--pp", "pipeline")):
+        moe.add_argument(option, type=_positive(option), default=1, help=f"{meaning}-parallel size")
+    moe.add_argument("--moe-profile", default="fused", choices=["eager", "fused"],
+                     help="MoE activation profile (default: fused, Megatron + TE)")
     return parser
+
+
+def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
+    """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
+    from derive.moe_presets import load_moe_model
+    from derive.report_moe import MoELayout, moe_figures, render_moe
+    texts, data = [], {}
+    for source in sources:
+        try:
+            model_ = load_moe_model(source, args.seq)
+        except ValueError as error:
+            raise UsageError(f"{option}: {error}") from None
+        try:
+            layout = MoELayout(args.tp, args.ep, args.etp, args.pp, args.dp, args.micro_batch)
+            if args.json:
+                values = moe_figures(model_, layout, args.moe_profile)
+                data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
+                                     for key, value in values.items()}
+            else:
+                texts.append(render_moe(model_, layout, args.moe_profile) + "\n")
+        except ValueError as error:
+            field, _, rest = str(error).partition(": ")
+            raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
+    return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
+
+
+def _moe_configs(args: argparse.Namespace) -> list[str]:
+    """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    from derive.hf import load_config
+    from derive.moe_presets import MOE_FAMILIES
+    found = []
+    for path in args.config or ():
+        try:
+            config, _ = load_config(path)
+        except ValueError:
+            continue                     # the dense path reports the unreadable file
+        if config.get("model_type") in MOE_FAMILIES:
+            found.append(path)
+    return found
 
 
 def _from_config(path: str) -> Model:
@@ -253,6 +301,11 @@ def render_text(m: Model, args: argparse.Namespace, peak_label: str, values: dic
 def run(argv: Sequence[str] | None = None) -> str:
     """The report as text or JSON; raises UsageError on bad input."""
     args = build_parser().parse_args(argv)
+    if args.moe:
+        return _moe_report(args, [args.moe], "--moe")
+    moe_configs = _moe_configs(args)
+    if moe_configs and not args.model and len(moe_configs) == len(args.config):
+        return _moe_report(args, moe_configs, "--config")
     try:
         choose("precision", args.precision, PRECISIONS)
         choose("optimizer", args.optimizer, OPTIMIZERS)
