@@ -5,7 +5,7 @@ import pytest
 import sympy as sp
 
 from derive import claims as claim_registry
-from derive.claims import EXACT, Claim, all_claims, evaluate_all
+from derive.claims import ARTICLE, EXACT, Claim, all_claims, evaluate_all
 from derive.conventions import CONVENTIONS
 from derive.identities.megatron import DEPARTURES
 from derive.identities.megatron import TOPIC as WEIGHTS_TOPIC
@@ -137,7 +137,7 @@ def test_every_megatron_departure_with_its_70b_size(sheet, tables):
 
 def test_every_claim_with_a_status(sheet, tables):
     shown = rows(tables, "claims", "id")
-    assert list(shown) == [entry.id for entry in all_claims()]
+    assert list(shown) == [entry.id for entry in all_claims(ARTICLE)]
     assert all(row["status"] in ("holds", "does not hold", "pending") for row in shown.values())
     for claim_id, row in shown.items():
         assert f"| {claim_id.replace('_', chr(92) + '_')} |" in sheet
@@ -149,8 +149,9 @@ def test_every_claim_with_a_status(sheet, tables):
 
 
 def test_claims_section_is_regenerated_from_the_registry(monkeypatch):
-    failing = sum(v.status == "does not hold" for v in evaluate_all())
-    extra = Claim("test.one-plus-one", "test", "1 + 1 = 3", 3, "x", EXACT, lambda: 2)
+    failing = sum(v.status == "does not hold" for v in evaluate_all(ARTICLE))
+    extra = Claim("test.one-plus-one", "test", "1 + 1 = 3", 3, "x", EXACT, lambda: 2,
+                  document=ARTICLE)
     monkeypatch.setitem(claim_registry.CLAIMS, extra.id, extra)
     section = claims_section()
     row = {r["id"].text: r for r in section.tables["claims"].rows}["test.one-plus-one"]

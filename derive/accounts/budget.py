@@ -61,6 +61,10 @@ DRIVER_CAPACITY: dict[str, Capacity] = {
         "issue 16)"),
 }
 
+#: nvidia-smi memory.total (= cudaMemGetInfo total) of an H100 80GB HBM3 in bytes: a measurement
+#: (81559 MiB, 79.65 GiB), the card's 80 GiB of HBM less what the driver keeps.
+NVIDIA_SMI_TOTAL: dict[str, int] = {"h100": 81559 * MiB}
+
 #: cuBLAS workspace per handle per stream: parseChosenWorkspaceSize() default.
 CUBLAS_WORKSPACE: dict[str, int] = {
     "h100": 4096 * 8 * 1024,

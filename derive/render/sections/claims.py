@@ -1,8 +1,7 @@
-"""The article's numeric claims as ``python -m derive.check --claims`` judges them (derive.claims, issue 7)."""
+"""The article's numeric claims as ``python -m derive.check --document 'the article'`` judges them (derive.claims)."""
 from __future__ import annotations
 
-from derive.check import claim_record
-from derive.claims import Verdict, evaluate_all
+from derive.claims import ARTICLE, Verdict, evaluate_all
 from derive.render.sheet import Cell, Column, Section, Table, text_cell
 
 #: the verdicts in the order the summary names them, each with its plural verb form.
@@ -11,12 +10,12 @@ STATUSES = {"holds": "hold", "does not hold": "do not hold", "pending": "pending
 
 def _row(verdict: Verdict) -> dict[str, Cell]:
     """One claim: where, what, the printed and the derived value, the verdict and why."""
-    record, entry = claim_record(verdict), verdict.claim
+    record, entry = verdict.record(), verdict.claim
     derived = f"{verdict.printed} {entry.unit}" if verdict.status != "pending" else ""
     return {
         "id": text_cell(entry.id), "section": text_cell(entry.section), "text": text_cell(entry.text),
         "printed": Cell(record["value"], f"{entry.printed_value} {entry.unit}"),
-        "precision": text_cell(record["precision"]),
+        "precision": text_cell(record["rounding"]),
         "derived": Cell(record["derived"], derived),
         "status": text_cell(verdict.status), "reason": text_cell(verdict.reason),
     }
@@ -41,7 +40,7 @@ def claims_table(verdicts: list[Verdict]) -> Table:
 
 def claims_section() -> Section:
     """The claims check, regenerated from the registry each time the sheet is rendered."""
-    verdicts = evaluate_all()
+    verdicts = evaluate_all(ARTICLE)
     counts = {status: sum(v.status == status for v in verdicts) for status in STATUSES}
     summary = ", ".join(f"{count} {STATUSES[status] if count != 1 else status}"
                         for status, count in counts.items())

@@ -1,19 +1,23 @@
-"""The article's numeric claims, each checked against derive's expressions.
+"""Numeric claims of published documents, each checked against derive's expressions.
 
-A :class:`Claim` records what the article prints (section, the printed value,
-its unit and its printed precision) and a function that derives the same
-quantity from derive's tables and presets. :func:`evaluate` says whether the
-printed value is what the derived value rounds to under the stated precision.
-A claim that does not hold is reported with the derived value and, where an
+A :class:`Claim` records what a document prints (the document, its section or
+table, the printed value, its unit and how it was rounded) and a function that
+derives the same quantity from derive's tables and presets. :func:`evaluate`
+says whether the printed value is what the derived value rounds to. A claim
+that does not hold is reported with the derived value and, where an
 alternative reading reproduces the printed number (a GB/GiB mix-up, say), that
-reading; it is never adjusted. A claim whose derivation needs a module not yet
-built (activations, FLOPs, budgets) is *pending*: recorded, not judged.
+reading; it is never adjusted. A claim without a derivation is *pending*:
+recorded, not judged.
 
-The claims themselves live in ``derive.claims_article`` (registered on import).
+Each submodule holds one document's claims and registers them on import (the
+article in ``article``, each paper in a module named after its first author);
+:func:`all_claims` imports every submodule, so adding a module adds a document.
 """
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Union
@@ -45,23 +49,23 @@ UNITS: dict[str, Fraction] = {
     "%": Fraction(1, 100),
 }
 
-#: Printed-precision conventions: how a derived value is turned into what would be printed.
-PRECISIONS = ("exact", "decimals", "significant", "ceil", "floor", "at least")
+#: How a printed value was rounded: how a derived value is turned into what would be printed.
+ROUNDINGS = ("exact", "decimals", "significant", "ceil", "floor", "at least")
 
 
 @dataclass(frozen=True)
-class Precision:
-    """How the article rounded: ``kind`` (one of PRECISIONS) and ``digits`` where it applies."""
+class Rounding:
+    """How a document rounded: ``kind`` (one of ROUNDINGS) and ``digits`` where it applies."""
 
     kind: str
     digits: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in PRECISIONS:
-            raise ValueError(f"precision: unknown kind {self.kind!r} (known: {', '.join(PRECISIONS)})")
+        if self.kind not in ROUNDINGS:
+            raise ValueError(f"rounding: unknown kind {self.kind!r} (known: {', '.join(ROUNDINGS)})")
 
     def printed(self, value: Fraction) -> str:
-        """``value`` (in the claim's unit) as the article would print it."""
+        """``value`` (in the claim's unit) as the document would print it."""
         if self.kind == "exact":
             return str(value)
         if self.kind == "decimals":
@@ -81,21 +85,22 @@ class Precision:
                 "floor": "rounded down (floor)", "at least": "a lower bound"}[self.kind]
 
 
-EXACT = Precision("exact")
+EXACT = Rounding("exact")
 
 
-def decimals(digits: int) -> Precision:
+def decimals(digits: int) -> Rounding:
     """Printed with ``digits`` digits after the point."""
-    return Precision("decimals", digits)
+    return Rounding("decimals", digits)
 
 
-def significant(digits: int) -> Precision:
+def significant(digits: int) -> Rounding:
     """Printed with ``digits`` significant figures."""
-    return Precision("significant", digits)
+    return Rounding("significant", digits)
 
 
-CEIL = Precision("ceil")
-AT_LEAST = Precision("at least")
+CEIL = Rounding("ceil")
+FLOOR = Rounding("floor")
+AT_LEAST = Rounding("at least")
 
 
 @dataclass(frozen=True)
@@ -108,22 +113,23 @@ class Alternative:
 
 @dataclass(frozen=True)
 class Claim:
-    """One numeric claim of the article and how derive derives it (None = pending)."""
+    """One numeric claim of a document and how derive derives it (None = pending)."""
 
     id: str
     section: str
     text: str
     value: Number
     unit: str
-    precision: Precision
+    rounding: Rounding
     derive: Callable[[], Number] | None
     pending: str = ""
     alternative: Alternative | None = None
     note: str = ""
+    document: str = ""
 
     @property
     def printed_value(self) -> str:
-        """The claimed value as the article writes it."""
+        """The claimed value as the document writes it."""
         if isinstance(self.value, float):
             return f"{self.value:g}"
         return sp.sstr(sp.sympify(self.value))
@@ -145,19 +151,50 @@ class Verdict:
     printed: str
     reason: str = ""
 
+    def record(self) -> dict[str, object]:
+        """A JSON-ready description of this verdict and its claim."""
+        entry = self.claim
+        return {"id": entry.id, "document": entry.document, "section": entry.section,
+                "text": entry.text, "value": entry.printed_value, "unit": entry.unit,
+                "rounding": entry.rounding.describe(), "status": self.status,
+                "derived": None if self.derived is None else str(self.derived),
+                "printed": self.printed, "reason": self.reason}
+
 
 CLAIMS: dict[str, Claim] = {}
+#: The source article's name as a document (derive.claims.article).
+ARTICLE = "the article"
 
 
-def claim(id: str, section: str, text: str, value: Number, unit: str, precision: Precision,
-          derive: Callable[[], Number] | None = None, *, pending: str = "",
-          alternative: Alternative | None = None, note: str = "") -> Claim:
-    """Register one claim; an id may be used once."""
-    if id in CLAIMS:
-        raise ValueError(f"id: claim {id!r} is registered twice")
-    entry = Claim(id, section, text, value, unit, precision, derive, pending, alternative, note)
-    CLAIMS[id] = entry
-    return entry
+@dataclass(frozen=True)
+class Document:
+    """A document whose claims are checked: its name (first author and year) and its source."""
+
+    name: str
+    source: str
+
+    def claim(self, id: str, section: str, text: str, value: Number, unit: str, rounding: Rounding,
+              derive: Callable[[], Number] | None = None, *, pending: str = "",
+              alternative: Alternative | None = None, note: str = "") -> Claim:
+        """Register one claim of this document; an id may be used once across all documents."""
+        if id in CLAIMS:
+            raise ValueError(f"id: claim {id!r} is registered twice")
+        entry = Claim(id, section, text, value, unit, rounding, derive, pending, alternative, note,
+                      self.name)
+        CLAIMS[id] = entry
+        return entry
+
+
+#: Every document with claims, by name, in registration order.
+DOCUMENTS: dict[str, Document] = {}
+
+
+def document(name: str, source: str) -> Document:
+    """Register a document (once) and return it; its ``claim`` registers claims under its name."""
+    if name in DOCUMENTS:
+        raise ValueError(f"document: {name!r} is registered twice")
+    DOCUMENTS[name] = Document(name, source)
+    return DOCUMENTS[name]
 
 
 def _as_fraction(value: Number) -> Fraction:
@@ -177,15 +214,15 @@ def _in_unit(value: Number, unit: str) -> Fraction:
 
 def _matches(entry: Claim, derived: Number) -> tuple[bool, Fraction | sp.Expr, str]:
     """(whether it holds, derived value in the claim's unit, derived value as printed)."""
-    if entry.precision.kind == "exact" and sp.sympify(entry.value).free_symbols:
+    if entry.rounding.kind == "exact" and sp.sympify(entry.value).free_symbols:
         derived_expr = sp.sympify(derived)
         holds = sp.expand(derived_expr - sp.sympify(entry.value)) == 0
         return holds, derived_expr, sp.sstr(derived_expr)
     scaled = _in_unit(derived, entry.unit)
-    shown = entry.precision.printed(scaled)
-    if entry.precision.kind == "at least":
+    shown = entry.rounding.printed(scaled)
+    if entry.rounding.kind == "at least":
         return scaled >= _as_fraction(entry.value), scaled, shown
-    return shown == entry.precision.printed(_as_fraction(entry.value)), scaled, shown
+    return shown == entry.rounding.printed(_as_fraction(entry.value)), scaled, shown
 
 
 def evaluate(entry: Claim) -> Verdict:
@@ -196,7 +233,7 @@ def evaluate(entry: Claim) -> Verdict:
     if holds:
         return Verdict(entry, "holds", derived, shown, entry.note)
     reason = (f"derived {_show(derived)} {entry.unit} prints as {shown} at "
-              f"{entry.precision.describe()}, the article prints {entry.printed_value}")
+              f"{entry.rounding.describe()}, {entry.document} prints {entry.printed_value}")
     if entry.alternative is not None:
         alt_holds, alt_value, _ = _matches(entry, entry.alternative.derive())
         verdict = "reproduces" if alt_holds else "does not reproduce"
@@ -212,13 +249,28 @@ def _show(value: Fraction | sp.Expr) -> str:
     return sp.sstr(value)
 
 
-def all_claims() -> list[Claim]:
-    """Every registered claim, after importing the article's claim table."""
-    import derive.claims_article  # noqa: F401  (registers on import)
+def _load() -> None:
+    """Import every document module (each registers its claims on import)."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
 
-    return list(CLAIMS.values())
+
+def documents() -> list[str]:
+    """The names of every document with claims: the article first, then the papers by author."""
+    _load()
+    return sorted(DOCUMENTS, key=lambda name: (name != ARTICLE, name))
 
 
-def evaluate_all() -> list[Verdict]:
-    """Every claim's verdict, in registration order."""
-    return [evaluate(entry) for entry in all_claims()]
+def all_claims(document: str | None = None) -> list[Claim]:
+    """Every registered claim (of ``document`` if given), document by document, each in its order."""
+    names = documents()
+    if document is not None and document not in DOCUMENTS:
+        raise ValueError(f"document: unknown document {document!r} (known: {'; '.join(names)})")
+    rank = {name: index for index, name in enumerate(names)}
+    entries = sorted(CLAIMS.values(), key=lambda entry: rank.get(entry.document, len(rank)))
+    return [entry for entry in entries if document is None or entry.document == document]
+
+
+def evaluate_all(document: str | None = None) -> list[Verdict]:
+    """Every claim's verdict (of ``document`` if given), in registration order."""
+    return [evaluate(entry) for entry in all_claims(document)]
