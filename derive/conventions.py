@@ -61,6 +61,24 @@ def narayanan_recompute(family: str = "gpt") -> sp.Expr:
     return 96 * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
 
 
+def eight_n(family: str | None = None) -> sp.Expr:
+    """Narayanan et al. 2021, Eq. 4 (training time ~ 8TP/nX): 8N per token, forward + backward + recomputed forward."""
+    return 8 * (N if family is None else parameter_count(family))
+
+
+def hoffmann(family: str = "gpt") -> sp.Expr:
+    """Hoffmann et al. 2022 (Chinchilla), Appendix F, per token: 3 x forward, one-hot embedding and softmax counted."""
+    matrices = 3 if choose("family", family, ("llama", "gpt")) == "llama" else 2   # SwiGLU or fc1/fc2
+    attention = 2 * 3 * h * (k * a) + 2 * s * (k * a) + 3 * a * s + 2 * s * (k * a) + 2 * (k * a) * h
+    forward = 2 * V * h + L * (attention + 2 * matrices * h * f) + 2 * h * V
+    return 3 * forward
+
+
+def korthikanti_selective(family: str = "gpt") -> sp.Expr:
+    """Korthikanti et al. 2022, Appendix A, Eq. 8: 72Bslh^2(1 + s/3h + V/12lh) with selective recompute, per token (/ Bs)."""
+    return 72 * L * h**2 * (1 + s / (3 * h) + V / (12 * L * h))
+
+
 def megatron_num_floating_point_operations(tokens: Number, seqlen_squared_sum: Number, *,
                                            swiglu: bool, query_groups: Number = g,
                                            kv_channels: Number = k, output_gate: bool = False) -> sp.Expr:
@@ -122,6 +140,24 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
                "Narayanan et al. 2021, section 5.1: 96Bslh^2(1 + s/6h + V/16lh) / Bs",
                ("as 'narayanan'", "full activation recompute of every layer (one extra layer forward)",
                 "the logit layer is not recomputed (its term stays 6hV): HARDWARE FLOPs")),
+    Convention("hoffmann", hoffmann,
+               "Hoffmann et al. 2022 (Chinchilla), Appendix F: per-operation forward count, "
+               "backward = 2 x forward",
+               ("input embedding counted as a one-hot product (2Vh)", "softmax counted (3as per "
+                "layer)", "full score square, no causal halving", "key_size x num_heads = a k; "
+                "dense block: the family's FFN matrices", "MHA projections (3 a k wide; no GQA)",
+                "no recompute")),
+    Convention("narayanan-8P", eight_n,
+               "Narayanan et al. 2021, section 5.1, Eq. 4: training time ~ 8TP/(nX)",
+               ("N = every parameter", "2 forward + 4 backward + 2 recomputed forward FLOPs per "
+                "parameter", "no attention-score or logit term")),
+    Convention("korthikanti-selective", korthikanti_selective,
+               "Korthikanti et al. 2022, Appendix A, Eq. 8: 72Bslh^2(1 + s/3h + V/12lh) / Bs",
+               ("GPT layer, f = 4h, MHA; biases and norms neglected",
+                "full score square, no causal halving",
+                "selective recompute counted as 12Bs^2h per layer: three times the forward of "
+                "QK^T and PV (derive's selective recompute runs it once: 4Bs^2h)",
+                "HARDWARE FLOPs (the paper's HFU numerator in Table 5)")),
     Convention("megatron", megatron,
                "megatron/training/training.py num_floating_point_operations (core_v0.18.0), per token",
                ("3 passes x 2 FLOP per multiply-add over the layer GEMMs and one h x V logit GEMM",

@@ -39,11 +39,13 @@ UNITS: dict[str, Fraction] = {
     "FLOP/token": Fraction(1),
     "GFLOP/token": Fraction(10**9),
     "TFLOP/s": Fraction(10**12),
+    "PFLOP/s": Fraction(10**15),
     "s": Fraction(1),
     "days": Fraction(1),
     "steps": Fraction(1),
     "tokens/s": Fraction(1),
     "cards": Fraction(1),
+    "M tokens": Fraction(10**6),
     "x": Fraction(1),
     "ratio": Fraction(1),
     "%": Fraction(1, 100),
@@ -69,9 +71,9 @@ class Rounding:
         if self.kind == "exact":
             return str(value)
         if self.kind == "decimals":
-            return f"{float(value):.{self.digits}f}"
+            return f"{float(_half_up(value, self.digits)):.{self.digits}f}"
         if self.kind == "significant":
-            return f"{float(f'{float(value):.{self.digits}g}'):g}"
+            return f"{float(_half_up(value, self.digits - 1 - _exponent(value))):g}"
         if self.kind == "ceil":
             return str(math.ceil(value))
         if self.kind == "at least":
@@ -83,6 +85,25 @@ class Rounding:
         return {"exact": "exact", "decimals": f"{self.digits} decimals",
                 "significant": f"{self.digits} significant figures", "ceil": "rounded up (ceil)",
                 "floor": "rounded down (floor)", "at least": "a lower bound"}[self.kind]
+
+
+def _half_up(value: Fraction, digits: int) -> Fraction:
+    """``value`` rounded to ``digits`` decimals (negative: tens, hundreds ...), ties away from zero, exactly."""
+    scale = Fraction(10) ** digits
+    magnitude = math.floor(abs(value) * scale + Fraction(1, 2)) / scale
+    return magnitude if value >= 0 else -magnitude
+
+
+def _exponent(value: Fraction) -> int:
+    """The power of ten of ``value``'s leading digit, counted exactly (after rounding carries)."""
+    if value == 0:
+        return 0
+    exponent = math.floor(math.log10(abs(value)))
+    while Fraction(10) ** exponent > abs(value):
+        exponent -= 1
+    while Fraction(10) ** (exponent + 1) <= abs(value):
+        exponent += 1
+    return exponent
 
 
 EXACT = Rounding("exact")
@@ -131,6 +152,8 @@ class Claim:
     def printed_value(self) -> str:
         """The claimed value as the document writes it."""
         if isinstance(self.value, float):
+            if self.rounding.kind == "decimals":
+                return f"{self.value:.{self.rounding.digits}f}"
             return f"{self.value:g}"
         return sp.sstr(sp.sympify(self.value))
 
@@ -168,10 +191,11 @@ ARTICLE = "the article"
 
 @dataclass(frozen=True)
 class Document:
-    """A document whose claims are checked: its name (first author and year) and its source."""
+    """A document whose claims are checked: its name (first author and year), its source, and what is left out and why."""
 
     name: str
     source: str
+    scope: str = ""
 
     def claim(self, id: str, section: str, text: str, value: Number, unit: str, rounding: Rounding,
               derive: Callable[[], Number] | None = None, *, pending: str = "",
@@ -189,11 +213,11 @@ class Document:
 DOCUMENTS: dict[str, Document] = {}
 
 
-def document(name: str, source: str) -> Document:
+def document(name: str, source: str, scope: str = "") -> Document:
     """Register a document (once) and return it; its ``claim`` registers claims under its name."""
     if name in DOCUMENTS:
         raise ValueError(f"document: {name!r} is registered twice")
-    DOCUMENTS[name] = Document(name, source)
+    DOCUMENTS[name] = Document(name, source, scope)
     return DOCUMENTS[name]
 
 
@@ -250,9 +274,10 @@ def _show(value: Fraction | sp.Expr) -> str:
 
 
 def _load() -> None:
-    """Import every document module (each registers its claims on import)."""
+    """Import every document module (each registers its claims on import); ``_`` modules are helpers."""
     for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def documents() -> list[str]:

@@ -9,6 +9,7 @@ from derive.render.sections.bytes_per_parameter import bytes_per_parameter_secti
 from derive.render.sections.claims import claims_section
 from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
+from derive.render.sections.literature import literature_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
 from derive.render.sections.notation import notation_section
@@ -32,6 +33,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     utilisation_section,
     megatron_section,
     claims_section,
+    literature_section,
     identities_section,
 )
 

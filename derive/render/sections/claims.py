@@ -8,7 +8,7 @@ from derive.render.sheet import Cell, Column, Section, Table, text_cell
 STATUSES = {"holds": "hold", "does not hold": "do not hold", "pending": "pending"}
 
 
-def _row(verdict: Verdict) -> dict[str, Cell]:
+def claim_cells(verdict: Verdict) -> dict[str, Cell]:
     """One claim: where, what, the printed and the derived value, the verdict and why."""
     record, entry = verdict.record(), verdict.claim
     derived = f"{verdict.printed} {entry.unit}" if verdict.status != "pending" else ""
@@ -32,7 +32,7 @@ def claims_table(verdicts: list[Verdict]) -> Table:
          Column("derived", "derived, as printed", width="0.07\\linewidth"),
          Column("status", "status", width="0.06\\linewidth"),
          Column("reason", "why not / what is missing", width="0.17\\linewidth")),
-        tuple(_row(v) for v in verdicts),
+        tuple(claim_cells(v) for v in verdicts),
         note="A claim holds when the derived value, rounded as the article rounds it, prints as the "
              "article prints it; pending claims wait for a derivation and are not judged.",
     )
