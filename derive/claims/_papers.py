@@ -5,12 +5,12 @@ import math
 
 import sympy as sp
 
-from derive.accounts.flops import flops_per_token
-from derive.presets import Model
+from derive.claims import Rounding, decimals
+from derive.presets import Model, hardware
 from derive.units import BYTE_UNITS
 
-#: A100 SXM dense fp16/bf16 peak (NVIDIA A100 datasheet, 312 TFLOP/s): the peak both Megatron papers use.
-A100_PEAK = 312 * 10**12
+#: A100 dense bf16 peak (312 TFLOP/s, derive.presets): the peak both Megatron papers divide by.
+A100_PEAK = sp.Integer(int(hardware("a100").peak_flops))
 #: A GB (10^9 bytes), as the papers print memory.
 GB = BYTE_UNITS["GB"]
 
@@ -25,11 +25,11 @@ def at(model: Model, expr: sp.Expr, **extra: int) -> sp.Expr:
     return model.subs(expr, N=model.parameters, **extra)
 
 
-def gpt_full_flops(model: Model, recompute: str = "none") -> sp.Expr:
-    """Training FLOPs per token of a GPT shape, full score square (the Megatron papers' count)."""
-    return at(model, flops_per_token("gpt", "full", recompute))
-
-
 def truncated(value: sp.Expr) -> sp.Expr:
     """``value`` with its fraction cut off (a table that truncates instead of rounding)."""
     return sp.Integer(math.floor(sp.Rational(value)))
+
+
+def as_printed(printed: str) -> Rounding:
+    """The rounding a printed decimal shows: as many decimals as it carries ('1.88' -> 2)."""
+    return decimals(len(printed.partition(".")[2]))

@@ -19,7 +19,7 @@ from derive.accounts.activations import (
     output_edge,
 )
 from derive.accounts.flops import flops_per_token, mfu
-from derive.claims import Alternative, EXACT, decimals, document, significant
+from derive.claims import EXACT, Alternative, decimals, document, significant
 from derive.claims._papers import A100_PEAK, at, gpt
 from derive.conventions import CONVENTIONS
 from derive.identities.flops import B

@@ -13,7 +13,7 @@ import sympy as sp
 from derive.accounts.flops import flops_per_token
 from derive.architectures.parameters import model_parameters, parameter_count
 from derive.claims import EXACT, Alternative, decimals, document
-from derive.claims._papers import A100_PEAK, at, gpt
+from derive.claims._papers import A100_PEAK, as_printed, at, gpt
 from derive.conventions import CONVENTIONS
 from derive.identities.flops import B
 from derive.symbols import FFN_4H, L, V, h, s
@@ -41,10 +41,6 @@ MODELS = {row[0]: gpt(f"narayanan-{row[0]}b", row[3], row[2], row[1], 51200, 204
 TERA, DAY = 10**12, 86400
 
 
-def _places(printed: str) -> int:
-    return len(printed.partition(".")[2])
-
-
 # --- Eq. 2-4 -------------------------------------------------------------------------------
 claim("narayanan.eq2", "5.1, Eq. 2", "parameters: P = 12lh^2 (1 + 13/12h + (V + s)/12lh)",
       12 * L * h**2 * (1 + sp.Rational(13, 12) / h + (V + s) / (12 * L * h)), "parameters", EXACT,
@@ -66,14 +62,14 @@ claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLO
 # --- Table 1 -------------------------------------------------------------------------------
 for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
     claim(f"narayanan.table1.{_p}b-parameters", "Table 1", f"{_l} layers, h = {_h}, {_a} heads: "
-          f"{_p} billion parameters", float(_p), "billion parameters", decimals(_places(_p)),
+          f"{_p} billion parameters", float(_p), "billion parameters", as_printed(_p),
           lambda _p=_p: MODELS[_p].parameters)
     claim(f"narayanan.table1.{_p}b-percent-of-peak", "Table 1", f"{_p}B: {_tflops} teraFLOP/s per "
           f"GPU is {_percent} % of the A100's peak", _percent, "%", decimals(0),
           lambda _tflops=_tflops: sp.Rational(_tflops * TERA, A100_PEAK))
     claim(f"narayanan.table1.{_p}b-aggregate", "Table 1", f"{_p}B: {_gpus} GPUs at {_tflops} "
           f"teraFLOP/s each give {_aggregate} petaFLOP/s", float(_aggregate), "PFLOP/s",
-          decimals(_places(_aggregate)),
+          as_printed(_aggregate),
           lambda _gpus=_gpus, _tflops=_tflops: sp.Integer(_gpus * _tflops * TERA),
           note=(f"Table 1's own {_aggregate} petaFLOP/s over {_gpus} GPUs is "
                 f"{float(_aggregate) * 1000 / _gpus:.1f} teraFLOP/s per GPU, printed as {_tflops}: "

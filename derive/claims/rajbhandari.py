@@ -13,7 +13,7 @@ import sympy as sp
 
 from derive.accounts.state import resident_bytes, state_bytes
 from derive.claims import EXACT, Alternative, decimals, document, significant
-from derive.claims._papers import GB, truncated
+from derive.claims._papers import GB, as_printed, truncated
 from derive.dtypes import dtype_bytes
 from derive.symbols import N, d
 
@@ -43,10 +43,6 @@ def _per_device(psi: float, stage: int, ranks: int) -> sp.Expr:
     return resident_bytes(PRECISION, OPTIMIZER, stage, d).subs({N: sp.Integer(int(psi)), d: ranks})
 
 
-def _places(printed: str) -> int:
-    return len(printed.partition(".")[2])
-
-
 # --- Figure 1: the three stages' forms and the 7.5B, N_d = 64 example ---------------------------
 K = 12
 claim("rajbhandari.figure1.baseline-form", "Figure 1", "baseline data parallel: (2 + 2 + K) Psi "
@@ -64,7 +60,7 @@ claim("rajbhandari.figure1.k", "Figure 1 / 3.1", "mixed-precision Adam keeps K =
 for _label, _stage, _printed in (("baseline", 0, "120"), ("P_os", 1, "31.4"), ("P_os+g", 2, "16.6"),
                                  ("P_os+g+p", 3, "1.9")):
     claim(f"rajbhandari.figure1.7.5b-{_label}", "Figure 1", f"7.5B, N_d = 64, {_label}: "
-          f"{_printed} GB per device", float(_printed), "GB", decimals(_places(_printed)),
+          f"{_printed} GB per device", float(_printed), "GB", as_printed(_printed),
           lambda _stage=_stage: _per_device(7.5e9, _stage, 64))
 
 # --- Table 1: every cell ---------------------------------------------------------------------
@@ -75,7 +71,7 @@ for _model, (_psi, _rows) in TABLE1.items():
                        _per_device(_psi, _stage, _ranks))
             claim(f"rajbhandari.table1.{_model}-{_label}-dp{_ranks}", "Table 1",
                   f"{_model}, {_label}, N_d = {_ranks}: {_printed} GB per device", float(_printed),
-                  "GB", decimals(_places(_printed)), _derive,
+                  "GB", as_printed(_printed), _derive,
                   alternative=Alternative(TRUNCATED, lambda _f=_derive: truncated(_f() / GB) * GB))
 
 # --- the stated reductions -------------------------------------------------------------------

@@ -15,7 +15,7 @@ def claim_cells(verdict: Verdict) -> dict[str, Cell]:
     return {
         "id": text_cell(entry.id), "section": text_cell(entry.section), "text": text_cell(entry.text),
         "printed": Cell(record["value"], f"{entry.printed_value} {entry.unit}"),
-        "precision": text_cell(record["rounding"]),
+        "rounding": text_cell(record["rounding"]),
         "derived": Cell(record["derived"], derived),
         "status": text_cell(verdict.status), "reason": text_cell(verdict.reason),
     }
@@ -28,7 +28,7 @@ def claims_table(verdicts: list[Verdict]) -> Table:
         (Column("id", "claim", width="0.13\\linewidth"), Column("section", "section", width="0.06\\linewidth"),
          Column("text", "what the article says", width="0.17\\linewidth"),
          Column("printed", "printed", width="0.07\\linewidth"),
-         Column("precision", "precision", width="0.07\\linewidth"),
+         Column("rounding", "rounding", width="0.07\\linewidth"),
          Column("derived", "derived, as printed", width="0.07\\linewidth"),
          Column("status", "status", width="0.06\\linewidth"),
          Column("reason", "why not / what is missing", width="0.17\\linewidth")),

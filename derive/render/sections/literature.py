@@ -45,7 +45,7 @@ def not_holding_table(verdicts: list[Verdict]) -> Table:
          Column("id", "claim", width="0.14\\linewidth"),
          Column("section", "where", width="0.07\\linewidth"),
          Column("printed", "printed", width="0.1\\linewidth"),
-         Column("precision", "rounding", width="0.07\\linewidth"),
+         Column("rounding", "rounding", width="0.07\\linewidth"),
          Column("derived", "derived, as printed", width="0.1\\linewidth"),
          Column("reason", "why", width="0.3\\linewidth")),
         tuple(rows),
