@@ -36,6 +36,7 @@ UNITS: dict[str, Fraction] = {
     "bytes/parameter": Fraction(1),
     "FLOP": Fraction(1),
     "GFLOP": Fraction(10**9),
+    "ZFLOP": Fraction(10**21),
     "FLOP/token": Fraction(1),
     "GFLOP/token": Fraction(10**9),
     "TFLOP/s": Fraction(10**12),

@@ -18,10 +18,10 @@ from derive.symbols import L, V, a, f, g, h, k, s
 
 claim = document(
     "Chowdhery et al. 2022", "arXiv 2204.02311, PaLM: Scaling Language Modeling with Pathways",
-    "Not registered: Table 22, PaLM's HFU (57.8 %: it rests on a rematerialisation policy the "
-    "paper does not tabulate) and Table 3's rows for GPT-3, Gopher and Megatron-Turing NLG (their "
-    "throughputs come from other papers): the paper's text was not in the stored corpora to read "
-    "their inputs. PaLM's own 46.2 % (Table 3, Appendix B) is checked.",
+    "Not registered: PaLM's HFU (57.8 %: it rests on a rematerialisation policy the paper does "
+    "not tabulate), Table 22's 8B and 62B rows and Table 3's rows for GPT-3, Gopher and "
+    "Megatron-Turing NLG (their throughputs come from other papers): the paper's text was not in "
+    "the stored corpora, only secondary sources quoting Appendix B and Table 22's 540B row.",
 ).claim
 
 #: Table 1: layers, heads, d_model; every model: head width 256, d_ff = 4 d_model, one kv head,
@@ -31,6 +31,8 @@ SHAPES = {"8B": (32, 16, 4096), "62B": (64, 32, 8192), "540B": (118, 48, 18432)}
 PRINTED_N = {"8B": 8.63, "62B": 62.50, "540B": 540.35}
 #: Appendix B: PaLM 540B's training throughput (tokens/s), chips, TPU v4 bf16 peak (FLOP/s).
 THROUGHPUT, CHIPS, TPU_V4_PEAK = 238_300, 6144, 275 * 10**12
+#: Section 3 / Table 22: every PaLM model saw 780B training tokens; the 540B's nominal size.
+TOKENS, NOMINAL_540B = 780 * 10**9, 540 * 10**9
 
 
 def _values(name: str) -> dict[sp.Symbol, int]:
@@ -80,3 +82,14 @@ claim("chowdhery.appendixB.540b-mfu-6n-12lhqt", "Appendix B", "the same MFU unde
       "own count, 6N + 12LHQT (N with the norm scales)", 46.2, "%", decimals(1),
       lambda: mfu(THROUGHPUT, palm_formula("540B"), CHIPS, TPU_V4_PEAK))
 
+claim("chowdhery.appendixB.540b-mfu-no-attention", "Appendix B", "without self-attention "
+      "(6N per token) the same throughput is 45.7 % MFU", 45.7, "%", decimals(1),
+      lambda: mfu(THROUGHPUT, 6 * parameters("540B"), CHIPS, TPU_V4_PEAK))
+claim("chowdhery.table22.540b-zettaflops", "Table 22", "PaLM 540B's training compute: 2527.2 "
+      "zettaFLOPs", 2527.2, "ZFLOP", decimals(1),
+      lambda: model_flops_per_token("540B") * TOKENS,
+      alternative=Alternative("6N per token with N = the nominal 540B (no attention term, not "
+                              "derive's 540.36B)",
+                              lambda: 6 * sp.Integer(NOMINAL_540B) * TOKENS),
+      note="derive's count adds the attention GEMMs (12LHQT, about 1 % at T = 2048) and the "
+           "0.36B beyond the model's name")
