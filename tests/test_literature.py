@@ -37,7 +37,7 @@ COUNTS = {
     "Dubey et al. 2024": (7, 7),
     "Hoffmann et al. 2022": (7, 3),
     "Kaplan et al. 2020": (15, 1),
-    "Korthikanti et al. 2022": (40, 8),
+    "Korthikanti et al. 2022": (41, 8),
     "Narayanan et al. 2021": (26, 9),
     "Rajbhandari et al. 2020": (63, 8),
 }

@@ -5,6 +5,7 @@ import math
 
 import sympy as sp
 
+from derive.architectures.gemms import flops, model_gemms, output_gemms
 from derive.claims import Rounding, decimals
 from derive.presets import Model, hardware
 from derive.units import BYTE_UNITS
@@ -33,3 +34,10 @@ def truncated(value: sp.Expr) -> sp.Expr:
 def as_printed(printed: str) -> Rounding:
     """The rounding a printed decimal shows: as many decimals as it carries ('1.88' -> 2)."""
     return decimals(len(printed.partition(".")[2]))
+
+
+def input_embedding_flops(family: str = "gpt") -> sp.Expr:
+    """Forward FLOPs derive's GEMM table gives the input embedding: the model's GEMMs less L layers and the head (0: a lookup is no GEMM)."""
+    layers = model_gemms(family, "full").filter(lambda gemm: gemm.has("layer"))
+    whole = flops(model_gemms(family, "full"), "forward")
+    return sp.expand(whole - flops(layers, "forward") - flops(output_gemms(family), "forward"))

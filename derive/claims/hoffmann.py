@@ -16,6 +16,7 @@ import sympy as sp
 from derive.architectures.gemms import attention_score_gemms, flops, output_gemms, weight_gemms
 from derive.architectures.parameters import gpt_layer
 from derive.claims import EXACT, Alternative, document
+from derive.claims._papers import input_embedding_flops
 from derive.conventions import CONVENTIONS
 from derive.symbols import L, V, a, f, h, k, s
 
@@ -58,7 +59,7 @@ def _model_forward() -> sp.Expr:
 
 
 claim("hoffmann.F.embeddings", "Appendix F", "embeddings: 2 x seq_len x vocab_size x d_model",
-      2 * s * V * h, "FLOP", EXACT, lambda: sp.Integer(0),
+      2 * s * V * h, "FLOP", EXACT, lambda: s * input_embedding_flops(),
       alternative=Alternative("the lookup read as a one-hot [V] x [V, h] product (the output "
                               "head's GEMM, transposed)",
                               lambda: sp.expand(s * flops(output_gemms("gpt"), "forward"))),
@@ -69,7 +70,9 @@ claim("hoffmann.F.logits", "Appendix F", "key @ query logits: 2 x seq_len x seq_
       "num_heads)", 2 * s * s * (k * a), "FLOP", EXACT, lambda: _score("attention.scores"),
       note="the full square: no causal halving")
 claim("hoffmann.F.softmax", "Appendix F", "softmax: 3 x num_heads x seq_len x seq_len",
-      3 * a * s * s, "FLOP", EXACT, lambda: sp.Integer(0),
+      3 * a * s * s, "FLOP", EXACT,
+      lambda: sp.expand(s * flops(attention_score_gemms("full", a, k), "forward"))
+      - _score("attention.scores") - _score("attention.context"),
       note=NOT_A_GEMM + ": softmax is elementwise (exp, sum, divide), outside derive's count")
 claim("hoffmann.F.reductions", "Appendix F", "softmax @ query reductions: 2 x seq_len x seq_len x "
       "(key_size x num_heads)", 2 * s * s * (k * a), "FLOP", EXACT,

@@ -14,6 +14,7 @@ import sympy as sp
 from derive.architectures.gemms import flops, gpt_layer_gemms, output_gemms
 from derive.architectures.parameters import gpt_edges, gpt_layer
 from derive.claims import EXACT, Alternative, document
+from derive.claims._papers import input_embedding_flops
 from derive.symbols import FFN_4H, L, V, f, h, s
 
 claim = document("Kaplan et al. 2020", "arXiv 2001.08361, Scaling Laws for Neural Language "
@@ -48,7 +49,7 @@ claim("kaplan.table1.embed-parameters", "Table 1", "Embed: (n_vocab + n_ctx) d_m
       (V + s) * h, "parameters", EXACT,
       lambda: gpt_edges().where("embedding").numel() + gpt_edges().where("position").numel())
 claim("kaplan.table1.embed-flops", "Table 1", "Embed: 4 d_model FLOPs per token", 4 * h, "FLOP",
-      EXACT, lambda: sp.Integer(0), note=NOT_A_GEMM)
+      EXACT, input_embedding_flops, note=NOT_A_GEMM)
 claim("kaplan.table1.qkv-parameters", "Table 1", "Attention QKV: n_layer d_model 3 d_attn",
       L * h * 3 * h, "parameters", EXACT, lambda: _params(QKV))
 claim("kaplan.table1.qkv-flops", "Table 1", "Attention QKV: 2 n_layer d_model 3 d_attn FLOPs",

@@ -129,6 +129,12 @@ claim("korthikanti.5.selective-total", "5", "with sequence parallel and selectiv
       lambda: first_stage_activation_bytes("gpt", pipeline=p, edges=False, recompute="selective",
                                            **_SP).subs(FFN_4H))
 
+claim("korthikanti.abstract.5x", "abstract / 5", "sequence parallelism with selective recompute "
+      "reduces activation memory about 5x (530B, t = 8: tensor parallel baseline over the new "
+      "per-layer bytes)", 5, "x", significant(1),
+      lambda: MODELS["530B"].subs(_layer(tensor_parallel=8) / _layer(
+          tensor_parallel=8, sequence_parallel=True, recompute="selective")))
+
 # --- section 4.3: the terms outside the layers --------------------------------------------
 claim("korthikanti.4.3.embedding-dropout", "4.3", "input embedding dropout mask on the first "
       "stage, p micro-batches, sequence parallel: sbhp/t", SBH * p / t, "B", EXACT,
