@@ -64,8 +64,11 @@ def claims_main(as_json: bool, entries: list["Claim"]) -> int:
     counts = {status: sum(v.status == status for v in verdicts)
               for status in ("holds", "does not hold", "pending")}
     if as_json:
-        json.dump({"claims": [v.record() for v in verdicts], "errors": errors, **counts},
-                  sys.stdout, indent=2)
+        by_document = {name: {status: sum(v.status == status and v.claim.document == name
+                                          for v in verdicts) for status in counts}
+                       for name in dict.fromkeys(v.claim.document for v in verdicts)}
+        json.dump({"claims": [v.record() for v in verdicts], "documents": by_document,
+                   "errors": errors, **counts}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         for v in verdicts:

@@ -164,6 +164,8 @@ def test_document_option_json_lists_only_that_document():
     report = json.loads(out)
     assert {entry["document"] for entry in report["claims"]} == {"Korthikanti et al. 2022"}
     assert (report["holds"], report["does not hold"]) == COUNTS["Korthikanti et al. 2022"]
+    assert list(report["documents"]) == ["Korthikanti et al. 2022"]
+    assert report["documents"]["Korthikanti et al. 2022"]["does not hold"] == 8
 
 
 def test_claims_option_checks_every_document(capsys):

@@ -224,7 +224,7 @@ def document(name: str, source: str, scope: str = "") -> Document:
 
 def _as_fraction(value: Number) -> Fraction:
     if isinstance(value, float):
-        return Fraction(repr(value))  # the decimal the article prints, read exactly
+        return Fraction(repr(value))  # the decimal the document prints, read exactly
     if isinstance(value, Fraction):
         return value
     value = sp.sympify(value)
