@@ -214,8 +214,8 @@ def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
     count = m.parameters
     ranks = args.dp
 
-    def at(expr: sp.Expr, **extra: int) -> float:
-        return float(m.subs(expr, N=count, b=args.micro_batch, d=ranks, **extra))
+    def at(expr: sp.Expr) -> float:
+        return float(m.at(expr, b=args.micro_batch, d=ranks))
 
     def fig(key: str, expr: sp.Expr, unit: str) -> Figure:
         return Figure(key, at(expr), unit, sp.sstr(expr))

@@ -23,10 +23,9 @@ from fractions import Fraction
 
 import sympy as sp
 
-from derive.accounts.state import resident_bytes
 from derive.inputs import choose
-from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS
-from derive.units import BYTE_UNITS, format_bytes
+from derive.presets import HARDWARE
+from derive.units import BYTE_UNITS
 
 GiB = BYTE_UNITS["GiB"]
 MiB = BYTE_UNITS["MiB"]
@@ -165,16 +164,12 @@ def usable_bytes(hardware_name: str = "h100") -> tuple[int, int]:
 
 
 def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
-    """Rows for the sheet: memory as sold, as the driver reports it, each loss, and what is usable."""
+    """Rows: memory as sold, as the driver reports it, each loss, and what is usable (bytes, or a fraction of reserved)."""
     name = _hardware(hardware_name)
     sold, capacity = HARDWARE[name].memory_bytes, DRIVER_CAPACITY[name]
 
     def row(item: str, low: object, high: object, where: str, source: str) -> dict[str, object]:
-        shown = {side: (f"{float(value) * 100:g} %" if isinstance(value, Fraction) and value < 1
-                        else format_bytes(value, "GiB"))
-                 for side, value in (("low", low), ("high", high))}
-        return {"item": item, "low": low, "high": high, "low_shown": shown["low"],
-                "high_shown": shown["high"], "where": where, "source": source}
+        return {"item": item, "low": low, "high": high, "where": where, "source": source}
 
     rows = [
         row("memory as sold", sold, sold, "datasheet (GB = 10^9 bytes)", HARDWARE[name].source),
@@ -202,11 +197,3 @@ def gpus_to_hold(total_bytes: int | float | sp.Expr, per_gpu_bytes: int | float 
 
 #: The article's per-card planning budget (section 5.4 and self-test 1), stated as 70 GiB.
 PLANNING_BUDGET_GIB = 70
-
-
-def resident_state_gpus(per_gpu_bytes: int, precision: str = "bf16",
-                        optimizer: str = "adam") -> dict[str, int]:
-    """GPUs that hold the resident state of Llama 3 8B / 70B / 405B at ``per_gpu_bytes`` each."""
-    held = resident_bytes(precision, optimizer)
-    return {name: gpus_to_hold(MODELS[name].subs(held, N=MODELS[name].parameters), per_gpu_bytes)
-            for name in LLAMA3_MODELS}

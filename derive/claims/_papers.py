@@ -21,11 +21,6 @@ def gpt(name: str, layers: int, hidden: int, heads: int, vocab: int, seq: int, s
     return Model(name, "gpt", layers, hidden, heads, heads, 4 * hidden, vocab, seq, source)
 
 
-def at(model: Model, expr: sp.Expr, **extra: int) -> sp.Expr:
-    """``expr`` at ``model``'s sizes (f included) and N = its parameter count."""
-    return model.subs(expr, N=model.parameters, **extra)
-
-
 def truncated(value: sp.Expr) -> sp.Expr:
     """``value`` with its fraction cut off (a table that truncates instead of rounding)."""
     return sp.Integer(math.floor(sp.Rational(value)))

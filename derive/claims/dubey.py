@@ -52,7 +52,7 @@ for _name, _printed, _digits in (("8B", 8, 1), ("70B", 70, 2), ("405B", 405, 3))
 
 def _compute(model: Model, tokens: int, convention: str = "derive-causal") -> sp.Expr:
     """Training FLOPs of ``tokens`` tokens at ``model`` under a derive.conventions count."""
-    return model.subs(CONVENTIONS[convention]("llama"), N=model.parameters) * tokens
+    return model.at(CONVENTIONS[convention]("llama")) * tokens
 
 
 claim("dubey.1.405b-compute", "1 / 3.2.1", "the 405B was pre-trained on 15.6T tokens with "

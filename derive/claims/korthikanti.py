@@ -20,10 +20,9 @@ from derive.accounts.activations import (
 )
 from derive.accounts.flops import flops_per_token, mfu
 from derive.claims import EXACT, Alternative, decimals, document, significant
-from derive.claims._papers import A100_PEAK, at, gpt
+from derive.claims._papers import A100_PEAK, gpt
 from derive.conventions import CONVENTIONS
-from derive.identities.flops import B
-from derive.symbols import FFN_4H, L, V, a, b, h, p, s, t, v
+from derive.symbols import FFN_4H, B, L, V, a, b, h, p, s, t, v
 
 claim = document(
     "Korthikanti et al. 2022", "arXiv 2205.05198, Reducing Activation Recomputation in Large "
@@ -162,7 +161,7 @@ def _batch_flops(name: str, recompute: str = "none") -> sp.Expr:
     """FLOPs of one iteration (B sequences of s tokens), full score square (Appendix A)."""
     _, _, batch, _ = RUNS[name]
     model = MODELS[name]
-    return batch * model.seq * at(model, flops_per_token("gpt", "full", recompute))
+    return batch * model.seq * model.at(flops_per_token("gpt", "full", recompute))
 
 
 def _utilisation(name: str, batch_flops: sp.Expr, seconds: sp.Expr | None = None) -> sp.Expr:
@@ -175,7 +174,7 @@ def _eq8(name: str) -> sp.Expr:
     """Appendix A, Eq. 8 at a Table 3 configuration: the paper's selective-recompute hardware FLOPs."""
     _, _, batch, _ = RUNS[name]
     model = MODELS[name]
-    return batch * model.seq * at(model, CONVENTIONS["korthikanti-selective"]("gpt"))
+    return batch * model.seq * model.at(CONVENTIONS["korthikanti-selective"]("gpt"))
 
 
 #: 22B: an iteration time that prints as Table 5's 1.10 s and reproduces its MFU and HFU.
@@ -220,7 +219,7 @@ def _score_share(name: str) -> sp.Expr:
 
 def _selective_overhead(name: str, hardware: sp.Expr) -> sp.Expr:
     model = MODELS[name]
-    return at(model, hardware / flops_per_token("gpt", "full")) - 1
+    return model.at(hardware / flops_per_token("gpt", "full")) - 1
 
 
 for _name, _label, _memory, _flops in (("175B", "GPT-3", 70, 2.7), ("530B", "MT-NLG", 65, 1.6)):

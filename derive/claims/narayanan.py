@@ -13,10 +13,9 @@ import sympy as sp
 from derive.accounts.flops import flops_per_token
 from derive.architectures.parameters import model_parameters, parameter_count
 from derive.claims import EXACT, Alternative, decimals, document
-from derive.claims._papers import A100_PEAK, as_printed, at, gpt
+from derive.claims._papers import A100_PEAK, as_printed, gpt
 from derive.conventions import CONVENTIONS
-from derive.identities.flops import B
-from derive.symbols import FFN_4H, L, V, h, s
+from derive.symbols import FFN_4H, B, L, V, h, s
 
 claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
                  "Training on GPU Clusters Using Megatron-LM (SC21)").claim
@@ -79,7 +78,7 @@ for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
 # --- worked examples (section 5.1) ------------------------------------------------------------
 def _days(model_name: str, tokens: int, gpus: int, tflops: int, per_token: sp.Expr) -> sp.Expr:
     """tokens x FLOPs per token / (GPUs x achieved FLOP/s), in days."""
-    return tokens * at(MODELS[model_name], per_token) / (gpus * tflops * TERA * DAY)
+    return tokens * MODELS[model_name].at(per_token) / (gpus * tflops * TERA * DAY)
 
 
 _RECOMPUTED = flops_per_token("gpt", "full", "full-layers")
