@@ -134,7 +134,8 @@ def test_conventions_for_llama3_70b():
                    "kaplan": 442.9, "palm": 487.7, "narayanan": 457.3,
                    "narayanan-recompute": 607.6, "megatron": 449.2,
                    # 8N; 72Lh^2(1 + s/3h + V/12Lh); Chinchilla's per-operation count (by hand below)
-                   "narayanan-8P": 564.4, "korthikanti-selective": 521.7, "hoffmann": 544.5}
+                   "narayanan-8P": 564.4, "korthikanti-selective": 521.7, "hoffmann": 544.5,
+                   "torchtitan": 481.4}   # tests/reference/peers_torchtitan.json: 481,442,709,504
     assert all(c.source and c.assumptions for c in CONVENTIONS.values())
 
 
