@@ -3,20 +3,22 @@
 Model FLOPs are the three passes of every GEMM in ``derive.architectures.gemms``
 (the article, sections 6.1-6.2). Hardware FLOPs add the forwards that an
 activation-recompute policy runs again (section 7.2). MFU and HFU follow PaLM
-(Chowdhery et al. 2022, appendix B). The published per-token counts (6N, Kaplan,
+(Chowdhery et al. 2022, appendix B); they take numbers, SymPy expressions or numpy
+arrays (elementwise). The published per-token counts (6N, Kaplan,
 PaLM, Narayanan, Megatron) are claims, kept in ``derive.conventions``.
 """
 from __future__ import annotations
 
 from typing import Callable, Union
 
+import numpy as np
 import sympy as sp
 
 from derive.architectures.gemms import Gemm, flops, model_gemms
 from derive.inputs import choose
 from derive.symbols import s
 
-Number = Union[int, float, sp.Expr]
+Number = Union[int, float, sp.Expr, np.ndarray]
 
 #: Recompute policies: which forward GEMMs run a second time before the backward.
 #: "selective" re-runs QK^T and PV (Korthikanti et al. 2022, section 4.2; what
@@ -81,6 +83,10 @@ def _positive(field: str, value: Number) -> Number:
         if value.is_positive is False:
             raise ValueError(f"{field}: must be positive, got {value}")
         return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value > 0)):
+            raise ValueError(f"{field}: must be positive and finite at every element")
+        return value.astype(np.float64)  # int64 products of tokens and FLOPs would overflow
     if not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{field}: must be positive, got {value!r}")
     return value
@@ -103,7 +109,7 @@ def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number,
                           mfu: Number = 1) -> Number:
     """Seconds per step if every GPU ran the model's FLOPs at ``mfu`` x peak (the article, section 6.4)."""
     _positive("mfu", mfu)
-    if not isinstance(mfu, sp.Basic) and mfu > 1:
+    if not isinstance(mfu, sp.Basic) and np.any(np.asarray(mfu) > 1):
         raise ValueError(f"mfu: must be at most 1, got {mfu!r}")
     return (_positive("tokens", tokens) * _positive("flops_per_token", flops_per_token)
             / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops) * mfu))

@@ -9,6 +9,7 @@ from derive.render.sections.bytes_per_parameter import bytes_per_parameter_secti
 from derive.render.sections.claims import claims_section
 from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
+from derive.render.sections.layouts import layouts_section
 from derive.render.sections.literature import literature_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
@@ -31,6 +32,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     budget_section,
     flops_section,
     utilisation_section,
+    layouts_section,
     megatron_section,
     claims_section,
     literature_section,
