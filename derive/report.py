@@ -21,6 +21,7 @@ from derive.accounts.activations import (
     article_model_bytes,
     layer_activation_bytes,
     model_activation_bytes,
+    model_layer_options,
 )
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.flops import (
@@ -32,6 +33,7 @@ from derive.accounts.flops import (
 )
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.conventions import six_n
+from derive.hf import from_config
 from derive.inputs import choose, positive_int
 from derive.presets import (
     ALIASES,
@@ -51,6 +53,8 @@ PROFILES: dict[str, str] = {
     "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
     "llama-eager": "Llama layer as PyTorch eager keeps it",
     "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
+    "llama-hf-sdpa": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (sdpa attention)",
+    "llama-hf-eager": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (eager attention)",
 }
 
 
@@ -59,12 +63,15 @@ ATTENTION_PROFILES = ("article", "gpt")
 ATTENTION_VARIANTS = ("fused", "materialised")
 
 
-def profile_bytes(profile: str, attention: str) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under ``profile``."""
+def profile_bytes(profile: str, attention: str, m: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under ``profile`` (at ``m``'s head width)."""
+    if m is not None:
+        m.require_dense("model")
     if profile == "article":
         return article_layer_bytes(attention), article_model_bytes(attention)
-    return (layer_activation_bytes(profile, attention),
-            model_activation_bytes(profile, attention))
+    options = {} if m is None else model_layer_options(m, profile)
+    return (layer_activation_bytes(profile, attention, **options),
+            model_activation_bytes(profile, attention, **options))
 
 
 DEFAULT_BUDGET = "70GiB"
@@ -76,7 +83,8 @@ SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
 
 #: Field names in derive's ValueErrors -> the option to name in the error line.
 FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--optimizer",
-                 "model": "--model", "peak": "--peak", "zero stage": "--zero"}
+                 "model": "--model", "peak": "--peak", "zero stage": "--zero",
+                 "profile": "--profile"}
 
 
 class UsageError(Exception):
@@ -165,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     names = [*MODELS, *ALIASES]
     parser.add_argument("--model", action="append", metavar="NAME",
                         help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
+    parser.add_argument("--config", action="append", metavar="PATH",
+                        help="a Hugging Face config.json (repeatable; the shape options override it)")
     parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
     parser.add_argument("--optimizer", default="adam", help=", ".join(OPTIMIZERS))
     parser.add_argument("--micro-batch", type=_positive("--micro-batch"), default=1)
@@ -185,14 +195,71 @@ def build_parser() -> argparse.ArgumentParser:
     for field, option in SHAPE_OPTIONS.items():
         shape.add_argument(option, dest=field, type=_positive(option))
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
+    moe.add_argument("--moe", metavar="NAME|CONFIG",
+                     help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
+                          "of a mixtral, qwen3_moe or deepseek_v3 model")
+    for option, meaning in (("--tp", "tensor"), ("--ep", "expert"), ("--etp", "expert tensor"),
+                            ("--pp", "pipeline")):
+        moe.add_argument(option, type=_positive(option), default=1, help=f"{meaning}-parallel size")
+    moe.add_argument("--moe-profile", default="fused", choices=["eager", "fused"],
+                     help="MoE activation profile (default: fused, Megatron + TE)")
     return parser
+
+
+def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
+    """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
+    from derive.moe_presets import load_moe_model
+    from derive.report_moe import MoELayout, moe_figures, render_moe
+    texts, data = [], {}
+    for source in sources:
+        try:
+            model_ = load_moe_model(source, args.seq)
+        except ValueError as error:
+            raise UsageError(f"{option}: {error}") from None
+        try:
+            layout = MoELayout(args.tp, args.ep, args.etp, args.pp, args.dp, args.micro_batch)
+            if args.json:
+                values = moe_figures(model_, layout, args.moe_profile)
+                data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
+                                     for key, value in values.items()}
+            else:
+                texts.append(render_moe(model_, layout, args.moe_profile) + "\n")
+        except ValueError as error:
+            field, _, rest = str(error).partition(": ")
+            raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
+    return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
+
+
+def _moe_configs(args: argparse.Namespace) -> list[str]:
+    """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    from derive.hf import load_config
+    from derive.moe_presets import MOE_FAMILIES
+    found = []
+    for path in args.config or ():
+        try:
+            config, _ = load_config(path)
+        except ValueError:
+            continue                     # the dense path reports the unreadable file
+        if config.get("model_type") in MOE_FAMILIES:
+            found.append(path)
+    return found
+
+
+def _from_config(path: str) -> Model:
+    """A model read from a config.json; its errors name --config and the config's field."""
+    try:
+        return from_config(path)
+    except ValueError as error:
+        raise UsageError(f"--config: {path}: {error}") from None
 
 
 def _models(args: argparse.Namespace) -> list[Model]:
     overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
                  if getattr(args, field) is not None}
-    if args.model:
-        bases = [model(name) for name in args.model]
+    if args.model or args.config:
+        bases = [model(name) for name in args.model or ()]
+        bases += [_from_config(path) for path in args.config or ()]
     elif overrides:
         missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
                    if field not in overrides]
@@ -222,9 +289,10 @@ def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
 
     held = state_bytes(args.precision, args.optimizer, zero_stage=args.zero)
     attentions = ATTENTION_VARIANTS if args.profile in ATTENTION_PROFILES else ("fused",)
-    per_layer = {attention: profile_bytes(args.profile, attention)[0] for attention in attentions}
-    all_layers = profile_bytes(args.profile, "fused")[1]
-    model_flops = flops_per_token(m.family, "causal")
+    per_layer = {attention: profile_bytes(args.profile, attention, m)[0]
+                 for attention in attentions}
+    all_layers = profile_bytes(args.profile, "fused", m)[1]
+    model_flops = flops_per_token(m.architecture, "causal")
     out = [
         Figure("parameters", count, "parameters", sp.sstr(N)),
         Figure("gemm_parameters", m.gemm_parameters, "parameters", "N_GEMM"),
@@ -253,10 +321,10 @@ def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
                     Figure("observed.mfu", mfu(rate, per_token, args.gpus, peak), "fraction",
                            "tokens/s * F / (gpus * peak)")]
             for policy in ("selective", "full"):
-                factor = at(recompute_factor(policy, m.family))
+                factor = at(recompute_factor(policy, m.architecture))
                 out.append(Figure(f"observed.hfu_{policy}",
                                   hfu(rate, per_token, args.gpus, peak, factor), "fraction",
-                                  f"MFU * ({sp.sstr(recompute_factor(policy, m.family))})"))
+                                  f"MFU * ({sp.sstr(recompute_factor(policy, m.architecture))})"))
     budget, label = parse_budget(args.budget)
     resident = at(held.total)
     out += [Figure("fit.budget", budget, "B", label),
@@ -309,6 +377,11 @@ def render_text(m: Model, args: argparse.Namespace, peak_label: str, values: dic
 def run(argv: Sequence[str] | None = None) -> str:
     """The report as text or JSON; raises UsageError on bad input."""
     args = build_parser().parse_args(argv)
+    if args.moe:
+        return _moe_report(args, [args.moe], "--moe")
+    moe_configs = _moe_configs(args)
+    if moe_configs and not args.model and len(moe_configs) == len(args.config):
+        return _moe_report(args, moe_configs, "--config")
     try:
         choose("precision", args.precision, PRECISIONS)
         choose("optimizer", args.optimizer, OPTIMIZERS)
@@ -320,7 +393,9 @@ def run(argv: Sequence[str] | None = None) -> str:
         reports = [(m, {fig.key: fig for fig in figures(m, args, peak)}) for m in models]
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
-        raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
+        option = ("--config" if field == "model" and args.config and not args.model
+                  else FIELD_OPTIONS.get(field, field))
+        raise UsageError(f"{option}: {rest}") from None
     if args.json:
         return json.dumps({m.name: {key: fig.as_json() for key, fig in values.items()}
                            for m, values in reports}, indent=2, sort_keys=True) + "\n"

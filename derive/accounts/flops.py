@@ -14,6 +14,7 @@ from typing import Callable, Union
 import numpy as np
 import sympy as sp
 
+from derive.architectures.decoder import Layout
 from derive.architectures.gemms import Gemm, flops, model_gemms
 from derive.inputs import choose
 from derive.symbols import s
@@ -34,26 +35,26 @@ RECOMPUTED_GEMMS: dict[str, Callable[[Gemm], bool]] = {
 }
 
 
-def recomputed_flops_per_token(family: str = "llama", mask: str = "causal",
+def recomputed_flops_per_token(family: str | Layout = "llama", mask: str = "causal",
                                recompute: str = "none") -> sp.Expr:
     """Forward FLOPs per token that ``recompute`` runs a second time."""
     again = RECOMPUTED_GEMMS[choose("recompute", recompute, RECOMPUTED_GEMMS)]
     return flops(model_gemms(family, mask).filter(again), "forward")
 
 
-def flops_per_token(family: str = "llama", mask: str = "causal",
+def flops_per_token(family: str | Layout = "llama", mask: str = "causal",
                     recompute: str = "none") -> sp.Expr:
     """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(family, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
     model = flops(model_gemms(family, mask))
     return model + recomputed_flops_per_token(family, mask, recompute)
 
 
-def model_flops_per_token(family: str = "llama", mask: str = "causal") -> sp.Expr:
+def model_flops_per_token(family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
     """Model FLOPs per token (no recompute): PaLM's numerator for MFU."""
     return flops_per_token(family, mask, "none")
 
 
-def recompute_factor(policy: str, family: str = "llama", mask: str = "causal") -> sp.Expr:
+def recompute_factor(policy: str, family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
     """Hardware / model FLOPs under ``policy``: 1, 4/3 ("full"), 1 + 2Lsh/F ("selective", causal)."""
     extra = recomputed_flops_per_token(family, mask, policy)
     return 1 + sp.cancel(extra / model_flops_per_token(family, mask))

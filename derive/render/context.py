@@ -13,8 +13,10 @@ from derive.render.sections.layouts import layouts_section
 from derive.render.sections.literature import literature_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
+from derive.render.sections.moe import moe_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
+from derive.render.sections.published_models import published_models_section
 from derive.render.sections.states import states_section
 from derive.render.sections.utilisation import utilisation_section
 from derive.render.sheet import Section, tables_json
@@ -28,12 +30,14 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     placement_section,
     bytes_per_parameter_section,
     models_section,
+    published_models_section,
     activations_section,
     budget_section,
     flops_section,
     utilisation_section,
     layouts_section,
     megatron_section,
+    moe_section,
     claims_section,
     literature_section,
     identities_section,
