@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     # the claim side: published and framework conventions, Megatron's estimators
     "conventions": 5, "megatron": 5, "megatron_moe": 5,
     "identities": 6,
-    "claims": 7, "claims_article": 7,
+    "claims": 7,
     # the report's figures as expressions over the accounts and conventions (report and render read them)
     "formulas": 7,
     # front ends over the registry and the presets

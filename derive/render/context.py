@@ -10,6 +10,7 @@ from derive.render.sections.claims import claims_section
 from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
 from derive.render.sections.layouts import layouts_section
+from derive.render.sections.literature import literature_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
 from derive.render.sections.moe import moe_section
@@ -38,6 +39,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     megatron_section,
     moe_section,
     claims_section,
+    literature_section,
     identities_section,
 )
 
