@@ -33,12 +33,12 @@ def test_at_least_150_paper_claims_each_naming_its_document(verdicts):
 #: document -> (hold, do not hold, unconfirmed), as derive judges them today.
 COUNTS = {
     ARTICLE: (103, 8, 0),
-    "Chowdhery et al. 2022": (2, 0, 5),
-    "Dubey et al. 2024": (6, 5, 3),
+    "Chowdhery et al. 2022": (2, 1, 4),
+    "Dubey et al. 2024": (6, 6, 2),
     "Hoffmann et al. 2022": (7, 3, 0),
     "Kaplan et al. 2020": (6, 1, 9),
-    "Korthikanti et al. 2022": (30, 6, 13),
-    "Narayanan et al. 2021": (1, 3, 31),
+    "Korthikanti et al. 2022": (34, 6, 9),
+    "Narayanan et al. 2021": (11, 4, 20),
     "Rajbhandari et al. 2020": (10, 0, 61),
 }
 
@@ -84,7 +84,8 @@ def test_narayanan_1t_parameters_by_hand(verdicts):
     by_hand = 12 * l * hid**2 + 13 * l * hid + (vocab + seq) * hid + 2 * hid
     entry = verdicts["narayanan.table1.1008.0b-parameters"]
     assert entry.derived == Fraction(by_hand, 10**9) and entry.printed == "1008.0"
-    assert entry.status == "unconfirmed"                         # Table 1's row was not found
+    assert entry.status == "holds" and "1008b" in entry.claim.checked_against
+    assert verdicts["narayanan.table1.1008.0b-percent-of-peak"].status == "unconfirmed"
     eq2 = verdicts["narayanan.eq2"]                               # read in a transcription of Eq. 2
     assert eq2.status == "does not hold" and "final LayerNorm" in eq2.reason
 
@@ -141,7 +142,9 @@ def test_palm_540b_parameters_by_hand(verdicts):
     n = l * layer + vocab * hid + hid
     entry = verdicts["chowdhery.table1.540B-N"]
     assert entry.derived == Fraction(n, 10**9) and entry.printed == "540.36"
-    assert entry.status == "unconfirmed"                          # Table 1 was not found
+    assert entry.status == "does not hold" and "reproduces it (540.354)" in entry.reason
+    assert "540.35B" in entry.claim.checked_against
+    assert verdicts["chowdhery.table1.8B-N"].status == "unconfirmed"     # 8.63B not found
 
 
 def test_palm_mfu_by_hand(verdicts):
@@ -159,7 +162,9 @@ def test_llama3_table4_and_compute(verdicts):
     assert verdicts["dubey.table4.8192gpu-s8192.mfu"].derived == Fraction(100 * 430, 989)
     assert verdicts["dubey.table4.8192gpu-s8192.mfu"].status == "holds"
     assert verdicts["dubey.table4.16384gpu-s8192.mfu"].status == "unconfirmed"   # 41 % not found
-    assert verdicts["dubey.1.405b-compute"].status == "unconfirmed"
+    compute = verdicts["dubey.1.405b-compute"]
+    assert compute.status == "does not hold" and "6N per token" in compute.reason
+    assert verdicts["dubey.1.almost-50x-llama2"].status == "unconfirmed"
 
 
 def test_kaplan_and_chinchilla_terms(verdicts):

@@ -17,8 +17,8 @@ from derive.conventions import CONVENTIONS
 from derive.presets import Model, hardware
 
 claim = document("Dubey et al. 2024", "arXiv 2407.21783, The Llama 3 Herd of Models",
-                 "Unconfirmed (no verdict): the 3.8 x 10^25 FLOPs, 'almost 50x' Llama 2 and Table "
-                 "4's 41 % MFU: no stored copy of those sentences or that cell was found.").claim
+                 "Unconfirmed (no verdict): 'almost 50x' Llama 2 and Table 4's 41 % MFU: no stored "
+                 "copy of that sentence or that cell was found.").claim
 
 TABLE3_SOURCE = ("https://aarnphm.xyz/thoughts/Llama-3 (Table 3: 8B/70B/405B, layers 32/80/126, "
                  "d_model 4096/8192/16384, FFN 14336/28672/53248, heads 32/64/128, 8 kv heads); "
@@ -26,6 +26,9 @@ TABLE3_SOURCE = ("https://aarnphm.xyz/thoughts/Llama-3 (Table 3: 8B/70B/405B, la
 TABLE4_SOURCE = ("https://glennklockwood.com/garden/llama-3.1 (Table 4's rows as presented at SC'24: "
                  "8192/16384/16384 GPUs, TP 8, CP 1/1/16, PP 16, 16M tokens/batch, 430/400/380 "
                  "TFLOPS/GPU)")
+COMPUTE_SOURCE = ("https://www.notebookcheck.net/Meta-unveils-biggest-smartest-royalty-free-Llama-3-1-"
+                  "405B-AI.866775.0.html ('the 3.8 x 10^25 FLOPs needed to create a 405 "
+                  "billion-parameter model'); 15.6T tokens: https://aarnphm.xyz/thoughts/Llama-3")
 MFU_SOURCE = "https://aiportalx.com/meta-ai/llama-3.1-8b ('405B got MFU of between 38-43%')"
 
 TABLE3 = "Dubey et al. 2024, Table 3 (vocabulary 128,000)"
@@ -70,7 +73,8 @@ claim("dubey.1.405b-compute", "1 / 3.2.1", "the 405B was pre-trained on 15.6T to
       lambda: _compute(MODELS["405B"], TOKENS_405B),
       alternative=Alternative("6N per token (derive.conventions '6N': the causal attention "
                               "term, 6Lsh, left out)",
-                              lambda: _compute(MODELS["405B"], TOKENS_405B, "6N")))
+                              lambda: _compute(MODELS["405B"], TOKENS_405B, "6N")),
+      checked_against=COMPUTE_SOURCE)
 claim("dubey.1.almost-50x-llama2", "1", "almost 50x the compute of the largest Llama 2 (70B, "
       "2T tokens)", 50, "x", significant(1),
       lambda: _compute(MODELS["405B"], TOKENS_405B) / _compute(LLAMA2_70B, LLAMA2_TOKENS))

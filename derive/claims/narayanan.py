@@ -20,8 +20,8 @@ from derive.symbols import FFN_4H, B, L, V, h, s
 claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
                  "Training on GPU Clusters Using Megatron-LM (SC21)",
                  "Unconfirmed (no verdict): Table 1's percentages of peak and aggregate throughputs "
-                 "except the 1T model's 502 petaFLOP/s, Eq. 4 and the 1T model's 84 days: no stored "
-                 "copy of those columns or of section 5.1 was found (Megatron-LM's README shows "
+                 "except the 1T model's 502 petaFLOP/s, and Eq. 4: no stored copy of those columns "
+                 "or of Eq. 4 was found (Megatron-LM's README shows "
                  "Table 1 as an image). Table 1's parameter counts were read in copies of its "
                  "configuration columns.").claim
 
@@ -38,7 +38,11 @@ CONFIRMED = {
     "1008.0b-aggregate": "https://redlib.fmhy.net/r/mlscaling (Narayanan et al. 2021: '1t-parameter "
                          "models at 502 petaFLOP/s', 3072 A100 GPUs)",
     "gpt3-175b-days": "https://libreddit.marty.tf/r/GPT3/comments/p1xf10 (citing Narayanan et al. "
-                      "2021: 'The Jul/2021 research estimates of 34 days used ... A100 GPUs')",
+                      "2021: 'The Jul/2021 research estimates of 34 days used ... A100 GPUs'); "
+                      "https://xie.infoq.cn/article/dd6c3d0f80653ffc35135ca1f (175B on 1024 A100: "
+                      "34 days)",
+    "1t-days": "https://xie.infoq.cn/article/dd6c3d0f80653ffc35135ca1f (a trillion parameters on "
+               "3072 A100: at least 84 days, quoting Narayanan et al. 2021)",
 }
 
 TABLE1 = "Narayanan et al. 2021, Table 1"
