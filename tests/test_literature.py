@@ -36,10 +36,10 @@ COUNTS = {
     "Chowdhery et al. 2022": (2, 1, 4),
     "Dubey et al. 2024": (6, 6, 2),
     "Hoffmann et al. 2022": (7, 3, 0),
-    "Kaplan et al. 2020": (6, 1, 9),
+    "Kaplan et al. 2020": (7, 1, 8),
     "Korthikanti et al. 2022": (34, 6, 9),
     "Narayanan et al. 2021": (11, 4, 20),
-    "Rajbhandari et al. 2020": (10, 0, 61),
+    "Rajbhandari et al. 2020": (13, 0, 58),
 }
 
 

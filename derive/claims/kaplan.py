@@ -19,8 +19,8 @@ from derive.symbols import FFN_4H, L, V, f, h, s
 
 claim = document("Kaplan et al. 2020", "arXiv 2001.08361, Scaling Laws for Neural Language "
                  "Models", "Unconfirmed (no verdict): Table 1's parameter column and section 2.1's "
-                 "12 n_layer d_model^2, 6N, backward = 2 x forward and n_ctx/12 d_model: the "
-                 "sources found transcribe only Table 1's FLOPs column.").claim
+                 "12 n_layer d_model^2, backward = 2 x forward and n_ctx/12 d_model: the sources "
+                 "found transcribe only Table 1's FLOPs column and C = 6NBS.").claim
 
 #: Table 1's FLOPs column, transcribed row by row in public code and discussed on the HF forum.
 TABLE1_FLOPS = ("public code transcribing Table 1's FLOPs column (openai_flops_per_token: embeddings "
@@ -94,7 +94,10 @@ claim("kaplan.2.1.n-12-l-h2", "2.1", "N ~ 12 n_layer d_model^2 with d_attn = d_f
       12 * L * h**2, "parameters", EXACT, lambda: _params(*WEIGHTS).subs(FFN_4H))
 claim("kaplan.2.1.c-6n", "2.1", "training compute C ~ 6N per token: the backward pass is twice the "
       "forward", 6, "x", EXACT,
-      lambda: sp.cancel(flops(gpt_layer_gemms("none")) / _params(*WEIGHTS).subs(L, 1)))
+      lambda: sp.cancel(flops(gpt_layer_gemms("none")) / _params(*WEIGHTS).subs(L, 1)),
+      checked_against="https://rainy-amount-ca8.notion.site/Scaling-Laws-for-Neural-Language-Models-"
+                      "218f138c207e80e482eef0b45d00587f (notes on section 1.3: 'C: compute used for "
+                      "training (6NBS)', N without embeddings)")
 claim("kaplan.2.1.backward-2x", "2.1", "the backward pass costs twice the forward", 2, "x", EXACT,
       lambda: sp.cancel(flops(gpt_layer_gemms("causal"), "dgrad", "wgrad")
                         / flops(gpt_layer_gemms("causal"), "forward")))
