@@ -37,7 +37,7 @@ COUNTS = {
     "Dubey et al. 2024": (6, 6, 2),
     "Hoffmann et al. 2022": (7, 3, 0),
     "Kaplan et al. 2020": (7, 1, 8),
-    "Korthikanti et al. 2022": (34, 6, 9),
+    "Korthikanti et al. 2022": (35, 6, 8),
     "Narayanan et al. 2021": (11, 4, 20),
     "Rajbhandari et al. 2020": (13, 0, 58),
 }

@@ -30,9 +30,8 @@ claim = document(
     "Not registered: Appendix B's 2.73 GB, section 4.3's stated share of the terms outside the "
     "layers, and Table 5's full-recompute rows: no stored copy of the paper's text was found, so "
     "their inputs and printed values could not be read. Unconfirmed (no verdict): section 5's "
-    "70/65 % and 2.7/1.6 %, the 1F1B first stage with the score "
-    "term, Table 2's sequence-parallel row with the score term and section 4.3's three output "
-    "terms taken apart.",
+    "70/65 % and 2.7/1.6 %, the 1F1B first stage with the score term and section 4.3's three "
+    "output terms taken apart.",
 ).claim
 
 #: Table 5's MFU and HFU as Megatron-LM published them (quoted in stas00/ml-engineering).
@@ -113,7 +112,9 @@ for _id, _text, _value, _policy, _source in (
         ("tp", "tensor parallel (baseline): sbh(10 + 24/t + 5as/ht)",
          SBH * (10 + 24 / t + 5 * a * s / (h * t)), {"tensor_parallel": t}, _SPLIT),
         ("tp-sp", "tensor + sequence parallel: sbh(34/t + 5as/ht)",
-         SBH * (34 / t + 5 * a * s / (h * t)), {"tensor_parallel": t, "sequence_parallel": True}, ""),
+         SBH * (34 / t + 5 * a * s / (h * t)), {"tensor_parallel": t, "sequence_parallel": True},
+         "public code transcribing Table 2 (get_activation_memory, tensor + sequence parallel: "
+         "s b h / t (34 + 5as/h); search-index file 49393662229)"),
         ("tp-selective", "tensor parallel + selective recompute: sbh(10 + 24/t)",
          SBH * (10 + 24 / t), {"tensor_parallel": t, "recompute": "selective"},
          MEGATRON_MEMORY.replace("compute_activation_memory", "compute_activation_memory_without_sp")),
