@@ -38,7 +38,7 @@ COUNTS = {
     "Hoffmann et al. 2022": (7, 3, 0),
     "Kaplan et al. 2020": (7, 1, 8),
     "Korthikanti et al. 2022": (35, 6, 8),
-    "Narayanan et al. 2021": (11, 4, 20),
+    "Narayanan et al. 2021": (12, 4, 19),
     "Rajbhandari et al. 2020": (13, 0, 58),
 }
 

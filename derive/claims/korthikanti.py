@@ -235,8 +235,8 @@ claim("korthikanti.eq8", "Appendix A, Eq. 8", "hardware FLOPs with selective rec
 claim("korthikanti.eq9", "Appendix A, Eq. 9", "hardware FLOPs with full recompute: "
       "96BLsh^2(1 + s/6h + V/16hL)", 96 * B * L * s * h**2 * (1 + s / (6 * h) + V / (16 * h * L)),
       "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H),
-      checked_against="SimonZsx/PSGLLM calcu.md (transcribes the recomputed count: 96Bsh^2 + 16Bs^2h "
-                      "per layer, the same as Narayanan et al.'s Eq. 3)")
+      checked_against="https://github.com/boredengineering/model-parallelism-LNNs (transcribes "
+                      "96Bslh^2(1 + s/6h + V/16lh), the same count as Narayanan et al.'s Eq. 3)")
 
 
 # --- section 5: what selective recompute saves and costs ------------------------------------

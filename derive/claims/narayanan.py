@@ -20,13 +20,15 @@ from derive.symbols import FFN_4H, B, L, V, h, s
 claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
                  "Training on GPU Clusters Using Megatron-LM (SC21)",
                  "Unconfirmed (no verdict): Table 1's percentages of peak and aggregate throughputs "
-                 "except the 1T model's 502 petaFLOP/s, and Eq. 4: no stored copy of those columns "
-                 "or of Eq. 4 was found (Megatron-LM's README shows "
-                 "Table 1 as an image). Table 1's parameter counts were read in copies of its "
-                 "configuration columns.").claim
+                 "except the 1T model's 502 petaFLOP/s: no stored copy of those columns was found "
+                 "(Megatron-LM's README shows Table 1 as an image). Table 1's parameter counts were "
+                 "read in copies of its configuration columns.").claim
 
-PSGLLM = ("SimonZsx/PSGLLM calcu.md (transcribes Eq. 2, P = 12lh^2(1 + 13/12h + (V + s)/12lh), and "
-          "Eq. 3's 96Bsh^2 + 16Bs^2h per layer)")
+PSGLLM = ("https://github.com/boredengineering/model-parallelism-LNNs (transcribes Eq. 2, P = "
+          "12lh^2(1 + 13/12h + (V + s)/12lh), and Eq. 3, F = 96Bslh^2(1 + s/6h + V/16lh)); "
+          "SimonZsx/PSGLLM calcu.md (the same Eq. 2 and Eq. 3's 96Bsh^2 + 16Bs^2h per layer)")
+EQ4 = ("https://github.com/Zenodia/Megatron-LM (Eq. 4's training-time estimate 8TP/(nX), with GPT-3's "
+       "T = 300B tokens, n = 1024 GPUs, X = 140 teraFLOP/s)")
 #: Table 1's parameter counts with their shapes, as copied into public code and READMEs.
 TABLE1_SHAPES = ("aws-samples/awsome-distributed-training 3.test_cases/megatron/megatron-lm/slurm/gpt3/"
                  "README.md (Table 1's 1.7B ... 310.1B with heads, hidden size and layers; search-index "
@@ -82,7 +84,8 @@ claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLO
       "per token (forward 2, backward 4, recomputed forward 2)", 8, "x", EXACT,
       lambda: sp.limit(flops_per_token("gpt", "full", "full-layers").subs(FFN_4H)
                        / parameter_count("gpt").subs(FFN_4H), h, sp.oo),
-      note="8 is the limit of derive's count over P for large h (attention and logits aside)")
+      note="8 is the limit of derive's count over P for large h (attention and logits aside)",
+      checked_against=EQ4)
 
 # --- Table 1 -------------------------------------------------------------------------------
 for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
