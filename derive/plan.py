@@ -33,6 +33,7 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
+from derive.hf import from_config
 from derive.presets import Model, model
 from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, m, p, t, v
@@ -88,7 +89,7 @@ def _rounded(sizes: np.ndarray) -> np.ndarray:
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,
                    values: dict[str, np.ndarray]) -> np.ndarray:
     """Bytes the allocator adds on the first stage: state buffers and every held activation, rounded up."""
-    terms = accounts(entry.family, profile, recompute, placement_name, placement_sharded(zero, placement_name))
+    terms = accounts(entry.architecture, profile, recompute, placement_name, placement_sharded(zero, placement_name))
     stage = sp.Piecewise((terms.parameters["single"], sp.Eq(p, 1)),
                          (terms.parameters["first"].xreplace(STAGE_LAYERS), True))
     buffers = placement_ledger(placement_name, placement_sharded(zero, placement_name), d).where("resident")
@@ -137,7 +138,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
     stage = placement(placement_name).stage
-    linear = accounts(entry.family, profile, "none").context_parallel
+    linear = accounts(entry.architecture, profile, "none").context_parallel
     contexts = [k for k in divisors(entry.seq) if k <= max_context] if linear else [1]
     base = layouts(entry, gpus, sorted({0, stage}), contexts)
     parts = []
@@ -273,7 +274,10 @@ def _fraction(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m derive.plan``."""
     parser = _Parser(prog="derive.plan", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="preset name or alias (8b, 70b, 405b, ...)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="preset name or alias (8b, 70b, 405b, ...)")
+    which.add_argument("--config", metavar="FILE",
+                       help="a Hugging Face config.json of a dense model (derive.hf.from_config)")
     parser.add_argument("--gpus", type=_gpus, required=True)
     parser.add_argument("--gpu", default="h100", choices=sorted(DRIVER_CAPACITY),
                         help="hardware with a usable-memory budget (derive.accounts.budget)")
@@ -290,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Field names in derive's ValueErrors -> the option to name.
-FIELD_OPTIONS = {"model": "--model", "profile": "--profile", "seq": "--seq", "tokens": "--tokens",
+FIELD_OPTIONS = {"model": "--model", "config": "--config", "profile": "--profile", "seq": "--seq", "tokens": "--tokens",
                  "peak": "--gpu", "hardware_name": "--gpu", "placement": "--placement"}
 
 
@@ -298,11 +302,13 @@ def run(argv: Sequence[str] | None = None) -> str:
     """The plan as text or JSON; UsageError (or argparse's exit 2) on bad input."""
     args = build_parser().parse_args(argv)
     try:
-        result = plan(model(args.model), args.gpus, args.tokens, args.gpu, args.seq,
+        entry = model(args.model) if args.model else from_config(args.config)
+        result = plan(entry, args.gpus, args.tokens, args.gpu, args.seq,
                       args.profile, args.placement, args.mfu, args.max_cp)
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
-        raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
+        options = {**FIELD_OPTIONS, "model": "--config"} if args.config else FIELD_OPTIONS
+        raise UsageError(f"{options.get(field, field)}: {rest}") from None
     return render_json(result) if args.json else render_text(result, args.top)
 
 

@@ -31,6 +31,7 @@ from derive.accounts.activations import (
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes_per_parameter
+from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.parameters import FAMILIES
 from derive.codegen import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import choose
@@ -155,11 +156,22 @@ def _tensor_parallel_share(table: Ledger) -> Ledger:
     return table.map(lambda w: w.divided(t) if w.has("gemm") or w.has("embedding") else w)
 
 
-def _stage_parameters(family: str) -> dict[str, sp.Expr]:
+def _layer_and_edges(architecture: str | Layout) -> tuple[Ledger, Ledger]:
+    """One layer's parameter table and the model edges': a family's, or a dense config layout's."""
+    if isinstance(architecture, Layout):
+        if not architecture.dense:
+            raise ValueError("model: sweeps and plans cover dense models; MoE / MLA layouts have "
+                             "their own accounts (derive --moe)")
+        return layer_rows(architecture), edge_rows(architecture)
+    layer, edges = FAMILIES[choose("family", architecture, FAMILIES)]
+    return layer(), edges()
+
+
+def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
     """Parameters per GPU on the single (p = 1), first and last pipeline stage."""
-    layer, edges = FAMILIES[choose("family", family, FAMILIES)]
-    layers = _tensor_parallel_share(layer()).numel() * L / p
-    ends = _tensor_parallel_share(edges())
+    layer, edges = _layer_and_edges(architecture)
+    layers = _tensor_parallel_share(layer).numel() * L / p
+    ends = _tensor_parallel_share(edges)
     first = ends.filter(lambda w: w.has("embedding") or w.has("position"))
     last = ends.filter(lambda w: w.has("output") or w.has("norm"))
     return {"single": sp.expand(layers.subs(p, 1) + ends.numel()),
@@ -239,7 +251,7 @@ class Accounts:
 
 
 @lru_cache(maxsize=None)
-def accounts(family: str, profile: str, recompute: str, placement_name: str = "megatron",
+def accounts(architecture: str | Layout, profile: str, recompute: str, placement_name: str = "megatron",
              sharded: bool = False, attention_kernel: str = "fused") -> Accounts:
     """The accounts of one combination, built from derive's tables (cached).
 
@@ -250,21 +262,21 @@ def accounts(family: str, profile: str, recompute: str, placement_name: str = "m
     choose("profile", profile, LAYER_PROFILES)
     placement(placement_name)
     return Accounts(
-        parameters=_stage_parameters(family),
+        parameters=_stage_parameters(architecture),
         bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d),
         activations=_stage_activations(profile, attention_kernel, recompute),
         layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute),
         logits=logits_bytes(t),
-        model_flops=flops_per_token(family, "causal"),
-        hardware_flops=flops_per_token(family, "causal", RECOMPUTE_FLOPS[recompute]),
+        model_flops=flops_per_token(architecture, "causal"),
+        hardware_flops=flops_per_token(architecture, "causal", RECOMPUTE_FLOPS[recompute]),
     )
 
 
 @lru_cache(maxsize=None)
-def account_columns(family: str, profile: str, recompute: str, placement_name: str,
+def account_columns(architecture: str | Layout, profile: str, recompute: str, placement_name: str,
                     sharded: bool, attention_kernel: str = "fused") -> dict[str, sp.Expr]:
     """:meth:`Accounts.columns` of one combination (cached)."""
-    return accounts(family, profile, recompute, placement_name, sharded, attention_kernel).columns()
+    return accounts(architecture, profile, recompute, placement_name, sharded, attention_kernel).columns()
 
 
 #: Every column :func:`evaluate` can report from the accounts.
@@ -318,14 +330,14 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
              names: Sequence[str] = COLUMNS, attention_kernel: str = "fused") -> dict[str, np.ndarray]:
     """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``)."""
     sharded = placement_sharded(zero, placement_name)
-    exprs = account_columns(entry.family, profile, recompute, placement_name, sharded, attention_kernel)
+    exprs = account_columns(entry.architecture, profile, recompute, placement_name, sharded, attention_kernel)
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
     run = {name: compile(exprs[name]) for name in names}
     values = {symbol.name: number for symbol, number in entry.values.items()}
     values.update({name: np.asarray(array) for name, array in layout.items()})
     values.setdefault("c", np.asarray(1))
-    if np.any(values["c"] > 1) and not accounts(entry.family, profile, recompute, placement_name,
+    if np.any(values["c"] > 1) and not accounts(entry.architecture, profile, recompute, placement_name,
                                                 sharded, attention_kernel).context_parallel:
         raise ValueError(f"c: context parallelism needs activations linear in s; {profile} with "
                          f"{attention_kernel} attention keeps score matrices")
@@ -334,7 +346,9 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
     gpus = values["t"] * values["p"] * values["d"] * values["c"]
     columns = {name: function(**values) for name, function in run.items()
                if "m" in values or name not in ("stage_activation_bytes", "memory_per_gpu")}
-    columns["gpus"] = np.broadcast_to(gpus, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
+    shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
+    columns = {name: np.broadcast_to(column, shape) for name, column in columns.items()}
+    columns["gpus"] = np.broadcast_to(gpus, shape)
     if tokens is not None:
         peak = hardware(hardware_name).peak_flops
         bound = step_time_lower_bound(tokens, columns["hardware_flops_per_token"], gpus, peak, mfu)

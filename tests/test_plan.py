@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +15,12 @@ from derive.accounts.activations import in_flight_micro_batches, layer_activatio
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import usable_bytes
 from derive.accounts.placement import placement_ledger
+from derive.hf import from_config
 from derive.plan import REASONS, main, plan
 from derive.presets import model
 from derive.symbols import BY_NAME, L, N, d, p, t, v
+
+CONFIGS = Path(__file__).resolve().parents[1] / "derive" / "configs"
 
 TOKENS_70B = 4 * 2**20
 
@@ -131,3 +135,40 @@ def test_bad_input_is_one_line_naming_the_option(argv, option, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and option in err
+
+
+def _qwen25_7b_parameters() -> int:
+    """Qwen2.5-7B counted by hand: q/k/v with biases, o without, SwiGLU, two RMSNorms, untied head."""
+    h, layers, heads, kv_heads, ffn, vocab = 3584, 28, 28, 4, 18944, 152064
+    kv = kv_heads * h // heads
+    layer = (h * h + h) + 2 * (h * kv + kv) + h * h + 3 * h * ffn + 2 * h
+    return layers * layer + 2 * vocab * h + h
+
+
+def test_a_config_model_is_swept_with_its_own_table():
+    """The qkv biases of a Qwen2 config reach the sweep (the Llama family table has none)."""
+    entry = from_config(CONFIGS / "qwen2.5-7b.json")
+    one = {name: np.array([1]) for name in ("b", "t", "p", "v", "d")}
+    columns = sweep.evaluate(entry, {**one, "s": np.array([4096])}, names=["parameters"])
+    assert int(columns["parameters"][0]) == _qwen25_7b_parameters() == 7_615_616_512
+
+
+def test_plan_reads_a_config(capsys):
+    assert main(["--config", str(CONFIGS / "qwen2.5-7b.json"), "--gpus", "64",
+                 "--tokens", str(2**22), "--seq", "4096", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "qwen2.5-7b" and data["seq"] == 4096
+    assert any(layout["feasible"] for layout in data["layouts"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--config", str(CONFIGS / "mixtral-8x7b-v0.1.json")],   # MoE: its own accounts, never a dense guess
+    ["--config", "no-such-config.json"],
+    ["--config", str(CONFIGS / "qwen2.5-7b.json"), "--model", "8b"],
+])
+def test_bad_config_is_one_line_naming_config(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main([*argv, "--gpus", "64", "--tokens", str(2**22)]))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--config" in err
