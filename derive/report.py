@@ -1,90 +1,101 @@
-"""``python -m derive.report`` / ``derive``: the four states, FLOPs and step-time bounds of one model.
+"""The report of one model: the four states, activations, FLOPs, step-time bounds and GPU counts.
 
-Every figure is a proven expression of derive with the model's sizes
-substituted; ``--json`` prints each with its unit and the expression it came
-from. Bad input exits with status 2 and one line naming the option.
+:class:`Request` holds what is asked (validated when made: a ValueError names
+the field); :func:`figures` substitutes the model's sizes into derive's proven
+expressions; :func:`render_text` and :func:`render_json` print them. The
+command line (``derive`` / ``python -m derive.report``) is ``derive.cli``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import re
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import sympy as sp
 
-from derive.accounts.activations import (
-    article_layer_bytes,
-    article_model_bytes,
-    layer_activation_bytes,
-    model_activation_bytes,
-)
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
+from derive.accounts.budget import gpus_to_hold
 from derive.accounts.flops import (
     flops_per_token,
-    hfu,
     mfu,
     recompute_factor,
     step_time_lower_bound,
 )
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.conventions import six_n
-from derive.inputs import choose, positive_int
-from derive.presets import (
-    ALIASES,
-    HARDWARE,
-    LLAMA3_MODELS,
-    MODELS,
-    Model,
-    hardware,
-    model,
-)
-from derive.symbols import N
-from derive.units import BYTE_UNITS, format_bytes, to_unit
+from derive.inputs import choose, finite_positive, positive_int
+from derive.presets import Model, hardware
+from derive.symbols import N, d
+from derive.units import BYTE_UNITS, format_bytes, format_count, format_seconds
 
-#: Activation profiles: name -> what it assumes.
-PROFILES: dict[str, str] = {
-    "article": "GPT layer of Korthikanti et al. 2022 at f = 4h, statistics ignored (the article's 34)",
-    "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
-    "llama-eager": "Llama layer as PyTorch eager keeps it",
-    "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
-}
-
-
-#: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
-ATTENTION_PROFILES = ("article", "gpt")
 ATTENTION_VARIANTS = ("fused", "materialised")
-
-
-def profile_bytes(profile: str, attention: str) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under ``profile``."""
-    if profile == "article":
-        return article_layer_bytes(attention), article_model_bytes(attention)
-    return (layer_activation_bytes(profile, attention),
-            model_activation_bytes(profile, attention))
-
-
-DEFAULT_BUDGET = "70GiB"
-DEFAULT_SEQ = 8192
-
-#: Model fields -> the custom-shape option that sets them.
-SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
-                 "kv_heads": "--kv-heads", "ffn": "--ffn", "vocab": "--vocab", "seq": "--seq"}
-
-#: Field names in derive's ValueErrors -> the option to name in the error line.
-FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--optimizer",
-                 "model": "--model", "peak": "--peak", "zero stage": "--zero"}
-
-
-class UsageError(Exception):
-    """A bad option: reported as one line, exit status 2."""
+DEFAULT_MFU = 0.4
+ZERO_STAGES = (0, 1, 2, 3)
 
 
 @dataclass(frozen=True)
-class Figure:
+class Request:
+    """What the report is asked: recipe, batch, step, hardware peak, ZeRO and the per-GPU budget.
+
+    ``tokens`` and ``gpus`` go together; ``mfu`` and ``step_time`` need both;
+    ``zero`` > 0 needs ``dp`` and ``dp`` needs ``zero`` > 0: nothing given is ignored.
+    """
+
+    precision: str = "bf16"
+    optimizer: str = "adam"
+    profile: str = "article"
+    micro_batch: int = 1
+    tokens: int | None = None
+    gpus: int | None = None
+    mfu: float | None = None
+    step_time: float | None = None
+    peak_flops: float = hardware("h100").peak_flops
+    peak_label: str = "H100"
+    zero: int = 0
+    dp: int | None = None
+    budget_bytes: int = 70 * BYTE_UNITS["GiB"]
+    budget_label: str = "70GiB"
+
+    def __post_init__(self) -> None:
+        choose("precision", self.precision, PRECISIONS)
+        choose("optimizer", self.optimizer, OPTIMIZERS)
+        choose("profile", self.profile, PROFILES)
+        positive_int("micro_batch", self.micro_batch)
+        for name in ("tokens", "gpus"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))
+        if (self.tokens is None) != (self.gpus is None):
+            given, missing = ("tokens", "gpus") if self.gpus is None else ("gpus", "tokens")
+            raise ValueError(f"{given}: the step bound needs {missing} too")
+        for name in ("mfu", "step_time"):
+            if getattr(self, name) is not None and self.tokens is None:
+                raise ValueError(f"{name}: needs tokens and gpus (the step it describes)")
+        if self.mfu is not None:
+            finite_positive("mfu", self.mfu)
+            if self.mfu > 1:
+                raise ValueError(f"mfu: must be at most 1, got {self.mfu!r}")
+        if self.step_time is not None:
+            finite_positive("step_time", self.step_time)
+        finite_positive("peak_flops", self.peak_flops)
+        if isinstance(self.zero, bool) or self.zero not in ZERO_STAGES:
+            raise ValueError(f"zero: must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.dp is not None:
+            positive_int("dp", self.dp)
+            if not self.zero:
+                raise ValueError("dp: only ZeRO (zero 1-3) shards over the data-parallel ranks")
+        elif self.zero:
+            raise ValueError(f"zero: ZeRO-{self.zero} needs dp, the ranks it shards over")
+        positive_int("budget_bytes", self.budget_bytes)
+
+    @property
+    def target_mfu(self) -> float:
+        """The MFU of the step bound (0.4 unless given)."""
+        return DEFAULT_MFU if self.mfu is None else self.mfu
+
+
+@dataclass(frozen=True)
+class Reported:
     """One reported number with its unit and the expression it was substituted into."""
 
     key: str
@@ -96,138 +107,39 @@ class Figure:
         return {"value": self.value, "unit": self.unit, "expression": self.expression}
 
 
-def parse_budget(text: str) -> tuple[int, str]:
-    """'70GiB' / '80 GB' -> (bytes, label); a hardware name -> the low end of its usable range.
-
-    The unit is mandatory so GB and GiB never mix; a hardware budget comes from
-    derive.accounts.budget (driver capacity less context, NCCL, margin, fragmentation, workspaces).
-    """
-    if text in DRIVER_CAPACITY:
-        low, high = usable_bytes(text)
-        return low, (f"{text} usable low end {to_unit(low, 'GiB'):.2f} GiB "
-                     f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*", text)
-    if not match or match.group(2) not in BYTE_UNITS:
-        raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, or one of "
-                         f"{', '.join(DRIVER_CAPACITY)}, got {text!r}")
-    value = float(match.group(1))
-    if value <= 0:
-        raise UsageError(f"--budget: must be positive, got {text!r}")
-    return int(value * BYTE_UNITS[match.group(2)]), text
-
-
-def parse_peak(text: str) -> tuple[float, str]:
-    """A hardware preset name or a number in FLOP/s -> (FLOP/s, label)."""
-    if text in HARDWARE:
-        return hardware(text).peak_flops, text.upper()
+def _finite(key: str, value: object, field: str) -> float:
+    """``value`` as a finite float, else ValueError naming the request ``field`` that made it overflow."""
     try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"--peak: unknown hardware {text!r} (known: {', '.join(HARDWARE)}; "
-                         "or a number in FLOP/s)") from None
-    if not value > 0 or math.isinf(value):
-        raise UsageError(f"--peak: must be a positive number of FLOP/s, got {text!r}")
-    return value, f"{value:.4g} FLOP/s"
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{field}: {key} overflows a float at this value")
+    return number
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive(option: str):
-    def convert(text: str) -> int:
-        try:
-            return positive_int(option, int(text))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    convert.__name__ = option
-    return convert
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line, with the article's cli.py options and more."""
-    parser = _Parser(prog="derive", description=__doc__)
-    names = [*MODELS, *ALIASES]
-    parser.add_argument("--model", action="append", metavar="NAME",
-                        help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
-    parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
-    parser.add_argument("--optimizer", default="adam", help=", ".join(OPTIMIZERS))
-    parser.add_argument("--micro-batch", type=_positive("--micro-batch"), default=1)
-    parser.add_argument("--tokens", type=_positive("--tokens"), help="tokens per step (global batch)")
-    parser.add_argument("--gpus", type=_positive("--gpus"))
-    parser.add_argument("--peak", default="h100", help="hardware preset or FLOP/s")
-    parser.add_argument("--mfu", type=_fraction, default=0.4, help="target MFU (default 0.4)")
-    parser.add_argument("--step-time", type=_seconds, help="observed seconds per step")
-    parser.add_argument("--profile", default="article", choices=list(PROFILES),
-                        help="activation profile (default: article)")
-    parser.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (needs --dp)")
-    parser.add_argument("--dp", type=_positive("--dp"), default=1, help="data-parallel ranks")
-    parser.add_argument("--budget", default=DEFAULT_BUDGET,
-                        help="memory per GPU with its unit (70GiB, 80GB) or a hardware name "
-                             "(h100, a100: the low end of its usable range); default 70GiB")
-    shape = parser.add_argument_group("custom shape (overrides the preset; without --model, "
-                                      "--layers --hidden --heads --ffn --vocab are required)")
-    for field, option in SHAPE_OPTIONS.items():
-        shape.add_argument(option, dest=field, type=_positive(option))
-    parser.add_argument("--json", action="store_true", help="print every figure as JSON")
-    return parser
-
-
-def _models(args: argparse.Namespace) -> list[Model]:
-    overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
-                 if getattr(args, field) is not None}
-    if args.model:
-        bases = [model(name) for name in args.model]
-    elif overrides:
-        missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
-                   if field not in overrides]
-        if missing:
-            raise UsageError(f"{missing[0]}: required for a custom shape without --model")
-        heads = overrides["heads"]
-        return [Model("custom", "llama", overrides["layers"], overrides["hidden"], heads,
-                      overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
-                      overrides.get("seq", DEFAULT_SEQ), "command line")]
-    else:
-        bases = [MODELS[name] for name in LLAMA3_MODELS]
-    if overrides:
-        return [replace(base, name=f"{base.name} (custom)", **overrides) for base in bases]
-    return bases
-
-
-def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
+def figures(m: Model, request: Request = Request()) -> list[Reported]:
     """Every number the report prints for model ``m``."""
     count = m.parameters
-    ranks = args.dp
 
-    def at(expr: sp.Expr, **extra: int) -> float:
-        return float(m.subs(expr, N=count, b=args.micro_batch, d=ranks, **extra))
+    def exact(expr: sp.Expr) -> sp.Expr:
+        return m.subs(expr, N=count, b=request.micro_batch, d=request.dp or 1)
 
-    def fig(key: str, expr: sp.Expr, unit: str) -> Figure:
-        return Figure(key, at(expr), unit, sp.sstr(expr))
+    def fig(key: str, expr: sp.Expr, unit: str) -> Reported:
+        return Reported(key, _finite(key, exact(expr), "model"), unit, sp.sstr(expr))
 
-    held = state_bytes(args.precision, args.optimizer, zero_stage=args.zero)
-    attentions = ATTENTION_VARIANTS if args.profile in ATTENTION_PROFILES else ("fused",)
-    per_layer = {attention: profile_bytes(args.profile, attention)[0] for attention in attentions}
-    all_layers = profile_bytes(args.profile, "fused")[1]
+    held = state_bytes(request.precision, request.optimizer, zero_stage=request.zero)
+    attentions = ATTENTION_VARIANTS if request.profile in ATTENTION_PROFILES else ("fused",)
+    per_layer = {attention: profile_bytes(request.profile, attention)[0]
+                 for attention in attentions}
+    all_layers = profile_bytes(request.profile, "fused")[1]
     model_flops = flops_per_token(m.family, "causal")
+    per_token = _finite("flops.per_token_causal", exact(model_flops), "model")
+    peak = request.peak_flops
     out = [
-        Figure("parameters", count, "parameters", sp.sstr(N)),
-        Figure("gemm_parameters", m.gemm_parameters, "parameters", "N_GEMM"),
+        Reported("parameters", _finite("parameters", count, "model"), "parameters", sp.sstr(N)),
+        Reported("gemm_parameters", _finite("gemm_parameters", m.gemm_parameters, "model"),
+                 "parameters", "N_GEMM"),
         fig("bytes_per_parameter", held.total / N, "B/parameter"),
         fig("state.params", held.params, "B"),
         fig("state.grads", held.grads, "B"),
@@ -238,104 +150,139 @@ def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
         fig("activations.all_layers_and_logits", all_layers, "B"),
         fig("flops.six_n", six_n(), "FLOP/token"),
         fig("flops.per_token_causal", model_flops, "FLOP/token"),
+        Reported("time.one_sequence",
+                 _finite("time.one_sequence", step_time_lower_bound(m.seq, per_token, 1, peak),
+                         "peak_flops"), "s", "s * F / peak"),
     ]
-    per_token = at(model_flops)
-    out.append(Figure("time.one_sequence", step_time_lower_bound(m.seq, per_token, 1, peak),
-                      "s", "s * F / peak"))
-    if args.tokens and args.gpus:
-        bound = step_time_lower_bound(args.tokens, per_token, args.gpus, peak)
-        out += [Figure("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
-                Figure("step.at_target_mfu", bound / args.mfu, "s",
-                       "tokens * F / (gpus * peak * mfu)")]
-        if args.step_time:
-            rate = args.tokens / args.step_time
-            out += [Figure("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
-                    Figure("observed.mfu", mfu(rate, per_token, args.gpus, peak), "fraction",
-                           "tokens/s * F / (gpus * peak)")]
-            for policy in ("selective", "full"):
-                factor = at(recompute_factor(policy, m.family))
-                out.append(Figure(f"observed.hfu_{policy}",
-                                  hfu(rate, per_token, args.gpus, peak, factor), "fraction",
-                                  f"MFU * ({sp.sstr(recompute_factor(policy, m.family))})"))
-    budget, label = parse_budget(args.budget)
-    resident = at(held.total)
-    out += [Figure("fit.budget", budget, "B", label),
-            Figure("fit.gpus_for_state", math.ceil(resident / budget), "GPUs",
-                   "ceil(resident / budget)"),
-            Figure("fit.gpus_for_state_and_activations",
-                   math.ceil((resident + at(all_layers)) / budget), "GPUs",
-                   "ceil((resident + activations) / budget)")]
+    if request.tokens is not None:
+        out += _step_figures(m, request, per_token, exact)
+    return out + _fit_figures(request, exact(held.total.subs(d, sp.oo)),
+                              exact(sp.expand(held.total * d).coeff(d, 0)), exact(all_layers))
+
+
+def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[Reported]:
+    """The step bound at 100 % and at the target MFU; with a step time, MFU and HFU."""
+    bound = _finite("step.lower_bound", step_time_lower_bound(
+        request.tokens, per_token, request.gpus, request.peak_flops), "peak_flops")
+    out = [Reported("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
+           Reported("step.at_target_mfu", bound / request.target_mfu, "s",
+                    "tokens * F / (gpus * peak * mfu)")]
+    if request.step_time is None:
+        return out
+    if request.step_time < bound:
+        raise ValueError(
+            f"step_time: {request.step_time:g} s is faster than the hardware allows: "
+            f"{request.tokens} tokens on {request.gpus} GPUs take >= {bound:.4g} s at 100 % MFU "
+            f"(the MFU would be {bound / request.step_time:.0%})")
+    rate = request.tokens / request.step_time
+    observed = mfu(rate, per_token, request.gpus, request.peak_flops)
+    out += [Reported("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
+            Reported("observed.mfu", observed, "fraction", "tokens/s * F / (gpus * peak)")]
+    for policy in ("selective", "full"):
+        factor = recompute_factor(policy, m.family)
+        out.append(Reported(f"observed.hfu_{policy}", observed * float(exact(factor)), "fraction",
+                            f"MFU * ({sp.sstr(factor)})"))
+    return out
+def _fit_figures(request: Request, replicated: sp.Expr, sharded: sp.Expr,
+                 activations: sp.Expr) -> list[Reported]:
+    """GPUs that hold the state at the budget: the state split over GPUs, or under ZeRO the ranks.
+
+    Without ZeRO every byte is split (the article's self-test: ceil(resident / budget));
+    under ZeRO one rank holds ``replicated + sharded / ranks``, so the ranks needed are
+    ceil(sharded / (budget - replicated)), and none suffice when replicated >= budget.
+    """
+    budget = request.budget_bytes
+    out = [Reported("fit.budget", budget, "B", request.budget_label)]
+    if not request.zero:
+        return out + [
+            Reported("fit.gpus_for_state", gpus_to_hold(replicated + sharded, budget), "GPUs",
+                     "ceil(resident / budget)"),
+            Reported("fit.gpus_for_state_and_activations",
+                     gpus_to_hold(replicated + sharded + activations, budget), "GPUs",
+                     "ceil((resident + activations) / budget)")]
+    for key, kept, what in (
+            ("fit.gpus_for_state", replicated, "ceil(sharded / (budget - replicated)) ranks"),
+            ("fit.gpus_for_state_and_activations", replicated + activations,
+             "ceil(sharded / (budget - replicated - activations)) ranks")):
+        if kept < budget:
+            out.append(Reported(key, max(1, gpus_to_hold(sharded, budget - kept)), "GPUs", what))
     return out
 
 
-def render_text(m: Model, args: argparse.Namespace, peak_label: str, values: dict[str, Figure]) -> str:
+def _fit_line(request: Request, values: dict[str, Reported]) -> str:
+    """The last line: how many GPUs (or ZeRO ranks) hold the state at the budget."""
+    budget = values["fit.budget"].expression
+    if not request.zero:
+        return (f"  fit at {budget} per GPU: resident state needs >= "
+                f"{values['fit.gpus_for_state'].value:.0f} GPUs; with one micro-batch of "
+                f"activations >= {values['fit.gpus_for_state_and_activations'].value:.0f}")
+    per_rank = values["state.resident"].value
+    fits = "fits" if per_rank <= request.budget_bytes else "does not fit"
+    line = (f"  fit at {budget} per GPU: ZeRO-{request.zero} over {request.dp} ranks holds "
+            f"{format_bytes(per_rank)} per rank ({fits});")
+    if "fit.gpus_for_state" not in values:
+        return line + " the unsharded state alone exceeds the budget at any number of ranks"
+    line += f" the state needs >= {values['fit.gpus_for_state'].value:.0f} ranks"
+    if "fit.gpus_for_state_and_activations" not in values:
+        return line + "; with one micro-batch of activations it never fits"
+    return line + (f"; with one micro-batch of activations >= "
+                   f"{values['fit.gpus_for_state_and_activations'].value:.0f}")
+
+
+def render_text(m: Model, request: Request, values: dict[str, Reported]) -> str:
     """The article's cli.py block for one model."""
     def v(key: str) -> float:
         return values[key].value
 
+    materialised = "activations.per_layer_materialised" in values
     lines = [
         f"== {m.name}: L={m.layers} h={m.hidden} a={m.heads} kv={m.kv_heads} f={m.ffn} "
         f"V={m.vocab} s={m.seq}",
-        f"  N = {v('parameters') / 1e9:.2f} B   ({args.precision} + {args.optimizer}: "
-        f"{v('bytes_per_parameter'):.4g} B/param"
-        + (f", ZeRO-{args.zero} over {args.dp} ranks" if args.zero else "") + ")",
+        f"  N = {format_count(v('parameters'), 'parameters')}   ({request.precision} + "
+        f"{request.optimizer}: {v('bytes_per_parameter'):.4g} B/param"
+        + (f", ZeRO-{request.zero} over {request.dp} ranks" if request.zero else "") + ")",
         f"  params {format_bytes(v('state.params')):>10}  grads {format_bytes(v('state.grads')):>10}"
-        f"  optim {format_bytes(v('state.optimizer')):>10}  resident {format_bytes(v('state.resident')):>10}",
-        f"  activation/layer (b={args.micro_batch}, profile {args.profile}): "
+        f"  optim {format_bytes(v('state.optimizer')):>10}  resident "
+        f"{format_bytes(v('state.resident')):>10}",
+        f"  activation/layer (b={request.micro_batch}, profile {request.profile}): "
         f"{format_bytes(v('activations.per_layer_fused')):>10} "
-        + ("flash | " if "activations.per_layer_materialised" in values else "per layer | ")
+        + ("flash | " if materialised else "per layer | ")
         + (f"{format_bytes(v('activations.per_layer_materialised')):>10} materialised scores | "
-           if "activations.per_layer_materialised" in values else "")
+           if materialised else "")
         + f"all layers + logits {format_bytes(v('activations.all_layers_and_logits')):>10}",
-        f"  FLOPs/token: 6N = {v('flops.six_n') / 1e9:.0f} GFLOP, with causal attention = "
-        f"{v('flops.per_token_causal') / 1e9:.0f} GFLOP;  one {m.seq}-token sequence on one "
-        f"{peak_label} >= {v('time.one_sequence'):.2f} s",
+        f"  FLOPs/token: 6N = {format_count(v('flops.six_n'), 'FLOP', 0, 10)}, with causal "
+        f"attention = {format_count(v('flops.per_token_causal'), 'FLOP', 0, 10)};  one "
+        f"{m.seq}-token sequence on one {request.peak_label} >= "
+        f"{format_seconds(v('time.one_sequence'))}",
     ]
     if "step.lower_bound" in values:
-        lines.append(f"  {args.tokens / 2**20:.4g} Mi tokens/step on {args.gpus} GPUs: >= "
-                     f"{v('step.lower_bound'):.2f} s at 100%, {v('step.at_target_mfu'):.2f} s at "
-                     f"{args.mfu:.0%} MFU")
+        lines.append(f"  {request.tokens / 2**20:.4g} Mi tokens/step on {request.gpus} GPUs: >= "
+                     f"{format_seconds(v('step.lower_bound'))} at 100%, "
+                     f"{format_seconds(v('step.at_target_mfu'))} at {request.target_mfu:.0%} MFU")
     if "observed.mfu" in values:
-        lines.append(f"  observed {args.step_time:g} s/step = "
-                     f"{v('observed.tokens_per_second') / 1e3:.0f} K tokens/s -> MFU "
-                     f"{v('observed.mfu'):.1%}  HFU(selective) {v('observed.hfu_selective'):.1%}"
-                     f"  HFU(full) {v('observed.hfu_full'):.1%}")
-    lines.append(f"  fit at {values['fit.budget'].expression} per GPU: resident state needs >= "
-                 f"{v('fit.gpus_for_state'):.0f} GPUs; with one micro-batch of activations "
-                 f">= {v('fit.gpus_for_state_and_activations'):.0f}")
+        hfus = "  ".join(
+            f"HFU({policy}) {v(f'observed.hfu_{policy}'):.1%}"
+            if v(f"observed.hfu_{policy}") <= 1 else f"HFU({policy}) over 100% (not run so)"
+            for policy in ("selective", "full"))
+        lines.append(f"  observed {request.step_time:g} s/step = "
+                     f"{format_count(v('observed.tokens_per_second'), '', 0)} tokens/s -> "
+                     f"MFU {v('observed.mfu'):.1%}  {hfus}")
+    lines.append(_fit_line(request, values))
     return "\n".join(lines) + "\n"
 
 
-def run(argv: Sequence[str] | None = None) -> str:
-    """The report as text or JSON; raises UsageError on bad input."""
-    args = build_parser().parse_args(argv)
-    try:
-        choose("precision", args.precision, PRECISIONS)
-        choose("optimizer", args.optimizer, OPTIMIZERS)
-        if args.zero not in (0, 1, 2, 3):
-            raise UsageError(f"--zero: must be 0, 1, 2 or 3, got {args.zero}")
-        peak, peak_label = parse_peak(args.peak)
-        parse_budget(args.budget)
-        models = _models(args)
-        reports = [(m, {fig.key: fig for fig in figures(m, args, peak)}) for m in models]
-    except ValueError as error:
-        field, _, rest = str(error).partition(": ")
-        raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
-    if args.json:
-        return json.dumps({m.name: {key: fig.as_json() for key, fig in values.items()}
-                           for m, values in reports}, indent=2, sort_keys=True) + "\n"
-    return "\n".join(render_text(m, args, peak_label, values) for m, values in reports)
+def render_json(reports: Sequence[tuple[Model, Sequence[Reported]]]) -> str:
+    """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON)."""
+    data = {m.name: {fig.key: fig.as_json() for fig in values} for m, values in reports}
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: print the report, or one error line and exit status 2."""
-    try:
-        sys.stdout.write(run(argv))
-    except UsageError as error:
-        sys.stderr.write(f"derive: error: {error}\n")
-        return 2
-    return 0
+__all__ = ["PROFILES", "Reported", "Request", "figures", "render_json", "render_text"]
 
 
 if __name__ == "__main__":
+    import sys
+
+    from derive.cli import main
+
     sys.exit(main())

@@ -158,6 +158,27 @@ def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "ma
     return sp.expand(total)
 
 
+#: Activation profiles (the report's ``--profile``): name -> what it assumes.
+PROFILES: dict[str, str] = {
+    "article": "GPT layer of Korthikanti et al. 2022 at f = 4h, statistics ignored (the article's 34)",
+    "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
+    "llama-eager": "Llama layer as PyTorch eager keeps it",
+    "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
+}
+
+#: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
+ATTENTION_PROFILES = ("article", "gpt")
+
+
+def profile_bytes(profile: str = "article", attention: str = "fused") -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under a report profile."""
+    choose("profile", profile, PROFILES)
+    if profile == "article":
+        return article_layer_bytes(attention), article_model_bytes(attention)
+    return (layer_activation_bytes(profile, attention),
+            model_activation_bytes(profile, attention))
+
+
 @dataclass(frozen=True)
 class StepTimeline:
     """Bytes at the two moments of a step that can be the peak (the article, section 2.2)."""
@@ -197,7 +218,8 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
 
 
 __all__ = [
-    "ARCHITECTURES", "ATTENTIONS", "RECOMPUTE", "MEGATRON_OVERHEAD", "StepTimeline",
+    "ARCHITECTURES", "ATTENTIONS", "ATTENTION_PROFILES", "MEGATRON_OVERHEAD", "PROFILES",
+    "RECOMPUTE", "StepTimeline", "profile_bytes",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "interleaved_factor", "layer_activation_bytes", "layer_activations",
     "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_timeline",
