@@ -48,6 +48,20 @@ def positive_size(field: str, value: object) -> sp.Expr:
     return sp.Integer(positive_int(field, value))
 
 
+def flag(field: str, value: object) -> bool:
+    """``value`` if it is a bool (True/False), else ValueError naming ``field``."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{field}: must be True or False, got {value!r}")
+    return value
+
+
+def zero_stage(field: str, value: object) -> int:
+    """A ZeRO stage 0-3 (an int, not a bool), else ValueError naming ``field``."""
+    if isinstance(value, bool) or value not in (0, 1, 2, 3):
+        raise ValueError(f"{field}: must be 0, 1, 2 or 3, got {value!r}")
+    return int(value)
+
+
 def divides(divisor_field: str, divisor: int, dividend_field: str, dividend: int) -> None:
     """ValueError unless ``divisor`` divides ``dividend`` exactly."""
     if dividend % divisor:

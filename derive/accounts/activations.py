@@ -21,7 +21,7 @@ from derive.architectures.saved import (
     layer_saved,
     output_saved,
 )
-from derive.inputs import choose
+from derive.inputs import choose, flag, positive_size
 from derive.symbols import FFN_4H, L, N, p
 from derive.tensors import Ledger
 
@@ -37,6 +37,9 @@ MEGATRON_OVERHEAD = sp.Rational(21, 20)
 def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
             sequence_parallel: bool = False) -> Ledger:
     """One TP rank's share: ``tp_shardable`` rows over t, ``replicated`` rows too under SP."""
+    tensor_parallel = positive_size("tensor_parallel", tensor_parallel)
+    flag("sequence_parallel", sequence_parallel)
+
     def share(tensor):
         if tensor.has("tp_shardable") or (sequence_parallel and tensor.has("replicated")):
             return tensor.divided(tensor_parallel)
@@ -46,7 +49,7 @@ def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
 
 def keeping(ledger: Ledger, **kept: bool) -> Ledger:
     """``ledger`` without the rows of every tag whose flag is False (``keeping(rows, token_ids=False)``)."""
-    return ledger.without(*(tag for tag, keep in kept.items() if not keep))
+    return ledger.without(*(tag for tag, keep in kept.items() if not flag(tag, keep)))
 
 
 def layer_activations(architecture: str = "gpt", attention: str = "materialised",
@@ -84,6 +87,7 @@ def model_activation_bytes(architecture: str = "gpt", attention: str = "material
                            recompute: str = "none", norm_statistics: bool = False,
                            logits: bool = True, *, softmax_statistics: bool = True) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
+    flag("logits", logits)
     layers = L * layer_activation_bytes(architecture, attention, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
                                         softmax_statistics=softmax_statistics)
@@ -104,7 +108,11 @@ def article_model_bytes(attention: str = "fused", logits: bool = True) -> sp.Exp
 def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = None,
                             micro_batches: sp.Expr | None = None) -> sp.Expr:
     """Chunks the first stage holds: warm-up + 1, at most the step's m v chunks (schedules.py get_num_warmup_microbatches)."""
-    pipeline = sp.sympify(pipeline)
+    pipeline = positive_size("pipeline", pipeline)
+    if virtual is not None:
+        virtual = positive_size("virtual", virtual)
+    if micro_batches is not None:
+        micro_batches = positive_size("micro_batches", micro_batches)
     if virtual is None:
         warmup = pipeline - 1
     else:
@@ -142,10 +150,18 @@ def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "ma
                                  softmax_statistics: bool = True, pipeline: sp.Expr = p,
                                  virtual: sp.Expr | None = None, edges: bool = True,
                                  token_ids: bool = True,
-                                 micro_batches: sp.Expr | None = None) -> sp.Expr:
-    """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1)."""
-    chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
+                                 micro_batches: sp.Expr | None = None,
+                                 output_layer: bool = True) -> sp.Expr:
+    """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1).
+
+    The output layer's rows count when the first stage is also the last (p = 1):
+    at a symbolic p they enter as Piecewise((output, Eq(p, 1)), (0, True)), so
+    substituting p = 1 later gives the same bytes as ``pipeline=1``.
+    ``output_layer=False`` leaves them out at every p (Megatron adds its own).
+    """
     in_flight = in_flight_micro_batches(pipeline, virtual, micro_batches)
+    pipeline = positive_size("pipeline", pipeline)
+    chunks = sp.Integer(1) if virtual is None else positive_size("virtual", virtual)
     per_layer = layer_activation_bytes(architecture, attention, tensor_parallel, sequence_parallel,
                                        recompute, norm_statistics,
                                        softmax_statistics=softmax_statistics)
@@ -153,8 +169,9 @@ def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "ma
     if edges:
         embedding = embedding_edge(architecture, tensor_parallel, sequence_parallel, token_ids)
         total += in_flight / chunks * embedding.bytes()
-        if pipeline == 1:
-            total += output_edge(tensor_parallel, sequence_parallel).bytes()
+        if flag("output_layer", output_layer):
+            output = output_edge(tensor_parallel, sequence_parallel).bytes()
+            total = sp.expand(total) + sp.Piecewise((output, sp.Eq(pipeline, 1)), (0, True))
     return sp.expand(total)
 
 
@@ -204,6 +221,7 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
     With ``accumulated_gradients`` (micro-batch 2 onwards of m > 1) the gradient
     buffer is already full at the end of forward.
     """
+    flag("accumulated_gradients", accumulated_gradients)
     held = state_bytes(precision, optimizer, zero_stage, params=params)
     activations = model_activation_bytes(architecture, attention, tensor_parallel,
                                          sequence_parallel, recompute, norm_statistics, logits,

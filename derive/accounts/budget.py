@@ -188,10 +188,21 @@ def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
 
 def gpus_to_hold(total_bytes: int | float | sp.Expr, per_gpu_bytes: int | float | sp.Expr) -> int:
     """GPUs needed to hold ``total_bytes`` at ``per_gpu_bytes`` each (ceil; state only, no activations)."""
-    total, per_gpu = sp.nsimplify(total_bytes), sp.nsimplify(per_gpu_bytes)
-    if not (total.is_number and total >= 0):
+    def number(field: str, value: object) -> sp.Expr:
+        if isinstance(value, (bool, str)):
+            raise ValueError(f"{field}: must be a number of bytes, got {value!r}")
+        try:
+            exact = sp.nsimplify(value)
+        except (TypeError, ValueError, sp.SympifyError):
+            raise ValueError(f"{field}: must be a number of bytes, got {value!r}") from None
+        if not (exact.is_number and exact.is_finite and exact.is_extended_real):
+            raise ValueError(f"{field}: must be a finite number of bytes, got {value!r}")
+        return exact
+
+    total, per_gpu = number("total_bytes", total_bytes), number("per_gpu_bytes", per_gpu_bytes)
+    if total < 0:
         raise ValueError(f"total_bytes: must be a non-negative number, got {total_bytes!r}")
-    if not (per_gpu.is_number and per_gpu > 0):
+    if not per_gpu > 0:
         raise ValueError(f"per_gpu_bytes: must be a positive number, got {per_gpu_bytes!r}")
     return int(sp.ceiling(total / per_gpu))
 

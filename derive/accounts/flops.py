@@ -8,6 +8,7 @@ PaLM, Narayanan, Megatron) are claims, kept in ``derive.conventions``.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Union
 
 import sympy as sp
@@ -81,22 +82,36 @@ def _positive(field: str, value: Number) -> Number:
         if value.is_positive is False:
             raise ValueError(f"{field}: must be positive, got {value}")
         return value
-    if not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{field}: must be positive, got {value!r}")
+    if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{field}: must be a finite positive number, got {value!r}")
     return value
 
 
+def _at_most_one(field: str, ratio: Number, what: str) -> Number:
+    """``ratio`` (a utilisation) if it is at most 1, else ValueError naming ``field``."""
+    if not isinstance(ratio, sp.Basic) or ratio.is_number:
+        if ratio > 1:
+            raise ValueError(f"{field}: gives {what} = {float(ratio):.4g}, above 1: more FLOP/s "
+                             "than the peak; check tokens_per_second, gpus and peak_flops")
+    return ratio
+
+
 def mfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_flops: Number) -> Number:
-    """PaLM's MFU: observed tokens/s x model FLOPs per token / (GPUs x peak)."""
-    return (_positive("tokens_per_second", tokens_per_second) * _positive("flops_per_token", flops_per_token)
-            / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops)))
+    """PaLM's MFU: observed tokens/s x model FLOPs per token / (GPUs x peak); ValueError above 1."""
+    ratio = (_positive("tokens_per_second", tokens_per_second)
+             * _positive("flops_per_token", flops_per_token)
+             / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops)))
+    return _at_most_one("tokens_per_second", ratio, "MFU")
 
 
 def hfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_flops: Number,
         recompute_factor: Number) -> Number:
-    """PaLM's HFU: MFU with the recomputed FLOPs counted (x hardware/model FLOPs)."""
-    return (mfu(tokens_per_second, flops_per_token, gpus, peak_flops)
-            * _positive("recompute_factor", recompute_factor))
+    """PaLM's HFU: MFU with the recomputed FLOPs counted (x hardware/model FLOPs); ValueError above 1."""
+    factor = _positive("recompute_factor", recompute_factor)
+    if not isinstance(factor, sp.Basic) and factor < 1:
+        raise ValueError(f"recompute_factor: must be at least 1, got {factor!r}")
+    return _at_most_one("recompute_factor", mfu(tokens_per_second, flops_per_token, gpus,
+                                                peak_flops) * factor, "HFU")
 
 
 def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number, peak_flops: Number,
