@@ -50,9 +50,13 @@ def test_a100_range():
 
 def test_budget_table_states_units():
     rows = budget_table("h100")
-    assert rows[0]["item"] == "memory as sold" and rows[0]["low"] == 80 * GB
-    assert rows[0]["low_shown"] == "74.51 GiB"            # 80 GB is 74.51 GiB
+    # the datasheet's "80 GB" is 80 GiB of HBM; the driver reports a little less, never more
+    assert rows[0]["item"] == "memory on the card (HBM)" and rows[0]["low"] == 80 * GiB
+    assert rows[0]["low_shown"] == "80.00 GiB"
     assert rows[1]["high_shown"] == "79.60 GiB"
+    for name in ("h100", "a100"):
+        table = budget_table(name)
+        assert table[1]["high"] <= table[0]["low"] and table[-1]["high"] < table[1]["low"]
     assert rows[-1]["item"] == "usable for tensors"
     assert (rows[-1]["low_shown"], rows[-1]["high_shown"]) == ("62.49 GiB", "74.16 GiB")
     assert {row["item"] for row in rows[2:-1]} == set(BUDGET_ITEMS)

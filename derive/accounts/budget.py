@@ -61,6 +61,18 @@ DRIVER_CAPACITY: dict[str, Capacity] = {
         "issue 16)"),
 }
 
+#: Memory on the card. The datasheets' "80 GB" counts HBM in binary units: five active
+#: 16 GiB stacks, 80 GiB (85.9 GB). The driver reports this less what it keeps for itself.
+HBM_CAPACITY: dict[str, Capacity] = {
+    name: Capacity(80 * GiB, 80 * GiB,
+                   f"{HARDWARE[name].source}; the '80 GB' is 5 HBM stacks x 16 GiB = 80 GiB (2^30 B), "
+                   "as memory is counted; the driver's total is this less what the driver reserves")
+    for name in ("h100", "a100")
+}
+for _name, _capacity in DRIVER_CAPACITY.items():
+    if _capacity.high > HBM_CAPACITY[_name].low:
+        raise ValueError(f"{_name}: the driver cannot report more than the card's HBM")
+
 #: cuBLAS workspace per handle per stream: parseChosenWorkspaceSize() default.
 CUBLAS_WORKSPACE: dict[str, int] = {
     "h100": 4096 * 8 * 1024,
@@ -161,9 +173,9 @@ def usable_bytes(hardware_name: str = "h100") -> tuple[int, int]:
 
 
 def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
-    """Rows for the sheet: memory as sold, as the driver reports it, each loss, and what is usable."""
+    """Rows for the sheet: memory on the card, as the driver reports it, each loss, and what is usable."""
     name = _hardware(hardware_name)
-    sold, capacity = HARDWARE[name].memory_bytes, DRIVER_CAPACITY[name]
+    hbm, capacity = HBM_CAPACITY[name], DRIVER_CAPACITY[name]
 
     def row(item: str, low: object, high: object, where: str, source: str) -> dict[str, object]:
         shown = {side: (f"{float(value) * 100:g} %" if isinstance(value, Fraction) and value < 1
@@ -173,9 +185,10 @@ def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
                 "high_shown": shown["high"], "where": where, "source": source}
 
     rows = [
-        row("memory as sold", sold, sold, "datasheet (GB = 10^9 bytes)", HARDWARE[name].source),
+        row("memory on the card (HBM)", hbm.low, hbm.high,
+            "datasheet '80 GB': HBM is counted in GiB", hbm.source),
         row("capacity reported by the driver", capacity.low, capacity.high,
-            "cudaMemGetInfo total", capacity.source),
+            "cudaMemGetInfo total: the HBM less the driver's reserve", capacity.source),
     ]
     rows += [row(item.name, item_bytes(item, name, "low"), item_bytes(item, name, "high"),
                  item.where, item.source) for item in BUDGET_ITEMS.values()]
