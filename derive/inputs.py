@@ -48,6 +48,19 @@ def positive_size(field: str, value: object) -> sp.Expr:
     return sp.Integer(positive_int(field, value))
 
 
+def positive_value(field: str, value: object) -> sp.Expr:
+    """A size to substitute: a finite positive number, or a SymPy expression that may be positive."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, sp.Basic)):
+        raise ValueError(f"{field}: must be a positive number or a SymPy expression, got {value!r}")
+    expr = sp.sympify(value)
+    if expr.is_number:
+        if not (expr.is_extended_real and expr.is_finite and expr.is_positive):
+            raise ValueError(f"{field}: must be a finite positive number, got {value!r}")
+    elif not isinstance(expr, sp.Expr) or expr.is_positive is False:
+        raise ValueError(f"{field}: must be a positive number or expression, got {value!r}")
+    return expr
+
+
 def flag(field: str, value: object) -> bool:
     """``value`` if it is a bool (True/False), else ValueError naming ``field``."""
     if not isinstance(value, bool):

@@ -15,7 +15,7 @@ from derive.architectures.parameters import (
     gemm_parameter_count,
     parameter_count,
 )
-from derive.inputs import choose, divides, positive_int
+from derive.inputs import choose, divides, positive_int, positive_value
 from derive.symbols import BY_NAME, L, V, a, f, g, h, k, s
 
 
@@ -62,7 +62,7 @@ class Model:
         if unknown:
             raise ValueError(f"{unknown[0]}: unknown symbol (known: {', '.join(sorted(BY_NAME))})")
         values: dict[sp.Symbol, object] = dict(self.values)
-        values.update({BY_NAME[name]: value for name, value in extra.items()})
+        values.update({BY_NAME[name]: positive_value(name, value) for name, value in extra.items()})
         return sp.sympify(expr).xreplace({symbol: sp.sympify(value)
                                           for symbol, value in values.items()})
 

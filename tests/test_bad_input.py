@@ -85,7 +85,7 @@ def cli(*argv, capsys):
     (["--budget=-70GiB"], "--budget", "must be positive"),
     (["--budget", "h200"], "--budget", "130GiB"),
     (["--hidden", "9" * 331, "--model", "8b"], "--hidden", "2^53"),
-    (["--peak", "1e-300"], "--peak", "overflows"),
+    (["--peak", "1e-300"], "--peak", "float range"),
     (["--peak", "inf"], "--peak", "positive"),
     (["--peak", "nan"], "--peak", "positive"),
     (["--model", "70b", "--tokens", "4194304", "--gpus", "1024", "--step-time", "0.5"],

@@ -202,7 +202,7 @@ def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
 def gpus_to_hold(total_bytes: int | float | sp.Expr, per_gpu_bytes: int | float | sp.Expr) -> int:
     """GPUs needed to hold ``total_bytes`` at ``per_gpu_bytes`` each (ceil; state only, no activations)."""
     def number(field: str, value: object) -> sp.Expr:
-        if isinstance(value, (bool, str)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, sp.Basic)):
             raise ValueError(f"{field}: must be a number of bytes, got {value!r}")
         try:
             exact = sp.nsimplify(value)

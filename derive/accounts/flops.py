@@ -14,7 +14,7 @@ from typing import Callable, Union
 import sympy as sp
 
 from derive.architectures.gemms import Gemm, flops, model_gemms
-from derive.inputs import choose
+from derive.inputs import choose, positive_size
 from derive.symbols import s
 
 Number = Union[int, float, sp.Expr]
@@ -79,11 +79,35 @@ def _positive(field: str, value: Number) -> Number:
     if isinstance(value, bool):
         raise ValueError(f"{field}: must be positive, got {value!r}")
     if isinstance(value, sp.Basic):
-        if value.is_positive is False:
+        if value.is_number and not (value.is_extended_real and value.is_finite
+                                    and value.is_positive):
+            raise ValueError(f"{field}: must be a finite positive number, got {value}")
+        if not isinstance(value, sp.Expr) or value.is_positive is False:
             raise ValueError(f"{field}: must be positive, got {value}")
         return value
     if not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ValueError(f"{field}: must be a finite positive number, got {value!r}")
+    return value
+
+
+def _gpus(gpus: Number) -> Number:
+    """``gpus`` if it is a positive whole number (or a symbol), else ValueError naming it."""
+    if isinstance(gpus, sp.Basic) and not gpus.is_number:
+        return _positive("gpus", gpus)
+    positive_size("gpus", gpus)
+    return gpus
+
+
+def _quotient(field: str, numerator: Number, denominator: Number, formula: str) -> Number:
+    """``numerator / denominator``, or ValueError naming ``field`` when a float overflows or underflows."""
+    try:
+        value = numerator / denominator
+    except (ZeroDivisionError, OverflowError):
+        value = math.inf
+    if isinstance(value, sp.Basic) and not value.is_number:
+        return value
+    if not (0 < float(value) < math.inf):
+        raise ValueError(f"{field}: {formula} is out of float range at these values")
     return value
 
 
@@ -98,9 +122,10 @@ def _at_most_one(field: str, ratio: Number, what: str) -> Number:
 
 def mfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_flops: Number) -> Number:
     """PaLM's MFU: observed tokens/s x model FLOPs per token / (GPUs x peak); ValueError above 1."""
-    ratio = (_positive("tokens_per_second", tokens_per_second)
-             * _positive("flops_per_token", flops_per_token)
-             / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops)))
+    ratio = _quotient("peak_flops", _positive("tokens_per_second", tokens_per_second)
+                      * _positive("flops_per_token", flops_per_token),
+                      _gpus(gpus) * _positive("peak_flops", peak_flops),
+                      "tokens_per_second x flops_per_token / (gpus x peak_flops)")
     return _at_most_one("tokens_per_second", ratio, "MFU")
 
 
@@ -120,5 +145,7 @@ def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number,
     _positive("mfu", mfu)
     if not isinstance(mfu, sp.Basic) and mfu > 1:
         raise ValueError(f"mfu: must be at most 1, got {mfu!r}")
-    return (_positive("tokens", tokens) * _positive("flops_per_token", flops_per_token)
-            / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops) * mfu))
+    return _quotient("peak_flops", _positive("tokens", tokens)
+                     * _positive("flops_per_token", flops_per_token),
+                     _gpus(gpus) * _positive("peak_flops", peak_flops) * mfu,
+                     "tokens x flops_per_token / (gpus x peak_flops x mfu)")
