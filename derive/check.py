@@ -13,40 +13,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import sympy as sp
 
-from derive.identities import Proof, all_identities, prove
+from derive.identities import prove_all
 
 if TYPE_CHECKING:
     from derive.claims import Verdict
-
-
-def verdict(proof: Proof) -> str:
-    """One word for the outcome."""
-    if proof.identity.holds:
-        return "proven" if proof.zero else "FAILED"
-    return "departs" if not proof.zero else "FAILED (expected a departure, difference is 0)"
-
-
-def as_record(proof: Proof) -> dict[str, object]:
-    """A JSON-ready description of one proof."""
-    entry = proof.identity
-    return {
-        "name": entry.name,
-        "topic": entry.topic,
-        "holds": entry.holds,
-        "passed": proof.passed,
-        "verdict": verdict(proof),
-        "claim": sp.sstr(proof.claim),
-        "derived": sp.sstr(proof.derived),
-        "difference": sp.sstr(proof.difference),
-        "source": entry.source,
-        "assumptions": list(entry.assumptions),
-        "where": {sp.sstr(k): sp.sstr(val) for k, val in entry.where.items()},
-    }
-
-
-def run_proofs() -> list[Proof]:
-    """Prove every identity in registration order."""
-    return [prove(entry) for entry in all_identities()]
 
 
 def claim_record(verdict: "Verdict") -> dict[str, object]:
@@ -102,17 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.claims:
         return claims_main(args.json)
-    proofs = run_proofs()
+    proofs = prove_all()
     failed = [proof for proof in proofs if not proof.passed]
     if args.json:
-        json.dump({"proofs": [as_record(proof) for proof in proofs],
+        json.dump({"proofs": [proof.record() for proof in proofs],
                    "passed": len(proofs) - len(failed), "failed": len(failed)},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         for proof in proofs:
             mark = "ok  " if proof.passed else "FAIL"
-            line = f"{mark} {verdict(proof):8} {proof.identity.name}"
+            line = f"{mark} {proof.verdict:8} {proof.identity.name}"
             if not proof.zero:
                 line += f"   [derived - claim = {sp.sstr(proof.difference)}]"
             print(line)

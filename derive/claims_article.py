@@ -17,7 +17,6 @@ import sympy as sp
 
 from derive import megatron
 from derive.accounts.activations import (
-    MEGATRON_OVERHEAD,
     article_layer_bytes,
     article_model_bytes,
     layer_activation_bytes,
@@ -34,7 +33,6 @@ from derive.accounts.flops import (
 )
 from derive.accounts.state import (
     bytes_per_parameter,
-    distributed_optimizer_bytes_per_parameter,
     resident_bytes,
     state_bytes,
     state_ledger,
@@ -51,8 +49,12 @@ from derive.claims import (
     significant,
 )
 from derive.conventions import CONVENTIONS
+from derive.conventions.megatron import (
+    MEGATRON_OVERHEAD,
+    distributed_optimizer_bytes_per_parameter,
+)
 from derive.dtypes import unit_roundoff
-from derive.presets import hardware, model
+from derive.presets import ARTICLE_EXAMPLE, hardware, model
 from derive.symbols import FFN_4H, N, a, b, d, h, s
 from derive.units import BYTE_UNITS
 
@@ -63,8 +65,9 @@ H100_DRIVER_TOTAL = 81559 * BYTE_UNITS["MiB"]
 SBH = s * b * h
 LLAMA3 = ("llama3-8b", "llama3-70b", "llama3-405b")
 #: The article's step example (sections 6.4 and 7.3): 2^22 tokens per step on 1024 H100s.
-STEP_TOKENS, STEP_GPUS, STEP_SECONDS = 4194304, 1024, sp.Rational(9, 2)
-PRETRAINING_TOKENS = 15 * 10**12
+EXAMPLE = ARTICLE_EXAMPLE
+STEP_TOKENS, STEP_GPUS, STEP_SECONDS = EXAMPLE.step_tokens, EXAMPLE.gpus, EXAMPLE.step_seconds
+PRETRAINING_TOKENS = EXAMPLE.training_tokens
 DAY = 86400
 #: How derive's usable range (derive.accounts.budget) is paired.
 BUDGET_RANGE = ("derive.accounts.budget pairs every loss at its worst (low end) or best (high end): "
@@ -81,21 +84,15 @@ GPT34 = ("the article's GPT convention (34 at f = 4h, MHA, no norm statistics) a
          "layer for 8B / 70B / 405B, the eager profile 1.78 / 3.52 / 6.74 GB")
 
 
-def _at(name: str, expr: sp.Expr) -> sp.Expr:
-    """``expr`` (in N) at preset ``name``'s parameter count."""
-    preset = model(name)
-    return preset.subs(expr, N=preset.parameters)
-
-
 def _state(name: str, precision: str, account: str | None = None) -> Callable[[], sp.Expr]:
     def derive() -> sp.Expr:
         held = state_bytes(precision, "adam")
-        return _at(name, held.total if account is None else getattr(held, account))
+        return model(name).at(held.total if account is None else getattr(held, account))
     return derive
 
 
 def _cards(name: str, per_card: sp.Expr) -> Callable[[], sp.Expr]:
-    return lambda: _at(name, resident_bytes("bf16", "adam")) / per_card
+    return lambda: model(name).at(resident_bytes("bf16", "adam")) / per_card
 
 
 def _acts(name: str, expr: sp.Expr, micro_batch: int = 1) -> Callable[[], sp.Expr]:
@@ -114,13 +111,13 @@ def _sequence_seconds(name: str) -> sp.Expr:
 
 
 def _step_seconds(mfu_target: sp.Expr = 1, gpus: int = STEP_GPUS) -> sp.Expr:
-    return step_time_lower_bound(STEP_TOKENS, _per_token("llama3-70b"), gpus, PEAK, mfu_target)
+    return step_time_lower_bound(STEP_TOKENS, _per_token(EXAMPLE.model), gpus, PEAK, mfu_target)
 
 
 def _days(gpus: int) -> sp.Expr:
     """15T tokens at 40 % MFU on ``gpus`` H100s, in days (the article, section 6.4)."""
     steps = sp.Rational(PRETRAINING_TOKENS, STEP_TOKENS)
-    return steps * _step_seconds(sp.Rational(2, 5), gpus) / DAY
+    return steps * _step_seconds(EXAMPLE.target_mfu, gpus) / DAY
 
 
 def _observed_mfu() -> sp.Expr:
@@ -245,7 +242,7 @@ claim("3.5.70b-at-least-15", "3.5 / 8.1", "70B needs at least 15 cards even with
 claim("3.5.405b-checkpoint-12N", "3.5", "405B checkpoint at 12N is about 5 TB", 5, "TB",
       decimals(0), _state("llama3-405b", "bf16", "optimizer"))
 claim("3.5.405b-checkpoint-14N", "3.5", "405B checkpoint at 14N is about 6 TB", 6, "TB",
-      decimals(0), lambda: _at("llama3-405b", state_bytes("bf16", "adam").optimizer
+      decimals(0), lambda: model("llama3-405b").at(state_bytes("bf16", "adam").optimizer
                                 + state_bytes("bf16", "adam").params))
 
 # --- 8.4 sample output: the accounts ------------------------------------------------------
@@ -336,7 +333,7 @@ for _side, _printed in (("low", 68), ("high", 74)):
 claim("5.3.large-segment-20-mib", "5.3", "large_segment_size 20971520 is 20 MiB", 20, "MiB",
       EXACT, lambda: sp.Integer(20971520))
 
-# --- 6 FLOPs (N_GEMM now, the rest pending) ---------------------------------------------
+# --- 6 FLOPs: N_GEMM, 6N, the attention share, seconds per sequence -----------------------
 _70B = model("llama3-70b")
 claim("6.1.70b-gemm-layers", "6.1", "70B: the layer GEMMs hold 68.45 B parameters", 68.45,
       "billion parameters", decimals(2),
@@ -377,7 +374,7 @@ claim("6.4.steps-3.6e6", "6.4", "15T tokens are 3.6e6 steps of 4M tokens", 3.6e6
 claim("6.4.days-193", "6.4", "15T tokens on 1024 H100s at 40 % MFU: about 193 days", 193, "days",
       decimals(0), lambda: _days(STEP_GPUS))
 claim("6.4.days-24", "6.4", "the same on 8192 H100s: 24 days", 24, "days", decimals(0),
-      lambda: _days(8192))
+      lambda: _days(EXAMPLE.large_gpus))
 claim("7.1.attention-6-percent", "7.1", "6N with and without the attention term differ by 6 % "
       "(70B, s = 8192)", 6, "%", decimals(0),
       lambda: _per_token("llama3-70b") / model("llama3-70b").subs(CONVENTIONS["6N"]("llama")) - 1)

@@ -56,18 +56,17 @@ from typing import Mapping
 
 import sympy as sp
 
-from derive.accounts.activations import (
-    MEGATRON_OVERHEAD,
-    first_stage_activation_bytes,
-    sharded,
-)
+from derive.accounts.activations import first_stage_activation_bytes, sharded
 from derive.accounts.flops import packed_flops
-from derive.accounts.state import distributed_optimizer_bytes_per_parameter
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
 from derive.architectures.saved import output_saved
+from derive.conventions.megatron import (
+    MEGATRON_OVERHEAD,
+    distributed_optimizer_bytes_per_parameter,
+)
 from derive.inputs import choose, positive_int
-from derive.symbols import FFN_4H, L, V, a, b, d, f, g, h, k, m, p, s, t, v
+from derive.symbols import FFN_4H, L, Q, T, V, a, b, d, f, g, h, k, m, p, s, t, v
 from derive.tensors import Ledger, Tensor
 from derive.units import BYTE_UNITS
 
@@ -116,7 +115,7 @@ def _sharded(table: Ledger, ranks: sp.Expr) -> Ledger:
     return table.map(lambda w: w.divided(ranks))
 
 
-def _tensor_parallel(table: Ledger, ranks: sp.Expr = t) -> Ledger:
+def tensor_parallel_share(table: Ledger, ranks: sp.Expr = t) -> Ledger:
     """One tensor-parallel rank's share: matrices and embeddings split, norms replicated."""
     return table.map(lambda w: w if w.has("norm") else w.divided(ranks))
 
@@ -128,7 +127,7 @@ def first_stage(swiglu: bool, normalization: str, untied: bool, single_stage: bo
     shard = _sharded(block, p) + ends.where("embedding")
     if single_stage and untied:
         shard = shard + ends.where("output")
-    return _tensor_parallel(shard)
+    return tensor_parallel_share(shard)
 
 
 @lru_cache(maxsize=None)
@@ -200,7 +199,7 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
 # ---- activations: compute_activation_memory and compute_activation_memory_without_sp ----
 
 #: Megatron's layer: the GPT table with materialised attention, scores dropped (selective recompute).
-MEGATRON_LAYER = {"architecture": "gpt", "attention": "materialised", "recompute": "selective"}
+MEGATRON_LAYER = {"profile": "gpt", "attention_kernel": "materialised", "recompute": "selective"}
 
 #: Where the without-SP estimator substitutes f: it uses 10 + 24/t, the GPT table at f = 4h.
 
@@ -309,7 +308,7 @@ def flops_per_token(swiglu: bool, gated: bool) -> sp.Expr:
 
 #: Tokens of a batch and the sum of its squared sequence lengths (total_real_tokens_in_batch,
 #: seqlen_squared_sum_in_batch; b s and b s^2 for b unpacked sequences of s tokens).
-BATCH_TOKENS, SQUARED_LENGTHS = sp.symbols("T Q", positive=True, integer=True)
+BATCH_TOKENS, SQUARED_LENGTHS = T, Q
 
 
 @lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ from derive.architectures.parameters import (
     parameter_count,
 )
 from derive.inputs import choose, divides, positive_int, positive_value
-from derive.symbols import BY_NAME, L, V, a, f, g, h, k, s
+from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,16 @@ class Model:
         values.update({BY_NAME[name]: positive_value(name, value) for name, value in extra.items()})
         return sp.sympify(expr).xreplace({symbol: sp.sympify(value)
                                           for symbol, value in values.items()})
+
+    def at(self, expr: sp.Expr, **extra: int) -> sp.Expr:
+        """``expr`` at this model: its sizes, N and N_GEMM substituted exactly (``extra`` pairs too, b=1, d=8)."""
+        expr = sp.sympify(expr)
+        counts: dict[str, int] = {}
+        if expr.has(N):
+            counts["N"] = self.parameters
+        if expr.has(N_GEMM):
+            counts["N_GEMM"] = self.gemm_parameters
+        return self.subs(expr, **{**counts, **extra})
 
     @property
     def parameters(self) -> int:
@@ -137,3 +147,25 @@ HARDWARE: dict[str, Hardware] = {
 def hardware(name: str) -> Hardware:
     """A hardware preset by name; ValueError naming the field if unknown."""
     return HARDWARE[choose("peak", name, HARDWARE)]
+
+
+@dataclass(frozen=True)
+class WorkedExample:
+    """A cluster scenario: a model on a number of GPUs, tokens per step, an observed step time."""
+
+    model: str
+    gpu: str
+    step_tokens: int
+    gpus: int
+    large_gpus: int
+    target_mfu: sp.Rational
+    step_seconds: sp.Rational
+    training_tokens: int
+    source: str
+
+
+#: The article's worked example (sections 6.4 and 7.3): Llama 3 70B, a 4M-token (2^22) global
+#: batch on 1024 H100s (and 8192), planned at 40 % MFU, observed at 4.5 s per step, 15T tokens.
+ARTICLE_EXAMPLE = WorkedExample(
+    "llama3-70b", "h100", 2**22, 1024, 8192, sp.Rational(2, 5), sp.Rational(9, 2), 15 * 10**12,
+    "the article, section 6.4 (step-time bound, days for 15T tokens) and 7.3 (MFU of a 4.5 s step)")

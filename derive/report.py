@@ -95,7 +95,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Reported:
+class Figure:
     """One reported number with its unit and the expression it was substituted into."""
 
     key: str
@@ -118,15 +118,15 @@ def _finite(key: str, value: object, field: str) -> float:
     return number
 
 
-def figures(m: Model, request: Request = Request()) -> list[Reported]:
+def figures(m: Model, request: Request = Request()) -> list[Figure]:
     """Every number the report prints for model ``m``."""
     count = m.parameters
 
     def exact(expr: sp.Expr) -> sp.Expr:
-        return m.subs(expr, N=count, b=request.micro_batch, d=request.dp or 1)
+        return m.at(expr, b=request.micro_batch, d=request.dp or 1)
 
-    def fig(key: str, expr: sp.Expr, unit: str) -> Reported:
-        return Reported(key, _finite(key, exact(expr), "model"), unit, sp.sstr(expr))
+    def fig(key: str, expr: sp.Expr, unit: str) -> Figure:
+        return Figure(key, _finite(key, exact(expr), "model"), unit, sp.sstr(expr))
 
     held = state_bytes(request.precision, request.optimizer, zero_stage=request.zero)
     attentions = ATTENTION_VARIANTS if request.profile in ATTENTION_PROFILES else ("fused",)
@@ -137,8 +137,8 @@ def figures(m: Model, request: Request = Request()) -> list[Reported]:
     per_token = _finite("flops.per_token_causal", exact(model_flops), "model")
     peak = request.peak_flops
     out = [
-        Reported("parameters", _finite("parameters", count, "model"), "parameters", sp.sstr(N)),
-        Reported("gemm_parameters", _finite("gemm_parameters", m.gemm_parameters, "model"),
+        Figure("parameters", _finite("parameters", count, "model"), "parameters", sp.sstr(N)),
+        Figure("gemm_parameters", _finite("gemm_parameters", m.gemm_parameters, "model"),
                  "parameters", "N_GEMM"),
         fig("bytes_per_parameter", held.total / N, "B/parameter"),
         fig("state.params", held.params, "B"),
@@ -150,7 +150,7 @@ def figures(m: Model, request: Request = Request()) -> list[Reported]:
         fig("activations.all_layers_and_logits", all_layers, "B"),
         fig("flops.six_n", six_n(), "FLOP/token"),
         fig("flops.per_token_causal", model_flops, "FLOP/token"),
-        Reported("time.one_sequence",
+        Figure("time.one_sequence",
                  _finite("time.one_sequence", step_time_lower_bound(m.seq, per_token, 1, peak),
                          "peak_flops"), "s", "s * F / peak"),
     ]
@@ -160,12 +160,12 @@ def figures(m: Model, request: Request = Request()) -> list[Reported]:
                               exact(sp.expand(held.total * d).coeff(d, 0)), exact(all_layers))
 
 
-def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[Reported]:
+def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[Figure]:
     """The step bound at 100 % and at the target MFU; with a step time, MFU and HFU."""
     bound = _finite("step.lower_bound", step_time_lower_bound(
         request.tokens, per_token, request.gpus, request.peak_flops), "peak_flops")
-    out = [Reported("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
-           Reported("step.at_target_mfu", bound / request.target_mfu, "s",
+    out = [Figure("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
+           Figure("step.at_target_mfu", bound / request.target_mfu, "s",
                     "tokens * F / (gpus * peak * mfu)")]
     if request.step_time is None:
         return out
@@ -176,15 +176,15 @@ def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[R
             f"(the MFU would be {bound / request.step_time:.0%})")
     rate = request.tokens / request.step_time
     observed = mfu(rate, per_token, request.gpus, request.peak_flops)
-    out += [Reported("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
-            Reported("observed.mfu", observed, "fraction", "tokens/s * F / (gpus * peak)")]
+    out += [Figure("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
+            Figure("observed.mfu", observed, "fraction", "tokens/s * F / (gpus * peak)")]
     for policy in ("selective", "full"):
         factor = recompute_factor(policy, m.family)
-        out.append(Reported(f"observed.hfu_{policy}", observed * float(exact(factor)), "fraction",
+        out.append(Figure(f"observed.hfu_{policy}", observed * float(exact(factor)), "fraction",
                             f"MFU * ({sp.sstr(factor)})"))
     return out
 def _fit_figures(request: Request, replicated: sp.Expr, sharded: sp.Expr,
-                 activations: sp.Expr) -> list[Reported]:
+                 activations: sp.Expr) -> list[Figure]:
     """GPUs that hold the state at the budget: the state split over GPUs, or under ZeRO the ranks.
 
     Without ZeRO every byte is split (the article's self-test: ceil(resident / budget));
@@ -192,12 +192,12 @@ def _fit_figures(request: Request, replicated: sp.Expr, sharded: sp.Expr,
     ceil(sharded / (budget - replicated)), and none suffice when replicated >= budget.
     """
     budget = request.budget_bytes
-    out = [Reported("fit.budget", budget, "B", request.budget_label)]
+    out = [Figure("fit.budget", budget, "B", request.budget_label)]
     if not request.zero:
         return out + [
-            Reported("fit.gpus_for_state", gpus_to_hold(replicated + sharded, budget), "GPUs",
+            Figure("fit.gpus_for_state", gpus_to_hold(replicated + sharded, budget), "GPUs",
                      "ceil(resident / budget)"),
-            Reported("fit.gpus_for_state_and_activations",
+            Figure("fit.gpus_for_state_and_activations",
                      gpus_to_hold(replicated + sharded + activations, budget), "GPUs",
                      "ceil((resident + activations) / budget)")]
     for key, kept, what in (
@@ -205,11 +205,11 @@ def _fit_figures(request: Request, replicated: sp.Expr, sharded: sp.Expr,
             ("fit.gpus_for_state_and_activations", replicated + activations,
              "ceil(sharded / (budget - replicated - activations)) ranks")):
         if kept < budget:
-            out.append(Reported(key, max(1, gpus_to_hold(sharded, budget - kept)), "GPUs", what))
+            out.append(Figure(key, max(1, gpus_to_hold(sharded, budget - kept)), "GPUs", what))
     return out
 
 
-def _fit_line(request: Request, values: dict[str, Reported]) -> str:
+def _fit_line(request: Request, values: dict[str, Figure]) -> str:
     """The last line: how many GPUs (or ZeRO ranks) hold the state at the budget."""
     budget = values["fit.budget"].expression
     if not request.zero:
@@ -229,7 +229,7 @@ def _fit_line(request: Request, values: dict[str, Reported]) -> str:
                    f"{values['fit.gpus_for_state_and_activations'].value:.0f}")
 
 
-def render_text(m: Model, request: Request, values: dict[str, Reported]) -> str:
+def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
     """The article's cli.py block for one model."""
     def v(key: str) -> float:
         return values[key].value
@@ -271,13 +271,13 @@ def render_text(m: Model, request: Request, values: dict[str, Reported]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(reports: Sequence[tuple[Model, Sequence[Reported]]]) -> str:
+def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]]) -> str:
     """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON)."""
     data = {m.name: {fig.key: fig.as_json() for fig in values} for m, values in reports}
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-__all__ = ["PROFILES", "Reported", "Request", "figures", "render_json", "render_text"]
+__all__ = ["PROFILES", "Figure", "Request", "figures", "render_json", "render_text"]
 
 
 if __name__ == "__main__":

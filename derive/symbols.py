@@ -74,7 +74,33 @@ NOTATION: tuple[Notation, ...] = (
     Notation(v, "virtual pipeline stages per rank (interleaved schedule)", "parallel"),
 )
 
-BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION}
+# claim-side quantities: what a paper's or a framework's formula is written in
+B = _size("B")
+T = _size("T")
+Q = _size("Q")
+K = _size("K")
+R, F, G, P = sp.symbols("R F G P", positive=True)
+MFU = sp.Symbol("MFU", positive=True)
+t_step = sp.Symbol("t_step", positive=True)
+H_KV = sp.Symbol("h_kv", positive=True)
+
+#: Symbols of published formulas and worked examples (not sizes of a model; not in the sheet's notation table).
+CLAIM_NOTATION: tuple[Notation, ...] = (
+    Notation(B, "sequences per batch (Narayanan et al. 2021's B)", "claim"),
+    Notation(T, "tokens: of a step, or of a packed batch (Megatron's total_real_tokens_in_batch)", "claim"),
+    Notation(Q, "sum of squared sequence lengths of a batch (Megatron's seqlen_squared_sum_in_batch)",
+             "claim"),
+    Notation(K, "optimizer bytes per parameter under mixed-precision Adam (ZeRO's K)", "claim"),
+    Notation(R, "observed tokens per second (PaLM's MFU, appendix B)", "claim"),
+    Notation(F, "model FLOPs per token", "claim"),
+    Notation(G, "GPUs", "claim"),
+    Notation(P, "peak FLOP/s of one GPU", "claim"),
+    Notation(MFU, "model FLOPs utilisation", "claim"),
+    Notation(t_step, "seconds per step", "claim"),
+    Notation(H_KV, "h_kv = g h / a, printed as one name in activation coefficients", "claim"),
+)
+
+BY_NAME: dict[str, sp.Symbol] = {entry.symbol.name: entry.symbol for entry in NOTATION + CLAIM_NOTATION}
 
 
 #: The GPT layer's FFN width, f = 4h (Vaswani et al. 2017; GPT-2/3; Korthikanti et al. 2022, 4.1):
@@ -89,7 +115,7 @@ def h_kv(heads: sp.Expr = a, kv_heads: sp.Expr = g, hidden: sp.Expr = h) -> sp.E
 
 def meaning(symbol: sp.Symbol) -> str:
     """The one-line meaning of ``symbol``; KeyError if derive does not own it."""
-    for entry in NOTATION:
+    for entry in NOTATION + CLAIM_NOTATION:
         if entry.symbol == symbol:
             return entry.meaning
     raise KeyError(f"{symbol} is not a derive symbol")

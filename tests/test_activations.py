@@ -13,13 +13,14 @@ from derive.accounts.activations import (
     step_timeline,
 )
 from derive.architectures.saved import (
-    ARCHITECTURES,
+    LAYER_PROFILES,
     gpt_layer_saved,
     layer_saved,
     llama_layer_saved,
 )
+from derive.architectures.saved_edges import llama_edges_saved
 from derive.presets import model
-from derive.symbols import BY_NAME, L, V, a, b, f, g, h, s, t
+from derive.symbols import BY_NAME, L, N, V, a, b, f, g, h, s, t
 
 GB = 1e9
 
@@ -120,7 +121,7 @@ def test_llama_statistics_add_8_plus_4a_over_h(name, extra):
 
 
 def test_every_row_is_shardable_or_replicated():
-    for arch in ARCHITECTURES:
+    for arch in LAYER_PROFILES:
         for attention in ("materialised", "fused"):
             for row in layer_saved(arch, attention):
                 assert row.has("tp_shardable") != row.has("replicated"), row.name
@@ -164,6 +165,26 @@ def test_model_bytes_scale_with_layers():
         6 * 8192 * 128256
 
 
+def test_llama_edges_keep_eight_rows_counted_by_hand():
+    # s = 8, b = 2, h = 32, V = 100: token ids int64 8bs = 128; final RMSNorm fp32 upcast 4bsh = 2048,
+    # fp32 inverse RMS 4bs = 64, fp32 normalised input 4bsh = 2048; head input bf16 2bsh = 1024;
+    # log-probabilities bf16 2bsV = 3200; targets int64 8bs = 128; 0-d total weight bf16 = 2
+    rows = {row.name: int(row.bytes.subs({s: 8, b: 2, h: 32, V: 100})) for row in llama_edges_saved()}
+    assert rows == {"embedding: token ids": 128, "norm input (fp32 upcast)": 2048, "norm rstd": 64,
+                    "norm normalised (fp32)": 2048, "output: head input": 1024,
+                    "loss: log-probabilities": 3200, "loss: targets": 128, "loss: total weight": 2}
+    assert llama_edges_saved().bytes().subs({s: 8, b: 2, h: 32, V: 100}) == 8642
+
+
+def test_accumulated_gradients_are_full_at_the_end_of_forward():
+    # micro-batch 2 onwards of m > 1: the bf16 gradient buffer (2N) is already there in forward
+    plain = step_timeline("gpt", "fused")
+    accumulated = step_timeline("gpt", "fused", accumulated_gradients=True)
+    assert sp.expand(accumulated.end_of_forward - plain.end_of_forward) == 2 * N
+    assert accumulated.end_of_backward == plain.end_of_backward
+    assert sp.expand(accumulated.end_of_forward - accumulated.simple_sum) == 0
+
+
 def test_step_timeline_70b():
     # the article, section 2.2: at b = 1 with flash attention, 182 GB of activations at the end
     # of forward against 141 GB of bf16 gradients at the end of backward
@@ -182,8 +203,8 @@ def test_step_timeline_70b():
 
 
 @pytest.mark.parametrize("call, field", [
-    (lambda: layer_saved("mamba"), "architecture"),
-    (lambda: layer_saved("gpt", "paged"), "attention"),
+    (lambda: layer_saved("mamba"), "profile"),
+    (lambda: layer_saved("gpt", "paged"), "attention_kernel"),
     (lambda: llama_layer_saved("compiled"), "profile"),
     (lambda: layer_activation_bytes(recompute="some"), "recompute"),
 ])

@@ -8,9 +8,9 @@ from derive.accounts.allocator import (
     ledger_segments,
     pool,
     rounded_bytes,
-    rounding_comparison,
     segment_bytes,
 )
+from derive.render.sections.budget import rounding_comparison
 from derive.symbols import L, h
 from derive.tensors import Ledger, Tensor
 

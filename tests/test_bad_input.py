@@ -43,7 +43,8 @@ from derive.symbols import e, p, t
     (lambda: gpus_to_hold(math.nan, 8e10), "total_bytes"),
     (lambda: gpus_to_hold(1e12, math.inf), "per_gpu_bytes"),
     (lambda: gpus_to_hold(1e12, "80GB"), "per_gpu_bytes"),
-    (lambda: model("70b").subs(e, Q=1), "Q"),
+    (lambda: model("70b").subs(e, Z=1), "Z"),          # the Q is a symbol now (packed batch)
+    (lambda: model("70b").subs(e, Q=0), "Q"),
     (lambda: Model("x", "gpt", 2, 64, 4, 2, 256, 100, 16), "kv_heads"),
 ])
 def test_library_names_the_argument(call, argument):

@@ -6,12 +6,14 @@ import pytest
 from derive.accounts.budget import (
     BUDGET_ITEMS,
     CUBLAS_WORKSPACE,
+    DRIVER_CAPACITY,
+    NVIDIA_SMI_TOTAL,
     PLANNING_BUDGET_GIB,
     budget_table,
     gpus_to_hold,
-    resident_state_gpus,
     usable_bytes,
 )
+from derive.render.sections.budget import hardware_budget_table, resident_state_gpus
 
 GiB, MiB, GB = 2**30, 2**20, 10**9
 
@@ -43,6 +45,12 @@ def test_cublas_workspace_per_architecture():
     assert CUBLAS_WORKSPACE["a100"] == 8 * MiB + 128 * 1024
 
 
+def test_the_measured_h100_total_is_the_articles_79_6_gib_to_one_decimal():
+    total = NVIDIA_SMI_TOTAL["h100"]
+    assert total == 81559 * MiB and round(total / GiB, 2) == 79.65
+    assert round(total / GiB, 1) == round(DRIVER_CAPACITY["h100"].high / GiB, 1) == 79.6
+
+
 def test_a100_range():
     low, high = usable_bytes("a100")
     assert (round(low / GiB, 2), round(high / GiB, 2)) == (62.80, 73.95)
@@ -52,15 +60,18 @@ def test_budget_table_states_units():
     rows = budget_table("h100")
     # the datasheet's "80 GB" is 80 GiB of HBM; the driver reports a little less, never more
     assert rows[0]["item"] == "memory on the card (HBM)" and rows[0]["low"] == 80 * GiB
-    assert rows[0]["low_shown"] == "80.00 GiB"
-    assert rows[1]["high_shown"] == "79.60 GiB"
     for name in ("h100", "a100"):
         table = budget_table(name)
         assert table[1]["high"] <= table[0]["low"] and table[-1]["high"] < table[1]["low"]
     assert rows[-1]["item"] == "usable for tensors"
-    assert (rows[-1]["low_shown"], rows[-1]["high_shown"]) == ("62.49 GiB", "74.16 GiB")
     assert {row["item"] for row in rows[2:-1]} == set(BUDGET_ITEMS)
     assert all(row["source"] for row in rows)
+    shown = hardware_budget_table("h100").rows             # the sheet prints them in GiB
+    assert shown[0]["low"].text == "80.00 GiB"             # 80 GiB of HBM, sold as "80 GB"
+    assert shown[1]["high"].text == "79.60 GiB"
+    assert (shown[-1]["low"].text, shown[-1]["high"].text) == ("62.49 GiB", "74.16 GiB")
+    fragmentation = next(row for row in shown if row["item"].text == "fragmentation")
+    assert (fragmentation["low"].text, fragmentation["high"].text) == ("5 %", "15 %")
 
 
 def test_gpus_to_hold_is_a_ceiling():

@@ -14,8 +14,9 @@ def test_check_passes_and_reports_json():
                          capture_output=True, text=True, check=True)
     report = json.loads(out.stdout)
     assert report["failed"] == 0
-    names = {entry["name"] for entry in report["proofs"]}
-    assert "bf16 + Adam = 16N" in names
+    names = {entry["key"]: entry["name"] for entry in report["proofs"]}
+    assert names["state.bf16_adam"] == "bf16 + Adam = 16N"
+    assert len(names) == len(report["proofs"])
     assert all(entry["source"] for entry in report["proofs"])
 
 
@@ -23,9 +24,9 @@ def test_a_wrong_claim_fails_the_check(monkeypatch, capsys):
     identities.all_identities()
     registry = dict(identities.REGISTRY)
     monkeypatch.setattr(identities, "REGISTRY", registry)
-    registry["bf16 + Adam = 20N (wrong)"] = identities.Identity(
-        "bf16 + Adam = 20N (wrong)", "test", 20 * N,
-        registry["bf16 + Adam = 16N"].derive, "nowhere")
+    registry["test.wrong"] = identities.Identity(
+        "test.wrong", "bf16 + Adam = 20N (wrong)", "test", 20 * N,
+        registry["state.bf16_adam"].derive, "nowhere")
     assert check.main([]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "-4*N" in out
@@ -35,8 +36,8 @@ def test_a_departure_that_holds_fails_the_check(monkeypatch):
     identities.all_identities()
     registry = dict(identities.REGISTRY)
     monkeypatch.setattr(identities, "REGISTRY", registry)
-    registry["16N departs (wrong)"] = identities.Identity(
-        "16N departs (wrong)", "test", 16 * N, registry["bf16 + Adam = 16N"].derive,
+    registry["test.departs"] = identities.Identity(
+        "test.departs", "16N departs (wrong)", "test", 16 * N, registry["state.bf16_adam"].derive,
         "nowhere", holds=False)
     assert check.main([]) == 1
 

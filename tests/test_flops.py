@@ -36,47 +36,46 @@ REFERENCE = Path(__file__).resolve().parent / "reference" / "megatron_core.json"
 STEP_TOKENS = 4_194_304  # 2^22, the article's 4M-token global batch
 
 
-def per_token(name: str, expr: sp.Expr) -> float:
-    """``expr`` at a preset's shape, as a float."""
-    preset = model(name)
-    return float(preset.subs(expr, N=preset.parameters))
+def at(name: str, expr: sp.Expr) -> float:
+    """``expr`` at a preset (Model.at: sizes, N and N_GEMM), as a float."""
+    return float(model(name).at(expr))
 
 
 def test_six_n_and_causal_count_per_token_in_gflop():
     # The article, section 6.4: 6N = 48 / 423 / 2435, with causal attention 51 / 449 / 2524 GFLOP.
-    six = [round(per_token(name, six_n()) / 1e9) for name in LLAMA3_MODELS]
-    causal = [round(per_token(name, flops_per_token("llama", "causal")) / 1e9) for name in LLAMA3_MODELS]
+    six = [round(at(name, six_n()) / 1e9) for name in LLAMA3_MODELS]
+    causal = [round(at(name, flops_per_token("llama", "causal")) / 1e9) for name in LLAMA3_MODELS]
     assert six == [48, 423, 2435]
     assert causal == [51, 449, 2524]
 
 
 def test_one_sequence_on_one_h100():
-    bounds = [round(step_time_lower_bound(8192, per_token(name, flops_per_token()), 1, H100), 2)
+    bounds = [round(step_time_lower_bound(8192, at(name, flops_per_token()), 1, H100), 2)
               for name in LLAMA3_MODELS]
     assert bounds == [0.43, 3.72, 20.91]
 
 
 def test_70b_step_on_1024_h100():
-    fpt = per_token("70b", flops_per_token())
+    fpt = at("70b", flops_per_token())
     assert round(step_time_lower_bound(STEP_TOKENS, fpt, 1024, H100), 2) == 1.86
     assert round(step_time_lower_bound(STEP_TOKENS, fpt, 1024, H100, mfu=0.4), 2) == 4.65
 
 
 def test_observed_4_5_s_gives_mfu_and_both_hfus():
     preset = model("70b")
-    fpt = per_token("70b", flops_per_token())
+    fpt = at("70b", flops_per_token())
     tps = STEP_TOKENS / 4.5
     assert round(mfu(tps, fpt, 1024, H100), 3) == 0.413
     selective = float(preset.subs(recompute_factor("selective")))
     assert round(hfu(tps, fpt, 1024, H100, selective), 3) == 0.423
     assert round(float(hfu(tps, fpt, 1024, H100, recompute_factor("full"))), 3) == 0.551
     # hardware FLOPs through flops_per_token(recompute=...) give the same HFUs
-    assert mfu(tps, per_token("70b", flops_per_token(recompute="selective")), 1024, H100) == \
+    assert mfu(tps, at("70b", flops_per_token(recompute="selective")), 1024, H100) == \
         pytest.approx(hfu(tps, fpt, 1024, H100, selective))
 
 
 def test_15t_tokens_take_193_days_on_1024_and_24_on_8192():
-    fpt = per_token("70b", flops_per_token())
+    fpt = at("70b", flops_per_token())
     seconds = step_time_lower_bound(15e12, fpt, 1024, H100, mfu=0.4)
     assert round(seconds / 86400) == 193
     assert round(step_time_lower_bound(15e12, fpt, 8192, H100, mfu=0.4) / 86400) == 24
@@ -88,14 +87,14 @@ def test_15t_tokens_take_193_days_on_1024_and_24_on_8192():
 
 
 def test_6n_is_6_percent_short_of_the_causal_count_for_70b():
-    gap = per_token("70b", flops_per_token()) / per_token("70b", six_n()) - 1
+    gap = at("70b", flops_per_token()) / at("70b", six_n()) - 1
     assert round(gap, 2) == 0.06
 
 
 def test_attention_share_is_about_8_percent_at_s_equal_h():
     attention = flops(attention_score_gemms("causal").times(L))
     weights = flops(model_gemms("llama", "none"))
-    assert round(per_token("70b", attention / weights), 2) == 0.08   # s = h = 8192
+    assert round(at("70b", attention / weights), 2) == 0.08   # s = h = 8192
     assert round(float(sp.Rational(8192, 12 * 8192)), 3) == 0.083    # the s/(12h) estimate
 
 
@@ -106,6 +105,14 @@ def test_a_weight_gemm_costs_2mnk_per_pass_and_has_a_wgrad():
     score = Gemm("qk", 1, 5, 7, {"attention_score"})
     assert [p.name for p in score.passes] == ["forward", "dgrad", "dgrad"]
     assert score.wgrad == 0 and score.dgrad == 140
+
+
+def test_the_tied_gpt_head_is_an_h_to_v_gemm():
+    # the head multiplies a token's h-vector by the tied [V, h] embedding: m = 1, n = V, k = h,
+    # 2hV FLOPs a pass, 6hV per token over forward, dgrad and wgrad
+    (head,) = list(output_gemms("gpt"))
+    assert head.has("tied") and (head.m, head.n, head.k) == (1, V, h)
+    assert flops(output_gemms("gpt")) == 6 * h * V
 
 
 def test_layer_gemm_shapes_count_every_llama_weight_once():
@@ -121,7 +128,7 @@ def test_layer_gemm_shapes_count_every_llama_weight_once():
 
 
 def test_conventions_for_llama3_70b():
-    got = {name: round(per_token("70b", convention("llama")) / 1e9, 1)
+    got = {name: round(at("70b", convention("llama")) / 1e9, 1)
            for name, convention in CONVENTIONS.items()}
     assert got == {"6N": 423.3, "6N_GEMM": 417.0, "derive-causal": 449.2, "derive-full": 481.4,
                    "kaplan": 442.9, "palm": 487.7, "narayanan": 457.3,
@@ -132,7 +139,7 @@ def test_conventions_for_llama3_70b():
 def test_full_recompute_is_exactly_four_thirds_and_layers_only_is_less():
     assert recompute_factor("full") == sp.Rational(4, 3)
     assert recompute_factor("none") == 1
-    assert 1 < per_token("70b", recompute_factor("full-layers")) < 4 / 3
+    assert 1 < at("70b", recompute_factor("full-layers")) < 4 / 3
 
 
 def _reference_records():
@@ -207,7 +214,7 @@ def test_hardware_presets_are_dense_bf16():
     ("tokens", lambda: step_time_lower_bound(0, 1, 1, 1)),
     ("mfu", lambda: step_time_lower_bound(1, 1, 1, 1, mfu=0)),
     ("mfu", lambda: step_time_lower_bound(1, 1, 1, 1, mfu=1.5)),
-    ("attention", lambda: flops_per_token("llama", "sliding")),
+    ("mask", lambda: flops_per_token("llama", "sliding")),
     ("recompute", lambda: flops_per_token("llama", "causal", "some")),
     ("family", lambda: flops_per_token("mamba")),
     ("head_dim", lambda: model_gemms("gpt", head_dim=k)),

@@ -110,13 +110,13 @@ NAMES = st.one_of(st.sampled_from(["gpt", "llama-eager", "llama-fused", "materia
 
 CALLS = {
     "layer_activation_bytes": (layer_activation_bytes, dict(
-        architecture=NAMES, attention=NAMES, tensor_parallel=ANY, sequence_parallel=ANY,
+        profile=NAMES, attention_kernel=NAMES, tensor_parallel=ANY, sequence_parallel=ANY,
         recompute=NAMES)),
     "model_activation_bytes": (model_activation_bytes, dict(
-        architecture=NAMES, tensor_parallel=ANY, logits=ANY)),
+        profile=NAMES, tensor_parallel=ANY, logits=ANY)),
     "logits_bytes": (logits_bytes, dict(tensor_parallel=ANY)),
     "first_stage_activation_bytes": (first_stage_activation_bytes, dict(
-        architecture=NAMES, tensor_parallel=ANY, pipeline=ANY, virtual=ANY, micro_batches=ANY,
+        profile=NAMES, tensor_parallel=ANY, pipeline=ANY, virtual=ANY, micro_batches=ANY,
         edges=ANY)),
     "step_timeline": (step_timeline, dict(precision=NAMES, optimizer=NAMES, zero_stage=ANY,
                                           tensor_parallel=ANY, accumulated_gradients=ANY)),
@@ -137,7 +137,7 @@ CALLS = {
               dict(family=NAMES, layers=ANY, hidden=ANY, heads=ANY, kv_heads=ANY, ffn=ANY,
                    vocab=ANY, seq=ANY, head_dim=ANY)),
     "Model.subs": (lambda **kw: model("8b").subs(resident_bytes("bf16", "adam", 3), **kw),
-                   dict(N=ANY, d=ANY, Q=ANY)),
+                   dict(N=ANY, d=ANY, Q=ANY, Z=ANY)),
 }
 
 
@@ -179,7 +179,7 @@ def test_library_raises_naming_the_argument_or_returns_finite_values(name):
             result = function(**kwargs)
         except ValueError as error:
             named = str(error).partition(":")[0]
-            assert named in {*kwargs, "architecture", "attention", "recompute", "precision",
+            assert named in {*kwargs, "profile", "attention_kernel", "mask", "recompute", "precision",
                              "optimizer", "hardware_name", "name", "model", "profile",
                              "family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
                              "seq", "head_dim", "peak"}, (name, kwargs, error)

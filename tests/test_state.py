@@ -4,17 +4,27 @@ import sympy as sp
 
 from derive.accounts.state import (
     bytes_per_parameter,
-    distributed_optimizer_bytes_per_parameter,
     resident_bytes,
     state_bytes,
     state_ledger,
 )
+from derive.conventions.megatron import distributed_optimizer_bytes_per_parameter
 from derive.presets import MODELS
 from derive.symbols import N, d
 
 
 def _at(model_name, expr):
-    return float(MODELS[model_name].subs(expr, N=MODELS[model_name].parameters))
+    return float(MODELS[model_name].at(expr))
+
+
+def test_bf16_adamw_is_16_bytes_per_parameter_with_two_moments():
+    # AdamW keeps the same state as Adam (Loshchilov & Hutter 2019 only move the weight decay):
+    # bf16 params 2 + bf16 grads 2 + fp32 master 4 + fp32 exp_avg 4 + fp32 exp_avg_sq 4 = 16
+    held = state_bytes("bf16", "adamw")
+    assert (held.params, held.grads, held.optimizer) == (2 * N, 2 * N, 12 * N)
+    assert resident_bytes("bf16", "adamw") == 16 * N
+    moments = state_ledger("bf16", "adamw").where("optimizer")
+    assert sorted(t.bytes / N for t in moments) == [4, 4, 4]
 
 
 def test_resident_state_at_16_bytes_per_parameter():

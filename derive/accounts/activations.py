@@ -13,25 +13,24 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import state_bytes
+from derive.architectures.parameters import FAMILIES
 from derive.architectures.saved import (
     ARCHITECTURES,
+    ATTENTION_KERNELS,
     ATTENTIONS,
+    LAYER_PROFILES,
     embedding_saved,
     layer_input,
     layer_saved,
     output_saved,
 )
 from derive.inputs import choose, flag, positive_size
+from derive.presets import Model
 from derive.symbols import FFN_4H, L, N, p
 from derive.tensors import Ledger
 
-RECOMPUTE = ("none", "selective", "full")
-
-#: megatron/training/theoretical_memory_usage.py compute_activation_memory_without_sp:
-#: overhead_factor = 1.05 ("buffer for optimizer and miscellaneous temporaries").
-MEGATRON_OVERHEAD = sp.Rational(21, 20)
-
-#: The article's convention (section 4): the GPT table at f = 4h, per-row statistics ignored.
+#: Recompute policies of the activation accounts: what a layer keeps (Korthikanti et al. 2022, section 5).
+RECOMPUTE_POLICIES = ("none", "selective", "full")
 
 
 def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
@@ -52,13 +51,13 @@ def keeping(ledger: Ledger, **kept: bool) -> Ledger:
     return ledger.without(*(tag for tag, keep in kept.items() if not flag(tag, keep)))
 
 
-def layer_activations(architecture: str = "gpt", attention: str = "materialised",
+def layer_activations(profile: str = "gpt", attention_kernel: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
                       softmax_statistics: bool = True) -> Ledger:
-    """The rows one layer keeps on one TP rank under a parallel and recompute policy."""
-    choose("recompute", recompute, RECOMPUTE)
-    table = layer_saved(architecture, attention)
+    """The rows of ``layer_saved(profile)`` (gpt_layer_saved / llama_layer_saved) one layer keeps on one TP rank."""
+    choose("recompute", recompute, RECOMPUTE_POLICIES)
+    table = layer_saved(profile, attention_kernel)
     if recompute == "full":
         table = Ledger([layer_input()])
     elif recompute == "selective":
@@ -67,41 +66,41 @@ def layer_activations(architecture: str = "gpt", attention: str = "materialised"
     return sharded(table, tensor_parallel, sequence_parallel)
 
 
-def layer_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
+def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
                            softmax_statistics: bool = True) -> sp.Expr:
-    """Bytes one layer keeps for backward per micro-batch and TP rank (Korthikanti, Table 2)."""
-    return layer_activations(architecture, attention, tensor_parallel, sequence_parallel,
+    """Sum of :func:`layer_activations`' rows: the 34 of sbh(34 + 5as/h) is gpt_layer_saved's rows at f = 4h (Korthikanti, Table 2)."""
+    return layer_activations(profile, attention_kernel, tensor_parallel, sequence_parallel,
                              recompute, norm_statistics,
                              softmax_statistics=softmax_statistics).bytes()
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
-    """bf16 logits [s, b, V] plus the fp32 copy for the loss (the article, section 4.3)."""
+    """The ``logits`` rows of output_saved(): bf16 [s, b, V] plus the fp32 copy for the loss (the article, section 4.3)."""
     return sharded(output_saved().where("logits"), tensor_parallel).bytes()
 
 
-def model_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
+def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
                            logits: bool = True, *, softmax_statistics: bool = True) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
     flag("logits", logits)
-    layers = L * layer_activation_bytes(architecture, attention, tensor_parallel,
+    layers = L * layer_activation_bytes(profile, attention_kernel, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
                                         softmax_statistics=softmax_statistics)
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
-def article_layer_bytes(attention: str = "fused") -> sp.Expr:
+def article_layer_bytes(attention_kernel: str = "fused") -> sp.Expr:
     """The article's per-layer convention: GPT table, f = 4h, statistics ignored (section 4)."""
-    return layer_activation_bytes("gpt", attention, softmax_statistics=False).subs(FFN_4H)
+    return layer_activation_bytes("gpt", attention_kernel, softmax_statistics=False).subs(FFN_4H)
 
 
-def article_model_bytes(attention: str = "fused", logits: bool = True) -> sp.Expr:
+def article_model_bytes(attention_kernel: str = "fused", logits: bool = True) -> sp.Expr:
     """The article's all layers (+ logits) convention (section 4.3, activation_bytes)."""
-    return model_activation_bytes("gpt", attention, softmax_statistics=False,
+    return model_activation_bytes("gpt", attention_kernel, softmax_statistics=False,
                                   logits=logits).subs(FFN_4H)
 
 
@@ -122,29 +121,22 @@ def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = Non
     return sp.Min(warmup + 1, sp.sympify(micro_batches) * (1 if virtual is None else virtual))
 
 
-def interleaved_factor(pipeline: sp.Expr = p, virtual: sp.Expr | None = None) -> sp.Expr:
-    """First-stage activations relative to 1F1B: chunks in flight x L/(p v) layers over L."""
-    chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
-    return sp.cancel(in_flight_micro_batches(pipeline, virtual) / (pipeline * chunks)
-                     / (in_flight_micro_batches(pipeline) / pipeline))
-
-
-def embedding_edge(architecture: str = "gpt", tensor_parallel: sp.Expr = 1,
+def embedding_edge(profile: str = "gpt", tensor_parallel: sp.Expr = 1,
                    sequence_parallel: bool = False, token_ids: bool = True) -> Ledger:
-    """The input embedding's rows on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
-    choose("architecture", architecture, ARCHITECTURES)
-    rows = keeping(embedding_saved(), dropout=architecture == "gpt", token_ids=token_ids)
+    """The rows of embedding_saved() on one TP rank (Korthikanti section 4.3; Megatron's token ids)."""
+    choose("profile", profile, LAYER_PROFILES)
+    rows = keeping(embedding_saved(), dropout=profile == "gpt", token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 
 def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                 transient_logits: bool = False, token_ids: bool = False) -> Ledger:
-    """The output layer's rows on one TP rank: norm/head inputs, fp32 logits (Korthikanti 4.3)."""
+    """The rows of output_saved() on one TP rank: norm/head inputs, fp32 logits (Korthikanti 4.3)."""
     rows = keeping(output_saved(), transient=transient_logits, token_ids=token_ids)
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 
-def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "materialised",
+def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                                  tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                                  recompute: str = "none", norm_statistics: bool = False, *,
                                  softmax_statistics: bool = True, pipeline: sp.Expr = p,
@@ -162,12 +154,12 @@ def first_stage_activation_bytes(architecture: str = "gpt", attention: str = "ma
     in_flight = in_flight_micro_batches(pipeline, virtual, micro_batches)
     pipeline = positive_size("pipeline", pipeline)
     chunks = sp.Integer(1) if virtual is None else positive_size("virtual", virtual)
-    per_layer = layer_activation_bytes(architecture, attention, tensor_parallel, sequence_parallel,
+    per_layer = layer_activation_bytes(profile, attention_kernel, tensor_parallel, sequence_parallel,
                                        recompute, norm_statistics,
                                        softmax_statistics=softmax_statistics)
     total = in_flight * L / (pipeline * chunks) * per_layer
     if edges:
-        embedding = embedding_edge(architecture, tensor_parallel, sequence_parallel, token_ids)
+        embedding = embedding_edge(profile, tensor_parallel, sequence_parallel, token_ids)
         total += in_flight / chunks * embedding.bytes()
         if flag("output_layer", output_layer):
             output = output_edge(tensor_parallel, sequence_parallel).bytes()
@@ -187,13 +179,14 @@ PROFILES: dict[str, str] = {
 ATTENTION_PROFILES = ("article", "gpt")
 
 
-def profile_bytes(profile: str = "article", attention: str = "fused") -> tuple[sp.Expr, sp.Expr]:
+def profile_bytes(profile: str = "article",
+                  attention_kernel: str = "fused") -> tuple[sp.Expr, sp.Expr]:
     """(one layer, all layers + logits) bytes of one micro-batch under a report profile."""
     choose("profile", profile, PROFILES)
     if profile == "article":
-        return article_layer_bytes(attention), article_model_bytes(attention)
-    return (layer_activation_bytes(profile, attention),
-            model_activation_bytes(profile, attention))
+        return article_layer_bytes(attention_kernel), article_model_bytes(attention_kernel)
+    return (layer_activation_bytes(profile, attention_kernel),
+            model_activation_bytes(profile, attention_kernel))
 
 
 @dataclass(frozen=True)
@@ -210,7 +203,7 @@ class StepTimeline:
         return sp.Max(self.end_of_forward, self.end_of_backward)
 
 
-def step_timeline(architecture: str = "gpt", attention: str = "fused",
+def step_timeline(profile: str = "gpt", attention_kernel: str = "fused",
                   precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                   tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                   recompute: str = "none", norm_statistics: bool = False, *,
@@ -223,7 +216,7 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
     """
     flag("accumulated_gradients", accumulated_gradients)
     held = state_bytes(precision, optimizer, zero_stage, params=params)
-    activations = model_activation_bytes(architecture, attention, tensor_parallel,
+    activations = model_activation_bytes(profile, attention_kernel, tensor_parallel,
                                          sequence_parallel, recompute, norm_statistics, logits,
                                          softmax_statistics=softmax_statistics)
     resident = held.params + held.optimizer
@@ -235,10 +228,65 @@ def step_timeline(architecture: str = "gpt", attention: str = "fused",
     )
 
 
+@dataclass(frozen=True)
+class Moment:
+    """The bytes of each band after one event of the step."""
+
+    label: str
+    bands: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.bands.values())
+
+
+def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
+    """Every event of one step of ``model`` (bf16 + Adam, the article's activation convention, b = 1).
+
+    Forward: one layer's activations per layer, then the logits. Backward: the
+    output head (logits freed, its gradients made), then each layer (its
+    activations freed, its gradients made), then the embedding. Then the
+    optimizer step zeroes the gradients. The end of forward and the end of
+    backward are checked against :func:`step_timeline`.
+    """
+    held = state_bytes("bf16", "adam", params=N)
+    per_parameter = sp.expand(held.grads / N)
+    layer, edges = FAMILIES[model.family]
+
+    def at(expr: sp.Expr) -> int:
+        return int(model.at(expr, b=micro_batch))
+
+    resident = {"optimizer": at(held.optimizer), "params": at(held.params)}
+    per_layer, logits = at(article_layer_bytes("fused")), at(logits_bytes())
+    layer_grads = at(per_parameter * layer().numel())
+    head_grads = at(per_parameter * edges().without("embedding").numel())
+    embedding_grads = at(per_parameter * edges().where("embedding").numel())
+    layers = int(model.at(L))
+
+    def moment(label: str, grads: int, activations: int) -> Moment:
+        return Moment(label, {**resident, "grads": grads, "activations": activations})
+
+    moments = [moment("start of step", 0, 0)]
+    moments += [moment(f"forward, layer {i}", 0, i * per_layer) for i in range(1, layers + 1)]
+    moments.append(moment("end of forward (logits)", 0, layers * per_layer + logits))
+    moments.append(moment("backward, output head", head_grads, layers * per_layer))
+    moments += [moment(f"backward, layer {layers + 1 - j}", head_grads + j * layer_grads,
+                       (layers - j) * per_layer) for j in range(1, layers + 1)]
+    moments.append(moment("end of backward (embedding)",
+                          head_grads + layers * layer_grads + embedding_grads, 0))
+    moments.append(moment("after the optimizer step", 0, 0))
+    line = step_timeline("gpt", "fused", softmax_statistics=False)
+    forward, backward = moments[layers + 1], moments[-2]
+    ends = (at(line.end_of_forward.subs(FFN_4H)), at(line.end_of_backward))
+    if (forward.total, backward.total) != ends:
+        raise ValueError("timeline: the events do not add up to step_timeline's two moments")
+    return moments
+
+
 __all__ = [
-    "ARCHITECTURES", "ATTENTIONS", "ATTENTION_PROFILES", "MEGATRON_OVERHEAD", "PROFILES",
-    "RECOMPUTE", "StepTimeline", "profile_bytes",
+    "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "ATTENTION_PROFILES", "LAYER_PROFILES",
+    "PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline", "profile_bytes",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
-    "in_flight_micro_batches", "interleaved_factor", "layer_activation_bytes", "layer_activations",
-    "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_timeline",
+    "in_flight_micro_batches", "layer_activation_bytes", "layer_activations",
+    "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_moments", "step_timeline",
 ]

@@ -26,10 +26,7 @@ from typing import Mapping
 
 import sympy as sp
 
-from derive.architectures.parameters import model_parameters
-from derive.presets import model
-from derive.symbols import b, h, s
-from derive.tensors import Ledger, Tensor
+from derive.tensors import Ledger
 
 MiB = 2**20
 
@@ -122,7 +119,7 @@ def allocated_bytes(request_bytes: int) -> int:
     return size if remaining > K_SMALL_SIZE else segment
 
 
-def _allocations(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> list[tuple[int, int]]:
+def allocations(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> list[tuple[int, int]]:
     """(bytes of one copy, number of copies) of every tensor under ``values``."""
     rows = []
     for tensor in ledger:
@@ -137,7 +134,7 @@ def _allocations(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> list[tuple[
 
 def ledger_allocation(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> tuple[int, int]:
     """(requested, allocated) bytes of ``ledger`` under ``values``, each copy its own request."""
-    rows = _allocations(ledger, values)
+    rows = allocations(ledger, values)
     requested = sum(one * copies for one, copies in rows)
     allocated = sum(allocated_bytes(one) * copies for one, copies in rows)
     return requested, allocated
@@ -145,33 +142,4 @@ def ledger_allocation(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> tuple[
 
 def ledger_segments(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> int:
     """Bytes of fresh segments if every request opened its own (an upper bound on reserved)."""
-    return sum(segment_bytes(one) * copies for one, copies in _allocations(ledger, values))
-
-
-def rounding_comparison() -> list[dict[str, object]]:
-    """Worked comparison: where 512-byte rounding matters (tiny tensors) and where it does not (GEMM weights)."""
-    llama = model("llama3-8b")
-    weights = model_parameters("llama")
-    tensor_count = sum(sp.sympify(t.count).subs(llama.values) for t in weights)
-    step_counters = Ledger([Tensor("Adam state['step'] (fp32 scalar per parameter tensor; on the "
-                                   "GPU with fused=True or capturable=True)", (), "fp32",
-                                   frozenset({"scalar"}), count=tensor_count)])
-    tiny = Ledger([
-        Tensor("attention mask [b, s] (bool)", (b, s), "bool", frozenset({"mask"})),
-        Tensor("loss-scale scalar (fp32)", (), "fp32", frozenset({"scalar"})),
-        Tensor("norm weight [h] (bf16)", (h,), "bf16", frozenset({"norm"})),
-    ])
-    cases = [
-        ("Llama 3 8B GEMM weights (bf16)", weights.where("gemm"), llama.values),
-        ("Llama 3 8B norm weights (bf16, h = 4096)", weights.where("norm"), llama.values),
-        ("Llama 3 8B Adam step counters", step_counters, llama.values),
-        ("tiny tensors (b = 1, s = 100, h = 100)", tiny, {b: 1, s: 100, h: 100}),
-    ]
-    rows = []
-    for label, ledger, values in cases:
-        requested, allocated = ledger_allocation(ledger, values)
-        copies = sum(copies for _, copies in _allocations(ledger, values))
-        rows.append({"case": label, "requests": copies, "requested": requested,
-                     "allocated": allocated, "rounding": allocated - requested,
-                     "overhead": sp.Rational(allocated - requested, requested)})
-    return rows
+    return sum(segment_bytes(one) * copies for one, copies in allocations(ledger, values))

@@ -23,10 +23,9 @@ from fractions import Fraction
 
 import sympy as sp
 
-from derive.accounts.state import resident_bytes
 from derive.inputs import choose
-from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS
-from derive.units import BYTE_UNITS, format_bytes
+from derive.presets import HARDWARE
+from derive.units import BYTE_UNITS
 
 GiB = BYTE_UNITS["GiB"]
 MiB = BYTE_UNITS["MiB"]
@@ -60,6 +59,10 @@ DRIVER_CAPACITY: dict[str, Capacity] = {
         "issue 235), '79.35 GiB total capacity' (Instruction-Tuning-with-GPT-4/GPT-4-LLM "
         "issue 16)"),
 }
+
+#: nvidia-smi memory.total (= cudaMemGetInfo total) of an H100 80GB HBM3 in bytes: a measurement
+#: (81559 MiB, 79.65 GiB), the card's 80 GiB of HBM less what the driver keeps.
+NVIDIA_SMI_TOTAL: dict[str, int] = {"h100": 81559 * MiB}
 
 #: Memory on the card. The datasheets' "80 GB" counts HBM in binary units: five active
 #: 16 GiB stacks, 80 GiB (85.9 GB). The driver reports this less what it keeps for itself.
@@ -178,11 +181,7 @@ def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
     hbm, capacity = HBM_CAPACITY[name], DRIVER_CAPACITY[name]
 
     def row(item: str, low: object, high: object, where: str, source: str) -> dict[str, object]:
-        shown = {side: (f"{float(value) * 100:g} %" if isinstance(value, Fraction) and value < 1
-                        else format_bytes(value, "GiB"))
-                 for side, value in (("low", low), ("high", high))}
-        return {"item": item, "low": low, "high": high, "low_shown": shown["low"],
-                "high_shown": shown["high"], "where": where, "source": source}
+        return {"item": item, "low": low, "high": high, "where": where, "source": source}
 
     rows = [
         row("memory on the card (HBM)", hbm.low, hbm.high,
@@ -222,11 +221,3 @@ def gpus_to_hold(total_bytes: int | float | sp.Expr, per_gpu_bytes: int | float 
 
 #: The article's per-card planning budget (section 5.4 and self-test 1), stated as 70 GiB.
 PLANNING_BUDGET_GIB = 70
-
-
-def resident_state_gpus(per_gpu_bytes: int, precision: str = "bf16",
-                        optimizer: str = "adam") -> dict[str, int]:
-    """GPUs that hold the resident state of Llama 3 8B / 70B / 405B at ``per_gpu_bytes`` each."""
-    held = resident_bytes(precision, optimizer)
-    return {name: gpus_to_hold(MODELS[name].subs(held, N=MODELS[name].parameters), per_gpu_bytes)
-            for name in LLAMA3_MODELS}

@@ -25,7 +25,7 @@ Number = Union[int, float, sp.Expr]
 #: GEMM, output head included (the article's 2 + 2 + 4 = 8 per parameter, so
 #: exactly 4/3); "full-layers" re-runs every Transformer layer but not the output
 #: head (Megatron's recompute_granularity="full"; Narayanan et al. 2021's 96).
-RECOMPUTE: dict[str, Callable[[Gemm], bool]] = {
+RECOMPUTED_GEMMS: dict[str, Callable[[Gemm], bool]] = {
     "none": lambda gemm: False,
     "selective": lambda gemm: gemm.has("attention_score"),
     "full": lambda gemm: True,
@@ -33,39 +33,39 @@ RECOMPUTE: dict[str, Callable[[Gemm], bool]] = {
 }
 
 
-def recomputed_flops_per_token(family: str = "llama", attention: str = "causal",
+def recomputed_flops_per_token(family: str = "llama", mask: str = "causal",
                                recompute: str = "none") -> sp.Expr:
     """Forward FLOPs per token that ``recompute`` runs a second time."""
-    again = RECOMPUTE[choose("recompute", recompute, RECOMPUTE)]
-    return flops(model_gemms(family, attention).filter(again), "forward")
+    again = RECOMPUTED_GEMMS[choose("recompute", recompute, RECOMPUTED_GEMMS)]
+    return flops(model_gemms(family, mask).filter(again), "forward")
 
 
-def flops_per_token(family: str = "llama", attention: str = "causal",
+def flops_per_token(family: str = "llama", mask: str = "causal",
                     recompute: str = "none") -> sp.Expr:
-    """Training FLOPs per token: forward, dgrad, wgrad of every GEMM, plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
-    model = flops(model_gemms(family, attention))
-    return model + recomputed_flops_per_token(family, attention, recompute)
+    """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(family, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
+    model = flops(model_gemms(family, mask))
+    return model + recomputed_flops_per_token(family, mask, recompute)
 
 
-def model_flops_per_token(family: str = "llama", attention: str = "causal") -> sp.Expr:
+def model_flops_per_token(family: str = "llama", mask: str = "causal") -> sp.Expr:
     """Model FLOPs per token (no recompute): PaLM's numerator for MFU."""
-    return flops_per_token(family, attention, "none")
+    return flops_per_token(family, mask, "none")
 
 
-def recompute_factor(policy: str, family: str = "llama", attention: str = "causal") -> sp.Expr:
+def recompute_factor(policy: str, family: str = "llama", mask: str = "causal") -> sp.Expr:
     """Hardware / model FLOPs under ``policy``: 1, 4/3 ("full"), 1 + 2Lsh/F ("selective", causal)."""
-    extra = recomputed_flops_per_token(family, attention, policy)
-    return 1 + sp.cancel(extra / model_flops_per_token(family, attention))
+    extra = recomputed_flops_per_token(family, mask, policy)
+    return 1 + sp.cancel(extra / model_flops_per_token(family, mask))
 
 
 def packed_flops(tokens: Number, seqlen_squared_sum: Number, family: str = "llama",
-                 attention: str = "causal", *, per_token: sp.Expr | None = None) -> sp.Expr:
+                 mask: str = "causal", *, per_token: sp.Expr | None = None) -> sp.Expr:
     """Model FLOPs of a batch of packed sequences: token-linear GEMMs x tokens, score GEMMs x sum of s_i^2.
 
     ``per_token`` (FLOPs per token of one s-token sequence) replaces the family's table when given.
     """
     field = "family" if per_token is None else "per_token"
-    expr = model_flops_per_token(family, attention) if per_token is None else per_token
+    expr = model_flops_per_token(family, mask) if per_token is None else per_token
     poly = sp.Poly(expr, s)
     if poly.degree() > 1:
         raise ValueError(f"{field}: FLOPs per token are not linear in s: {expr}")

@@ -1,13 +1,13 @@
-"""Where each framework keeps the resident state: per-parameter placement profiles (the article, section 2.3).
+"""Where each framework keeps the resident state: per-parameter placements (the article, section 2.3).
 
 Megatron-LM, DeepSpeed and torchtitan (FSDP2) hold the same four states -
 compute copy, gradients, fp32 master, Adam moments - but differ in the
 gradient dtype, in whether the fp32 master is a second copy or the parameter
-itself, and in what is sharded over the d data-parallel ranks. Each profile
+itself, and in what is sharded over the d data-parallel ranks. Each placement
 here is the state ledger of :mod:`derive.accounts.state` for one precision
 recipe (its ``resident`` rows, tags ``params``/``grads``/``optimizer`` and
 ``zero1``-``zero3``), partitioned with the same ZeRO mechanism
-(:func:`~derive.accounts.state.partitioned`) at the profile's stage, plus the
+(:func:`~derive.accounts.state.partitioned`) at the placement's stage, plus the
 ``transient`` tensors the framework allocates and frees inside a step. Every
 tensor's ``note`` is its lifetime. Byte totals are sums over these ledgers.
 """
@@ -169,20 +169,20 @@ FSDP2 = Placement(
 )
 
 PLACEMENTS: dict[str, Placement] = {
-    profile.name: profile
-    for profile in (MEGATRON, DEEPSPEED_BF16, *(_zero_stage(k) for k in range(4)), FSDP2)
+    entry.name: entry
+    for entry in (MEGATRON, DEEPSPEED_BF16, *(_zero_stage(k) for k in range(4)), FSDP2)
 }
 
 
 def placement(name: str) -> Placement:
-    """A placement profile by name; ValueError naming the field if unknown."""
+    """A placement by name; ValueError naming the field if unknown."""
     return PLACEMENTS[choose("placement", name, PLACEMENTS)]
 
 
-def _resident(profile: Placement) -> Ledger:
-    """The profile's resident rows, unsharded, each with its lifetime as the note."""
-    held = state_ledger(profile.recipe, profile.optimizer).where("resident")
-    return held.map(lambda t: replace(t, note=profile.lifetimes[_role(t)]))
+def _resident(entry: Placement) -> Ledger:
+    """The placement's resident rows (the state table of its recipe), unsharded, each with its lifetime as the note."""
+    held = state_ledger(entry.recipe, entry.optimizer).where("resident")
+    return held.map(lambda t: replace(t, note=entry.lifetimes[_role(t)]))
 
 
 def _role(tensor: Tensor) -> str:
@@ -192,21 +192,21 @@ def _role(tensor: Tensor) -> str:
     return "params" if tensor.has("params") else "grads"
 
 
-def _transients(profile: Placement, ranks: sp.Expr) -> Ledger:
-    """The profile's transient tensors on one of ``ranks`` ranks, each with its lifetime."""
+def _transients(entry: Placement, ranks: sp.Expr) -> Ledger:
+    """The placement's transient tensors on one of ``ranks`` ranks, each with its lifetime."""
     return Ledger(
         Tensor(row.name, (sp.sympify(row.numel).subs(d, ranks),), row.dtype,
                frozenset({"transient", row.account}) | row.tags, note=row.lifetime)
-        for row in profile.transients
+        for row in entry.transients
     )
 
 
 def placement_ledger(name: str, sharded: bool = False, ranks: sp.Expr = d) -> Ledger:
     """Per-rank ledger of ``name``: resident rows (sharded over ``ranks`` if asked) and transients."""
-    profile = placement(name)
+    entry = placement(name)
     ranks = ranks if sharded else sp.Integer(1)
-    resident = partitioned(_resident(profile), profile.stage, ranks)
-    return resident + _transients(profile, ranks)
+    resident = partitioned(_resident(entry), entry.stage, ranks)
+    return resident + _transients(entry, ranks)
 
 
 def placement_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.Expr:
@@ -225,9 +225,9 @@ def transient_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.
 
 
 def placement_table() -> list[dict[str, object]]:
-    """One row per profile for the sheet: totals per parameter and a row per tensor (SymPy values)."""
+    """One row per placement for the sheet: totals per parameter and a row per tensor (SymPy values)."""
     rows = []
-    for name, profile in PLACEMENTS.items():
+    for name, entry in PLACEMENTS.items():
         whole, shard = placement_ledger(name), placement_ledger(name, sharded=True)
         tensors = [
             {"tensor": full.name, "dtype": full.dtype,
@@ -240,11 +240,11 @@ def placement_table() -> list[dict[str, object]]:
         ]
         rows.append({
             "placement": name,
-            "framework": profile.framework,
+            "framework": entry.framework,
             "bytes_per_parameter": placement_bytes_per_parameter(name),
             "sharded_bytes_per_parameter": placement_bytes_per_parameter(name, sharded=True),
             "transient_bytes": transient_bytes(name, sharded=True),
             "tensors": tensors,
-            "source": profile.source,
+            "source": entry.source,
         })
     return rows

@@ -85,16 +85,12 @@ class Optimizer:
 
 #: bitsandbytes' block size for the block-wise quantised 8-bit optimizer states.
 BNB_BLOCK_SIZE = 256
+#: Adam's (and AdamW's) two fp32 moments per parameter: exp_avg and exp_avg_sq (torch/optim/adam.py).
+ADAM_MOMENTS = (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1)))
 
 OPTIMIZERS: dict[str, Optimizer] = {
-    "adam": Optimizer(
-        (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1))),
-        "Kingma & Ba 2015; torch.optim.Adam state exp_avg, exp_avg_sq",
-    ),
-    "adamw": Optimizer(
-        (("exp_avg", "fp32", sp.Integer(1)), ("exp_avg_sq", "fp32", sp.Integer(1))),
-        "Loshchilov & Hutter 2019; torch.optim.AdamW, same state as Adam",
-    ),
+    "adam": Optimizer(ADAM_MOMENTS, "Kingma & Ba 2015; torch.optim.Adam state exp_avg, exp_avg_sq"),
+    "adamw": Optimizer(ADAM_MOMENTS, "Loshchilov & Hutter 2019; torch.optim.AdamW, same state as Adam"),
     "sgd-momentum": Optimizer(
         (("momentum_buffer", "fp32", sp.Integer(1)),),
         "torch.optim.SGD(momentum>0) state momentum_buffer",
@@ -165,7 +161,7 @@ class StateBytes:
 
 def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                 ranks: sp.Expr = d, params: sp.Expr = N) -> StateBytes:
-    """Resident bytes per rank of each account, summed from :func:`state_ledger`."""
+    """Resident bytes per rank of each account: the rows of :func:`state_ledger` (precision x optimizer table) by tag."""
     held = partitioned(state_ledger(precision, optimizer, params), zero_stage, ranks)
     resident = held.where("resident")
     return StateBytes(*(resident.where(account).bytes() for account in ACCOUNTS))
@@ -173,7 +169,7 @@ def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: in
 
 def resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                    ranks: sp.Expr = d, params: sp.Expr = N) -> sp.Expr:
-    """Resident bytes per rank: parameters + gradients + optimizer state."""
+    """Resident bytes per rank: parameters + gradients + optimizer state, all rows of :func:`state_ledger`."""
     return state_bytes(precision, optimizer, zero_stage, ranks, params).total
 
 
@@ -181,14 +177,3 @@ def bytes_per_parameter(precision: str = "bf16", optimizer: str = "adam", zero_s
                         ranks: sp.Expr = d) -> sp.Expr:
     """Resident bytes per parameter (per rank when sharded)."""
     return sp.expand(resident_bytes(precision, optimizer, zero_stage, ranks) / N)
-
-
-#: Megatron's precision names in docs/user-guide/features/dist_optimizer.md -> derive's recipes.
-MEGATRON_RECIPES = {"fp16": "fp16-megatron", "bf16": "bf16-fp32grad", "fp32": "fp32"}
-
-
-def distributed_optimizer_bytes_per_parameter(precision: str, distributed: bool = True,
-                                              ranks: sp.Expr = d) -> sp.Expr:
-    """Megatron bytes/parameter with Adam, plain or with the distributed optimizer (ZeRO-1 over d)."""
-    recipe = MEGATRON_RECIPES[choose("precision", precision, MEGATRON_RECIPES)]
-    return bytes_per_parameter(recipe, "adam", 1 if distributed else 0, ranks)

@@ -39,11 +39,13 @@ FLOP_PER_MULTIPLY_ADD = 2
 #: "causal" is the lower triangle counted as half the square (Megatron's ``/ 2``;
 #: the exact mean is (s + 1)/2, a diagonal the convention drops); "full" is the
 #: whole square; "none" leaves the score GEMMs out (the 6N-style count).
-ATTENTION: dict[str, sp.Expr] = {
+MASKS: dict[str, sp.Expr] = {
     "causal": sp.Rational(1, 2),
     "full": sp.Integer(1),
     "none": sp.Integer(0),
 }
+#: The former name of :data:`MASKS`.
+ATTENTION = MASKS
 
 
 @dataclass(frozen=True)
@@ -137,10 +139,10 @@ def weight_gemms(parameters: Ledger) -> Ledger:
     return Ledger(weight_gemm(p) for p in parameters.where("gemm"))
 
 
-def attention_score_gemms(attention: str = "causal", heads: sp.Expr = a,
+def attention_score_gemms(mask: str = "causal", heads: sp.Expr = a,
                           head_dim: sp.Expr | None = None) -> Ledger:
     """QK^T and PV of one layer for one query token, one of each per query head (GQA shares K/V, not the work)."""
-    keys = s * ATTENTION[choose("attention", attention, ATTENTION)]
+    keys = s * MASKS[choose("mask", mask, MASKS)]
     if keys == 0:
         return Ledger()
     width = h / heads if head_dim is None else head_dim
@@ -153,15 +155,15 @@ def attention_score_gemms(attention: str = "causal", heads: sp.Expr = a,
     ])
 
 
-def llama_layer_gemms(attention: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
+def llama_layer_gemms(mask: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
     """One Llama layer: q, k, v, o, gate, up, down weight GEMMs (from llama_layer()) and QK^T, PV."""
     params = llama_layer() if head_dim is None else llama_layer(head_dim)
-    return weight_gemms(params) + attention_score_gemms(attention, a, head_dim)
+    return weight_gemms(params) + attention_score_gemms(mask, a, head_dim)
 
 
-def gpt_layer_gemms(attention: str = "causal") -> Ledger:
+def gpt_layer_gemms(mask: str = "causal") -> Ledger:
     """One GPT layer: fused QKV, projection, fc1, fc2 (from gpt_layer()) and QK^T, PV."""
-    return weight_gemms(gpt_layer()) + attention_score_gemms(attention)
+    return weight_gemms(gpt_layer()) + attention_score_gemms(mask)
 
 
 LAYER_GEMMS = {"llama": llama_layer_gemms, "gpt": gpt_layer_gemms}
@@ -173,15 +175,15 @@ def output_gemms(family: str = "llama") -> Ledger:
     return weight_gemms(edges())
 
 
-def model_gemms(family: str = "llama", attention: str = "causal",
+def model_gemms(family: str = "llama", mask: str = "causal",
                 head_dim: sp.Expr | None = None) -> Ledger:
     """Every GEMM of one token's forward: L layers (weights and scores) plus the output head."""
     layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
     if head_dim is None:
-        return layer(attention).times(L) + output_gemms(family)
+        return layer(mask).times(L) + output_gemms(family)
     if family != "llama":
         raise ValueError(f"head_dim: only the llama family has a free head width, not {family!r}")
-    return llama_layer_gemms(attention, head_dim).times(L) + output_gemms(family)
+    return llama_layer_gemms(mask, head_dim).times(L) + output_gemms(family)
 
 
 def flops(gemms: Ledger, *kinds: str) -> sp.Expr:

@@ -38,9 +38,15 @@ MASK = "bool"
 #: fp32 row statistics (norm rstd on CUDA, flash attention's logsumexp).
 STATISTICS = "fp32"
 
-ATTENTIONS = ("materialised", "fused")
+#: How attention keeps its scores for backward (memory): the [b, a, s, s] matrices, or a fused
+#: (flash) kernel's output and logsumexp. The FLOP side's causal / full / none is a *mask*.
+ATTENTION_KERNELS = ("materialised", "fused")
+#: The Llama layer's profiles (how a framework runs it): PyTorch eager, or Megatron + TE fused kernels.
 LLAMA_PROFILES = ("eager", "fused")
-ARCHITECTURES = ("gpt", "llama-eager", "llama-fused")
+#: Every layer profile with a saved-for-backward table: the GPT layer and the two Llama profiles.
+LAYER_PROFILES = ("gpt", "llama-eager", "llama-fused")
+#: Former names of :data:`ATTENTION_KERNELS` and :data:`LAYER_PROFILES`.
+ATTENTIONS, ARCHITECTURES = ATTENTION_KERNELS, LAYER_PROFILES
 
 #: per-head width and the key/value width under GQA.
 HEAD = h / a
@@ -68,9 +74,9 @@ def _layer_norm(prefix: str, input_tensor: Tensor, dtype: str,
     ]
 
 
-def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STATISTICS) -> Ledger:
+def gpt_layer_saved(attention_kernel: str = "materialised", statistics_dtype: str = STATISTICS) -> Ledger:
     """One GPT layer, Korthikanti et al. 2022, section 4.1: MHA, GELU, LayerNorm, three dropouts."""
-    choose("attention", attention, ATTENTIONS)
+    choose("attention_kernel", attention_kernel, ATTENTION_KERNELS)
     ln2_input = _row("post_attention_layernorm input", (s, b, h), ACTIVATION, "replicated", "norm",
                      note="kept by LayerNorm 2 (the residual sum)")
     rows = _layer_norm("input_layernorm", layer_input(), statistics_dtype, ("mean", "rstd"))
@@ -78,14 +84,14 @@ def gpt_layer_saved(attention: str = "materialised", statistics_dtype: str = STA
         _row("QKV projection input", (s, b, h), ACTIVATION, "replicated", "attention",
              note="LayerNorm 1 output, kept by the fused QKV linear"),
         _row("Q", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
-             note="kept by QK^T" if attention == "materialised" else "kept by the fused kernel"),
+             note="kept by QK^T" if attention_kernel == "materialised" else "kept by the fused kernel"),
         _row("K", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
-             note="kept by QK^T" if attention == "materialised" else "kept by the fused kernel"),
+             note="kept by QK^T" if attention_kernel == "materialised" else "kept by the fused kernel"),
         _row("V", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
-             note="kept by attention over V" if attention == "materialised"
+             note="kept by attention over V" if attention_kernel == "materialised"
              else "kept by the fused kernel"),
     ]
-    if attention == "materialised":
+    if attention_kernel == "materialised":
         score = ("tp_shardable", "score_matrix", "recomputed_selective", "attention")
         rows += [
             _row("softmax output", (b, a, s, s), ACTIVATION, *score, note="kept by softmax"),
@@ -209,14 +215,14 @@ def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD) -> Ledger:
     return Ledger(_llama_eager(head_dim) if profile == "eager" else _llama_fused(head_dim))
 
 
-def layer_saved(architecture: str, attention: str = "materialised",
+def layer_saved(profile: str, attention_kernel: str = "materialised",
                 statistics_dtype: str = STATISTICS) -> Ledger:
-    """The saved-for-backward table of ``architecture``; the Llama profiles ignore ``attention``."""
-    choose("architecture", architecture, ARCHITECTURES)
-    choose("attention", attention, ATTENTIONS)
-    if architecture == "gpt":
-        return gpt_layer_saved(attention, statistics_dtype)
-    return llama_layer_saved(architecture.removeprefix("llama-"))
+    """The saved-for-backward table of ``profile``; the Llama profiles ignore ``attention_kernel``."""
+    choose("profile", profile, LAYER_PROFILES)
+    choose("attention_kernel", attention_kernel, ATTENTION_KERNELS)
+    if profile == "gpt":
+        return gpt_layer_saved(attention_kernel, statistics_dtype)
+    return llama_layer_saved(profile.removeprefix("llama-"))
 
 
 def embedding_saved() -> Ledger:

@@ -29,6 +29,7 @@ import sympy as sp
 class Identity:
     """A claimed closed form, where it comes from, and how derive derives it."""
 
+    key: str
     name: str
     topic: str
     claim: sp.Expr
@@ -65,20 +66,54 @@ class Proof:
         """An identity passes when the difference is 0, a departure when it is not."""
         return self.zero == self.identity.holds
 
+    @property
+    def verdict(self) -> str:
+        """One word for the outcome: proven, departs, or FAILED."""
+        if self.identity.holds:
+            return "proven" if self.zero else "FAILED"
+        return "departs" if not self.zero else "FAILED (expected a departure, difference is 0)"
 
+    def record(self) -> dict[str, object]:
+        """A JSON-ready description of this proof."""
+        entry = self.identity
+        return {
+            "key": entry.key,
+            "name": entry.name,
+            "topic": entry.topic,
+            "holds": entry.holds,
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "claim": sp.sstr(self.claim),
+            "derived": sp.sstr(self.derived),
+            "difference": sp.sstr(self.difference),
+            "source": entry.source,
+            "assumptions": list(entry.assumptions),
+            "where": {sp.sstr(symbol): sp.sstr(value) for symbol, value in entry.where.items()},
+        }
+
+
+#: Every registered identity by its stable key (``module.function`` unless given).
 REGISTRY: dict[str, Identity] = {}
 
 
 def identity(name: str, *, topic: str, claim: sp.Expr, source: str,
              assumptions: tuple[str, ...] = (), where: Mapping[sp.Symbol, sp.Expr] | None = None,
-             holds: bool = True) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
-    """Register the decorated function as the derived side of identity ``name``."""
+             holds: bool = True, key: str | None = None
+             ) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
+    """Register the decorated function as the derived side of identity ``name``.
+
+    ``key`` (default: the defining module's last name and the function's, ``flops.scores_causal``)
+    is what code looks an identity up by; ``name`` is only displayed.
+    """
 
     def register(derive: Callable[[], sp.Expr]) -> Callable[[], sp.Expr]:
-        if name in REGISTRY:
+        stable = key or f"{derive.__module__.rsplit('.', 1)[-1]}.{derive.__name__}"
+        if stable in REGISTRY:
+            raise ValueError(f"identity key {stable!r} is registered twice")
+        if any(entry.name == name for entry in REGISTRY.values()):
             raise ValueError(f"identity {name!r} is registered twice")
-        REGISTRY[name] = Identity(name, topic, claim, derive, source, assumptions,
-                                  dict(where or {}), holds)
+        REGISTRY[stable] = Identity(stable, name, topic, claim, derive, source, assumptions,
+                                    dict(where or {}), holds)
         return derive
 
     return register
@@ -111,3 +146,16 @@ def all_identities() -> list[Identity]:
         importlib.import_module(name)
     rank = {name: index for index, name in enumerate(modules)}
     return sorted(REGISTRY.values(), key=lambda entry: rank.get(entry.derive.__module__, len(rank)))
+
+
+def prove_all() -> list[Proof]:
+    """Prove every identity in registration order."""
+    return [prove(entry) for entry in all_identities()]
+
+
+def proof(key: str) -> Proof:
+    """The proof of the identity registered under ``key``; ValueError naming it if there is none."""
+    all_identities()
+    if key not in REGISTRY:
+        raise ValueError(f"identity: no identity has the key {key!r}")
+    return prove(REGISTRY[key])

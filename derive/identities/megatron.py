@@ -22,10 +22,12 @@ from derive.accounts.activations import (
     output_edge,
     sharded,
 )
-from derive.accounts.state import distributed_optimizer_bytes_per_parameter
 from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
-from derive.conventions import megatron_num_floating_point_operations
+from derive.conventions.megatron import (
+    distributed_optimizer_bytes_per_parameter,
+    megatron_num_floating_point_operations,
+)
 from derive.identities import identity
 from derive.symbols import FFN_4H, L, V, a, b, d, f, h, k, m, p, s, t, v
 from derive.tensors import Ledger
@@ -34,12 +36,12 @@ TOPIC = "Megatron departures (weights)"
 ACTIVATION_TOPIC = "Megatron departures (activations)"
 SOURCE = "megatron/training/theoretical_memory_usage.py compute_weight_and_optimizer_memory (core_v0.18.0)"
 MEMORY = "megatron/training/theoretical_memory_usage.py (core_v0.18.0)"
-GPT = {k: h / a, f: 4 * h}
+GPT_SHAPE = {k: h / a, f: 4 * h}
 
 
 def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
     """The derived first of p > 1 stages on one TP rank: L/p layers and the input embedding."""
-    return megatron._tensor_parallel(layer.times(L / p) + embedding)
+    return megatron.tensor_parallel_share(layer.times(L / p) + embedding)
 
 
 def megatron_linear_biases() -> tuple[sp.Expr, sp.Expr]:
@@ -156,7 +158,7 @@ class Departure:
 
 
 DEPARTURES: tuple[Departure, ...] = (
-    Departure("linear biases not counted", megatron_linear_biases, "parameters per layer", GPT,
+    Departure("linear biases not counted", megatron_linear_biases, "parameters per layer", GPT_SHAPE,
               ("GPT layer: biases on QKV, projection, fc1, fc2", "f = 4h, k = h/a"), llama=False),
     Departure("learned position embedding not counted", megatron_positions, "parameters", {},
               ("GPT: s learned position rows of width h (Llama uses RoPE: none)",), llama=False),
@@ -214,6 +216,7 @@ DEPARTURES: tuple[Departure, ...] = (
 def _register(entry: Departure) -> None:
     kind = "weights" if entry.topic == TOPIC else "activations"
     @identity(f"Megatron {kind}: {entry.name}", topic=entry.topic, claim=entry.sides()[0],
+              key=f"megatron.{entry.sides.__name__}",
               source=entry.source, assumptions=entry.assumptions, where=entry.where, holds=False)
     def derived() -> sp.Expr:
         return entry.sides()[1]
@@ -253,6 +256,7 @@ def _flops_identity(swiglu: bool, gated: bool) -> None:
     layer = ("SwiGLU" if swiglu else "GELU") + (", output gate" if gated else "")
 
     @identity(f"Megatron FLOPs of a batch, {layer}: GEMM table = training.py", topic=ESTIMATORS,
+              key=f"megatron.batch_flops.{'swiglu' if swiglu else 'gelu'}{'_gated' if gated else ''}",
               claim=megatron_num_floating_point_operations(tokens, squares, swiglu=swiglu,
                                                           output_gate=gated),
               source="megatron/training/training.py num_floating_point_operations "

@@ -18,12 +18,12 @@ def _totals(name: str, printed: str, plain: sp.Expr, sharded: sp.Expr, sharded_p
     source = f"{ARTICLE}; {PLACEMENTS[name].source}"
 
     @identity(f"{printed} = {plain_printed} unsharded", topic=TOPIC, claim=plain,
-              source=source, assumptions=assumptions + ADAM)
+              key=f"placement.{name}", source=source, assumptions=assumptions + ADAM)
     def unsharded() -> sp.Expr:
         return placement_bytes(name)
 
     @identity(f"{printed} = {sharded_printed} per rank", topic=TOPIC, claim=sharded,
-              source=source, assumptions=assumptions + ADAM + ("sharded over d data-parallel ranks",))
+              key=f"placement.{name}.per_rank", source=source, assumptions=assumptions + ADAM + ("sharded over d data-parallel ranks",))
     def per_rank() -> sp.Expr:
         return placement_bytes(name, sharded=True)
 

@@ -3,21 +3,16 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.state import (
-    distributed_optimizer_bytes_per_parameter,
-    resident_bytes,
-    state_bytes,
-)
+from derive.accounts.state import resident_bytes, state_bytes
+from derive.conventions.megatron import distributed_optimizer_bytes_per_parameter
 from derive.identities import identity
-from derive.symbols import N, d
+from derive.symbols import K, N, d
 
 TOPIC = "resident state"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), section 5.1 / Figure 1"
 DIST_OPT = "Megatron-LM docs/user-guide/features/dist_optimizer.md (bytes/parameter table)"
 MIXED = ("2-byte compute copy and gradients", "fp32 master weights", "Adam: two fp32 moments")
 
-#: ZeRO's K (optimizer bytes per parameter under mixed-precision Adam), a claim-side symbol.
-K = sp.Symbol("K", positive=True, integer=True)
 
 
 @identity("bf16 + Adam = 16N", topic=TOPIC, claim=16 * N,
@@ -78,6 +73,7 @@ def fp16_adam() -> sp.Expr:
 
 def _zero(stage: int, printed: str, claim: sp.Expr) -> None:
     @identity(f"ZeRO stage {stage} = {printed}", topic=TOPIC, claim=claim, where={K: 12},
+              key=f"state.zero_stage_{stage}",
               source=ZERO, assumptions=MIXED + (f"ZeRO stage {stage} over d data-parallel ranks",))
     def zero_stage() -> sp.Expr:
         return resident_bytes("fp16", "adam", zero_stage=stage)
@@ -95,12 +91,14 @@ def _distributed_optimizer(precision: str, plain: sp.Expr, distributed: sp.Expr,
                    "the fp32 master (and, for fp16, fp32 main grads) and the moments over d")
 
     @identity(f"Megatron {precision}: {plain} bytes/parameter", topic=TOPIC, claim=plain,
+              key=f"state.megatron_{precision}",
               source=DIST_OPT, assumptions=assumptions)
     def plain_side() -> sp.Expr:
         return distributed_optimizer_bytes_per_parameter(precision, distributed=False)
 
     @identity(f"Megatron {precision} distributed optimizer: {printed} bytes/parameter",
-              topic=TOPIC, claim=distributed, source=DIST_OPT, assumptions=assumptions)
+              topic=TOPIC, claim=distributed, source=DIST_OPT, assumptions=assumptions,
+              key=f"state.megatron_{precision}_distributed")
     def distributed_side() -> sp.Expr:
         return distributed_optimizer_bytes_per_parameter(precision, distributed=True)
 

@@ -5,12 +5,10 @@ import sympy as sp
 
 from derive.render.printer import tex
 from derive.render.sheet import Cell
-from derive.symbols import a, b, g, h, s
+from derive.symbols import H_KV, a, b, g, h, s
 
 #: Korthikanti et al. 2022 write every activation form per sbh.
 SBH: tuple[sp.Symbol, ...] = (s, b, h)
-#: h_kv = g h / a printed as one name in the coefficients (a display symbol, not a size).
-H_KV = sp.Symbol("h_kv", positive=True)
 
 
 def coefficient(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> sp.Expr:
@@ -23,18 +21,9 @@ def with_h_kv(expr: sp.Expr) -> sp.Expr:
     return sp.expand(sp.sympify(expr).subs(g, H_KV * a / h))
 
 
-def _order(term: sp.Expr) -> tuple[bool, bool, object]:
-    """Constants and s-free terms first, score (s) terms last; polynomials before fractions."""
-    return term.has(s), term.as_numer_denom()[1] != 1, sp.default_sort_key(term)
-
-
 def sum_tex(expr: sp.Expr) -> str:
-    """A sum in the papers' order: 10 + 24/t + 5as/(ht)."""
-    terms = sorted(sp.Add.make_args(sp.expand(expr)), key=_order)
-    out = tex(terms[0])
-    for term in terms[1:]:
-        out += f" - {tex(-term)}" if term.could_extract_minus_sign() else f" + {tex(term)}"
-    return out
+    """A sum in the papers' order: 10 + 24/t + 5as/(ht) (the printer's constants-first order)."""
+    return tex(sp.expand(expr), terms="constants-first")
 
 
 def factored_tex(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> str:

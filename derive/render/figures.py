@@ -39,7 +39,8 @@ class Bar:
     segments: tuple[Segment, ...]
 
 
-def _px(value: float) -> str:
+def px(value: float) -> str:
+    """An SVG coordinate or length, two decimals (the same digits on every run)."""
     return f"{value:.2f}"
 
 
@@ -61,15 +62,15 @@ def stacked_bars(bars: list[Bar], title: str, subtitle: str, axis: str,
         rects = []
         for seg in bar.segments:
             width = float(seg.value) * scale
-            rects.append({"x": _px(x), "width": _px(width), "fill": colour[seg.legend],
+            rects.append({"x": px(x), "width": px(width), "fill": colour[seg.legend],
                           "hatched": seg.hatched, "title": f"{seg.legend}: {float(seg.value):g}",
                           "tex_colour": tex_name[seg.legend],
                           "tex_width": f"{width * TEX_SCALE:.2f}pt"})
             x += width
-        drawn.append({"label": bar.label, "value_label": bar.value_label, "y": _px(y),
-                      "text_y": _px(y + BAR_HEIGHT * 0.75), "value_x": _px(x + 6), "rects": rects})
+        drawn.append({"label": bar.label, "value_label": bar.value_label, "y": px(y),
+                      "text_y": px(y + BAR_HEIGHT * 0.75), "value_x": px(x + 6), "rects": rects})
     plot_bottom = TOP + len(bars) * (BAR_HEIGHT + BAR_GAP)
-    ticks = [{"x": _px(LABEL_WIDTH + value * scale), "label": str(value)}
+    ticks = [{"x": px(LABEL_WIDTH + value * scale), "label": str(value)}
              for value in range(0, int(axis_max) + 1, tick_step)]
     entries = [*((name, colour[name], False) for name in legends), (f"hatched: {sharded_legend}", "#ffffff", True)]
     tex_legend = [{"name": name, "colour": tex_name[name], "hex": colour[name][1:].upper()}
@@ -80,17 +81,17 @@ def stacked_bars(bars: list[Bar], title: str, subtitle: str, axis: str,
     for index, (name, fill, hatched) in enumerate(entries):
         row, column = divmod(index, LEGEND_COLUMNS)
         x, y = 10 + column * column_width, legend_top + row * LEGEND_ROW
-        legend.append({"name": name, "fill": fill, "hatched": hatched, "x": _px(x),
-                       "y": _px(y), "text_x": _px(x + 18), "text_y": _px(y + 11)})
+        legend.append({"name": name, "fill": fill, "hatched": hatched, "x": px(x),
+                       "y": px(y), "text_x": px(x + 18), "text_y": px(y + 11)})
     legend_rows = -(-len(entries) // LEGEND_COLUMNS)
     return {
         "title": title, "subtitle": subtitle, "axis": axis,
         "width": str(LABEL_WIDTH + PLOT_WIDTH + VALUE_WIDTH),
-        "height": _px(legend_top + legend_rows * LEGEND_ROW + 10),
+        "height": px(legend_top + legend_rows * LEGEND_ROW + 10),
         "bar_height": str(BAR_HEIGHT), "plot_left": str(LABEL_WIDTH),
-        "label_x": str(LABEL_WIDTH - 8), "plot_top": _px(TOP - 4), "plot_bottom": _px(plot_bottom),
-        "tick_label_y": _px(plot_bottom + 14), "axis_label_x": _px(LABEL_WIDTH + PLOT_WIDTH / 2),
-        "axis_label_y": _px(plot_bottom + 30), "bars": drawn, "ticks": ticks, "legend": legend,
+        "label_x": str(LABEL_WIDTH - 8), "plot_top": px(TOP - 4), "plot_bottom": px(plot_bottom),
+        "tick_label_y": px(plot_bottom + 14), "axis_label_x": px(LABEL_WIDTH + PLOT_WIDTH / 2),
+        "axis_label_y": px(plot_bottom + 30), "bars": drawn, "ticks": ticks, "legend": legend,
         "tex_legend": tex_legend, "tex_bar_height": f"{BAR_HEIGHT * TEX_SCALE:.2f}pt",
         "tex_shaded_legend": f"light shade: {sharded_legend}",
     }

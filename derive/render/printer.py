@@ -6,7 +6,7 @@ from functools import lru_cache
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
-from derive.symbols import LATEX_NAMES
+from derive.symbols import LATEX_NAMES, s
 
 
 @lru_cache(maxsize=None)
@@ -21,8 +21,26 @@ def _poly_degree(expr: sp.Expr) -> int:
     return sp.Poly(expr).total_degree() if expr.free_symbols else 0
 
 
+def by_degree(term: sp.Expr) -> tuple[int, bool]:
+    """Highest degree first (12Lh^2 + 13Lh + 2h, 2N + 14N/d, 6 + 12/d), fractions after polynomials."""
+    return -degree(term), term.as_numer_denom()[1] != 1
+
+
+def constants_first(term: sp.Expr) -> tuple[bool, bool, object]:
+    """A coefficient as Korthikanti writes it: constants and s-free terms first, score (s) terms last (10 + 24/t + 5as/(ht))."""
+    return term.has(s), term.as_numer_denom()[1] != 1, sp.default_sort_key(term)
+
+
+#: The two ways the sheet orders the terms of a sum: whole expressions, and coefficients per s b h.
+TERM_ORDERS = {"degree": by_degree, "constants-first": constants_first}
+
+
 class SheetLatexPrinter(LatexPrinter):
-    """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); sums by falling degree, as papers write them."""
+    """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); the terms of a sum in one of :data:`TERM_ORDERS`."""
+
+    def __init__(self, terms: str = "degree") -> None:
+        super().__init__()
+        self.term_order = TERM_ORDERS[terms]
 
     def _print_Symbol(self, expr: sp.Symbol, style: str = "plain") -> str:
         name = LATEX_NAMES.get(expr)
@@ -31,24 +49,24 @@ class SheetLatexPrinter(LatexPrinter):
         return name if name is not None else super()._print_Symbol(expr, style)
 
     def _as_ordered_terms(self, expr: sp.Expr, order: str | None = None) -> list[sp.Expr]:
-        """Highest degree first (12Lh^2 + 13Lh + 2h, 2N + 14N/d, 6 + 12/d), fractions after polynomials."""
+        """The terms of a sum in this printer's order (SymPy's order breaks ties)."""
         terms = super()._as_ordered_terms(expr, order=order)
         if not isinstance(expr, sp.Add):
             return terms
-        return sorted(terms, key=lambda term: (-degree(term), term.as_numer_denom()[1] != 1))
+        return sorted(terms, key=self.term_order)
 
 
-_PRINTER = SheetLatexPrinter()
+_PRINTERS = {name: SheetLatexPrinter(name) for name in TERM_ORDERS}
 
 
-def tex(expr: sp.Expr | int) -> str:
-    """LaTeX of ``expr`` in the sheet's notation."""
-    return _latex(sp.sympify(expr))
+def tex(expr: sp.Expr | int, terms: str = "degree") -> str:
+    """LaTeX of ``expr`` in the sheet's notation, sums in the ``terms`` order."""
+    return _latex(sp.sympify(expr), terms)
 
 
 @lru_cache(maxsize=None)
-def _latex(expr: sp.Expr) -> str:
-    return _PRINTER.doprint(expr)
+def _latex(expr: sp.Expr, terms: str) -> str:
+    return _PRINTERS[terms].doprint(expr)
 
 
 def tex_equation(symbol: sp.Expr, value: sp.Expr) -> str:

@@ -1,11 +1,8 @@
-"""Numeric cells of the sheet (decimals, percentages, FLOP and time units) and proofs looked up by name."""
+"""Numeric cells of the sheet: decimals, percentages, FLOP and time units."""
 from __future__ import annotations
-
-from functools import lru_cache
 
 import sympy as sp
 
-from derive.identities import REGISTRY, Proof, all_identities, prove
 from derive.render.sheet import Cell
 
 #: FLOP units: name -> FLOPs (decimal, like GB).
@@ -56,12 +53,3 @@ def days_cell(seconds: object, digits: int = 0) -> Cell:
 def blank_cell() -> Cell:
     """An empty cell (null in the JSON)."""
     return Cell(None, "")
-
-
-@lru_cache(maxsize=None)
-def proof(name: str) -> Proof:
-    """The proof of the registered identity ``name``; ValueError if it is not registered."""
-    all_identities()
-    if name not in REGISTRY:
-        raise ValueError(f"identity: {name!r} is not registered")
-    return prove(REGISTRY[name])

@@ -61,7 +61,7 @@ class Table:
 
 
 @dataclass(frozen=True)
-class Figure:
+class Drawing:
     """A file written beside the sheet from ``template`` (under templates/) with ``context``.
 
     ``tex_template``, when set, draws the same figure inside sheet.tex from the
@@ -111,7 +111,7 @@ class Section:
     title: str
     intro: tuple[str, ...] = ()
     tables: Mapping[str, Table] = field(default_factory=dict)
-    figures: tuple[Figure, ...] = ()
+    figures: tuple[Drawing, ...] = ()
     extra: Mapping[str, object] = field(default_factory=dict)
 
 

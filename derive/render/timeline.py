@@ -1,21 +1,10 @@
-"""Memory of one training step over time (the article, section 2.2): the step's ledger event by event, and its SVG geometry."""
+"""Memory of one training step over time (the article, section 2.2): the SVG geometry of derive.accounts.activations.step_moments."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import sympy as sp
-
-from derive.accounts.activations import (
-    article_layer_bytes,
-    logits_bytes,
-    step_timeline,
-)
-from derive.accounts.state import state_bytes
-from derive.architectures.parameters import FAMILIES
+from derive.accounts.activations import Moment, step_moments
 from derive.presets import MODELS
-from derive.render.figures import PALETTE
-from derive.render.sheet import Figure
-from derive.symbols import FFN_4H, L, N
+from derive.render.figures import PALETTE, px
+from derive.render.sheet import Drawing
 from derive.units import format_bytes
 
 #: the four bands, bottom to top.
@@ -27,68 +16,6 @@ LEFT, PLOT_WIDTH, TOP, PLOT_HEIGHT = 80, 700, 80, 300
 TICK_STEP = 200 * 10**9
 #: LaTeX points per byte-axis pixel for the bars sheet.tex draws at the key moments.
 TEX_SCALE = 0.5
-
-
-@dataclass(frozen=True)
-class Moment:
-    """The bytes of each band after one event of the step."""
-
-    label: str
-    bands: dict[str, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.bands.values())
-
-
-def step_moments(name: str = "llama3-70b", micro_batch: int = 1) -> list[Moment]:
-    """Every event of one step for ``name`` (bf16 + Adam, the article's activation convention, b = 1).
-
-    Forward: one layer's activations per layer, then the logits. Backward: the
-    output head (logits freed, its gradients made), then each layer (its
-    activations freed, its gradients made), then the embedding. Then the
-    optimizer step zeroes the gradients. The end of forward and the end of
-    backward are checked against :func:`derive.accounts.activations.step_timeline`.
-    """
-    model = MODELS[name]
-    n = model.parameters
-    held = state_bytes("bf16", "adam", params=N)
-    per_parameter = sp.expand(held.grads / N)
-    layer, edges = FAMILIES[model.family]
-    values = {"b": micro_batch, "N": n}
-
-    def at(expr: sp.Expr) -> int:
-        return int(model.subs(expr, **values))
-
-    resident = {"optimizer": at(held.optimizer), "params": at(held.params)}
-    per_layer, logits = at(article_layer_bytes("fused")), at(logits_bytes())
-    layer_grads = at(per_parameter * layer().numel())
-    head_grads = at(per_parameter * edges().without("embedding").numel())
-    embedding_grads = at(per_parameter * edges().where("embedding").numel())
-    layers = int(model.subs(L))
-
-    def moment(label: str, grads: int, activations: int) -> Moment:
-        return Moment(label, {**resident, "grads": grads, "activations": activations})
-
-    moments = [moment("start of step", 0, 0)]
-    moments += [moment(f"forward, layer {i}", 0, i * per_layer) for i in range(1, layers + 1)]
-    moments.append(moment("end of forward (logits)", 0, layers * per_layer + logits))
-    moments.append(moment("backward, output head", head_grads, layers * per_layer))
-    moments += [moment(f"backward, layer {layers + 1 - j}", head_grads + j * layer_grads,
-                       (layers - j) * per_layer) for j in range(1, layers + 1)]
-    moments.append(moment("end of backward (embedding)",
-                          head_grads + layers * layer_grads + embedding_grads, 0))
-    moments.append(moment("after the optimizer step", 0, 0))
-    line = step_timeline("gpt", "fused", softmax_statistics=False)
-    forward, backward = moments[layers + 1], moments[-2]
-    ends = (at(line.end_of_forward.subs(FFN_4H)), at(line.end_of_backward))
-    if (forward.total, backward.total) != ends:
-        raise ValueError("timeline: the events do not add up to step_timeline's two moments")
-    return moments
-
-
-def _px(value: float) -> str:
-    return f"{value:.2f}"
 
 
 def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str, object]:
@@ -105,8 +32,8 @@ def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str
     bands, below = [], [0] * len(moments)
     for index, band in enumerate(BANDS):
         above = [low + m.bands[band] for low, m in zip(below, moments)]
-        top = [f"{_px(x)},{_px(y(v))}" for x, v in zip(xs, above)]
-        bottom = [f"{_px(x)},{_px(y(v))}" for x, v in zip(reversed(xs), reversed(below))]
+        top = [f"{px(x)},{px(y(v))}" for x, v in zip(xs, above)]
+        bottom = [f"{px(x)},{px(y(v))}" for x, v in zip(reversed(xs), reversed(below))]
         bands.append({"name": BAND_NAMES[band], "key": band, "fill": PALETTE[index],
                       "points": " ".join(top + bottom)})
         below = above
@@ -115,26 +42,26 @@ def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str
     for index, anchor in ((layers + 1, "middle"), (len(moments) - 2, "end")):
         moment = moments[index]
         marks.append({"label": f"{moment.label}: {format_bytes(moment.total, 'GB')}",
-                      "x": _px(xs[index]), "y": _px(y(moment.total)), "total": moment.total,
-                      "text_y": _px(y(moment.total) - 8), "anchor": anchor})
-    ticks = [{"y": _px(y(value)), "label": f"{value // 10**9:,} GB"}
+                      "x": px(xs[index]), "y": px(y(moment.total)), "total": moment.total,
+                      "text_y": px(y(moment.total) - 8), "anchor": anchor})
+    ticks = [{"y": px(y(value)), "label": f"{value // 10**9:,} GB"}
              for value in range(0, axis_max + 1, TICK_STEP)]
-    phases = [{"label": "forward", "x": _px((xs[0] + xs[layers + 1]) / 2)},
-              {"label": "backward", "x": _px((xs[layers + 1] + xs[-2]) / 2)}]
+    phases = [{"label": "forward", "x": px((xs[0] + xs[layers + 1]) / 2)},
+              {"label": "backward", "x": px((xs[layers + 1] + xs[-2]) / 2)}]
     legend_top = TOP + PLOT_HEIGHT + 50
-    legend = [{"name": band["name"], "fill": band["fill"], "x": _px(10 + (i % 2) * 370),
-               "y": _px(legend_top + (i // 2) * 18), "text_x": _px(28 + (i % 2) * 370),
-               "text_y": _px(legend_top + (i // 2) * 18 + 11)} for i, band in enumerate(bands)]
+    legend = [{"name": band["name"], "fill": band["fill"], "x": px(10 + (i % 2) * 370),
+               "y": px(legend_top + (i // 2) * 18), "text_x": px(28 + (i % 2) * 370),
+               "text_y": px(legend_top + (i // 2) * 18 + 11)} for i, band in enumerate(bands)]
     width, height = LEFT + PLOT_WIDTH + 40, legend_top + 2 * 18 + 24
     return {
         "title": title, "subtitle": subtitle, "width": str(width), "height": str(height),
         "plot_left": str(LEFT), "plot_right": str(LEFT + PLOT_WIDTH), "plot_top": str(TOP),
         "plot_bottom": str(TOP + PLOT_HEIGHT), "tick_label_x": str(LEFT - 6),
-        "phase_y": _px(TOP + PLOT_HEIGHT + 16), "axis_max": axis_max,
+        "phase_y": px(TOP + PLOT_HEIGHT + 16), "axis_max": axis_max,
         "bands": bands, "marks": marks, "ticks": ticks, "phases": phases, "legend": legend,
         "simple_sum": {"label": f"parameters + gradients + optimizer + activations: "
                                 f"{format_bytes(simple, 'GB')} (the simple upper bound)",
-                       "y": _px(y(simple)), "total": simple, "text_y": _px(y(simple) - 4)},
+                       "y": px(y(simple)), "total": simple, "text_y": px(y(simple) - 4)},
         "simple_sum_text_x": str(LEFT + 4),
         "tex": tex_bars(moments, [0, layers + 1, len(moments) - 2, len(moments) - 1], axis_max),
         "moments": [{"label": m.label, **m.bands} for m in moments],
@@ -157,14 +84,14 @@ def tex_bars(moments: list[Moment], picks: list[int], axis_max: int) -> dict[str
     return {"bars": bars, "colours": colours}
 
 
-def memory_timeline_figure(name: str = "llama3-70b") -> Figure:
+def memory_timeline_figure(name: str = "llama3-70b") -> Drawing:
     """formulas/memory_timeline.svg: one step of ``name``, bf16 + Adam, b = 1, band by band."""
-    moments = step_moments(name)
+    moments = step_moments(MODELS[name])
     context = timeline_chart(
         moments, f"Memory of one training step, {name} (bf16 + Adam, s = 8192, b = 1)",
         "fused attention, the article's 34sbh per layer + 6sbV logits; activations rise through "
         "forward, fall through backward")
-    return Figure("memory_timeline.svg", "svg/memory_timeline.svg.j2",
+    return Drawing("memory_timeline.svg", "svg/memory_timeline.svg.j2",
                   f"Memory of one step of {name} over time: resident parameters and optimizer "
                   "state flat, activations peaking at the end of forward, gradients at the end "
                   "of backward (GB = 10^9 B).", context, tex_template="tex/memory_timeline.tex.j2")

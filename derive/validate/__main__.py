@@ -51,12 +51,12 @@ GRID: dict[str, tuple[dict[str, int], ...]] = {
 NOTES = (
     "FLOPs are FlopCounterMode's (torch/utils/flop_counter.py): matmuls only, forward + backward.",
     "gpt-eager: the counter sees the two materialised bmm over all s*s scores; it does not halve"
-    " causal attention, so the ledger is compared with attention='full'.",
+    " causal attention, so the ledger is compared with mask='full'.",
     "llama-*: the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu) has no formula"
-    " in the counter, which counts it as 0; the ledger is compared with attention='none' and the"
+    " in the counter, which counts it as 0; the ledger is compared with mask='none' and the"
     " causal attention FLOPs derive predicts are shown as 'uncounted', not compared.",
     "llama-*: 'math' reruns the count with sdpa_kernel(SDPBackend.MATH), whose bmm the counter"
-    " sees over all s*s scores (causal masking is not halved): compared with attention='full'.",
+    " sees over all s*s scores (causal masking is not halved): compared with mask='full'.",
 )
 
 

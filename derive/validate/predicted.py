@@ -32,10 +32,10 @@ KINDS: dict[str, tuple[Callable[[], Ledger], str, bool]] = {
 LAYER_FIELDS = ("s", "b", "h", "a", "g", "f")
 MODEL_FIELDS = LAYER_FIELDS + ("L", "V")
 
-#: The attention FLOPs FlopCounterMode sees for each kind (torch/utils/flop_counter.py):
+#: The attention mask whose FLOPs FlopCounterMode sees for each kind (torch/utils/flop_counter.py):
 #: the GPT layer's two materialised bmm over all s x s scores (the counter never halves
 #: causal attention), and nothing for the CPU flash kernel, which has no registered formula.
-COUNTED_ATTENTION = {"gpt": "full", "llama": "none"}
+COUNTED_MASK = {"gpt": "full", "llama": "none"}
 
 
 @dataclass(frozen=True)
@@ -107,20 +107,20 @@ def predicted_saved_bytes(kind: str, shape: Mapping[str, int]) -> int:
     return int(saved_ledger(kind).bytes().subs(_subs(kind, shape)))
 
 
-def _per_token(family: str, attention: str) -> sp.Expr:
+def _per_token(family: str, mask: str) -> sp.Expr:
     """FLOPs per token with N and N_GEMM written out as parameter-table sums."""
-    expr = sp.sympify(flops_per_token(family=family, attention=attention))
+    expr = sp.sympify(flops_per_token(family=family, mask=mask))
     return expr.subs({N: parameter_count(family), N_GEMM: gemm_parameter_count(family)})
 
 
-def predicted_flops(kind: str, shape: Mapping[str, int], attention: str | None = None) -> int:
+def predicted_flops(kind: str, shape: Mapping[str, int], mask: str | None = None) -> int:
     """Forward + backward FLOPs of ``kind`` at ``shape`` from derive's FLOP account.
 
-    ``attention`` defaults to what FlopCounterMode can see (COUNTED_ATTENTION); a
+    ``mask`` defaults to what FlopCounterMode can see (COUNTED_MASK); a
     layer is the L-derivative of the per-token account, times s*b tokens.
     """
     _, family, whole_model = KINDS[choose("kind", kind, KINDS)]
-    per_token = _per_token(family, attention or COUNTED_ATTENTION[family])
+    per_token = _per_token(family, mask or COUNTED_MASK[family])
     if not whole_model:
         per_token = sp.diff(sp.expand(per_token), L)
     return int((per_token * s * b).subs(_subs(kind, shape)))

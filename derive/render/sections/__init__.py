@@ -1,6 +1,6 @@
 """The sheet's sections, one module each; :data:`derive.render.context.SECTIONS` puts them in the article's order.
 
-How a later round adds a section (activations, FLOPs, memory budget):
+How to add a section:
 
 1. a module here with ``def <key>_section() -> Section`` that computes every
    number (tables of :class:`~derive.render.sheet.Cell`, figures, ``extra``);
@@ -8,7 +8,7 @@ How a later round adds a section (activations, FLOPs, memory budget):
 3. ``templates/md/<key>.md.j2`` and ``templates/tex/<key>.tex.j2`` (a section without
    them is drawn by ``md/section.md.j2`` / ``tex/section.tex.j2``: intro and tables).
 
-A figure file is a :class:`~derive.render.sheet.Figure` in ``Section.figures``
+A figure file is a :class:`~derive.render.sheet.Drawing` in ``Section.figures``
 (filename, template under templates/, context of printed coordinates); the
 renderer writes it into formulas/ beside the sheet. The memory-over-time SVG is
 one (``templates/svg/<name>.svg.j2``, its coordinates computed in Python like
@@ -19,6 +19,7 @@ styles) in ``Section.extra``, and its md template calls ``md.mermaid(chart)``
 from templates/md/macros.j2, which writes the fenced ``mermaid`` block.
 
 Closed forms are printed the papers' way (sbh(34 + 5as/h), constants first) by
-:mod:`derive.render.closed_forms`; the step timeline's geometry is computed in
-:mod:`derive.render.timeline`.
+:mod:`derive.render.closed_forms` through the printer's term orders; the step
+timeline's events come from :func:`derive.accounts.activations.step_moments` and
+its geometry is computed in :mod:`derive.render.timeline`.
 """

@@ -12,7 +12,8 @@ from derive.accounts.activations import (
     model_activation_bytes,
 )
 from derive.architectures.saved import gpt_layer_saved
-from derive.identities.activations import GPT
+from derive.identities import proof
+from derive.identities.activations import GPT_ACTIVATIONS, TABLE2_ROWS, table2_key
 from derive.presets import LLAMA3_MODELS, MODELS
 from derive.render.closed_forms import (
     coefficient,
@@ -34,7 +35,7 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
-from derive.symbols import FFN_4H, V, b, s, t
+from derive.symbols import FFN_4H, V, b, s
 from derive.tensors import Tensor
 
 PER_TOKEN = "B per token and layer"
@@ -52,17 +53,6 @@ def _worked_shape() -> str:
 LLAMA_PROFILES = ("llama-eager", "llama-fused")
 #: LaTeX width of a numeric column in the wide per-model table.
 NARROW = "0.11\\linewidth"
-
-#: Korthikanti et al. 2022, Table 2: the six policies, as arguments of layer_activation_bytes.
-TABLE2: tuple[tuple[str, dict[str, object]], ...] = (
-    ("no parallelism", {}),
-    ("tensor parallel", {"tensor_parallel": t}),
-    ("tensor + sequence parallel", {"tensor_parallel": t, "sequence_parallel": True}),
-    ("tensor parallel + selective recompute", {"tensor_parallel": t, "recompute": "selective"}),
-    ("tensor + sequence parallel + selective recompute",
-     {"tensor_parallel": t, "sequence_parallel": True, "recompute": "selective"}),
-    ("full recompute", {"recompute": "full"}),
-)
 
 #: Mermaid classes of the saved-tensor flowchart (the article's colours: blue TP-shardable, orange replicated).
 FLOW_CLASSES: dict[str, tuple[str, str]] = {
@@ -122,12 +112,11 @@ def gpt_saved_table() -> Table:
 
 def gpt_forms() -> list[dict[str, str]]:
     """The GPT layer's sums, each a display equation: total, the 10 + 24 split, scores, statistics, fused."""
-    counted = layer_activations("gpt")
-    total = counted.bytes()
-    replicated = counted.where("replicated").bytes().subs(FFN_4H)
-    shardable = counted.where("tp_shardable").without("score_matrix").bytes().subs(FFN_4H)
-    scores = counted.where("score_matrix").bytes()
-    statistics = gpt_layer_saved().where("norm_statistics").bytes()
+    total = proof("activations.gpt_layer_f").derived
+    replicated = proof("activations.gpt_replicated").derived
+    shardable = proof("activations.gpt_shardable").derived
+    scores = proof("activations.gpt_scores").derived
+    statistics = proof("activations.gpt_norm_statistics").derived
     fused = layer_activation_bytes("gpt", "fused")
     logsumexp = layer_activations("gpt", "fused").where("softmax_statistics").bytes()
     split = (coefficient(replicated + shardable), coefficient(replicated), coefficient(shardable))
@@ -146,11 +135,10 @@ def gpt_forms() -> list[dict[str, str]]:
 
 
 def table2() -> Table:
-    """Korthikanti et al. 2022, Table 2, each row summed from the GPT table's tags at f = 4h."""
+    """Korthikanti et al. 2022, Table 2, each row summed from the GPT table's tags at f = 4h (the proven side)."""
     rows = tuple(
-        {"policy": text_cell(label),
-         "form": factored_cell(layer_activation_bytes("gpt", **policy).subs(FFN_4H))}
-        for label, policy in TABLE2
+        {"policy": text_cell(row.label), "form": factored_cell(proof(table2_key(row)).derived)}
+        for row in TABLE2_ROWS
     )
     return Table(
         "korthikanti_table2", "Korthikanti et al. 2022, Table 2: bytes per layer per TP rank",
@@ -195,7 +183,8 @@ def coefficients_table() -> Table:
 
 
 def _at(name: str, expr: sp.Expr) -> sp.Expr:
-    return MODELS[name].subs(expr, b=MICRO_BATCH)
+    """``expr`` at preset ``name`` (Model.at) and the tables' micro-batch."""
+    return MODELS[name].at(expr, b=MICRO_BATCH)
 
 
 def article_activations_table() -> Table:
@@ -301,7 +290,7 @@ def activations_section() -> Section:
                 "activation_coefficients": coefficients_table(),
                 "activations_per_model": article_activations_table(),
                 "activations_llama_profiles": profile_activations_table()},
-        extra={"forms": gpt_forms(), "assumptions": list(GPT), "flowchart": chart,
+        extra={"forms": gpt_forms(), "assumptions": list(GPT_ACTIVATIONS), "flowchart": chart,
                "closed_form": factored_tex(article_layer_bytes("materialised")),
                "flow_nodes": plain, "flow_legend": legend},
     )

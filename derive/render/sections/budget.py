@@ -3,17 +3,20 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from derive.accounts.allocator import rounding_comparison
+import sympy as sp
+
+from derive.accounts.allocator import allocations, ledger_allocation
 from derive.accounts.budget import (
     DRIVER_CAPACITY,
     HBM_CAPACITY,
     PLANNING_BUDGET_GIB,
     budget_table,
-    resident_state_gpus,
+    gpus_to_hold,
     usable_bytes,
 )
 from derive.accounts.state import resident_bytes
-from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS
+from derive.architectures.parameters import model_parameters
+from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, model
 from derive.render.sheet import (
     Cell,
     Column,
@@ -23,6 +26,8 @@ from derive.render.sheet import (
     int_cell,
     text_cell,
 )
+from derive.symbols import b, h, s
+from derive.tensors import Ledger, Tensor
 from derive.units import BYTE_UNITS, format_bytes
 
 GiB, GB = BYTE_UNITS["GiB"], BYTE_UNITS["GB"]
@@ -37,11 +42,18 @@ def _value(value: Fraction | int) -> object:
     return int(value)
 
 
+def _shown(value: Fraction | int) -> str:
+    """A fraction of reserved as a percentage ('5 %'), bytes in GiB ('79.60 GiB')."""
+    if isinstance(value, Fraction) and value < 1:
+        return f"{float(value) * 100:g} %"
+    return format_bytes(value, "GiB")
+
+
 def hardware_budget_table(hardware_name: str) -> Table:
     """budget_table(hardware_name): each loss as a (low, high) range, and the usable range in GiB."""
     rows = tuple(
-        {"item": text_cell(row["item"]), "low": Cell(_value(row["low"]), row["low_shown"]),
-         "high": Cell(_value(row["high"]), row["high_shown"]), "where": text_cell(row["where"]),
+        {"item": text_cell(row["item"]), "low": Cell(_value(row["low"]), _shown(row["low"])),
+         "high": Cell(_value(row["high"]), _shown(row["high"])), "where": text_cell(row["where"]),
          "source": text_cell(row["source"])}
         for row in budget_table(hardware_name)
     )
@@ -74,6 +86,13 @@ def _budgets() -> list[tuple[str, str, int]]:
     ]
 
 
+def resident_state_gpus(per_gpu_bytes: int, precision: str = "bf16",
+                        optimizer: str = "adam") -> dict[str, int]:
+    """GPUs that hold the resident state of Llama 3 8B / 70B / 405B at ``per_gpu_bytes`` each (self-test 1)."""
+    held = resident_bytes(precision, optimizer)
+    return {name: gpus_to_hold(MODELS[name].at(held), per_gpu_bytes) for name in LLAMA3_MODELS}
+
+
 def self_test_table() -> Table:
     """GPUs that hold the resident state (bf16 + Adam) of 8B / 70B / 405B at each per-GPU budget."""
     budgets = _budgets()
@@ -81,7 +100,7 @@ def self_test_table() -> Table:
     held = resident_bytes(*RECIPE)
     rows = tuple(
         {"model": text_cell(name),
-         "resident": bytes_cell(MODELS[name].subs(held, N=MODELS[name].parameters)),
+         "resident": bytes_cell(MODELS[name].at(held)),
          **{key: int_cell(counts[key][name]) for key, _, _ in budgets}}
         for name in LLAMA3_MODELS
     )
@@ -93,6 +112,35 @@ def self_test_table() -> Table:
         note="ceil(resident state / budget per GPU); activations not counted. The article's "
              "2 / 17 / 93 follows from a 70 GB budget; 70 GiB gives 2 / 16 / 87.",
     )
+
+
+def rounding_comparison() -> list[dict[str, object]]:
+    """Worked comparison: where 512-byte rounding matters (tiny tensors) and where it does not (GEMM weights)."""
+    llama = model("llama3-8b")
+    weights = model_parameters("llama")
+    tensor_count = sum(sp.sympify(t.count).subs(llama.values) for t in weights)
+    step_counters = Ledger([Tensor("Adam state['step'] (fp32 scalar per parameter tensor; on the "
+                                   "GPU with fused=True or capturable=True)", (), "fp32",
+                                   frozenset({"scalar"}), count=tensor_count)])
+    tiny = Ledger([
+        Tensor("attention mask [b, s] (bool)", (b, s), "bool", frozenset({"mask"})),
+        Tensor("loss-scale scalar (fp32)", (), "fp32", frozenset({"scalar"})),
+        Tensor("norm weight [h] (bf16)", (h,), "bf16", frozenset({"norm"})),
+    ])
+    cases = [
+        ("Llama 3 8B GEMM weights (bf16)", weights.where("gemm"), llama.values),
+        ("Llama 3 8B norm weights (bf16, h = 4096)", weights.where("norm"), llama.values),
+        ("Llama 3 8B Adam step counters", step_counters, llama.values),
+        ("tiny tensors (b = 1, s = 100, h = 100)", tiny, {b: 1, s: 100, h: 100}),
+    ]
+    rows = []
+    for label, ledger, values in cases:
+        requested, allocated = ledger_allocation(ledger, values)
+        copies = sum(copies for _, copies in allocations(ledger, values))
+        rows.append({"case": label, "requests": copies, "requested": requested,
+                     "allocated": allocated, "rounding": allocated - requested,
+                     "overhead": sp.Rational(allocated - requested, requested)})
+    return rows
 
 
 def allocator_table() -> Table:

@@ -4,16 +4,18 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import (
-    MEGATRON_RECIPES,
     OPTIMIZERS,
     PRECISIONS,
     bytes_per_parameter,
-    distributed_optimizer_bytes_per_parameter,
     partitioned,
     state_ledger,
 )
+from derive.conventions.megatron import (
+    MEGATRON_RECIPES,
+    distributed_optimizer_bytes_per_parameter,
+)
 from derive.render.figures import Bar, Segment, stacked_bars
-from derive.render.sheet import Column, Figure, Section, Table, math_cell, text_cell
+from derive.render.sheet import Column, Drawing, Section, Table, math_cell, text_cell
 from derive.symbols import N, d
 
 STAGES = (0, 1, 2, 3)
@@ -77,7 +79,7 @@ def composition_bars(optimizer: str = "adam", ranks: int = FIGURE_RANKS) -> list
     return bars
 
 
-def composition_figure(optimizer: str = "adam", ranks: int = FIGURE_RANKS) -> Figure:
+def composition_figure(optimizer: str = "adam", ranks: int = FIGURE_RANKS) -> Drawing:
     """formulas/bytes_per_parameter.svg: the state ledger's tensors stacked, one bar per precision x sharding."""
     context = stacked_bars(
         composition_bars(optimizer, ranks),
@@ -86,7 +88,7 @@ def composition_figure(optimizer: str = "adam", ranks: int = FIGURE_RANKS) -> Fi
         axis="bytes per parameter", sharded_legend=f"partitioned over d (drawn at d = {ranks})",
         tick_step=2,
     )
-    return Figure("bytes_per_parameter.svg", "svg/stacked_bars.svg.j2",
+    return Drawing("bytes_per_parameter.svg", "svg/stacked_bars.svg.j2",
                   f"Composition of the resident bytes per parameter ({optimizer}); sharded "
                   f"tensors at d = {ranks}.", context, tex_template="tex/stacked_bars.tex.j2")
 

@@ -12,16 +12,15 @@ from derive.architectures.gemms import (
     model_gemms,
     output_gemms,
 )
-from derive.check import verdict
 from derive.conventions import CONVENTIONS, six_n, six_n_gemm
-from derive.presets import LLAMA3_MODELS, Model, hardware, model
+from derive.identities import proof
+from derive.presets import ARTICLE_EXAMPLE, LLAMA3_MODELS, hardware, model
 from derive.render.printer import tex
 from derive.render.quantities import (
     blank_cell,
     days_cell,
     flop_cell,
     percent_cell,
-    proof,
     seconds_cell,
 )
 from derive.render.sheet import (
@@ -33,31 +32,14 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
-from derive.symbols import N
+from derive.symbols import MFU, F, G, P, T
 from derive.tensors import Ledger
 
-#: The article's worked examples (section 6.4): the GPU, a 4M-token global batch (2^22),
-#: the cluster sizes, the MFU it plans with, and Llama 3's 15T pre-training tokens.
-GPU = "h100"
-STEP_TOKENS = 4_194_304
-CLUSTER = 1024
-LARGE_CLUSTER = 8192
-TARGET_MFU = 0.4
-TRAINING_TOKENS = 15 * 10**12
-#: the preset the cluster examples are about.
-EXAMPLE_MODEL = "llama3-70b"
+#: The article's worked example (section 6.4): its model, GPU, step and cluster sizes.
+EXAMPLE = ARTICLE_EXAMPLE
+EXAMPLE_MODEL = EXAMPLE.model
 PASSES = ("forward", "dgrad", "wgrad")
 FAMILIES = {"llama": "Llama layer", "gpt": "GPT layer"}
-
-
-def per_token(preset: Model, expr: sp.Expr) -> sp.Expr:
-    """``expr`` at a preset's shape (s = its sequence length), N = its parameter count.
-
-    The same substitution as :meth:`derive.presets.Model.subs`, as an exact ``xreplace``
-    (every symbol is replaced by an Integer, so nothing but evaluation is left; much faster).
-    """
-    values = {**preset.values, N: preset.parameters}
-    return sp.sympify(expr).xreplace({symbol: sp.Integer(value) for symbol, value in values.items()})
 
 
 def _shape(gemm: Gemm) -> Cell:
@@ -99,20 +81,16 @@ def gemm_table(family: str) -> Table:
     )
 
 
-#: subtotal -> (GEMMs, identity whose claim is the closed form), per family.
+#: subtotal -> (GEMMs, key of the identity whose claim is the closed form), per family.
 def _subtotals(family: str) -> tuple[tuple[str, Ledger, str | None], ...]:
     return (
         ("one layer: weight GEMMs", LAYER_GEMMS[family]("none"), None),
-        ("one layer: scores, causal", attention_score_gemms("causal"),
-         "QK^T + PV training = 6sh per layer per token (causal)"),
-        ("one layer: scores, full", attention_score_gemms("full"),
-         "QK^T + PV training = 12sh per layer per token (full)"),
+        ("one layer: scores, causal", attention_score_gemms("causal"), "flops.scores_causal"),
+        ("one layer: scores, full", attention_score_gemms("full"), "flops.scores_full"),
         ("model: weight GEMMs (L layers + head)", model_gemms(family, "none"),
-         f"{family}: weight GEMMs = 6 N_GEMM per token"),
-        ("model: causal", model_gemms(family, "causal"),
-         f"{family}: causal FLOPs per token = 6 N_GEMM + 6Lsh"),
-        ("model: full attention", model_gemms(family, "full"),
-         f"{family}: full-attention FLOPs per token = 6 N_GEMM + 12Lsh"),
+         f"flops.{family}.weight_gemms"),
+        ("model: causal", model_gemms(family, "causal"), f"flops.{family}.causal"),
+        ("model: full attention", model_gemms(family, "full"), f"flops.{family}.full"),
     )
 
 
@@ -125,7 +103,7 @@ def subtotal_table() -> Table:
             rows.append({
                 "family": text_cell(family), "subtotal": text_cell(name), **_passes(ledger),
                 "closed_form": math_cell(closed.identity.claim) if closed else blank_cell(),
-                "status": text_cell(verdict(closed)) if closed else blank_cell(),
+                "status": text_cell(closed.verdict) if closed else blank_cell(),
             })
     return Table(
         "flops_subtotals", "Subtotals and their proven closed forms (per token)",
@@ -143,12 +121,12 @@ def per_token_table() -> Table:
     rows = []
     for name in LLAMA3_MODELS:
         preset = model(name)
-        six, causal = per_token(preset, six_n()), per_token(preset, flops_per_token("llama", "causal"))
-        weights = per_token(preset, six_n_gemm("llama"))
+        six, causal = preset.at(six_n()), preset.at(flops_per_token("llama", "causal"))
+        weights = preset.at(six_n_gemm("llama"))
         rows.append({
             "model": text_cell(name), "N": int_cell(preset.parameters), "six_n": flop_cell(six),
             "six_n_gemm": flop_cell(weights), "causal": flop_cell(causal),
-            "full": flop_cell(per_token(preset, flops_per_token("llama", "full"))),
+            "full": flop_cell(preset.at(flops_per_token("llama", "full"))),
             "gap": percent_cell(causal / six - 1), "attention": percent_cell(causal / weights - 1),
         })
     return Table(
@@ -167,13 +145,13 @@ def per_token_table() -> Table:
 
 
 def conventions_table() -> Table:
-    """Every named convention of derive.accounts.flops at the three Llama 3 presets, with source and assumptions."""
+    """Every named convention of derive.conventions at the three Llama 3 presets, with source and assumptions."""
     rows = []
     for convention in CONVENTIONS.values():
         expr = convention("llama")
         rows.append({
             "convention": text_cell(convention.name),
-            **{name: flop_cell(per_token(model(name), expr), digits=1) for name in LLAMA3_MODELS},
+            **{name: flop_cell(model(name).at(expr), digits=1) for name in LLAMA3_MODELS},
             "source": text_cell(convention.source),
             "assumptions": Cell(list(convention.assumptions), "; ".join(convention.assumptions)),
         })
@@ -194,8 +172,8 @@ def _bound_row(scenario: str, name: str, tokens: int, gpus: int, mfu: float, day
                ) -> dict[str, Cell]:
     """One step-time lower bound: tokens x causal FLOPs per token / (GPUs x peak x MFU)."""
     preset = model(name)
-    per = per_token(preset, flops_per_token("llama", "causal"))
-    seconds = step_time_lower_bound(tokens, float(per), gpus, hardware(GPU).peak_flops, mfu=mfu)
+    per = preset.at(flops_per_token("llama", "causal"))
+    seconds = step_time_lower_bound(tokens, float(per), gpus, hardware(EXAMPLE.gpu).peak_flops, mfu=mfu)
     return {"scenario": text_cell(scenario), "model": text_cell(name), "tokens": int_cell(tokens),
             "gpus": int_cell(gpus), "mfu": percent_cell(mfu, 0),
             "bound": days_cell(seconds) if days else seconds_cell(seconds)}
@@ -204,11 +182,12 @@ def _bound_row(scenario: str, name: str, tokens: int, gpus: int, mfu: float, day
 def step_time_table() -> Table:
     """The article's step-time lower bounds (section 6.4) on H100s."""
     rows = [_bound_row("one sequence, one GPU", name, model(name).seq, 1, 1) for name in LLAMA3_MODELS]
-    rows += [_bound_row("one step (4M tokens)", EXAMPLE_MODEL, STEP_TOKENS, CLUSTER, mfu)
-             for mfu in (1, TARGET_MFU)]
-    rows += [_bound_row("15T tokens", EXAMPLE_MODEL, TRAINING_TOKENS, gpus, TARGET_MFU, days=True)
-             for gpus in (CLUSTER, LARGE_CLUSTER)]
-    gpu = hardware(GPU)
+    target = float(EXAMPLE.target_mfu)
+    rows += [_bound_row("one step (4M tokens)", EXAMPLE_MODEL, EXAMPLE.step_tokens, EXAMPLE.gpus, mfu)
+             for mfu in (1, target)]
+    rows += [_bound_row("15T tokens", EXAMPLE_MODEL, EXAMPLE.training_tokens, gpus, target, days=True)
+             for gpus in (EXAMPLE.gpus, EXAMPLE.large_gpus)]
+    gpu = hardware(EXAMPLE.gpu)
     return Table(
         "step_time_bounds", f"Step-time lower bounds on {gpu.name.upper()} ({gpu.peak_flops / 1e12:.0f} TFLOPS bf16 dense)",
         (Column("scenario", "scenario"), Column("model", "model"), Column("tokens", "tokens"),
@@ -220,12 +199,11 @@ def step_time_table() -> Table:
 
 def step_time_formula() -> Table:
     """The bound as the function users call computes it, on symbols."""
-    tokens, per, gpus, peak, mfu = sp.symbols("T F G P MFU", positive=True)
     return Table(
         "step_time_formula", "Step-time lower bound",
         (Column("quantity", "quantity"), Column("expression", "expression")),
         ({"quantity": text_cell("seconds per step (T tokens, F FLOP/token, G GPUs, P peak FLOPS)"),
-          "expression": math_cell(step_time_lower_bound(tokens, per, gpus, peak, mfu=mfu))},),
+          "expression": math_cell(step_time_lower_bound(T, F, G, P, mfu=MFU))},),
     )
 
 

@@ -1,9 +1,9 @@
-"""Every identity of the registry: claim, proof status, source, assumptions (derive.check's proofs)."""
+"""Every identity of the registry: claim, proof status, source, assumptions."""
 from __future__ import annotations
 
 import sympy as sp
 
-from derive.check import run_proofs, verdict
+from derive.identities import prove_all
 from derive.render.printer import tex_equation
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 
@@ -11,7 +11,7 @@ from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_ce
 def identities_table() -> Table:
     """One row per identity, in registration order (topic modules in name order)."""
     rows = []
-    for proof in run_proofs():
+    for proof in prove_all():
         entry = proof.identity
         where = sorted(entry.where.items(), key=lambda pair: sp.default_sort_key(pair[0]))
         rows.append({
@@ -19,7 +19,7 @@ def identities_table() -> Table:
             "claim": math_cell(entry.claim),
             "where": Cell({sp.sstr(k): sp.sstr(v) for k, v in where},
                           ", \\quad ".join(tex_equation(k, v) for k, v in where), math=bool(where)),
-            "status": text_cell(verdict(proof)),
+            "status": text_cell(proof.verdict),
             "difference": math_cell(proof.difference),
             "source": text_cell(entry.source),
             "assumptions": Cell(list(entry.assumptions), "; ".join(entry.assumptions)),

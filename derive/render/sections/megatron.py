@@ -1,14 +1,13 @@
-"""Where Megatron-LM's estimators depart from the derived ledger, each difference sized at the presets (issue 7)."""
+"""Where Megatron-LM's estimators depart from the derived ledger, each difference sized at the presets."""
 from __future__ import annotations
 
 import sympy as sp
 
-from derive.check import verdict
-from derive.identities import Proof, all_identities
+from derive.identities import Proof, all_identities, prove
 from derive.identities.megatron import DEPARTURES, LAYOUT, sizes
 from derive.identities.megatron import TOPIC as WEIGHTS_TOPIC
 from derive.presets import LLAMA3_MODELS, model
-from derive.render.quantities import json_number, number_cell, proof
+from derive.render.quantities import json_number, number_cell
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 from derive.symbols import b
 from derive.units import format_bytes
@@ -73,7 +72,7 @@ def _unit(topic: str) -> str:
 
 def other_departures() -> list[Proof]:
     """Registry departures outside the weights topic whose source is Megatron-LM's code."""
-    return [proof(entry.name) for entry in all_identities()
+    return [prove(entry) for entry in all_identities()
             if not entry.holds and entry.topic != WEIGHTS_TOPIC
             and MEGATRON_CODE in entry.source.lower()]
 
@@ -87,7 +86,7 @@ def registry_table() -> Table:
         rows.append({
             "topic": text_cell(entry.topic), "departure": text_cell(entry.name),
             "claim": math_cell(checked.claim), "difference": math_cell(checked.difference),
-            "status": text_cell(verdict(checked)),
+            "status": text_cell(checked.verdict),
             **{name: _size_cell(checked.difference.subs(values[name]), unit) for name in LLAMA3_MODELS},
             "source": text_cell(entry.source),
         })

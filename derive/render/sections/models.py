@@ -40,8 +40,7 @@ def resident_state_table() -> Table:
         model = MODELS[name]
         row = {"model": text_cell(name)}
         for precision, optimizer, _ in RESIDENT_RECIPES:
-            row[precision] = bytes_cell(model.subs(state_bytes(precision, optimizer).total,
-                                                   N=model.parameters))
+            row[precision] = bytes_cell(model.at(state_bytes(precision, optimizer).total))
         rows.append(row)
     return Table("resident_state", "Resident state (parameters, gradients, optimizer)",
                  tuple(columns), tuple(rows), note="GB = 10^9 B, TB = 10^12 B.")

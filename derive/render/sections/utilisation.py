@@ -3,27 +3,23 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import sympy as sp
-
-from derive.accounts.flops import RECOMPUTE, flops_per_token, hfu, mfu, recompute_factor
-from derive.check import verdict
-from derive.identities.flops import F, G, P, R
+from derive.accounts.flops import (
+    RECOMPUTED_GEMMS,
+    flops_per_token,
+    hfu,
+    mfu,
+    recompute_factor,
+)
+from derive.identities import proof
 from derive.presets import HARDWARE, hardware, model
 from derive.render.quantities import (
     blank_cell,
     flop_cell,
     number_cell,
     percent_cell,
-    proof,
     seconds_cell,
 )
-from derive.render.sections.flops import (
-    CLUSTER,
-    EXAMPLE_MODEL,
-    GPU,
-    STEP_TOKENS,
-    per_token,
-)
+from derive.render.sections.flops import EXAMPLE, EXAMPLE_MODEL
 from derive.render.sheet import (
     Column,
     Section,
@@ -33,38 +29,37 @@ from derive.render.sheet import (
     math_cell,
     text_cell,
 )
+from derive.symbols import F, G, P, R, T, t_step
 
 #: The article's observed step (section 7): 70B, 4M tokens on 1024 H100s in 4.5 s.
-OBSERVED_STEP_SECONDS = 4.5
-#: Claim-side symbols of the example: tokens per step and seconds per step.
-TOKENS, STEP = sp.symbols("T t_step", positive=True)
+OBSERVED_STEP_SECONDS = float(EXAMPLE.step_seconds)
 
-#: policy -> (what runs a second time, the identity proving its factor).
+#: policy -> (what runs a second time, the key of the identity proving its factor).
 POLICIES: dict[str, tuple[str, str | None]] = {
     "none": ("nothing: hardware FLOPs = model FLOPs", None),
     "selective": ("the forward of QK^T and PV (Korthikanti et al. 2022, section 4.2)",
-                  "selective recompute factor = 1 + 2Lsh/F (causal)"),
+                  "flops.selective_factor"),
     "full": ("the forward of every GEMM, output head included (the article's 2 + 2 + 4)",
-             "full recompute factor = 4/3 (every GEMM)"),
+             "flops.full_factor"),
     "full-layers": ("the forward of every layer, not the output head (Megatron recompute_granularity='full')",
-                    "layer-only full recompute factor = 4/3"),
+                    "flops.full_layers_factor"),
 }
-CAUSAL = "llama: causal FLOPs per token = 6 N_GEMM + 6Lsh"
+CAUSAL = "flops.llama.causal"
 
 
 @lru_cache(maxsize=None)
 def _example() -> dict[str, object]:
     """The worked example's inputs, each a number."""
     preset = model(EXAMPLE_MODEL)
-    return {"tokens": STEP_TOKENS, "gpus": CLUSTER, "peak": hardware(GPU).peak_flops,
-            "rate": STEP_TOKENS / OBSERVED_STEP_SECONDS,
-            "per_token": float(per_token(preset, flops_per_token("llama", "causal")))}
+    return {"tokens": EXAMPLE.step_tokens, "gpus": EXAMPLE.gpus, "peak": hardware(EXAMPLE.gpu).peak_flops,
+            "rate": EXAMPLE.step_tokens / OBSERVED_STEP_SECONDS,
+            "per_token": float(preset.at(flops_per_token("llama", "causal")))}
 
 
 @lru_cache(maxsize=None)
 def _factor(policy: str) -> float:
     """Hardware / model FLOPs of ``policy`` at the example's preset."""
-    return float(per_token(model(EXAMPLE_MODEL), recompute_factor(policy)))
+    return float(model(EXAMPLE_MODEL).at(recompute_factor(policy)))
 
 
 def worked_example_table() -> Table:
@@ -73,12 +68,12 @@ def worked_example_table() -> Table:
     rate, per, gpus, peak = ex["rate"], ex["per_token"], ex["gpus"], ex["peak"]
     selective, full = proof(POLICIES["selective"][1]).identity.claim, proof(POLICIES["full"][1]).identity.claim
     rows = (
-        ("tokens per step", TOKENS, int_cell(ex["tokens"])),
-        ("observed seconds per step", STEP, seconds_cell(OBSERVED_STEP_SECONDS, 1)),
-        ("throughput", TOKENS / STEP, number_cell(rate, 1, "tokens/s")),
+        ("tokens per step", T, int_cell(ex["tokens"])),
+        ("observed seconds per step", t_step, seconds_cell(OBSERVED_STEP_SECONDS, 1)),
+        ("throughput", T / t_step, number_cell(rate, 1, "tokens/s")),
         (f"model FLOPs per token ({EXAMPLE_MODEL}, causal)", proof(CAUSAL).identity.claim,
          flop_cell(per, digits=1)),
-        (f"GPUs ({GPU.upper()})", G, int_cell(gpus)),
+        (f"GPUs ({EXAMPLE.gpu.upper()})", G, int_cell(gpus)),
         ("peak per GPU", P, number_cell(peak, 0, "TFLOPS", 1e12)),
         ("MFU", mfu(R, F, G, P), percent_cell(mfu(rate, per, gpus, peak))),
         ("HFU, selective recompute", hfu(R, F, G, P, selective),
@@ -99,16 +94,16 @@ def recompute_table() -> Table:
     """Hardware / model FLOPs of every recompute policy: closed form, proof, size at the example."""
     ex = _example()
     rows = []
-    if sorted(POLICIES) != sorted(RECOMPUTE):
-        raise ValueError(f"policy: the sheet describes {sorted(POLICIES)}, derive has {sorted(RECOMPUTE)}")
-    for policy in RECOMPUTE:
+    if sorted(POLICIES) != sorted(RECOMPUTED_GEMMS):
+        raise ValueError(f"policy: the sheet describes {sorted(POLICIES)}, derive has {sorted(RECOMPUTED_GEMMS)}")
+    for policy in RECOMPUTED_GEMMS:
         again, name = POLICIES[policy]
         checked = proof(name) if name else None
         closed = checked.identity.claim if checked else recompute_factor(policy)
         rows.append({
             "policy": text_cell(policy), "again": text_cell(again), "closed_form": math_cell(closed),
             "difference": math_cell(checked.difference) if checked else math_cell(0),
-            "status": text_cell(verdict(checked)) if checked else blank_cell(),
+            "status": text_cell(checked.verdict) if checked else blank_cell(),
             "factor": number_cell(_factor(policy), 4),
             "hfu": percent_cell(hfu(ex["rate"], ex["per_token"], ex["gpus"], ex["peak"], _factor(policy))),
         })

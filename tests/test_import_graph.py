@@ -1,0 +1,79 @@
+"""Data flows one way (DESIGN.md): each module imports only from its own layer or below."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "derive"
+
+#: DESIGN.md's chain, bottom to top: a module of layer n may import layers 0..n only.
+LAYERS: dict[str, int] = {
+    # notation, element sizes, input checks, byte units
+    "symbols": 0, "dtypes": 0, "inputs": 0, "units": 0,
+    "tensors": 1,
+    "architectures": 2,
+    # numbers substituted into the expressions (model shapes, hardware, worked examples)
+    "presets": 3, "configs": 3,
+    "accounts": 4,
+    # the claim side: published and framework conventions, Megatron's estimators
+    "conventions": 5, "megatron": 5,
+    "identities": 6,
+    "claims": 7, "claims_article": 7,
+    # front ends over the registry and the presets
+    "check": 8, "render": 8, "report": 8, "cli": 8, "validate": 8, "sweep": 8, "plan": 8,
+    "web": 8, "__main__": 8, "__init__": 8,
+}
+
+
+def _module_files() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _top(path: Path) -> str:
+    """The derive sub-package or module a file belongs to ('accounts' for accounts/state.py)."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[0]
+
+
+def _imports(path: Path, root: Path = PACKAGE) -> set[str]:
+    """The top-level derive modules ``path`` (a file under ``root``) imports: absolute, relative, lazy."""
+    found = set()
+    package = path.relative_to(root.parent).with_suffix("").parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                module = ".".join(base + ((node.module,) if node.module else ()))
+            else:
+                module = node.module or ""
+            names = [module] if module != "derive" else [f"derive.{a.name}" for a in node.names]
+        else:
+            continue
+        found |= {name.split(".")[1] for name in names if name.startswith("derive.")}
+    return found
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted({_top(path) for path in _module_files()} - set(LAYERS))
+    assert not unplaced, f"add these derive modules to LAYERS in {Path(__file__).name}: {unplaced}"
+
+
+@pytest.mark.parametrize("path", _module_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_run_down_the_layers(path):
+    layer = LAYERS.get(_top(path))
+    if layer is None:
+        pytest.fail(f"{_top(path)} has no layer")
+    upward = sorted(name for name in _imports(path) if LAYERS.get(name, 99) > layer)
+    assert not upward, f"{path.relative_to(PACKAGE)} (layer {layer}) imports upward: {upward}"
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    # a layer-4 file importing the identities (layer 6) is flagged; one importing tensors is not
+    accounts = tmp_path / "derive" / "accounts"
+    accounts.mkdir(parents=True)
+    bad = accounts / "bad.py"
+    bad.write_text("from derive.identities import proof\nfrom ..tensors import Ledger\n")
+    assert _imports(bad, tmp_path / "derive") == {"identities", "tensors"}
+    assert LAYERS["identities"] > LAYERS["accounts"] >= LAYERS["tensors"]
