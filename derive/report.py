@@ -14,7 +14,12 @@ from typing import Sequence
 
 import sympy as sp
 
-from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
+from derive.accounts.activations import (
+    ATTENTION_KERNELS,
+    ATTENTION_PROFILES,
+    PROFILES,
+    profile_bytes,
+)
 from derive.accounts.budget import gpus_to_hold
 from derive.accounts.flops import (
     flops_per_token,
@@ -24,14 +29,12 @@ from derive.accounts.flops import (
 )
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.conventions import six_n
-from derive.inputs import choose, finite_positive, positive_int
+from derive.inputs import choose, finite_positive, positive_int, zero_stage
 from derive.presets import Model, hardware
 from derive.symbols import N, d
 from derive.units import BYTE_UNITS, format_bytes, format_count, format_seconds
 
-ATTENTION_VARIANTS = ("fused", "materialised")
 DEFAULT_MFU = 0.4
-ZERO_STAGES = (0, 1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,7 @@ class Request:
         if self.step_time is not None:
             finite_positive("step_time", self.step_time)
         finite_positive("peak_flops", self.peak_flops)
-        if isinstance(self.zero, bool) or self.zero not in ZERO_STAGES:
-            raise ValueError(f"zero: must be 0, 1, 2 or 3, got {self.zero!r}")
+        zero_stage("zero", self.zero)
         if self.dp is not None:
             positive_int("dp", self.dp)
             if not self.zero:
@@ -129,7 +131,7 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
         return Figure(key, _finite(key, exact(expr), "model"), unit, sp.sstr(expr))
 
     held = state_bytes(request.precision, request.optimizer, zero_stage=request.zero)
-    attentions = ATTENTION_VARIANTS if request.profile in ATTENTION_PROFILES else ("fused",)
+    attentions = ATTENTION_KERNELS if request.profile in ATTENTION_PROFILES else ("fused",)
     per_layer = {attention: profile_bytes(request.profile, attention)[0]
                  for attention in attentions}
     all_layers = profile_bytes(request.profile, "fused")[1]
@@ -165,8 +167,9 @@ def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[F
     bound = _finite("step.lower_bound", step_time_lower_bound(
         request.tokens, per_token, request.gpus, request.peak_flops), "peak_flops")
     out = [Figure("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
-           Figure("step.at_target_mfu", bound / request.target_mfu, "s",
-                    "tokens * F / (gpus * peak * mfu)")]
+           Figure("step.at_target_mfu",
+                  _finite("step.at_target_mfu", bound / request.target_mfu, "mfu"), "s",
+                  "tokens * F / (gpus * peak * mfu)")]
     if request.step_time is None:
         return out
     if request.step_time < bound:
@@ -258,7 +261,7 @@ def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
     if "step.lower_bound" in values:
         lines.append(f"  {request.tokens / 2**20:.4g} Mi tokens/step on {request.gpus} GPUs: >= "
                      f"{format_seconds(v('step.lower_bound'))} at 100%, "
-                     f"{format_seconds(v('step.at_target_mfu'))} at {request.target_mfu:.0%} MFU")
+                     f"{format_seconds(v('step.at_target_mfu'))} at {request.target_mfu * 100:.3g}% MFU")
     if "observed.mfu" in values:
         hfus = "  ".join(
             f"HFU({policy}) {v(f'observed.hfu_{policy}'):.1%}"

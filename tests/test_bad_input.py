@@ -99,6 +99,7 @@ def cli(*argv, capsys):
     (["--step-time", "4.5"], "--step-time", "needs tokens and gpus"),
     (["--mfu", "0.5"], "--mfu", "needs tokens and gpus"),
     (["--mfu", "abc"], "--mfu", "a fraction in (0, 1]"),
+    (["--model", "8b", "--tokens", "100", "--gpus", "1", "--mfu", "1e-320"], "--mfu", "float"),
     (["--zero", "two"], "--zero", "ZeRO stage"),
     (["--micro-batch", "0"], "--micro-batch", "positive integer"),
 ])

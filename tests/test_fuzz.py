@@ -58,7 +58,11 @@ ARGV = st.lists(st.sampled_from(sorted(OPTIONS)), max_size=6, unique=True).flatm
     lambda options: st.tuples(*(value_for(option) for option in options)).map(
         lambda values: [part for option, value in zip(options, values)
                         for part in (f"{option}={value}",)])).flatmap(
-    lambda argv: st.booleans().map(lambda as_json: argv + (["--json"] if as_json else [])))
+    lambda argv: st.tuples(st.booleans(), st.booleans()).map(
+        lambda flags: argv + (["--json"] if flags[0] else [])
+        # a valid step half the time, so --mfu and --step-time meet their own checks
+        + (["--tokens=4194304", "--gpus=1024"] if flags[1] and not any(
+            part.startswith(("--tokens", "--gpus")) for part in argv) else [])))
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
