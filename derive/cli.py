@@ -37,7 +37,7 @@ FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--op
                  "peak": "--peak", "peak_flops": "--peak", "micro_batch": "--micro-batch",
                  "tokens": "--tokens", "gpus": "--gpus", "mfu": "--mfu",
                  "step_time": "--step-time", "zero": "--zero", "dp": "--dp",
-                 "budget_bytes": "--budget", "head_dim": "--hidden"}
+                 "budget_bytes": "--budget", "head_dim": "--model"}
 
 
 class UsageError(Exception):
