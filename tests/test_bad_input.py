@@ -87,6 +87,7 @@ def cli(*argv, capsys):
     (["--budget", "h200"], "--budget", "130GiB"),
     (["--hidden", "9" * 331, "--model", "8b"], "--hidden", "2^53"),
     (["--peak", "1e-300"], "--peak", "float range"),
+    (["--peak", "1e-300", "--json"], "--peak", "float range"),     # never JSON Infinity
     (["--peak", "inf"], "--peak", "positive"),
     (["--peak", "nan"], "--peak", "positive"),
     (["--model", "70b", "--tokens", "4194304", "--gpus", "1024", "--step-time", "0.5"],
