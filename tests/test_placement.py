@@ -88,7 +88,7 @@ def test_zero_stage_step_copy_is_an_fp32_partition():
 
 def test_table_rows():
     rows = {row["placement"]: row for row in placement_table()}
-    assert set(rows) == set(PLACEMENTS) and len(rows) == 7
+    assert set(rows) == set(PLACEMENTS) and len(rows) == 8
     megatron = rows["megatron"]
     assert megatron["bytes_per_parameter"] == 18
     assert megatron["sharded_bytes_per_parameter"] == 6 + 12 / d

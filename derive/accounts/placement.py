@@ -19,7 +19,7 @@ import sympy as sp
 
 from derive.accounts.state import partitioned, state_ledger
 from derive.inputs import choose
-from derive.symbols import L, N, d
+from derive.symbols import LATEX_NAMES, L, N, d
 from derive.tensors import Ledger, Tensor
 
 #: Parameters of one layer: the unit FSDP all-gathers and Megatron's hook sees, N/L for uniform layers.
@@ -50,6 +50,7 @@ class Placement:
     transients: tuple[Transient, ...]
     source: str
     optimizer: str = "adam"
+    host: frozenset[str] = frozenset()
 
 
 _WHOLE_RUN = "whole run"
@@ -128,8 +129,50 @@ _GATHERED = Transient(
     frozenset({"gathered"}))
 
 
+# ---- DeepSpeed ZeRO-3's transients and their config knobs (deepspeed/runtime/zero/config.py) ----
+
+def _knob(name: str, latex: str) -> sp.Symbol:
+    """A positive integer config knob, printed on the sheet as ``latex``."""
+    symbol = sp.Symbol(name, positive=True, integer=True)
+    LATEX_NAMES[symbol] = latex
+    return symbol
+
+
+#: DeepSpeedZeroConfig.sub_group_size: elements of this rank's partition the optimizer steps at once.
+SUB_GROUP_SIZE = _knob("sub_group_size", r"S_{\mathrm{sub}}")
+#: DeepSpeedZeroConfig.max_live_parameters (stage3_max_live_parameters): gathered elements kept live.
+MAX_LIVE_PARAMETERS = _knob("stage3_max_live_parameters", r"S_{\mathrm{live}}")
+#: DeepSpeedZeroConfig.prefetch_bucket_size (stage3_prefetch_bucket_size): elements fetched ahead.
+PREFETCH_BUCKET_SIZE = _knob("stage3_prefetch_bucket_size", r"S_{\mathrm{prefetch}}")
+#: Parameters of the largest module (one nn.Module's own tensors): the unit ZeRO-3 gathers.
+MODULE_PARAMS = _knob("P_module", r"P_{\mathrm{module}}")
+#: The knobs' defaults in DeepSpeed 0.19.8 (pp_int(1e9), pp_int(1e9), pp_int(5e7)).
+ZERO3_DEFAULTS: dict[sp.Symbol, int] = {SUB_GROUP_SIZE: 10**9, MAX_LIVE_PARAMETERS: 10**9,
+                                        PREFETCH_BUCKET_SIZE: 5 * 10**7}
+
+_ZERO3_TRANSIENTS = (
+    Transient("bf16 gathered parameters: the module in use and the prefetch bucket", "bf16", "params",
+              sp.Max(MODULE_PARAMS, sp.Min(MAX_LIVE_PARAMETERS, MODULE_PARAMS + PREFETCH_BUCKET_SIZE)),
+              "forward and backward of one module (fetch_sub_module, re-gathered in backward), with "
+              "up to stage3_prefetch_bucket_size elements fetched ahead and at most "
+              "stage3_max_live_parameters kept live; released after use",
+              frozenset({"gathered", "module"})),
+    Transient("bf16 full gradient of the module in backward", "bf16", "grads", MODULE_PARAMS,
+              "backward of one module: reduce-scattered into this rank's partition, then freed",
+              frozenset({"module"})),
+    Transient("fp32 gradient of one optimizer sub-group", "fp32", "grads",
+              sp.Min(SUB_GROUP_SIZE, N / d),
+              "optimizer step of one sub-group: _prepare_fp32_grad_for_sub_group upcasts its bf16 "
+              "partition, freed when the sub-group is released (sub_group_size elements at most)"),
+)
+_ZERO3_SOURCE = ("; deepspeed/runtime/zero/stage3.py _prepare_fp32_grad_for_sub_group "
+                 "(single_grad_partition in fp32 per sub-group) and "
+                 "deepspeed/runtime/zero/partitioned_param_coordinator.py (fetch_sub_module, "
+                 "prefetch bucket, max_live_parameters)")
+
+
 def _zero_stage(stage: int) -> Placement:
-    transients = {0: (), 1: (_STEP_GRAD,), 2: (_STEP_GRAD,), 3: (_GATHERED,)}[stage]
+    transients = {0: (), 1: (_STEP_GRAD,), 2: (_STEP_GRAD,), 3: _ZERO3_TRANSIENTS}[stage]
     return Placement(
         name=f"deepspeed-zero{stage}",
         framework=f"DeepSpeed ZeRO stage {stage} (bf16, bf16 gradient accumulation)",
@@ -138,7 +181,7 @@ def _zero_stage(stage: int) -> Placement:
         lifetimes={"params": _WHOLE_RUN, "grads": "whole run (accumulated over micro-batches)",
                    "master": _MASTER, "moments": _MOMENTS},
         transients=transients,
-        source=_ZERO_SOURCE[stage],
+        source=_ZERO_SOURCE[stage] + (_ZERO3_SOURCE if stage == 3 else ""),
     )
 
 
@@ -168,21 +211,79 @@ FSDP2 = Placement(
             "(reduce_scatter_input in reduce_dtype; unsharded_grads freed after copy-in)"),
 )
 
+TORCH_AMP = Placement(
+    name="torch-amp",
+    framework="PyTorch autocast (bf16) over fp32 parameters, no sharding (accelerate's mixed precision)",
+    recipe="fp32",
+    stage=0,
+    lifetimes={"params": "whole run: the fp32 parameters are the master copy",
+               "grads": "whole run: fp32 .grad (autocast casts the weight copy, autograd returns fp32)",
+               "moments": _MOMENTS},
+    transients=(
+        Transient("bf16 autocast copy of the weights", "bf16", "params", N,
+                  "forward and backward: torch.autocast casts each weight once per forward and keeps "
+                  "the copy in its cache (cache_enabled) until the autocast region exits",
+                  frozenset({"autocast"})),
+    ),
+    source=("torch/amp/autocast_mode.py autocast (cache_enabled: cast weights cached for the region); "
+            "accelerate/accelerator.py (mixed_precision='bf16' wraps forward in autocast, parameters "
+            "stay fp32)"),
+)
+
 PLACEMENTS: dict[str, Placement] = {
     entry.name: entry
-    for entry in (MEGATRON, DEEPSPEED_BF16, *(_zero_stage(k) for k in range(4)), FSDP2)
+    for entry in (MEGATRON, DEEPSPEED_BF16, *(_zero_stage(k) for k in range(4)), FSDP2, TORCH_AMP)
 }
 
 
+# ---- ZeRO-Offload / ZeRO-Infinity: states held in host memory (a host account beside the GPU one) ----
+
+_HOST_OPTIMIZER = frozenset({"grads", "master", "moments"})
+_OFFLOAD_LIFETIMES = {
+    "params": _WHOLE_RUN + " (bf16 partition on the GPU, or in host memory with offload_param)",
+    "grads": "whole run, in host memory: this rank's gradient partition, copied out in fp32 as "
+             "backward reduces it",
+    "master": _MASTER + " (in host memory: DeepSpeedCPUAdam steps it there)",
+    "moments": _MOMENTS + " (in host memory)",
+}
+
+
+def _offload(stage: int, params: bool) -> Placement:
+    name = f"deepspeed-zero{stage}-offload" + ("-params" if params else "")
+    moved = "optimizer state, fp32 gradients" + (" and bf16 parameters" if params else "")
+    return Placement(
+        name=name,
+        framework=f"DeepSpeed ZeRO stage {stage}, offload_optimizer=cpu"
+                  + (", offload_param=cpu (ZeRO-Infinity)" if params else " (ZeRO-Offload)")
+                  + f": {moved} in host memory",
+        recipe="bf16-fp32grad",
+        stage=stage,
+        lifetimes=_OFFLOAD_LIFETIMES,
+        transients=_ZERO3_TRANSIENTS[:2] if stage == 3 else (),
+        source=(_ZERO_SOURCE[stage] + "; deepspeed/runtime/zero/offload_config.py "
+                "(offload_optimizer, offload_param: device cpu); deepspeed/ops/adam/cpu_adam.py "
+                "DeepSpeedCPUAdam; Ren et al. 2021 (ZeRO-Offload), section 4.1"),
+        host=_HOST_OPTIMIZER | ({"params"} if params else frozenset()),
+    )
+
+
+#: Offloaded placements: kept apart from PLACEMENTS, whose GPU totals all land in [16N, 18N].
+OFFLOAD_PLACEMENTS: dict[str, Placement] = {
+    entry.name: entry for entry in (_offload(2, False), _offload(3, False), _offload(3, True))
+}
+_ALL_PLACEMENTS = {**PLACEMENTS, **OFFLOAD_PLACEMENTS}
+
+
 def placement(name: str) -> Placement:
-    """A placement by name; ValueError naming the field if unknown."""
-    return PLACEMENTS[choose("placement", name, PLACEMENTS)]
+    """A placement (or an offloaded one) by name; ValueError naming the field if unknown."""
+    return _ALL_PLACEMENTS[choose("placement", name, _ALL_PLACEMENTS)]
 
 
 def _resident(entry: Placement) -> Ledger:
-    """The placement's resident rows (the state table of its recipe), unsharded, each with its lifetime as the note."""
+    """The placement's resident rows (the state table of its recipe), unsharded, each with its lifetime as the note (``host`` if offloaded)."""
     held = state_ledger(entry.recipe, entry.optimizer).where("resident")
-    return held.map(lambda t: replace(t, note=entry.lifetimes[_role(t)]))
+    return held.map(lambda t: replace(t, note=entry.lifetimes[_role(t)],
+                                      tags=t.tags | ({"host"} if _role(t) in entry.host else set())))
 
 
 def _role(tensor: Tensor) -> str:
@@ -210,8 +311,13 @@ def placement_ledger(name: str, sharded: bool = False, ranks: sp.Expr = d) -> Le
 
 
 def placement_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.Expr:
-    """Resident bytes per rank of ``name`` (N parameters)."""
-    return placement_ledger(name, sharded, ranks).where("resident").bytes()
+    """Resident GPU bytes per rank of ``name`` (N parameters); offloaded rows are in :func:`host_bytes`."""
+    return placement_ledger(name, sharded, ranks).where("resident").without("host").bytes()
+
+
+def host_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.Expr:
+    """Resident host-memory bytes per rank of ``name``: the offloaded rows (0 without offload)."""
+    return placement_ledger(name, sharded, ranks).where("resident", "host").bytes()
 
 
 def placement_bytes_per_parameter(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.Expr:

@@ -31,6 +31,7 @@ from derive.conventions.published import (
     six_n,
     six_n_gemm,
 )
+from derive.conventions.torchtitan import torchtitan
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,17 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
                 "SwiGLU factor 3 (llama) or 2 (gpt); GQA kv width g k; kv_channels k = h/a",
                 "attention over sum s_i^2 with causal / 2; one unpacked sequence gives s per token",
                 "V is the padded vocabulary; no recompute (model FLOPs)")),
+    Convention("torchtitan", torchtitan,
+               "torchtitan 0.3.0, torchtitan/models/utils.py get_dense_model_nparams_and_flops (llama3 "
+               "Llama3Model.Config.get_nparams_and_flops, head_dims = 2 h/a)",
+               ("6 x every parameter but an untied input embedding (norm weights included)",
+                "attention: 6 L a (2 h/a) s = 12Lsh, full score square, no causal halving",
+                "= PaLM's count minus the 6Vh input embedding; no recompute")),
 )}
 
 __all__ = [
     "CONVENTIONS", "Convention", "MEGATRON_OVERHEAD", "MEGATRON_RECIPES",
     "distributed_optimizer_bytes_per_parameter", "kaplan", "kaplan_forward", "layer_gemm_parameters",
     "megatron", "megatron_num_floating_point_operations", "narayanan", "narayanan_recompute", "palm",
-    "six_n", "six_n_gemm",
+    "six_n", "six_n_gemm", "torchtitan",
 ]
