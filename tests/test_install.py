@@ -1,4 +1,5 @@
 """An installed wheel works away from the checkout; prediction needs no torch; measuring without it is one line."""
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -16,9 +17,16 @@ SHAPE = "dict(s=8, b=2, h=32, a=4, g=4, f=128)"
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """The wheel `pip install .` would install, built from the checkout and unpacked into a folder."""
+    # build from a copy of what an sdist holds, so no stale build/ of the checkout leaks in
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("derive", "templates"):
+        shutil.copytree(ROOT / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     wheels = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-index",
-                    "--no-build-isolation", "--wheel-dir", str(wheels), str(ROOT)],
+                    "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
                    check=True, capture_output=True)
     (wheel,) = wheels.glob("derive-*.whl")
     site = tmp_path_factory.mktemp("site")
