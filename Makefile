@@ -28,6 +28,7 @@ test: renderers $(VENV)/.installed-test
 	$(PY) -m derive.check --claims
 	$(PY) -m pytest -q
 	$(PY) -m derive.validate
+	$(PY) -m derive.validate --hf
 
 bench: $(VENV)/.installed
 	$(PY) bench/run.py

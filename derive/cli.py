@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from derive.accounts.activations import PROFILES
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.hf import from_config
 from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
 from derive.report import Request, figures, render_json, render_text
 from derive.units import BYTE_UNITS, to_unit
@@ -139,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     names = [*MODELS, *ALIASES]
     parser.add_argument("--model", action="append", metavar="NAME",
                         help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
+    parser.add_argument("--config", action="append", metavar="PATH",
+                        help="a Hugging Face config.json (repeatable; the shape options override it)")
     parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
     parser.add_argument("--optimizer", default="adam", help=", ".join(OPTIMIZERS))
     parser.add_argument("--micro-batch", type=POSITIVE, default=1)
@@ -166,11 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _from_config(path: str) -> Model:
+    """A model read from a config.json; its errors name --config and the config's field."""
+    try:
+        return from_config(path)
+    except ValueError as error:
+        raise UsageError(f"--config: {path}: {error}") from None
+
+
 def models(args: argparse.Namespace) -> list[Model]:
-    """The presets named by --model (default: Llama 3), with the custom shape laid over them."""
+    """The presets named by --model and the configs of --config (default: Llama 3), with the custom shape laid over them."""
     overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
                  if getattr(args, field) is not None}
-    if not args.model:
+    if not (args.model or args.config):
         if not overrides:
             return [MODELS[name] for name in LLAMA3_MODELS]
         missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
@@ -181,7 +192,8 @@ def models(args: argparse.Namespace) -> list[Model]:
         return [Model("custom", "llama", overrides["layers"], overrides["hidden"], heads,
                       overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
                       overrides.get("seq", DEFAULT_SEQ), "command line")]
-    bases = [model(name) for name in args.model]
+    bases = [model(name) for name in args.model or ()]
+    bases += [_from_config(path) for path in args.config or ()]
     if not overrides:
         return bases
     shaped = []
@@ -216,7 +228,9 @@ def run(argv: Sequence[str] | None = None) -> str:
         reports = [(m, figures(m, asked)) for m in models(args)]
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
-        raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
+        option = ("--config" if field == "model" and args.config and not args.model
+                  else FIELD_OPTIONS.get(field, field))
+        raise UsageError(f"{option}: {rest}") from None
     if args.json:
         return render_json(reports)
     return "\n".join(render_text(m, asked, {fig.key: fig for fig in values})

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import Mapping
+from typing import Callable, Mapping
 
 import sympy as sp
 
@@ -61,6 +61,7 @@ from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
 from derive.architectures.saved import output_saved
+from derive.codegen import arguments, exact_function
 from derive.conventions.megatron import (
     MEGATRON_OVERHEAD,
     distributed_optimizer_bytes_per_parameter,
@@ -154,12 +155,12 @@ ARG_SYMBOLS: dict[str, sp.Symbol] = {
 }
 
 
-def _read(args: Mapping[str, object], names: tuple[str, ...]) -> dict[sp.Symbol, int]:
+def _read(args: Mapping[str, object], names: tuple[str, ...]) -> dict[str, int]:
     """Symbol -> positive integer for each Megatron argument in ``names``."""
-    return {ARG_SYMBOLS[name]: positive_int(name, args.get(name)) for name in names}
+    return {ARG_SYMBOLS[name].name: positive_int(name, args.get(name)) for name in names}
 
 
-def _sizes(args: Mapping[str, object]) -> dict[sp.Symbol, int]:
+def _sizes(args: Mapping[str, object]) -> dict[str, int]:
     """Symbol -> value from Megatron's argument names (num_query_groups := heads without GQA)."""
     for name in UNSUPPORTED:
         if args.get(name):
@@ -170,7 +171,7 @@ def _sizes(args: Mapping[str, object]) -> dict[sp.Symbol, int]:
     if not _flag(args, "swiglu") and groups != heads:
         raise ValueError(f"num_query_groups: the GPT table has fused MHA QKV, got {groups} "
                          f"groups for {heads} heads")
-    return {a: heads, g: groups,
+    return {a.name: heads, g.name: groups,
             **_read(args, ("num_layers", "hidden_size", "kv_channels", "ffn_hidden_size",
                            "padded_vocab_size", "tensor_model_parallel_size",
                            "pipeline_model_parallel_size", "data_parallel_size"))}
@@ -183,6 +184,24 @@ def exact(value: sp.Expr) -> Fraction:
     return Fraction(int(value.p), int(value.q))
 
 
+# ---- compiled evaluation: each cached expression printed once as exact int / Fraction code ----
+
+@lru_cache(maxsize=None)
+def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
+    """The names of ``expr``'s symbols and its exact Python code (derive.codegen.exact_function), made once."""
+    return tuple(symbol.name for symbol in arguments(expr)), exact_function(expr)
+
+
+def evaluate(expr: sp.Expr, values: Mapping[str, int]) -> Fraction:
+    """``expr`` at ``values`` (symbol name -> int) exactly, as ``exact(expr.xreplace(...))`` but compiled."""
+    names, function = _compiled(expr)
+    try:
+        result = function(*[values[name] for name in names])
+    except KeyError as missing:
+        raise ValueError(f"result: not a number after substitution, {missing} is not given") from None
+    return result if type(result) is Fraction else Fraction(result)
+
+
 def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call_args: object) -> Fraction:
     """Bytes per GPU of weights + optimizer on the first stage (theoretical_memory_usage.py, same name)."""
     sizes = _sizes(args)
@@ -190,10 +209,10 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
         _flag(args, "swiglu"),
         str(args.get("normalization")),
         _flag(args, "untie_embeddings_and_output_weights"),
-        sizes[p] == 1,
+        sizes[p.name] == 1,
         _flag(args, "use_distributed_optimizer"),
     )
-    return exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in sizes.items()}))
+    return evaluate(expr, sizes)
 
 
 # ---- activations: compute_activation_memory and compute_activation_memory_without_sp ----
@@ -232,29 +251,29 @@ def _optional(field: str, value: object) -> int | None:
     return None if value is None else positive_int(field, value)
 
 
-def _activation_values(args: Mapping[str, object], num_microbatches: object) -> dict[sp.Symbol, int]:
+def _activation_values(args: Mapping[str, object], num_microbatches: object) -> dict[str, int]:
     values = _read(args, ("seq_length", "micro_batch_size", "hidden_size", "num_layers",
                           "padded_vocab_size", "tensor_model_parallel_size",
                           "pipeline_model_parallel_size"))
     if args.get("ffn_hidden_size") is not None:
-        values[f] = positive_int("ffn_hidden_size", args.get("ffn_hidden_size"))
+        values[f.name] = positive_int("ffn_hidden_size", args.get("ffn_hidden_size"))
     virtual = _optional("virtual_pipeline_model_parallel_size",
                         args.get("virtual_pipeline_model_parallel_size"))
     if virtual is not None:
-        values[v] = virtual
+        values[v.name] = virtual
     micro = _optional("num_microbatches", num_microbatches)
     if micro is not None:
-        values[m] = micro
+        values[m.name] = micro
     return values
 
 
 def _activations(args: Mapping[str, object], num_microbatches: object,
                  sequence_parallel: bool) -> Fraction:
     values = _activation_values(args, num_microbatches)
-    if sequence_parallel and f not in values:
+    if sequence_parallel and f.name not in values:
         raise ValueError("ffn_hidden_size: needed by compute_activation_memory")
-    expr = activation_bytes(sequence_parallel, values[p] == 1, v in values, m in values)
-    return exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in values.items()}))
+    expr = activation_bytes(sequence_parallel, values[p.name] == 1, v.name in values, m.name in values)
+    return evaluate(expr, values)
 
 
 def compute_activation_memory(args: Mapping[str, object], num_microbatches: object = None,
@@ -334,17 +353,17 @@ def num_floating_point_operations(args: Mapping[str, object], batch_size: object
     tokens = _optional("total_real_tokens_in_batch", total_real_tokens_in_batch)
     squares = _optional("seqlen_squared_sum_in_batch", seqlen_squared_sum_in_batch)
     values = {
-        L: positive_int("num_layers", args.get("num_layers")),
-        h: positive_int("hidden_size", args.get("hidden_size")),
-        a: heads,
-        g: (positive_int("num_query_groups", args.get("num_query_groups"))
+        L.name: positive_int("num_layers", args.get("num_layers")),
+        h.name: positive_int("hidden_size", args.get("hidden_size")),
+        a.name: heads,
+        g.name: (positive_int("num_query_groups", args.get("num_query_groups"))
             if _flag(args, "group_query_attention") else heads),
-        k: positive_int("kv_channels", args.get("kv_channels")),
-        f: positive_int("ffn_hidden_size", args.get("ffn_hidden_size")),
-        V: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
-        BATCH_TOKENS: sequences * seq if tokens is None else tokens,
-        SQUARED_LENGTHS: sequences * seq**2 if squares is None else squares,
+        k.name: positive_int("kv_channels", args.get("kv_channels")),
+        f.name: positive_int("ffn_hidden_size", args.get("ffn_hidden_size")),
+        V.name: positive_int("padded_vocab_size", args.get("padded_vocab_size")),
+        BATCH_TOKENS.name: sequences * seq if tokens is None else tokens,
+        SQUARED_LENGTHS.name: sequences * seq**2 if squares is None else squares,
     }
     expr = batch_flops(_flag(args, "swiglu"), _flag(args, "attention_output_gate"))
-    result = exact(expr.xreplace({symbol: sp.Integer(n) for symbol, n in values.items()}))
+    result = evaluate(expr, values)
     return int(result) if result.denominator == 1 else result

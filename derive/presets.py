@@ -10,18 +10,23 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.architectures.parameters import (
-    FAMILIES,
-    gemm_parameter_count,
-    parameter_count,
-)
+from derive.architectures.decoder import Layout, parameter_rows
+from derive.architectures.moe import active_parameter_count
+from derive.architectures.parameters import FAMILIES, model_parameters
+from derive.hf import from_config, published_config
 from derive.inputs import choose, divides, positive_int, positive_value
 from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
+from derive.tensors import Ledger
 
 
 @dataclass(frozen=True)
 class Model:
-    """A dense decoder-only Transformer shape, in the article's symbols."""
+    """A decoder-only Transformer shape, in the article's symbols.
+
+    A model read from a config (``derive.hf.from_config``) also carries its
+    ``layout`` (the table's form), the values of the MoE / MLA / position symbols
+    (``sizes``, by symbol name), the indices of its MoE layers and its model_type.
+    """
 
     name: str
     family: str
@@ -34,6 +39,10 @@ class Model:
     seq: int
     source: str = ""
     head_dim: int | None = None
+    layout: Layout | None = None
+    sizes: tuple[tuple[str, int], ...] = ()
+    moe_layers: tuple[int, ...] = ()
+    model_type: str = ""
 
     def __post_init__(self) -> None:
         choose("family", self.family, FAMILIES)
@@ -54,6 +63,7 @@ class Model:
         return {
             L: self.layers, h: self.hidden, a: self.heads, g: self.kv_heads, f: self.ffn,
             V: self.vocab, s: self.seq, k: self.head_dim or self.hidden // self.heads,
+            **{BY_NAME[name]: value for name, value in self.sizes},
         }
 
     def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
@@ -77,24 +87,62 @@ class Model:
         return self.subs(expr, **{**counts, **extra})
 
     @property
+    def architecture(self) -> Layout | str:
+        """What the accounts build this model's tables from: its layout, or its family's tables."""
+        return self.family if self.layout is None else self.layout
+
+    @property
+    def parameter_rows(self) -> Ledger:
+        """Every parameter tensor, symbolic: the layout's table, or the family's."""
+        return model_parameters(self.family) if self.layout is None else parameter_rows(self.layout)
+
+    @property
+    def dense(self) -> bool:
+        """No MoE and no MLA block."""
+        return self.layout is None or self.layout.dense
+
+    def require_dense(self, account: str) -> None:
+        """ValueError unless every account of derive applies (MoE / MLA beyond parameters: issue 15)."""
+        if not self.dense:
+            raise ValueError(f"{account}: activations and FLOPs of MoE / MLA layers are not "
+                             f"modelled yet ({self.name}, {self.model_type}); its parameters "
+                             "and active parameters are")
+
+    @property
     def parameters(self) -> int:
-        """N."""
-        return int(self.subs(parameter_count(self.family)))
+        """N: every parameter once, a tied embedding once."""
+        return int(self.subs(self.parameter_rows.numel()))
+
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token passes through: N for a dense model, k_E of E routed experts per MoE layer."""
+        active = active_parameter_count(self.parameter_rows)
+        if dict(self.sizes).get("E") and "k_E" not in dict(self.sizes):
+            raise ValueError(f"num_experts_per_tok: {self.name}'s config leaves top-k unset")
+        return int(self.subs(active))
 
     @property
     def gemm_parameters(self) -> int:
         """N_GEMM."""
-        return int(self.subs(gemm_parameter_count(self.family)))
+        return int(self.subs(self.parameter_rows.where("gemm").numel()))
 
 
-LLAMA3 = "Llama 3 paper (Dubey et al. 2024), Table 3; V = 128256 with special tokens"
+LLAMA3 = ("Llama 3 paper (Dubey et al. 2024), Table 3; V = 128256 with special tokens; "
+          "read from the published config.json, derive/configs/{config}.json")
+
+
+def _llama3(name: str, config: str) -> Model:
+    """A Llama 3 preset read from its published config at the article's s = 8192."""
+    return from_config(published_config(config), name=name, seq=8192,
+                       source=LLAMA3.format(config=config))
+
 
 MODELS: dict[str, Model] = {
     model.name: model
     for model in (
-        Model("llama3-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 8192, LLAMA3),
-        Model("llama3-70b", "llama", 80, 8192, 64, 8, 28672, 128256, 8192, LLAMA3),
-        Model("llama3-405b", "llama", 126, 16384, 128, 8, 53248, 128256, 8192, LLAMA3),
+        _llama3("llama3-8b", "meta-llama-3-8b"),
+        _llama3("llama3-70b", "meta-llama-3-70b"),
+        _llama3("llama3-405b", "llama-3.1-405b"),
         Model("gpt3-175b", "gpt", 96, 12288, 96, 96, 4 * 12288, 50257, 2048,
               "Brown et al. 2020 (GPT-3), Table 2.1"),
         Model("gpt3-1.3b", "gpt", 24, 2048, 16, 16, 4 * 2048, 50257, 2048,

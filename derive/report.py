@@ -132,10 +132,10 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
 
     held = state_bytes(request.precision, request.optimizer, zero_stage=request.zero)
     attentions = ATTENTION_KERNELS if request.profile in ATTENTION_PROFILES else ("fused",)
-    per_layer = {attention: profile_bytes(request.profile, attention)[0]
+    per_layer = {attention: profile_bytes(request.profile, attention, m)[0]
                  for attention in attentions}
-    all_layers = profile_bytes(request.profile, "fused")[1]
-    model_flops = flops_per_token(m.family, "causal")
+    all_layers = profile_bytes(request.profile, "fused", m)[1]
+    model_flops = flops_per_token(m.architecture, "causal")
     per_token = _finite("flops.per_token_causal", exact(model_flops), "model")
     peak = request.peak_flops
     out = [
@@ -182,7 +182,7 @@ def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[F
     out += [Figure("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
             Figure("observed.mfu", observed, "fraction", "tokens/s * F / (gpus * peak)")]
     for policy in ("selective", "full"):
-        factor = recompute_factor(policy, m.family)
+        factor = recompute_factor(policy, m.architecture)
         out.append(Figure(f"observed.hfu_{policy}", observed * float(exact(factor)), "fraction",
                             f"MFU * ({sp.sstr(factor)})"))
     return out

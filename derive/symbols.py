@@ -52,6 +52,21 @@ c = _size("c")
 e = _size("e")
 m = _size("m")
 v = _size("v")
+# learned positions (GPT-2's wpe: n_positions rows, whatever the training s)
+s_max = _size("s_max", r"s_{\max}")
+# mixture of experts (Shazeer et al. 2017; Fedus et al. 2021; DeepSeek-V3 report, section 2.1.2)
+E = _size("E")
+k_E = _size("k_E", "k_{E}")
+f_E = _size("f_E", "f_{E}")
+f_S = _size("f_S", "f_{S}")
+L_E = _size("L_E", "L_{E}")
+t_E = _size("t_E", "t_{E}")
+# multi-head latent attention (DeepSeek-V2 report, section 2.1)
+r_q = _size("r_q", "r_{q}")
+r_kv = _size("r_kv", r"r_{kv}")
+k_nope = _size("k_nope", r"k_{\mathrm{nope}}")
+k_rope = _size("k_rope", r"k_{\mathrm{rope}}")
+k_v = _size("k_v", "k_{v}")
 
 NOTATION: tuple[Notation, ...] = (
     Notation(s, "sequence length (tokens per sequence)", "shape"),
@@ -63,6 +78,19 @@ NOTATION: tuple[Notation, ...] = (
     Notation(L, "Transformer layers", "shape"),
     Notation(V, "vocabulary size", "shape"),
     Notation(f, "FFN (MLP) hidden size", "shape"),
+    Notation(s_max, "learned position rows (GPT-2's n_positions), fixed by the model, not the batch",
+             "shape"),
+    Notation(E, "routed experts per MoE layer", "moe"),
+    Notation(k_E, "routed experts each token passes through (top-k)", "moe"),
+    Notation(f_E, "FFN width of one routed expert (moe_intermediate_size)", "moe"),
+    Notation(f_S, "FFN width of the shared expert(s), all of them together", "moe"),
+    Notation(L_E, "MoE layers (the other L - L_E layers are dense)", "moe"),
+    Notation(r_q, "MLA query compression rank (q_lora_rank)", "mla"),
+    Notation(r_kv, "MLA key/value compression rank (kv_lora_rank)", "mla"),
+    Notation(k_nope, "MLA query/key head width without RoPE (qk_nope_head_dim)", "mla"),
+    Notation(k_rope, "MLA decoupled RoPE width, per query head and shared by keys (qk_rope_head_dim)",
+             "mla"),
+    Notation(k_v, "MLA value head width (v_head_dim)", "mla"),
     Notation(N, "parameters (Psi in the ZeRO paper)", "count"),
     Notation(N_GEMM, "parameters that sit in a GEMM (layer matrices and output head)", "count"),
     Notation(t, "tensor-parallel size", "parallel"),
@@ -70,6 +98,7 @@ NOTATION: tuple[Notation, ...] = (
     Notation(d, "data-parallel size", "parallel"),
     Notation(c, "context-parallel size", "parallel"),
     Notation(e, "expert-parallel size", "parallel"),
+    Notation(t_E, "expert tensor-parallel size (splits each routed expert)", "parallel"),
     Notation(m, "micro-batches per step", "parallel"),
     Notation(v, "virtual pipeline stages per rank (interleaved schedule)", "parallel"),
 )

@@ -10,10 +10,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "derive"
 LAYERS: dict[str, int] = {
     # notation, element sizes, input checks, byte units
     "symbols": 0, "dtypes": 0, "inputs": 0, "units": 0,
+    # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
+    "codegen": 0,
     "tensors": 1,
     "architectures": 2,
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
-    "presets": 3, "configs": 3,
+    "presets": 3, "configs": 3, "hf": 3,
     "accounts": 4, "views": 4,
     # the claim side: published and framework conventions, Megatron's estimators
     "conventions": 5, "megatron": 5,

@@ -19,7 +19,12 @@ def test_no_source_names_a_path_outside_the_repository():
     offenders = []
     for path in sources():
         tree = ast.parse(path.read_text(), filename=str(path))
+        # docstrings may cite where a file came from; only code that could open a path counts
+        docstrings = {id(node.value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
         for node in ast.walk(tree):
+            if id(node) in docstrings:
+                continue
             # Path(__file__).parents[k] must stay inside the repository.
             if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
                     and node.value.attr == "parents" and isinstance(node.slice, ast.Constant)):

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+import sympy as sp
 
 from derive import validate
 from derive.validate import __main__ as cli
@@ -89,7 +90,9 @@ def test_cli_json_reports_every_kind_and_the_counter_caveat():
     assert ("int64", (2, 8)) in kept                     # embedding ids
     assert ("bf16", (16, 50)) in kept                    # log-probabilities, b*s x V
     assert ("bf16", ()) in kept                          # nll_loss total_weight
-    assert set(validate.KINDS) == {"gpt-eager", "llama-eager", "llama-model"}
+    assert set(validate.KINDS) == {"gpt-eager", "llama-eager", "llama-model"} | {
+        f"hf-{family}-{kernel}" for family in ("llama", "mistral", "qwen3")
+        for kernel in ("sdpa", "eager")}
 
 
 def test_torch_stays_out_of_the_check():
@@ -110,3 +113,32 @@ def test_pairing_reports_what_either_side_lacks():
     assert {row.dtype for row in missing} == {"fp32"} and {row.dtype for row in extra} == {"bf16"}
     assert {name for row in extra for name in row.saved_by} == {
         "NativeLayerNormBackward0.result1", "NativeLayerNormBackward0.result2"}
+
+
+def test_transformers_profiles_against_the_eager_profile_by_hand():
+    # transformers 5.23 (modeling_llama.py), read by hand: LlamaRMSNorm casts x * rstd to bf16 before
+    # the scale (2 bytes where nn.RMSNorm keeps 4), for each of the layer's two norms; the rest of an
+    # sdpa layer is the eager profile's, with the two multiplies of the SiLU product in another order.
+    from derive.accounts.activations import layer_activation_bytes
+    from derive.symbols import a, b, g, h, s
+
+    hf = layer_activation_bytes("llama-hf-sdpa", "fused")
+    assert sp.expand(hf - layer_activation_bytes("llama-eager", "fused")) == -2 * 2 * s * b * h
+    # eager attention: repeat_kv keeps K and V at a heads, an fp32 softmax and bf16 probabilities
+    # [b, a, s, s] instead of g-head K and V and the fp32 logsumexp [b, a, s]
+    eager = layer_activation_bytes("llama-hf-eager", "fused")
+    d = h / a
+    assert sp.simplify(eager - hf - (2 * 2 * b * a * s * d - 2 * 2 * b * g * s * d
+                                     + (4 + 2) * b * a * s * s - 4 * b * a * s)) == 0
+
+
+def test_qwen3_q_k_norm_rows():
+    from derive.architectures.saved import llama_layer_saved
+    from derive.symbols import a, b, g, h, s
+
+    extra = (llama_layer_saved("hf-sdpa", qk_norm=True).bytes()
+             - llama_layer_saved("hf-sdpa").bytes())
+    d = h / a   # per head: fp32 input, fp32 rstd per head, bf16 normalised
+    assert sp.expand(extra - ((4 + 2) * b * s * (a + g) * d + 4 * b * s * (a + g))) == 0
+    with pytest.raises(ValueError, match="^qk_norm:"):
+        llama_layer_saved("eager", qk_norm=True)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import state_bytes
+from derive.architectures.decoder import PRE_NORMS, Layout
 from derive.architectures.parameters import FAMILIES
 from derive.architectures.saved import (
     ARCHITECTURES,
     ATTENTION_KERNELS,
     ATTENTIONS,
+    HEAD,
     LAYER_PROFILES,
     embedding_saved,
     layer_input,
@@ -26,7 +28,7 @@ from derive.architectures.saved import (
 )
 from derive.inputs import choose, flag, positive_size
 from derive.presets import Model
-from derive.symbols import FFN_4H, L, N, p
+from derive.symbols import FFN_4H, L, N, k, p
 from derive.tensors import Ledger
 
 #: Recompute policies of the activation accounts: what a layer keeps (Korthikanti et al. 2022, section 5).
@@ -54,10 +56,14 @@ def keeping(ledger: Ledger, **kept: bool) -> Ledger:
 def layer_activations(profile: str = "gpt", attention_kernel: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
-                      softmax_statistics: bool = True) -> Ledger:
-    """The rows of ``layer_saved(profile)`` (gpt_layer_saved / llama_layer_saved) one layer keeps on one TP rank."""
+                      softmax_statistics: bool = True, head_dim: sp.Expr = HEAD,
+                      qk_norm: bool = False) -> Ledger:
+    """The rows of ``layer_saved(profile)`` (gpt_layer_saved / llama_layer_saved) one layer keeps on one TP rank.
+
+    ``head_dim`` and ``qk_norm`` (Llama profiles) describe a model read from its config.
+    """
     choose("recompute", recompute, RECOMPUTE_POLICIES)
-    table = layer_saved(profile, attention_kernel)
+    table = layer_saved(profile, attention_kernel, head_dim=head_dim, qk_norm=qk_norm)
     if recompute == "full":
         table = Ledger([layer_input()])
     elif recompute == "selective":
@@ -69,11 +75,38 @@ def layer_activations(profile: str = "gpt", attention_kernel: str = "materialise
 def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
-                           softmax_statistics: bool = True) -> sp.Expr:
+                           softmax_statistics: bool = True, head_dim: sp.Expr = HEAD,
+                           qk_norm: bool = False) -> sp.Expr:
     """Sum of :func:`layer_activations`' rows: the 34 of sbh(34 + 5as/h) is gpt_layer_saved's rows at f = 4h (Korthikanti, Table 2)."""
     return layer_activations(profile, attention_kernel, tensor_parallel, sequence_parallel,
-                             recompute, norm_statistics,
-                             softmax_statistics=softmax_statistics).bytes()
+                             recompute, norm_statistics, softmax_statistics=softmax_statistics,
+                             head_dim=head_dim, qk_norm=qk_norm).bytes()
+
+
+def model_layer_options(model: Model, profile: str) -> dict[str, object]:
+    """The head width and q/k norms a Llama profile needs for ``model`` (read from its config); {} for the GPT table.
+
+    MoE and MLA layers have no activation table yet: a ValueError, not a wrong number.
+    """
+    model.require_dense("model")
+    choose("profile", profile, LAYER_PROFILES)
+    if not profile.startswith("llama-"):
+        return {}
+    options: dict[str, object] = {} if model.head_dim is None else {"head_dim": k}
+    layout = model.layout
+    if profile.startswith("llama-hf") and layout is not None:
+        if not _llama_layer(layout):
+            raise ValueError(f"profile: {profile} is transformers' Llama / Mistral / Qwen layer "
+                             f"(validated exactly); {model.name}'s {model.model_type} layer keeps "
+                             "other tensors")
+        options["qk_norm"] = layout.qk_norm == "head"
+    return options
+
+
+def _llama_layer(layout: Layout) -> bool:
+    """Whether ``layout``'s layer is the one the llama-hf profiles describe: two pre-RMSNorms, separate q/k/v, an unfused gated MLP."""
+    return (layout.norm == "rms" and layout.layer_norms == PRE_NORMS and not layout.qkv_fused
+            and layout.gated and not layout.gate_up_fused and layout.qk_norm in ("none", "head"))
 
 
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
@@ -84,12 +117,14 @@ def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
 def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
-                           logits: bool = True, *, softmax_statistics: bool = True) -> sp.Expr:
+                           logits: bool = True, *, softmax_statistics: bool = True,
+                           head_dim: sp.Expr = HEAD, qk_norm: bool = False) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
     flag("logits", logits)
     layers = L * layer_activation_bytes(profile, attention_kernel, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
-                                        softmax_statistics=softmax_statistics)
+                                        softmax_statistics=softmax_statistics,
+                                        head_dim=head_dim, qk_norm=qk_norm)
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
@@ -173,20 +208,25 @@ PROFILES: dict[str, str] = {
     "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
     "llama-eager": "Llama layer as PyTorch eager keeps it",
     "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
+    "llama-hf-sdpa": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (sdpa attention)",
+    "llama-hf-eager": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (eager attention)",
 }
 
 #: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
 ATTENTION_PROFILES = ("article", "gpt")
 
 
-def profile_bytes(profile: str = "article",
-                  attention_kernel: str = "fused") -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under a report profile."""
+def profile_bytes(profile: str = "article", attention_kernel: str = "fused",
+                  model: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under a report profile (at ``model``'s head width)."""
     choose("profile", profile, PROFILES)
+    if model is not None:
+        model.require_dense("model")
     if profile == "article":
         return article_layer_bytes(attention_kernel), article_model_bytes(attention_kernel)
-    return (layer_activation_bytes(profile, attention_kernel),
-            model_activation_bytes(profile, attention_kernel))
+    options = {} if model is None else model_layer_options(model, profile)
+    return (layer_activation_bytes(profile, attention_kernel, **options),
+            model_activation_bytes(profile, attention_kernel, **options))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Model FLOPs are the three passes of every GEMM in ``derive.architectures.gemms``
 (the article, sections 6.1-6.2). Hardware FLOPs add the forwards that an
 activation-recompute policy runs again (section 7.2). MFU and HFU follow PaLM
-(Chowdhery et al. 2022, appendix B). The published per-token counts (6N, Kaplan,
+(Chowdhery et al. 2022, appendix B); they take numbers, SymPy expressions or numpy
+arrays (elementwise). The published per-token counts (6N, Kaplan,
 PaLM, Narayanan, Megatron) are claims, kept in ``derive.conventions``.
 """
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 import math
 from typing import Callable, Union
 
+import numpy as np
 import sympy as sp
 
+from derive.architectures.decoder import Layout
 from derive.architectures.gemms import Gemm, flops, model_gemms
 from derive.inputs import choose, positive_size
 from derive.symbols import s
 
-Number = Union[int, float, sp.Expr]
+Number = Union[int, float, sp.Expr, np.ndarray]
 
 #: Recompute policies: which forward GEMMs run a second time before the backward.
 #: "selective" re-runs QK^T and PV (Korthikanti et al. 2022, section 4.2; what
@@ -33,26 +36,26 @@ RECOMPUTED_GEMMS: dict[str, Callable[[Gemm], bool]] = {
 }
 
 
-def recomputed_flops_per_token(family: str = "llama", mask: str = "causal",
+def recomputed_flops_per_token(family: str | Layout = "llama", mask: str = "causal",
                                recompute: str = "none") -> sp.Expr:
     """Forward FLOPs per token that ``recompute`` runs a second time."""
     again = RECOMPUTED_GEMMS[choose("recompute", recompute, RECOMPUTED_GEMMS)]
     return flops(model_gemms(family, mask).filter(again), "forward")
 
 
-def flops_per_token(family: str = "llama", mask: str = "causal",
+def flops_per_token(family: str | Layout = "llama", mask: str = "causal",
                     recompute: str = "none") -> sp.Expr:
     """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(family, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
     model = flops(model_gemms(family, mask))
     return model + recomputed_flops_per_token(family, mask, recompute)
 
 
-def model_flops_per_token(family: str = "llama", mask: str = "causal") -> sp.Expr:
+def model_flops_per_token(family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
     """Model FLOPs per token (no recompute): PaLM's numerator for MFU."""
     return flops_per_token(family, mask, "none")
 
 
-def recompute_factor(policy: str, family: str = "llama", mask: str = "causal") -> sp.Expr:
+def recompute_factor(policy: str, family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
     """Hardware / model FLOPs under ``policy``: 1, 4/3 ("full"), 1 + 2Lsh/F ("selective", causal)."""
     extra = recomputed_flops_per_token(family, mask, policy)
     return 1 + sp.cancel(extra / model_flops_per_token(family, mask))
@@ -85,6 +88,10 @@ def _positive(field: str, value: Number) -> Number:
         if not isinstance(value, sp.Expr) or value.is_positive is False:
             raise ValueError(f"{field}: must be positive, got {value}")
         return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value > 0)):
+            raise ValueError(f"{field}: must be positive and finite at every element")
+        return value.astype(np.float64)  # int64 products of tokens and FLOPs would overflow
     if not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ValueError(f"{field}: must be a finite positive number, got {value!r}")
     return value
@@ -92,6 +99,11 @@ def _positive(field: str, value: Number) -> Number:
 
 def _gpus(gpus: Number) -> Number:
     """``gpus`` if it is a positive whole number (or a symbol), else ValueError naming it."""
+    if isinstance(gpus, np.ndarray):
+        counts = _positive("gpus", gpus)
+        if not np.all(counts == np.round(counts)):
+            raise ValueError("gpus: must be a whole number at every element")
+        return counts
     if isinstance(gpus, sp.Basic) and not gpus.is_number:
         return _positive("gpus", gpus)
     positive_size("gpus", gpus)
@@ -101,22 +113,34 @@ def _gpus(gpus: Number) -> Number:
 def _quotient(field: str, numerator: Number, denominator: Number, formula: str) -> Number:
     """``numerator / denominator``, or ValueError naming ``field`` when a float overflows or underflows."""
     try:
-        value = numerator / denominator
+        with np.errstate(all="ignore"):
+            value = numerator / denominator
     except (ZeroDivisionError, OverflowError):
         value = math.inf
     if isinstance(value, sp.Basic) and not value.is_number:
+        return value
+    if isinstance(value, np.ndarray):
+        if not np.all(np.isfinite(value) & (value > 0)):
+            raise ValueError(f"{field}: {formula} is out of float range at some element")
         return value
     if not (0 < float(value) < math.inf):
         raise ValueError(f"{field}: {formula} is out of float range at these values")
     return value
 
 
+#: Relative rounding a float utilisation may carry above 1 (a step at exactly the peak).
+FLOAT_ROUNDING = 1e-9
+
+
 def _at_most_one(field: str, ratio: Number, what: str) -> Number:
-    """``ratio`` (a utilisation) if it is at most 1, else ValueError naming ``field``."""
-    if not isinstance(ratio, sp.Basic) or ratio.is_number:
-        if ratio > 1:
-            raise ValueError(f"{field}: gives {what} = {float(ratio):.4g}, above 1: more FLOP/s "
-                             "than the peak; check tokens_per_second, gpus and peak_flops")
+    """``ratio`` (a utilisation) if it is at most 1 (floats: up to rounding), else ValueError naming ``field``."""
+    if isinstance(ratio, sp.Basic) and ratio.is_number and ratio > 1:
+        raise ValueError(f"{field}: gives {what} = {float(ratio):.4g}, above 1: more FLOP/s than "
+                         "the peak; check tokens_per_second, gpus and peak_flops")
+    if not isinstance(ratio, sp.Basic):
+        if np.any(np.asarray(ratio, dtype=float) > 1 + FLOAT_ROUNDING):
+            raise ValueError(f"{field}: gives {what} = {float(np.max(ratio)):.4g}, above 1: more "
+                             "FLOP/s than the peak; check tokens_per_second, gpus and peak_flops")
     return ratio
 
 
@@ -133,7 +157,7 @@ def hfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_f
         recompute_factor: Number) -> Number:
     """PaLM's HFU: MFU with the recomputed FLOPs counted (x hardware/model FLOPs); ValueError above 1."""
     factor = _positive("recompute_factor", recompute_factor)
-    if not isinstance(factor, sp.Basic) and factor < 1:
+    if not isinstance(factor, sp.Basic) and np.any(np.asarray(factor) < 1):
         raise ValueError(f"recompute_factor: must be at least 1, got {factor!r}")
     return _at_most_one("recompute_factor", mfu(tokens_per_second, flops_per_token, gpus,
                                                 peak_flops) * factor, "HFU")
@@ -143,7 +167,7 @@ def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number,
                           mfu: Number = 1) -> Number:
     """Seconds per step if every GPU ran the model's FLOPs at ``mfu`` x peak (the article, section 6.4)."""
     _positive("mfu", mfu)
-    if not isinstance(mfu, sp.Basic) and mfu > 1:
+    if not isinstance(mfu, sp.Basic) and np.any(np.asarray(mfu) > 1):
         raise ValueError(f"mfu: must be at most 1, got {mfu!r}")
     return _quotient("peak_flops", _positive("tokens", tokens)
                      * _positive("flops_per_token", flops_per_token),

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from derive.architectures.decoder import Layout, model_rows
 from derive.architectures.parameters import FAMILIES, gpt_layer, llama_layer
 from derive.inputs import choose
-from derive.symbols import L, a, h, s
+from derive.symbols import L, a, h, k, s
 from derive.tensors import Ledger, TaggedRow, Tensor
 
 #: FLOPs of one multiply-add (the "2" of 2mnk).
@@ -175,9 +176,25 @@ def output_gemms(family: str = "llama") -> Ledger:
     return weight_gemms(edges())
 
 
-def model_gemms(family: str = "llama", mask: str = "causal",
+def layout_gemms(layout: Layout, mask: str = "causal") -> Ledger:
+    """Every GEMM of one token of a model read from its config: its table's matrices, and QK^T, PV of a heads of width k.
+
+    MoE and MLA layers are issue 15's: a ValueError, not a wrong number.
+    """
+    if not layout.dense:
+        raise ValueError("family: FLOPs of MoE / MLA layers are not modelled yet "
+                         "(derive counts their parameters)")
+    return weight_gemms(model_rows(layout)) + attention_score_gemms(mask, a, k).times(L)
+
+
+def model_gemms(family: str | Layout = "llama", mask: str = "causal",
                 head_dim: sp.Expr | None = None) -> Ledger:
-    """Every GEMM of one token's forward: L layers (weights and scores) plus the output head."""
+    """Every GEMM of one token's forward: L layers (weights and scores) plus the output head.
+
+    ``family`` is a family's name or a model's :class:`Layout` (derive.hf.from_config).
+    """
+    if isinstance(family, Layout):
+        return layout_gemms(family, mask)
     layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
     if head_dim is None:
         return layer(mask).times(L) + output_gemms(family)

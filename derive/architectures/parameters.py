@@ -22,11 +22,13 @@ from derive.tensors import Ledger, Tensor
 DTYPE = "bf16"
 
 
-def _matrix(name: str, rows: sp.Expr, cols: sp.Expr, *tags: str) -> Tensor:
+def matrix(name: str, rows: sp.Expr, cols: sp.Expr, *tags: str) -> Tensor:
+    """A weight matrix [in, out] that sits in a GEMM."""
     return Tensor(name, (rows, cols), DTYPE, frozenset(("gemm", *tags)))
 
 
-def _vector(name: str, width: sp.Expr, *tags: str) -> Tensor:
+def vector(name: str, width: sp.Expr, *tags: str) -> Tensor:
+    """A vector parameter (norm scale or shift, bias)."""
     return Tensor(name, (width,), DTYPE, frozenset(tags))
 
 
@@ -35,15 +37,15 @@ def llama_layer(head_dim: sp.Expr = h / a) -> Ledger:
     q_width, kv_width = a * head_dim, g * head_dim
     return Ledger(
         [
-            _vector("attention_norm.weight", h, "norm", "attention"),
-            _matrix("attention.wq", h, q_width, "attention"),
-            _matrix("attention.wk", h, kv_width, "attention"),
-            _matrix("attention.wv", h, kv_width, "attention"),
-            _matrix("attention.wo", q_width, h, "attention"),
-            _vector("ffn_norm.weight", h, "norm", "mlp"),
-            _matrix("feed_forward.w1 (gate)", h, f, "mlp"),
-            _matrix("feed_forward.w3 (up)", h, f, "mlp"),
-            _matrix("feed_forward.w2 (down)", f, h, "mlp"),
+            vector("attention_norm.weight", h, "norm", "attention"),
+            matrix("attention.wq", h, q_width, "attention"),
+            matrix("attention.wk", h, kv_width, "attention"),
+            matrix("attention.wv", h, kv_width, "attention"),
+            matrix("attention.wo", q_width, h, "attention"),
+            vector("ffn_norm.weight", h, "norm", "mlp"),
+            matrix("feed_forward.w1 (gate)", h, f, "mlp"),
+            matrix("feed_forward.w3 (up)", h, f, "mlp"),
+            matrix("feed_forward.w2 (down)", f, h, "mlp"),
         ]
     ).map(lambda t: t.tagged("layer"))
 
@@ -53,8 +55,8 @@ def llama_edges() -> Ledger:
     return Ledger(
         [
             Tensor("tok_embeddings.weight", (V, h), DTYPE, frozenset({"embedding"})),
-            _vector("norm.weight", h, "norm"),
-            _matrix("output.weight", h, V, "output"),
+            vector("norm.weight", h, "norm"),
+            matrix("output.weight", h, V, "output"),
         ]
     )
 
@@ -64,18 +66,18 @@ def gpt_layer(head_dim: sp.Expr = h / a) -> Ledger:
     q_width = a * head_dim
     return Ledger(
         [
-            _vector("input_layernorm.weight", h, "norm", "attention"),
-            _vector("input_layernorm.bias", h, "norm", "bias", "attention"),
-            _matrix("attention.query_key_value.weight", h, 3 * q_width, "attention"),
-            _vector("attention.query_key_value.bias", 3 * q_width, "bias", "attention"),
-            _matrix("attention.dense.weight", q_width, h, "attention"),
-            _vector("attention.dense.bias", h, "bias", "attention"),
-            _vector("post_attention_layernorm.weight", h, "norm", "mlp"),
-            _vector("post_attention_layernorm.bias", h, "norm", "bias", "mlp"),
-            _matrix("mlp.dense_h_to_4h.weight", h, f, "mlp"),
-            _vector("mlp.dense_h_to_4h.bias", f, "bias", "mlp"),
-            _matrix("mlp.dense_4h_to_h.weight", f, h, "mlp"),
-            _vector("mlp.dense_4h_to_h.bias", h, "bias", "mlp"),
+            vector("input_layernorm.weight", h, "norm", "attention"),
+            vector("input_layernorm.bias", h, "norm", "bias", "attention"),
+            matrix("attention.query_key_value.weight", h, 3 * q_width, "attention"),
+            vector("attention.query_key_value.bias", 3 * q_width, "bias", "attention"),
+            matrix("attention.dense.weight", q_width, h, "attention"),
+            vector("attention.dense.bias", h, "bias", "attention"),
+            vector("post_attention_layernorm.weight", h, "norm", "mlp"),
+            vector("post_attention_layernorm.bias", h, "norm", "bias", "mlp"),
+            matrix("mlp.dense_h_to_4h.weight", h, f, "mlp"),
+            vector("mlp.dense_h_to_4h.bias", f, "bias", "mlp"),
+            matrix("mlp.dense_4h_to_h.weight", f, h, "mlp"),
+            vector("mlp.dense_4h_to_h.bias", h, "bias", "mlp"),
         ]
     ).map(lambda t: t.tagged("layer"))
 
@@ -91,8 +93,8 @@ def gpt_edges() -> Ledger:
                 frozenset({"embedding", "output", "gemm", "tied"}),
             ),
             Tensor("position_embeddings.weight", (s, h), DTYPE, frozenset({"position"})),
-            _vector("final_layernorm.weight", h, "norm"),
-            _vector("final_layernorm.bias", h, "norm", "bias"),
+            vector("final_layernorm.weight", h, "norm"),
+            vector("final_layernorm.bias", h, "norm", "bias"),
         ]
     )
 

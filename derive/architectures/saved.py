@@ -41,10 +41,11 @@ STATISTICS = "fp32"
 #: How attention keeps its scores for backward (memory): the [b, a, s, s] matrices, or a fused
 #: (flash) kernel's output and logsumexp. The FLOP side's causal / full / none is a *mask*.
 ATTENTION_KERNELS = ("materialised", "fused")
-#: The Llama layer's profiles (how a framework runs it): PyTorch eager, or Megatron + TE fused kernels.
-LLAMA_PROFILES = ("eager", "fused")
-#: Every layer profile with a saved-for-backward table: the GPT layer and the two Llama profiles.
-LAYER_PROFILES = ("gpt", "llama-eager", "llama-fused")
+#: The Llama layer's profiles (how a framework runs it): PyTorch eager, Megatron + TE fused kernels,
+#: and transformers' own LlamaDecoderLayer with sdpa or eager attention.
+LLAMA_PROFILES = ("eager", "fused", "hf-sdpa", "hf-eager")
+#: Every layer profile with a saved-for-backward table: the GPT layer and the Llama profiles.
+LAYER_PROFILES = ("gpt", "llama-eager", "llama-fused", "llama-hf-sdpa", "llama-hf-eager")
 #: Former names of :data:`ATTENTION_KERNELS` and :data:`LAYER_PROFILES`.
 ATTENTIONS, ARCHITECTURES = ATTENTION_KERNELS, LAYER_PROFILES
 
@@ -209,20 +210,113 @@ def _llama_fused(head: sp.Expr = HEAD) -> list[Tensor]:
     return rows
 
 
-def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD) -> Ledger:
-    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it, heads of width ``head_dim``."""
+# ---- transformers' own modeling code (transformers 5.23, models/llama/modeling_llama.py) ----
+
+def hf_rms_norm(prefix: str, shape: tuple[sp.Expr, ...], *tags: str) -> list[Tensor]:
+    """LlamaRMSNorm: keeps the fp32 upcast input and rstd, and casts x * rstd back to bf16 before the scale.
+
+    ``tags`` replace ``replicated`` (a norm over per-head widths is ``tp_shardable``).
+    """
+    tags = tags or ("replicated",)
+    return [
+        _row(f"{prefix} input (fp32 upcast)", shape, STATISTICS, "norm", *tags,
+             note=f"hidden_states.to(float32), kept by pow and mul inside {prefix}"),
+        _row(f"{prefix} rstd", shape[:-1], STATISTICS, "norm_statistics", "norm", *tags,
+             note=f"rsqrt(variance + eps), kept by the mul inside {prefix}"),
+        _row(f"{prefix} normalised (bf16)", shape, ACTIVATION, "norm", *tags,
+             note=f"(x * rstd).to(input_dtype), kept by the multiply with {prefix}.weight"),
+    ]
+
+
+def _hf_qk_norms(head: sp.Expr) -> list[Tensor]:
+    """Qwen 3's q_norm / k_norm (modeling_qwen3.py): a LlamaRMSNorm over each head's width."""
+    return [*hf_rms_norm("q_norm", (b, s, a, head), "tp_shardable", "qk_norm"),
+            *hf_rms_norm("k_norm", (b, s, g, head), "tp_shardable", "qk_norm")]
+
+
+def _hf_sdpa_attention(head: sp.Expr) -> list[Tensor]:
+    """sdpa_attention_forward: GQA kept at g heads (enable_gqa), the CPU flash kernel's logsumexp."""
+    return [
+        _row("k after RoPE", (b, g, s, head), ACTIVATION, "tp_shardable", "attention",
+             note="g heads, kept by scaled_dot_product_attention"),
+        _row("q after RoPE", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
+             note="kept by scaled_dot_product_attention"),
+        _row("v", (b, g, s, head), ACTIVATION, "tp_shardable", "attention",
+             note="g heads, kept by scaled_dot_product_attention"),
+        _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
+             "attention", note="kept by scaled_dot_product_attention"),
+    ]
+
+
+def _hf_eager_attention(head: sp.Expr) -> list[Tensor]:
+    """eager_attention_forward: repeat_kv copies K and V to a heads; fp32 softmax, bf16 probabilities."""
+    score = ("tp_shardable", "score_matrix", "recomputed_selective", "attention")
+    return [
+        _row("q after RoPE", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
+             note="kept by QK^T"),
+        _row("k repeated to a heads", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
+             note="repeat_kv(k) after RoPE, kept by QK^T (the k of g heads is not kept)"),
+        _row("softmax output (fp32)", (b, a, s, s), STATISTICS, *score,
+             note="softmax(dtype=float32), kept by softmax"),
+        _row("probabilities (bf16)", (b, a, s, s), ACTIVATION, *score,
+             note=".to(query dtype), kept by attention over V (dropout p = 0 keeps nothing)"),
+        _row("v repeated to a heads", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
+             note="repeat_kv(v), kept by attention over V"),
+    ]
+
+
+def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool) -> list[Tensor]:
+    """LlamaDecoderLayer (and Mistral's, Qwen 3's with q/k norms) as transformers 5.23 runs it in training."""
+    rows = hf_rms_norm("input_layernorm", (b, s, h))
+    rows.append(_row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
+                     note="input_layernorm output, kept by q_proj, k_proj and v_proj"))
+    if qk_norm:
+        rows += _hf_qk_norms(head)
+    rows += _hf_sdpa_attention(head) if attention == "sdpa" else _hf_eager_attention(head)
+    rows.append(_row("attention output", (b, s, a * head), ACTIVATION, "tp_shardable",
+                     "attention", note="o_proj's input"))
+    rows += hf_rms_norm("post_attention_layernorm", (b, s, h))
+    rows += [
+        _row("gate/up input", (b, s, h), ACTIVATION, "replicated", "mlp",
+             note="post_attention_layernorm output, kept by gate_proj and up_proj"),
+        _row("gate (gate_proj output)", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="kept by SiLU"),
+        _row("up (up_proj output)", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="kept by the multiply with SiLU(gate)"),
+        _row("SiLU output", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="kept by the multiply with up"),
+        _row("down_proj input", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note="SiLU(gate) * up, kept by down_proj"),
+    ]
+    return rows
+
+
+def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD, qk_norm: bool = False) -> Ledger:
+    """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it, heads of width ``head_dim``.
+
+    ``qk_norm`` adds Qwen 3's per-head q/k norms (the transformers profiles only).
+    """
     choose("profile", profile, LLAMA_PROFILES)
-    return Ledger(_llama_eager(head_dim) if profile == "eager" else _llama_fused(head_dim))
+    if qk_norm and not profile.startswith("hf-"):
+        raise ValueError(f"qk_norm: the {profile!r} profile has no q/k norms (the hf-* profiles do)")
+    if profile == "eager":
+        return Ledger(_llama_eager(head_dim))
+    if profile == "fused":
+        return Ledger(_llama_fused(head_dim))
+    return Ledger(_llama_hf(head_dim, profile.removeprefix("hf-"), qk_norm))
 
 
 def layer_saved(profile: str, attention_kernel: str = "materialised",
-                statistics_dtype: str = STATISTICS) -> Ledger:
+                statistics_dtype: str = STATISTICS, head_dim: sp.Expr = HEAD,
+                qk_norm: bool = False) -> Ledger:
     """The saved-for-backward table of ``profile``; the Llama profiles ignore ``attention_kernel``."""
     choose("profile", profile, LAYER_PROFILES)
     choose("attention_kernel", attention_kernel, ATTENTION_KERNELS)
     if profile == "gpt":
+        if head_dim != HEAD or qk_norm:
+            raise ValueError("head_dim: the GPT table has heads of width h/a and no q/k norms")
         return gpt_layer_saved(attention_kernel, statistics_dtype)
-    return llama_layer_saved(profile.removeprefix("llama-"))
+    return llama_layer_saved(profile.removeprefix("llama-"), head_dim, qk_norm)
 
 
 def embedding_saved() -> Ledger:

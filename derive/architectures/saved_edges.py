@@ -11,7 +11,9 @@ the targets (int64) and a 0-d ``total_weight`` in the logits' dtype.
 """
 from __future__ import annotations
 
-from derive.architectures.saved import eager_rms_norm
+import sympy as sp
+
+from derive.architectures.saved import HEAD, STATISTICS, eager_rms_norm, hf_rms_norm
 from derive.symbols import V, b, h, s
 from derive.tensors import Ledger, Tensor
 
@@ -40,6 +42,36 @@ def llama_edges_saved() -> Ledger:
                      note="log_softmax result, kept by log_softmax and nll_loss"),
                 _row("loss: targets", (b, s), INDEX_DTYPE, "loss", "replicated"),
                 _row("loss: total weight", (), DTYPE, "loss", "replicated",
+                     note="0-d tensor nll_loss keeps for the mean reduction"),
+            ]
+        )
+    )
+
+
+def hf_edges_saved(head_dim: sp.Expr = HEAD) -> Ledger:
+    """The edges as transformers 5.23 runs a LlamaForCausalLM with labels (modeling_llama.py, loss_utils.py).
+
+    Besides the eager edges: the RoPE cos and sin, computed once per forward from
+    position ids (one batch row) and kept by every layer's multiplies; LlamaRMSNorm's
+    bf16 normalised input; ForCausalLMLoss upcasts the logits, so cross entropy keeps
+    fp32 log-probabilities and an fp32 total weight.
+    """
+    return (
+        Ledger([_row("embedding: token ids", (b, s), INDEX_DTYPE, "embedding", "replicated"),
+                _row("rope: cos", (s, head_dim), DTYPE, "embedding", "rope", "replicated",
+                     note="LlamaRotaryEmbedding output, kept by q * cos and k * cos in every layer"),
+                _row("rope: sin", (s, head_dim), DTYPE, "embedding", "rope", "replicated",
+                     note="kept by rotate_half(q) * sin and rotate_half(k) * sin in every layer")])
+        + Ledger(hf_rms_norm("norm", (b, s, h)))
+        + Ledger(
+            [
+                _row("output: head input", (b, s, h), DTYPE, "output", "replicated"),
+                _row("loss: log-probabilities (fp32)", (b, s, V), STATISTICS, "loss",
+                     "tp_shardable", note="log_softmax of logits.float(), kept by log_softmax "
+                     "and nll_loss"),
+                _row("loss: targets", (b, s), INDEX_DTYPE, "loss", "replicated",
+                     note="labels shifted left and padded with -100"),
+                _row("loss: total weight (fp32)", (), STATISTICS, "loss", "replicated",
                      note="0-d tensor nll_loss keeps for the mean reduction"),
             ]
         )

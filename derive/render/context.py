@@ -9,10 +9,12 @@ from derive.render.sections.bytes_per_parameter import bytes_per_parameter_secti
 from derive.render.sections.claims import claims_section
 from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
+from derive.render.sections.layouts import layouts_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
+from derive.render.sections.published_models import published_models_section
 from derive.render.sections.states import states_section
 from derive.render.sections.utilisation import utilisation_section
 from derive.render.sheet import Section, tables_json
@@ -26,10 +28,12 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     placement_section,
     bytes_per_parameter_section,
     models_section,
+    published_models_section,
     activations_section,
     budget_section,
     flops_section,
     utilisation_section,
+    layouts_section,
     megatron_section,
     claims_section,
     identities_section,

@@ -1,6 +1,7 @@
 """Geometry of the sheet's SVG figures: every coordinate computed here, printed as text for a template."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy as sp
@@ -94,4 +95,70 @@ def stacked_bars(bars: list[Bar], title: str, subtitle: str, axis: str,
         "axis_label_y": px(plot_bottom + 30), "bars": drawn, "ticks": ticks, "legend": legend,
         "tex_legend": tex_legend, "tex_bar_height": f"{BAR_HEIGHT * TEX_SCALE:.2f}pt",
         "tex_shaded_legend": f"light shade: {sharded_legend}",
+    }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a scatter chart: x, y (data units) and the legend entry it belongs to."""
+
+    x: float
+    y: float
+    legend: str
+
+
+SCATTER_LEFT, SCATTER_TOP, SCATTER_WIDTH, SCATTER_HEIGHT = 70, 60, 560, 320
+
+
+def scatter_chart(points: list[Point], colours: dict[str, str], title: str, subtitle: str,
+                  x_axis: str, y_axis: str, x_ticks: list[float], y_ticks: list[float],
+                  lines: list[tuple[float, str]]) -> dict[str, object]:
+    """A scatter chart with log axes spanning the first to the last tick (svg/scatter.svg.j2, tex/scatter.tex.j2).
+
+    Points outside the ticks are clipped to the frame; points that land on the
+    same half pixel with the same legend are drawn once; ``lines`` are
+    horizontal reference lines (y, label).
+    """
+    x_low, x_high = math.log(x_ticks[0]), math.log(x_ticks[-1])
+    y_low, y_high = math.log(y_ticks[0]), math.log(y_ticks[-1])
+
+    def x_at(x: float) -> float:
+        clipped = min(max(math.log(x), x_low), x_high)
+        return SCATTER_LEFT + (clipped - x_low) / (x_high - x_low) * SCATTER_WIDTH
+
+    def y_at(y: float) -> float:
+        clipped = min(max(math.log(y), y_low), y_high)
+        return SCATTER_TOP + SCATTER_HEIGHT * (1 - (clipped - y_low) / (y_high - y_low))
+
+    bottom = SCATTER_TOP + SCATTER_HEIGHT
+    drawn = sorted({(round(x_at(point.x) * 2) / 2, round(y_at(point.y) * 2) / 2, point.legend)
+                    for point in points}, key=lambda dot: (list(colours).index(dot[2]), dot[0], dot[1]))
+    tex_names = {name: f"scatter{chr(ord('A') + index)}" for index, name in enumerate(colours)}
+    dots = [{"x": px(x), "y": px(y), "fill": colours[legend], "legend": legend,
+             "tex_x": px(x * TEX_SCALE), "tex_y": px((bottom - y) * TEX_SCALE),
+             "tex_colour": tex_names[legend]} for x, y, legend in drawn]
+    counts = {name: sum(point.legend == name for point in points) for name in colours}
+    return {
+        "title": title, "subtitle": subtitle, "x_axis": x_axis, "y_axis": y_axis,
+        "width": str(SCATTER_LEFT + SCATTER_WIDTH + 30), "height": str(bottom + 80),
+        "left": str(SCATTER_LEFT), "right": str(SCATTER_LEFT + SCATTER_WIDTH),
+        "top": str(SCATTER_TOP), "bottom": str(bottom), "dots": dots,
+        "x_ticks": [{"x": px(x_at(x)), "label": f"{x:g}", "tex_x": px(x_at(x) * TEX_SCALE)}
+                    for x in x_ticks],
+        "y_ticks": [{"y": px(y_at(y)), "label": f"{y:g}", "tex_y": px((bottom - y_at(y)) * TEX_SCALE)}
+                    for y in y_ticks],
+        "lines": [{"y": px(y_at(y)), "label": label, "tex_y": px((bottom - y_at(y)) * TEX_SCALE)}
+                  for y, label in lines],
+        "legend": [{"name": f"{name} ({counts[name]})", "fill": colour, "tex_colour": tex_names[name],
+                    "hex": colour[1:].upper(), "x": px(10 + index * 220), "y": px(bottom + 50),
+                    "text_x": px(20 + index * 220), "text_y": px(bottom + 54)}
+                   for index, (name, colour) in enumerate(colours.items())],
+        "x_label_x": px(SCATTER_LEFT + SCATTER_WIDTH / 2), "x_label_y": px(bottom + 32),
+        "tick_label_y": px(bottom + 14), "y_label_x": str(SCATTER_LEFT - 8),
+        "tex_width": px((SCATTER_LEFT + SCATTER_WIDTH + 30) * TEX_SCALE),
+        "tex_height": px((SCATTER_HEIGHT + 10) * TEX_SCALE),
+        "tex_left": px(SCATTER_LEFT * TEX_SCALE), "tex_plot_width": px(SCATTER_WIDTH * TEX_SCALE),
+        "tex_plot_height": px(SCATTER_HEIGHT * TEX_SCALE),
+        "tex_label_x": px((SCATTER_LEFT - 6) * TEX_SCALE),
+        "tex_right": px((SCATTER_LEFT + SCATTER_WIDTH) * TEX_SCALE),
     }

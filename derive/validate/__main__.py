@@ -19,9 +19,11 @@ except ModuleNotFoundError as missing:
     sys.exit(2)
 Saved, measured_flops, saved_tensors = measure.Saved, measure.measured_flops, measure.saved_tensors
 from derive.validate.predicted import (
+    HF_KINDS,
     KINDS,
     Row,
     checked_shape,
+    counted_mask,
     fields,
     predicted_flops,
     predicted_rows,
@@ -46,6 +48,9 @@ GRID: dict[str, tuple[dict[str, int], ...]] = {
         dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
         dict(s=17, b=1, h=64, a=8, g=4, f=96, L=3, V=101),
     ),
+    # transformers' own models (GQA and MHA; repeat_kv copies nothing at g = a); b >= 2, see NOTES
+    **{kind: (dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
+              dict(s=11, b=3, h=48, a=6, g=6, f=40, L=1, V=37)) for kind in HF_KINDS},
 }
 
 NOTES = (
@@ -55,6 +60,9 @@ NOTES = (
     "llama-*: the CPU flash kernel (_scaled_dot_product_flash_attention_for_cpu) has no formula"
     " in the counter, which counts it as 0; the ledger is compared with mask='none' and the"
     " causal attention FLOPs derive predicts are shown as 'uncounted', not compared.",
+    "hf-*: transformers' loss pads the labels to s + 1 and shifts them; at b = 1 the shifted view"
+    " is contiguous and keeps the padded storage (one int64 more than the b*s targets row), at"
+    " b >= 2 it is copied to b*s: the grid runs b >= 2.",
     "llama-*: 'math' reruns the count with sdpa_kernel(SDPBackend.MATH), whose bmm the counter"
     " sees over all s*s scores (causal masking is not halved): compared with mask='full'.",
 )
@@ -95,7 +103,7 @@ def compare(kind: str, shape: dict[str, int]) -> dict[str, object]:
     flops, by_op = measured_flops(kind, shape)
     expected_flops = predicted_flops(kind, shape)
     uncounted, math = 0, None
-    if KINDS[kind][1] == "llama":
+    if counted_mask(kind) == "none":
         uncounted = predicted_flops(kind, shape, "causal") - expected_flops
         math = {"predicted_flops": predicted_flops(kind, shape, "full"),
                 "measured_flops": measured_flops(kind, shape, math_attention=True)[0]}
@@ -153,13 +161,33 @@ def _print_table(results: list[dict[str, object]], tensors: bool) -> None:
         print("note:", note)
 
 
+def _main_hf(as_json: bool) -> int:
+    """``--hf``: every family's parameter table against transformers (derive.validate.hf)."""
+    from derive.validate import hf
+
+    results = hf.run()
+    failed = sum(not r["passed"] for r in results)
+    if as_json:
+        json.dump({"results": results, "passed": len(results) - failed, "failed": failed},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        hf.print_table(results)
+        print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the comparison table (or JSON) and a summary; return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m derive.validate", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--tensors", action="store_true", help="list every saved tensor")
     parser.add_argument("--kind", action="append", choices=list(KINDS), help="only this kind")
+    parser.add_argument("--hf", action="store_true",
+                        help="compare derive's parameter tables with transformers' models instead")
     args = parser.parse_args(argv)
+    if args.hf:
+        return _main_hf(args.json)
     results = run(args.kind or list(KINDS))
     failed = sum(not r["passed"] for r in results)
     if args.json:

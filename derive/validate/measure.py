@@ -23,7 +23,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from derive.validate.layers import DTYPE, GPTLayer, LlamaLayer, LlamaModel
-from derive.validate.predicted import checked_shape
+from derive.validate.hf import causal_lm
+from derive.validate.predicted import HF_KINDS, checked_shape
 
 DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
                torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int64: "int64"}
@@ -44,6 +45,8 @@ def build(kind: str, shape: Mapping[str, int]) -> tuple[torch.nn.Module, Callabl
     """The module for ``kind`` at ``shape`` and a closure running its forward to a tensor."""
     v = checked_shape(kind, shape)
     torch.manual_seed(0)
+    if kind in HF_KINDS:
+        return causal_lm(*HF_KINDS[kind], v)
     if kind == "gpt-eager":
         module = GPTLayer(v["s"], v["h"], v["a"], v["f"])
         x = torch.randn(v["s"], v["b"], v["h"], dtype=DTYPE, requires_grad=True)
@@ -113,7 +116,11 @@ def _allocation(views: list[torch.Tensor], holders: dict[tuple, list[str]]) -> l
 
 def saved_tensors(kind: str, shape: Mapping[str, int]) -> list[Saved]:
     """Every allocation autograd keeps for backward, parameters and buffers excluded."""
-    module, forward = build(kind, shape)
+    return saved_by(*build(kind, shape))
+
+
+def saved_by(module: torch.nn.Module, forward: Callable[[], torch.Tensor]) -> list[Saved]:
+    """Every allocation autograd keeps while ``forward`` runs, ``module``'s parameters and buffers excluded."""
     own = {_storage(t) for t in (*module.parameters(), *module.buffers())}
     packed: list[torch.Tensor] = []
 

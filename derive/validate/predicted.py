@@ -14,7 +14,7 @@ import sympy as sp
 from derive.accounts.flops import flops_per_token
 from derive.architectures.parameters import gemm_parameter_count, parameter_count
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
-from derive.architectures.saved_edges import llama_edges_saved
+from derive.architectures.saved_edges import hf_edges_saved, llama_edges_saved
 from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, N_GEMM, L, N, b, s
 from derive.tensors import Ledger
@@ -23,19 +23,38 @@ from derive.tensors import Ledger
 #: keeps the statistics in the input dtype on CPU; CUDA keeps them in fp32).
 CPU_LAYER_NORM_STATISTICS = "bf16"
 
-#: kind -> (the layer's saved-tensor ledger, FLOP family, whole model?)
-KINDS: dict[str, tuple[Callable[[], Ledger], str, bool]] = {
-    "gpt-eager": (lambda: gpt_layer_saved("materialised", CPU_LAYER_NORM_STATISTICS), "gpt", False),
-    "llama-eager": (lambda: llama_layer_saved(profile="eager"), "llama", False),
-    "llama-model": (lambda: llama_layer_saved(profile="eager"), "llama", True),
+#: kind -> (the layer's saved-tensor ledger, FLOP family, the model edges' ledger for a whole model)
+KINDS: dict[str, tuple[Callable[[], Ledger], str, Callable[[], Ledger] | None]] = {
+    "gpt-eager": (lambda: gpt_layer_saved("materialised", CPU_LAYER_NORM_STATISTICS), "gpt", None),
+    "llama-eager": (lambda: llama_layer_saved(profile="eager"), "llama", None),
+    "llama-model": (lambda: llama_layer_saved(profile="eager"), "llama", llama_edges_saved),
 }
+
+#: transformers' own LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM (derive.validate.hf):
+#: kind -> (model_type, attn_implementation); Qwen 3 adds its q/k norms to the profile.
+HF_KINDS: dict[str, tuple[str, str]] = {
+    f"hf-{model_type}-{implementation}": (model_type, implementation)
+    for model_type in ("llama", "mistral", "qwen3") for implementation in ("sdpa", "eager")
+}
+KINDS.update({
+    kind: ((lambda profile=f"hf-{implementation}", qk=model_type == "qwen3":
+            llama_layer_saved(profile, qk_norm=qk)), "llama", hf_edges_saved)
+    for kind, (model_type, implementation) in HF_KINDS.items()
+})
 LAYER_FIELDS = ("s", "b", "h", "a", "g", "f")
 MODEL_FIELDS = LAYER_FIELDS + ("L", "V")
 
 #: The attention mask whose FLOPs FlopCounterMode sees for each kind (torch/utils/flop_counter.py):
 #: the GPT layer's two materialised bmm over all s x s scores (the counter never halves
-#: causal attention), and nothing for the CPU flash kernel, which has no registered formula.
-COUNTED_MASK = {"gpt": "full", "llama": "none"}
+#: causal attention), and nothing for the CPU flash kernel, which has no registered formula;
+#: transformers' eager attention is two bmm over all s x s scores, like the GPT layer's.
+COUNTED_MASK = {"gpt": "full", "llama": "none",
+                **{kind: "full" for kind in HF_KINDS if kind.endswith("eager")}}
+
+
+def counted_mask(kind: str) -> str:
+    """The attention mask under which derive's count equals what FlopCounterMode sees for ``kind``."""
+    return COUNTED_MASK.get(kind) or COUNTED_MASK[KINDS[kind][1]]
 
 
 @dataclass(frozen=True)
@@ -51,7 +70,7 @@ class Row:
 
 def fields(kind: str) -> tuple[str, ...]:
     """The shape fields ``kind`` needs."""
-    return MODEL_FIELDS if KINDS[choose("kind", kind, KINDS)][2] else LAYER_FIELDS
+    return LAYER_FIELDS if KINDS[choose("kind", kind, KINDS)][2] is None else MODEL_FIELDS
 
 
 def checked_shape(kind: str, shape: Mapping[str, int]) -> dict[str, int]:
@@ -72,11 +91,11 @@ def _subs(kind: str, shape: Mapping[str, int]) -> dict[sp.Symbol, int]:
 
 def saved_ledger(kind: str) -> Ledger:
     """The ledger of tensors saved for backward that ``kind`` is compared with."""
-    layer_ledger, _, whole_model = KINDS[choose("kind", kind, KINDS)]
+    layer_ledger, _, edges_ledger = KINDS[choose("kind", kind, KINDS)]
     layer = layer_ledger()
-    if not whole_model:
+    if edges_ledger is None:
         return layer
-    edges = llama_edges_saved()
+    edges = edges_ledger()
     return edges.where("embedding") + layer.times(L) + edges.without("embedding")
 
 
@@ -119,8 +138,8 @@ def predicted_flops(kind: str, shape: Mapping[str, int], mask: str | None = None
     ``mask`` defaults to what FlopCounterMode can see (COUNTED_MASK); a
     layer is the L-derivative of the per-token account, times s*b tokens.
     """
-    _, family, whole_model = KINDS[choose("kind", kind, KINDS)]
-    per_token = _per_token(family, mask or COUNTED_MASK[family])
-    if not whole_model:
+    _, family, edges = KINDS[choose("kind", kind, KINDS)]
+    per_token = _per_token(family, mask or counted_mask(kind))
+    if edges is None:
         per_token = sp.diff(sp.expand(per_token), L)
     return int((per_token * s * b).subs(_subs(kind, shape)))

@@ -1,0 +1,143 @@
+"""Parameter tables of any decoder-only model from its layout: the rows a Hugging Face config names.
+
+A :class:`Layout` is what a config says about the *form* of a model: which
+projections are fused, which carry biases, which norms sit where and of which
+kind, whether the MLP is gated, tied or learned embeddings, MoE and MLA blocks.
+The *sizes* stay symbols (h, a, g, k, f, V, L, s_max and the MoE and MLA symbols
+of derive.symbols), substituted with a model's numbers later, so one table serves
+the identities and the accounts. Rows are built by derive.architectures.blocks,
+.moe and .mla; names are transformers' (a layer's rows relative to the layer).
+
+Tags, besides the blocks': ``layer`` (held once per layer), ``moe_layer`` (held
+by the L_E MoE layers) or ``dense_layer`` (by the other L - L_E, in an MoE
+model), and the edge tags of derive.architectures.parameters (``embedding``,
+``position``, ``output``, ``tied``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from derive.architectures.blocks import NORMS, attention, mlp, norm
+from derive.architectures.mla import MLA, mla_attention
+from derive.architectures.moe import MoE, active_parameter_count, moe_block
+from derive.architectures.parameters import DTYPE, matrix
+from derive.symbols import L, L_E, V, h, s_max
+from derive.tensors import Ledger, Tensor
+
+#: transformers' module paths of a Llama-style decoder (modeling_llama.py); other layouts override some.
+LLAMA_NAMES: dict[str, str] = {
+    "layers": "model.layers", "embedding": "model.embed_tokens", "positions": "",
+    "final_norm": "model.norm", "head": "lm_head",
+    "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
+    "o": "self_attn.o_proj", "qkv": "self_attn.qkv_proj",
+    "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm",
+    "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
+    "gate_up": "mlp.gate_up_proj",
+}
+
+#: Pre-norms of a Llama layer: (module, block it feeds).
+PRE_NORMS: tuple[tuple[str, str], ...] = (("input_layernorm", "attention"),
+                                          ("post_attention_layernorm", "mlp"))
+
+QK_NORMS = ("none", "head", "projection")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The form of a decoder: every feature a config switches, as table rows and tags.
+
+    ``layer_norms``: the norms of one layer, (module, block) in order (Llama: two
+    pre-norms; Gemma 2/3: four, pre and post; OLMo 2: two post-norms).
+    ``parallel``: attention and MLP read the same input (GPT-NeoX's
+    use_parallel_residual); it moves no parameter and is kept for the activation
+    accounts, which do not model it.
+    """
+
+    norm: str = "rms"
+    layer_norms: tuple[tuple[str, str], ...] = PRE_NORMS
+    qk_norm: str = "none"
+    qkv_fused: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    gated: bool = True
+    gate_up_fused: bool = False
+    mlp_bias: bool = False
+    tied: bool = False
+    learned_positions: bool = False
+    parallel: bool = False
+    names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES), compare=False)
+    moe: MoE | None = None
+    mla: MLA | None = None
+
+    def __post_init__(self) -> None:
+        if self.norm not in NORMS:
+            raise ValueError(f"norm: unknown norm {self.norm!r} (known: {', '.join(NORMS)})")
+        if self.qk_norm not in QK_NORMS:
+            raise ValueError(f"qk_norm: unknown q/k norm {self.qk_norm!r} "
+                             f"(known: {', '.join(QK_NORMS)})")
+        object.__setattr__(self, "names", {**LLAMA_NAMES, **self.names})
+
+    @property
+    def dense(self) -> bool:
+        """No MoE and no MLA block: every account of derive applies."""
+        return self.moe is None and self.mla is None
+
+
+def layer_rows(layout: Layout, moe_layer: bool = False) -> Ledger:
+    """One layer: its norms, attention (MHA/GQA or MLA), MLP (dense or MoE)."""
+    names = layout.names
+    rows: list[Tensor] = []
+    for module, block in layout.layer_norms:
+        rows += norm(module, h, layout.norm, block)
+    if layout.mla is not None:
+        rows += mla_attention(layout.mla)
+    else:
+        rows += attention(names, layout.qkv_fused, layout.qkv_bias, layout.o_bias, layout.qk_norm)
+    if moe_layer:
+        rows += list(moe_block(layout.moe))
+    else:
+        rows += mlp(names, layout.gated, bias=layout.mlp_bias, fused=layout.gate_up_fused)
+    kind = () if layout.moe is None else ("moe_layer" if moe_layer else "dense_layer",)
+    return Ledger(rows).map(lambda t: t.tagged("layer", *kind))
+
+
+def edge_rows(layout: Layout) -> Ledger:
+    """Token embedding (tied to the head or not), learned positions, final norm, output head."""
+    names = layout.names
+    embedding_tags = {"embedding", "output", "gemm", "tied"} if layout.tied else {"embedding"}
+    rows = [Tensor(f"{names['embedding']}.weight", (V, h), DTYPE, frozenset(embedding_tags))]
+    if layout.learned_positions:
+        rows.append(Tensor(f"{names['positions']}.weight", (s_max, h), DTYPE,
+                           frozenset({"position"})))
+    rows += norm(names["final_norm"], h, layout.norm)
+    if not layout.tied:
+        rows.append(matrix(f"{names['head']}.weight", h, V, "output"))
+    return Ledger(rows)
+
+
+def model_rows(layout: Layout) -> Ledger:
+    """Every tensor of the model: edges, L dense layers or L - L_E dense and L_E MoE layers."""
+    edges = edge_rows(layout)
+    if layout.moe is None:
+        layers = layer_rows(layout).times(L)
+    else:
+        layers = layer_rows(layout).times(L - L_E) + layer_rows(layout, True).times(L_E)
+    return Ledger([*edges.where("embedding"), *edges.where("position"), *layers,
+                   *edges.without("embedding", "position")])
+
+
+def parameter_rows(layout: Layout) -> Ledger:
+    """The trained tensors: every row but the buffers."""
+    return model_rows(layout).without("buffer")
+
+
+def layout_parameter_count(layout: Layout) -> sp.Expr:
+    """N: every parameter once (a tied embedding once), summed over the table."""
+    return parameter_rows(layout).numel()
+
+
+def layout_active_parameter_count(layout: Layout) -> sp.Expr:
+    """Parameters a token passes through: N for a dense model, k_E of E routed experts otherwise."""
+    return active_parameter_count(parameter_rows(layout))

@@ -1,0 +1,99 @@
+"""Mixture-of-experts parameter rows: router, routed experts, shared expert(s) and their gate.
+
+The rows of ONE MoE layer's MLP block, sizes symbolic (derive.symbols: E routed
+experts of width f_E, k_E of them per token, shared experts of total width f_S).
+Names are transformers' within a layer (``mlp.gate.weight``), except the routed
+experts: they are written as the published checkpoints hold them, one gate, up
+and down per expert (``mlp.experts.*.gate_proj.weight``, ``count`` E), where
+transformers 5 stacks them into ``mlp.experts.gate_up_proj`` [E, 2 f_E, h] and
+``mlp.experts.down_proj`` [E, h, f_E] (the mapping is in derive.validate.hf).
+
+Tags (the expert-parallel scheme; Megatron-LM, megatron/core/transformer/moe/):
+  ``moe``            every row of the block;
+  ``routed_expert``  the E experts' matrices: a token passes through k_E of them;
+                     expert parallelism puts E/e experts on each of e ranks and
+                     expert tensor parallelism splits each over t_E;
+  ``shared_expert``  the always-on expert(s) (Qwen2-MoE, DeepSeek): a dense MLP,
+                     split by t like the attention;
+  ``router``         the routing matrix [h, E] and its bias: whole on every rank;
+  ``shared_expert_gate``  Qwen2-MoE's sigmoid gate [h, 1]: whole on every rank;
+  ``buffer``         a tensor the checkpoint holds but no gradient trains
+                     (DeepSeek-V3's e_score_correction_bias): not counted in N.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from derive.architectures.blocks import gated_mlp, linear
+from derive.architectures.parameters import matrix, vector
+from derive.symbols import E, f_E, f_S, h, k_E
+from derive.tensors import Ledger, Tensor
+
+#: Router bias kinds: none, a trained bias (Megatron's add_bias_linear), or a buffer the
+#: load-balancing rule moves (DeepSeek-V3 report, section 2.1.2, auxiliary-loss-free balancing).
+ROUTER_BIAS = ("none", "parameter", "buffer")
+
+
+@dataclass(frozen=True)
+class MoE:
+    """What a config says about the form of its MoE blocks (sizes stay symbols)."""
+
+    router_bias: str = "none"
+    shared: str = ""
+    shared_gate: bool = False
+    shared_bias: bool = False
+    prefix: str = "mlp"
+    router_bias_name: str = "bias"
+
+    def __post_init__(self) -> None:
+        if self.router_bias not in ROUTER_BIAS:
+            raise ValueError(f"router_bias: unknown router bias {self.router_bias!r} "
+                             f"(known: {', '.join(ROUTER_BIAS)})")
+        if self.shared_gate and not self.shared:
+            raise ValueError("shared_gate: a shared-expert gate needs a shared expert")
+
+
+def _expert_names(prefix: str) -> dict[str, str]:
+    return {role: f"{prefix}.{role}_proj" for role in ("gate", "up", "down")}
+
+
+def router(moe: MoE) -> list[Tensor]:
+    """The routing matrix [h, E] (token -> expert scores) and its bias, if any."""
+    rows = [matrix(f"{moe.prefix}.gate.weight", h, E, "router", "mlp", "moe")]
+    if moe.router_bias != "none":
+        kind = ("buffer",) if moe.router_bias == "buffer" else ()
+        rows.append(vector(f"{moe.prefix}.gate.{moe.router_bias_name}", E, "router", "bias",
+                           "mlp", "moe", *kind))
+    return rows
+
+
+def routed_experts(moe: MoE) -> list[Tensor]:
+    """E gated experts of width f_E (Mixtral: Jiang et al. 2024; DeepSeekMoE: Dai et al. 2024), ``count`` E each."""
+    rows = gated_mlp(_expert_names(f"{moe.prefix}.experts.*"), f_E, False, False,
+                     "routed_expert", "moe")
+    return [row.times(E) for row in rows]
+
+
+def shared_experts(moe: MoE) -> list[Tensor]:
+    """The shared expert(s) as one gated MLP of width f_S, and Qwen2-MoE's gate [h, 1]."""
+    if not moe.shared:
+        return []
+    rows = gated_mlp(_expert_names(moe.shared), f_S, moe.shared_bias, False, "shared_expert",
+                     "moe")
+    if moe.shared_gate:
+        rows += linear(f"{moe.shared}_gate", h, sp.Integer(1), False, "shared_expert_gate",
+                       "mlp", "moe")
+    return rows
+
+
+def moe_block(moe: MoE) -> Ledger:
+    """One MoE layer's MLP block: router, routed experts, shared expert(s)."""
+    return Ledger([*router(moe), *routed_experts(moe), *shared_experts(moe)])
+
+
+def active_parameter_count(table: Ledger) -> sp.Expr:
+    """Parameters one token passes through: every row but the routed experts, plus k_E of E experts."""
+    routed = table.where("routed_expert").numel()
+    return sp.expand(table.without("routed_expert").numel() + routed * k_E / E)

@@ -1,0 +1,388 @@
+"""Every account over many configurations at once: expressions compiled to numpy, and grids of layouts.
+
+:func:`compile` turns a derive expression into a vectorised function of keyword
+arrays named by derive's symbols (``s``, ``b``, ``h``, ``t``, ``p`` ...), once
+per expression. With integer inputs it runs in int64 whenever an upper bound
+on every intermediate (``derive.codegen.upper_bound`` at the inputs' maxima)
+fits, so sizes stay exact integers and a rational account is one correctly
+rounded division; otherwise it runs in float64. :func:`grid` evaluates the
+main accounts of Megatron-style training (framework placement of the states,
+Korthikanti et al.'s saved-for-backward tables with sequence parallelism,
+1F1B / interleaved pipeline stages, GEMM FLOPs, the step-time bound) over the
+cross product of models and layouts. Communication is not modelled.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import sympy as sp
+
+from derive.accounts.activations import (
+    LAYER_PROFILES,
+    first_stage_activation_bytes,
+    layer_activation_bytes,
+    logits_bytes,
+    output_edge,
+)
+from derive.accounts.flops import flops_per_token, step_time_lower_bound
+from derive.accounts.flops import mfu as model_flops_utilisation
+from derive.accounts.placement import placement, placement_bytes_per_parameter
+from derive.architectures.parameters import FAMILIES
+from derive.codegen import arguments, numpy_function, ratio, upper_bound
+from derive.inputs import choose
+from derive.presets import Model, hardware, model
+from derive.symbols import L, c, d, m, p, s, t, v
+from derive.tensors import Ledger
+
+#: int64 evaluation only when every intermediate is below this (a margin under 2^63).
+INT64_LIMIT = 2**62
+#: From this many configurations on, integer scalars are folded into a specialised compile
+#: (about 0.1 s once per expression and scalars; fewer array operations on every call).
+FOLD_AT = 100_000
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A derive expression compiled once: call it with keyword arrays named by its symbols."""
+
+    expr: sp.Expr
+    names: tuple[str, ...]
+    numerator: Callable[..., np.ndarray]
+    denominator: Callable[..., np.ndarray] | None
+    bound: Callable[..., int]
+
+    def __call__(self, **values: object) -> np.ndarray:
+        """The expression at ``values`` (broadcast arrays): int64 where exact and whole, else float64."""
+        missing = [name for name in self.names if name not in values]
+        if missing:
+            raise ValueError(f"{missing[0]}: needed (the expression's symbols: {', '.join(self.names)})")
+        arrays = [_positive_array(name, values[name]) for name in self.names]
+        shape = np.broadcast_shapes(*(array.shape for array in arrays))
+        scalars = tuple((name, int(array)) for name, array in zip(self.names, arrays)
+                        if array.ndim == 0 and array.dtype.kind in "iu")
+        if scalars and len(scalars) < len(self.names) and np.prod(shape) >= FOLD_AT:
+            folded = _folded(self.expr, scalars)
+            rest = dict(zip(self.names, arrays))
+            return np.broadcast_to(folded.checked([rest[name] for name in folded.names]), shape)
+        return np.broadcast_to(self.checked(arrays), shape)
+
+    def checked(self, arrays: list[np.ndarray]) -> np.ndarray:
+        """The value at validated arrays (in the order of ``names``)."""
+        if all(array.dtype.kind in "iu" for array in arrays):
+            biggest = [int(array.max()) if array.size else 1 for array in arrays]
+            if self.bound(*biggest) < INT64_LIMIT:
+                return self._integer(*(array.astype(np.int64, copy=False) for array in arrays))
+        floats = [array.astype(np.float64) for array in arrays]
+        value = self.numerator(*floats)
+        if self.denominator is not None:
+            value = value / self.denominator(*floats)
+        return np.asarray(value, dtype=np.float64)
+
+    def _integer(self, *arrays: np.ndarray) -> np.ndarray:
+        """int64 numerator over int64 denominator: the quotient if whole everywhere, else one division."""
+        numerator = np.asarray(self.numerator(*arrays))
+        if self.denominator is None:
+            return numerator
+        denominator = np.asarray(self.denominator(*arrays))
+        quotient, remainder = np.divmod(numerator, denominator)
+        if not remainder.any():
+            return quotient
+        return numerator / denominator
+
+
+@lru_cache(maxsize=256)
+def _folded(expr: sp.Expr, scalars: tuple[tuple[str, int], ...]) -> "Compiled":
+    """``expr`` with the integer scalars substituted, compiled: fewer array operations per call."""
+    by_name = {symbol.name: symbol for symbol in expr.free_symbols}
+    return compile(expr.xreplace({by_name[name]: sp.Integer(value) for name, value in scalars}))
+
+
+def _positive_array(name: str, value: object) -> np.ndarray:
+    """``value`` as a numeric array of positive finite numbers, or ValueError naming ``name``."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: must be positive numbers, got {array.dtype} values")
+    if array.size and not (np.all(np.isfinite(array)) and np.all(array > 0)):
+        raise ValueError(f"{name}: must be positive and finite, got {array.min()!r} .. {array.max()!r}")
+    return array
+
+
+@lru_cache(maxsize=None)
+def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the issue's name: derive.sweep.compile)
+    """``expr`` as a vectorised function of keyword arrays named by its symbols (cached per expression)."""
+    expr = sp.sympify(expr)
+    numerator, denominator = ratio(expr)
+    names = tuple(symbol.name for symbol in arguments(expr))
+    bound_expr = upper_bound(numerator) + upper_bound(denominator)
+    bound_names = {symbol.name for symbol in arguments(bound_expr)}
+    bound = sp.lambdify(arguments(bound_expr), bound_expr, "math", docstring_limit=0)
+    picks = [index for index, name in enumerate(names) if name in bound_names]
+
+    def bound_at(*maxima: int) -> int:
+        return bound(*(maxima[index] for index in picks))
+
+    def over(part: sp.Expr) -> Callable[..., np.ndarray]:
+        """``part`` as a function of all of ``names`` (positional), whatever symbols it uses."""
+        function = numpy_function(part)
+        used = [names.index(symbol.name) for symbol in arguments(part)]
+        return lambda *arrays: function(*(arrays[index] for index in used))
+
+    return Compiled(expr, names, over(numerator),
+                    None if denominator == 1 else over(denominator), bound_at)
+
+
+# ---- the accounts a layout is judged by ----
+
+#: Activation recompute policy -> the FLOP account's policy (Megatron's full recompute re-runs
+#: the layers, not the output head: "full-layers" in derive.accounts.flops).
+RECOMPUTE_FLOPS: dict[str, str] = {"none": "none", "selective": "selective", "full": "full-layers"}
+
+#: The most loaded stage holds ceil(L / (p v)) layers per chunk: every stage account is read at
+#: L' = p v ceil(L / (p v)) (uneven stages when p v does not divide L).
+STAGE_LAYERS: dict[sp.Symbol, sp.Expr] = {L: p * v * sp.ceiling(L / (p * v))}
+
+#: Context parallelism over c ranks: each keeps the activations of s / c tokens of every sequence
+#: (exact for tables linear in s: flash attention, no score matrices).
+CONTEXT: dict[sp.Symbol, sp.Expr] = {s: s / c}
+
+
+def _tensor_parallel_share(table: Ledger) -> Ledger:
+    """One TP rank's parameters: GEMM matrices and the (vocabulary-parallel) embedding over t."""
+    return table.map(lambda w: w.divided(t) if w.has("gemm") or w.has("embedding") else w)
+
+
+def _stage_parameters(family: str) -> dict[str, sp.Expr]:
+    """Parameters per GPU on the single (p = 1), first and last pipeline stage."""
+    layer, edges = FAMILIES[choose("family", family, FAMILIES)]
+    layers = _tensor_parallel_share(layer()).numel() * L / p
+    ends = _tensor_parallel_share(edges())
+    first = ends.filter(lambda w: w.has("embedding") or w.has("position"))
+    last = ends.filter(lambda w: w.has("output") or w.has("norm"))
+    return {"single": sp.expand(layers.subs(p, 1) + ends.numel()),
+            "first": sp.expand(layers + first.numel()),
+            "last": sp.expand(layers + last.numel())}
+
+
+def _last_stage_in_flight() -> sp.Expr:
+    """Chunks the last stage holds: 1 (1F1B), (v - 1) p + 1 interleaved, at most m v (schedules.py)."""
+    interleaved = sp.Min((v - 1) * p + 1, m * v)
+    return sp.Piecewise((sp.Min(1, m), sp.Eq(v, 1)), (interleaved, True))
+
+
+def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> dict[str, sp.Expr]:
+    """Activation bytes per GPU of the single, first and last stage (SP on, m micro-batches per step)."""
+    common = dict(profile=profile, attention_kernel=attention_kernel, tensor_parallel=t,
+                  sequence_parallel=True, recompute=recompute)
+    single = first_stage_activation_bytes(**common, pipeline=1, micro_batches=m)
+    first = sp.Piecewise(
+        (first_stage_activation_bytes(**common, pipeline=p, micro_batches=m), sp.Eq(v, 1)),
+        (first_stage_activation_bytes(**common, pipeline=p, virtual=v, micro_batches=m), True))
+    per_layer = layer_activation_bytes(profile, attention_kernel, t, True, recompute)
+    last = (_last_stage_in_flight() * L / (p * v) * per_layer
+            + output_edge(t, sequence_parallel=True).bytes())
+    return {"single": single, "first": first, "last": last}
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """The expressions of one (family, profile, recompute, placement, sharding) combination."""
+
+    parameters: dict[str, sp.Expr]
+    bytes_per_parameter: sp.Expr
+    activations: dict[str, sp.Expr]
+    layer_activations: sp.Expr
+    logits: sp.Expr
+    model_flops: sp.Expr
+    hardware_flops: sp.Expr
+
+    def _staged(self, account: Callable[[str], sp.Expr], stage: str) -> sp.Expr:
+        """``account`` of ``stage`` at p = 1 (the whole model), else of ``stage`` at uneven stages."""
+        return sp.Piecewise((account("single"), sp.Eq(p, 1)),
+                            (account(stage).xreplace(STAGE_LAYERS), True))
+
+    def state(self, stage: str) -> sp.Expr:
+        """Resident state bytes per GPU of ``stage`` ('single', 'first', 'last')."""
+        return self.parameters[stage] * self.bytes_per_parameter
+
+    def activation(self, stage: str) -> sp.Expr:
+        """Activation bytes per GPU of ``stage`` on one of c context-parallel ranks."""
+        return self.activations[stage].xreplace(CONTEXT)
+
+    def total(self, stage: str) -> sp.Expr:
+        """States + activations per GPU of ``stage``."""
+        return self.state(stage) + self.activation(stage)
+
+    @property
+    def context_parallel(self) -> bool:
+        """Whether s -> s / c is exact: the layer's bytes are at most linear in s (no score matrices)."""
+        return sp.Poly(self.layer_activations, s).degree() <= 1
+
+    def columns(self) -> dict[str, sp.Expr]:
+        """Every account a grid reports, by column name."""
+        most_loaded = sp.Max(self.total("first").xreplace(STAGE_LAYERS),
+                             self.total("last").xreplace(STAGE_LAYERS), evaluate=False)
+        return {
+            "parameters": self.parameters["single"].subs(t, 1),
+            "stage_parameters": self._staged(self.parameters.__getitem__, "first"),
+            "state_bytes": self._staged(self.state, "first"),
+            "layer_activation_bytes": self.layer_activations.xreplace(CONTEXT),
+            "stage_activation_bytes": self._staged(self.activation, "first"),
+            "logits_bytes": self.logits.xreplace(CONTEXT),
+            "memory_per_gpu": sp.Piecewise((self.total("single"), sp.Eq(p, 1)), (most_loaded, True)),
+            "flops_per_token": self.model_flops,
+            "hardware_flops_per_token": self.hardware_flops,
+        }
+
+
+@lru_cache(maxsize=None)
+def accounts(family: str, profile: str, recompute: str, placement_name: str = "megatron",
+             sharded: bool = False, attention_kernel: str = "fused") -> Accounts:
+    """The accounts of one combination, built from derive's tables (cached).
+
+    ``profile`` is a layer profile of ``derive.architectures.saved`` (``gpt``,
+    ``llama-eager``, ``llama-fused``); ``attention_kernel`` applies to ``gpt`` only.
+    """
+    choose("recompute", recompute, RECOMPUTE_FLOPS)
+    choose("profile", profile, LAYER_PROFILES)
+    placement(placement_name)
+    return Accounts(
+        parameters=_stage_parameters(family),
+        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d),
+        activations=_stage_activations(profile, attention_kernel, recompute),
+        layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute),
+        logits=logits_bytes(t),
+        model_flops=flops_per_token(family, "causal"),
+        hardware_flops=flops_per_token(family, "causal", RECOMPUTE_FLOPS[recompute]),
+    )
+
+
+@lru_cache(maxsize=None)
+def account_columns(family: str, profile: str, recompute: str, placement_name: str,
+                    sharded: bool, attention_kernel: str = "fused") -> dict[str, sp.Expr]:
+    """:meth:`Accounts.columns` of one combination (cached)."""
+    return accounts(family, profile, recompute, placement_name, sharded, attention_kernel).columns()
+
+
+#: Every column :func:`evaluate` can report from the accounts.
+COLUMNS = ("parameters", "stage_parameters", "state_bytes", "layer_activation_bytes",
+           "stage_activation_bytes", "logits_bytes", "memory_per_gpu", "flops_per_token",
+           "hardware_flops_per_token")
+
+
+def stage_balance() -> sp.Expr:
+    """p v ceil(L / (p v)) / L: how much longer the most loaded (uneven) stage runs than an even one."""
+    return STAGE_LAYERS[L] / L
+
+
+def bubble_factor(pipeline: np.ndarray, virtual: np.ndarray, micro_batches: np.ndarray) -> np.ndarray:
+    """1 + (p - 1) / (v m): the pipeline bubble of the (interleaved) 1F1B schedule (Narayanan et al. 2021, 2.2)."""
+    return 1 + (pipeline - 1) / (virtual * micro_batches)
+
+
+# ---- grids ----
+
+#: Layout symbols a grid varies (e is carried: no dense-model account depends on it).
+LAYOUT = ("s", "b", "t", "p", "v", "d", "c", "e")
+#: Categorical axes.
+CHOICES = ("recompute", "zero", "profile")
+
+
+def _model(entry: str | Model) -> Model:
+    """A preset name / alias or a Model (e.g. from a config)."""
+    return entry if isinstance(entry, Model) else model(entry)
+
+
+def placement_sharded(zero: int, placement_name: str) -> bool:
+    """Whether ``zero`` asks for ``placement_name``'s sharding: 0 none, the placement's own stage sharded."""
+    stage = placement(placement_name).stage
+    if isinstance(zero, bool) or zero not in (0, stage):
+        raise ValueError(f"zero: {placement_name} shards at stage {stage}; use 0 or {stage}, got {zero!r}")
+    return zero == stage
+
+
+def micro_batches(tokens: int, s: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """m = T / (s b d) micro-batches per step; ValueError naming ``tokens`` where it is not whole."""
+    per_step = np.asarray(s) * np.asarray(b) * np.asarray(d)
+    if np.any(tokens % per_step):
+        raise ValueError(f"tokens: {tokens} is not a whole number of s*b*d micro-batches at every layout")
+    return tokens // per_step
+
+
+def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "none",
+             zero: int = 0, profile: str = "llama-fused", tokens: int | None = None,
+             hardware_name: str = "h100", mfu: float = 1.0, placement_name: str = "megatron",
+             names: Sequence[str] = COLUMNS, attention_kernel: str = "fused") -> dict[str, np.ndarray]:
+    """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``)."""
+    sharded = placement_sharded(zero, placement_name)
+    exprs = account_columns(entry.family, profile, recompute, placement_name, sharded, attention_kernel)
+    if tokens is not None:
+        names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
+    run = {name: compile(exprs[name]) for name in names}
+    values = {symbol.name: number for symbol, number in entry.values.items()}
+    values.update({name: np.asarray(array) for name, array in layout.items()})
+    values.setdefault("c", np.asarray(1))
+    if np.any(values["c"] > 1) and not accounts(entry.family, profile, recompute, placement_name,
+                                                sharded, attention_kernel).context_parallel:
+        raise ValueError(f"c: context parallelism needs activations linear in s; {profile} with "
+                         f"{attention_kernel} attention keeps score matrices")
+    if tokens is not None:
+        values["m"] = micro_batches(tokens, values["s"], values["b"], values["d"])
+    gpus = values["t"] * values["p"] * values["d"] * values["c"]
+    columns = {name: function(**values) for name, function in run.items()
+               if "m" in values or name not in ("stage_activation_bytes", "memory_per_gpu")}
+    columns["gpus"] = np.broadcast_to(gpus, np.broadcast_shapes(*(np.shape(x) for x in values.values())))
+    if tokens is not None:
+        peak = hardware(hardware_name).peak_flops
+        bound = step_time_lower_bound(tokens, columns["hardware_flops_per_token"], gpus, peak, mfu)
+        columns["micro_batches"] = values["m"]
+        columns["step_time"] = (bound * bubble_factor(values["p"], values["v"], values["m"])
+                                * compile(stage_balance())(**values))
+        columns["mfu"] = model_flops_utilisation(tokens / columns["step_time"], columns["flops_per_token"],
+                                                 gpus, peak)
+    return columns
+
+
+def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Sequence[int] = (1,),
+         t: Sequence[int] = (1,), p: Sequence[int] = (1,), v: Sequence[int] = (1,),
+         d: Sequence[int] = (1,), c: Sequence[int] = (1,), e: Sequence[int] = (1,),
+         recompute: Sequence[str] = ("none",),
+         zero: Sequence[int] = (0,), profile: Sequence[str] = ("llama-fused",),
+         tokens: int | None = None, hardware_name: str = "h100", mfu: float = 1.0,
+         placement_name: str = "megatron", attention_kernel: str = "fused", frame: bool = False):
+    """The accounts over the cross product of models and every axis, as numpy columns.
+
+    ``s`` defaults to each model's own sequence length; c is the context-parallel
+    size (GPUs = t p d c), e is carried (no dense-model account depends on it). With ``tokens`` (per
+    step) the columns add m = T / (s b d), the first stage's activations, the
+    most loaded GPU's memory, the step time bound x (1 + (p - 1)/(v m)) and MFU.
+    Uneven stages stretch the step by :func:`stage_balance`.
+    ``attention_kernel`` (``fused`` or ``materialised``) applies to the ``gpt`` profile.
+    ``frame=True`` returns a pandas DataFrame (pandas is not a dependency).
+    """
+    axes = {"b": b, "t": t, "p": p, "v": v, "d": d, "c": c, "e": e}
+    parts: list[dict[str, np.ndarray]] = []
+    for entry in map(_model, models):
+        numeric = {"s": tuple(s) if s is not None else (entry.seq,), **axes}
+        mesh = np.meshgrid(*(np.asarray(values, dtype=np.int64) for values in numeric.values()),
+                           indexing="ij")
+        layout = {name: array.ravel() for name, array in zip(numeric, mesh)}
+        for choice in itertools.product(recompute, zero, profile):
+            columns = evaluate(entry, layout, *choice, tokens=tokens, hardware_name=hardware_name,
+                               mfu=mfu, placement_name=placement_name,
+                               attention_kernel=attention_kernel)
+            size = layout["s"].size
+            labels = {"model": entry.name, **dict(zip(CHOICES, choice))}
+            parts.append({**{k: np.full(size, value) for k, value in labels.items()}, **layout,
+                          **{k: np.broadcast_to(value, (size,)) for k, value in columns.items()}})
+    table = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    if not frame:
+        return table
+    try:
+        import pandas
+    except ImportError as error:
+        raise ValueError("frame: pandas is not installed (grid returns numpy columns without it)") from error
+    return pandas.DataFrame(table)

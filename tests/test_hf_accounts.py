@@ -1,0 +1,78 @@
+"""Every dense account on a model read from its config; MoE / MLA accounts refuse instead of guessing."""
+import json
+
+import pytest
+
+from derive.accounts.activations import layer_activation_bytes, model_layer_options
+from derive.accounts.flops import flops_per_token
+from derive.accounts.state import state_bytes
+from derive.hf import published_config, published_model
+from derive.cli import main, run
+from derive.symbols import k
+
+
+def test_qwen3_flops_per_token_by_hand():
+    # Qwen3-0.6B: tied embedding (the head GEMM), 28 layers, a = 16 heads of k = 128 (h/a = 64).
+    # GEMM parameters: N less the norms (2h per layer, q/k norms 2k per layer, the final h).
+    qwen = published_model("qwen3-0.6b", seq=4096)
+    gemm = 596_049_920 - (28 * (2 * 1024 + 2 * 128) + 1024)
+    assert qwen.gemm_parameters == gemm
+    causal = 6 * gemm + 6 * 28 * 4096 * 16 * 128   # QK^T and PV: 3 passes x 2 x (s/2) x a k each
+    assert qwen.at(flops_per_token(qwen.architecture, "causal")) == causal
+
+
+def test_layout_and_family_flops_agree_where_both_exist():
+    llama = published_model("meta-llama-3-8b")
+    for mask in ("causal", "full", "none"):
+        assert llama.at(flops_per_token(llama.architecture, mask)) == llama.at(
+            flops_per_token("llama", mask))
+
+
+def test_states_of_a_config_model():
+    gemma = published_model("gemma-2-9b")
+    assert gemma.at(state_bytes("bf16", "adam").total) == 16 * 9_241_705_984
+
+
+def test_activation_profiles_use_the_configs_head_width():
+    qwen = published_model("qwen3-0.6b", seq=4096)
+    options = model_layer_options(qwen, "llama-hf-sdpa")
+    assert options == {"head_dim": k, "qk_norm": True}
+    layer = qwen.at(layer_activation_bytes("llama-hf-sdpa", "fused", norm_statistics=True,
+                                           **options), b=1)
+    # by hand, one micro-batch of s = 4096 tokens (transformers 5.23, modeling_qwen3.py):
+    t, h, a, g, d, f = 4096, 1024, 16, 8, 128, 3072
+    norm = lambda width, groups=1: (4 + 2) * t * width + 4 * t * groups   # fp32 in, bf16 out, rstd
+    attention = 2 * t * h + 2 * t * (a + 2 * g) * d + 4 * a * t + 2 * t * a * d
+    mlp = 2 * t * h + 4 * 2 * t * f
+    assert layer == 2 * norm(h) + norm(a * d, a) + norm(g * d, g) + attention + mlp
+    assert model_layer_options(qwen, "gpt") == {}
+    assert model_layer_options(published_model("mistral-7b-v0.1"), "llama-hf-eager") == {
+        "qk_norm": False}
+    # Gemma 2's four norms and OLMo 2's post-norms are not the profile's layer: refused
+    for name in ("gemma-2-9b", "olmo-2-1124-7b", "phi-3-mini-4k-instruct"):
+        with pytest.raises(ValueError, match="^profile: llama-hf-sdpa"):
+            model_layer_options(published_model(name), "llama-hf-sdpa")
+
+
+def test_moe_and_mla_accounts_refuse():
+    deepseek = published_model("deepseek-v3")
+    with pytest.raises(ValueError, match="not modelled yet"):
+        flops_per_token(deepseek.architecture)
+    with pytest.raises(ValueError, match="^model: .*not modelled yet"):
+        model_layer_options(deepseek, "llama-hf-sdpa")
+
+
+def test_report_config(tmp_path, capsys):
+    path = tmp_path / "qwen3-0.6b.json"
+    path.write_text(json.dumps(published_config("qwen3-0.6b")))
+    figures = json.loads(run(["--config", str(path), "--seq", "4096", "--json"]))
+    (name, values), = figures.items()
+    assert name == "qwen3-0.6b (custom)"
+    assert values["parameters"]["value"] == 596_049_920
+    assert values["flops.per_token_causal"]["value"] == 6 * 595_984_384 + 6 * 28 * 4096 * 16 * 128
+    moe = tmp_path / "deepseek.json"
+    moe.write_text(json.dumps(published_config("deepseek-v3")))
+    assert main(["--config", str(moe)]) == 2
+    assert capsys.readouterr().err.startswith("derive: error: --config: activations and FLOPs")
+    assert main(["--config", str(tmp_path / "absent.json")]) == 2
+    assert "--config:" in capsys.readouterr().err

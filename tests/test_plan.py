@@ -1,0 +1,133 @@
+"""derive.plan: the feasibility of each layout agrees with its exact per-layout accounts; the CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from derive import sweep
+from derive.accounts.activations import in_flight_micro_batches, layer_activations
+from derive.accounts.allocator import allocated_bytes
+from derive.accounts.budget import usable_bytes
+from derive.accounts.placement import placement_ledger
+from derive.plan import REASONS, main, plan
+from derive.presets import model
+from derive.symbols import BY_NAME, L, N, d, p, t, v
+
+TOKENS_70B = 4 * 2**20
+
+
+@pytest.fixture(scope="module")
+def result():
+    return plan(model("70b"), 1024, TOKENS_70B)
+
+
+def _exact_memory(entry, row: dict[str, object]) -> int:
+    """Most loaded rank's bytes by exact substitution, plus every request rounded one by one."""
+    recompute, zero = str(row["recompute"]), int(row["zero"])
+    terms = sweep.accounts(entry.family, "llama-fused", recompute, "megatron", bool(zero))
+    values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
+    at = {symbol: sp.Integer(value) for symbol, value in values.items()}
+    total = terms.columns()["memory_per_gpu"].xreplace(at)
+    stage = (terms.parameters["single"] if row["p"] == 1
+             else terms.parameters["first"].xreplace(sweep.STAGE_LAYERS)).xreplace(at)
+    for buffer in placement_ledger("megatron", bool(zero), d).where("resident"):
+        one = buffer.bytes.xreplace({N: stage}).xreplace(at)
+        total += allocated_bytes(int(sp.ceiling(one - sp.Rational(1, 2)))) - one
+    chunks = (in_flight_micro_batches(p, None, BY_NAME["m"]) if row["v"] == 1
+              else in_flight_micro_batches(p, v, BY_NAME["m"]))
+    held = (chunks * sp.ceiling(L / (p * v))).xreplace(at)
+    for tensor in layer_activations("llama-fused", "fused", t, True, recompute):
+        one = tensor.bytes.xreplace(sweep.CONTEXT).xreplace(at)
+        total += held * (allocated_bytes(int(one)) - one)
+    return total
+
+
+def test_feasibility_agrees_with_the_per_layout_accounts(result):
+    c, entry = result.columns, result.model
+    low, _ = usable_bytes("h100")
+    timed = np.flatnonzero(c["reason"] != "batch")
+    rows = np.random.default_rng(7).choice(timed, size=30, replace=False)
+    best = result.order()[:5]
+    for index in (*rows, *best):
+        row = {key: c[key][index] for key in c}
+        exact = _exact_memory(entry, row)
+        assert c["memory_per_gpu"][index] == pytest.approx(float(exact), rel=1e-12, abs=2)
+        if row["reason"] in ("", "memory", "memory-uncertain"):
+            assert bool(row["feasible"]) == (exact <= low), row
+
+
+def test_first_stage_states_by_hand(result):
+    # t = 8, p = 2, v = 8, d = 64, distributed optimizer: 40 layers of Llama 3 70B on the first
+    # stage, matrices over t, two RMSNorm scales replicated, the embedding over t; 6 + 12/64 bytes each.
+    h, f, hkv, vocab = 8192, 28672, 1024, 128256
+    matrices = 2 * h * h + 2 * h * hkv + 3 * h * f
+    params = 40 * (matrices // 8 + 2 * h) + vocab * h // 8
+    assert params == 4_410_179_584
+    grid = sweep.grid(["70b"], t=[8], p=[2], v=[8], d=[64], zero=[1], tokens=TOKENS_70B)
+    assert int(grid["state_bytes"][0]) * 64 == params * (6 * 64 + 12)
+
+
+def test_the_top_layouts_fit_and_are_ranked_by_step_time(result):
+    c = result.columns
+    order = result.order()
+    feasible = int(c["feasible"].sum())
+    assert feasible > 0 and all(c["feasible"][order[:feasible]])
+    times = c["step_time"][order[:feasible]]
+    assert np.all(np.diff(times) >= 0)
+    assert sum(result.failures().values()) == len(order) - feasible
+
+
+def test_every_layout_is_valid_and_accounted(result):
+    c, entry = result.columns, result.model
+    assert np.all(entry.heads % c["t"] == 0) and np.all(entry.kv_heads % c["t"] == 0)
+    assert np.all(c["t"] * c["p"] * c["c"] * c["d"] == 1024)
+    assert np.all(entry.seq % c["c"] == 0) and set(np.unique(c["c"])) == {1, 2, 4, 8, 16}
+    assert np.all(c["p"] * c["v"] <= entry.layers)
+    whole = c["reason"] != "batch"
+    assert np.all(c["m"][whole] * entry.seq * c["b"][whole] * c["d"][whole] == TOKENS_70B)
+    assert set(np.unique(c["reason"])) <= {"", *REASONS}
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "derive.plan", *argv], capture_output=True, text=True)
+
+
+def test_json_lists_every_layout_with_its_fields():
+    out = _run("--model", "8b", "--gpus", "64", "--tokens", str(2**20), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["communication_modelled"] is False
+    fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "memory_per_gpu", "step_time",
+              "feasible", "reason"}
+    assert data["layouts"] and all(set(layout) == fields for layout in data["layouts"])
+    assert any(layout["feasible"] for layout in data["layouts"])
+
+
+def test_text_says_communication_is_not_modelled():
+    out = _run("--model", "8b", "--gpus", "64", "--tokens", str(2**20))
+    assert out.returncode == 0 and "Communication is not modelled" in out.stdout
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--model", "7b", "--gpus", "8", "--tokens", "8192"], "--model"),
+    (["--model", "8b", "--gpus", "0", "--tokens", "8192"], "--gpus"),
+    (["--model", "8b", "--gpus", "8", "--tokens", "lots"], "--tokens"),
+    (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--profile", "fast"], "--profile"),
+    (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--gpu", "b200"], "--gpu"),
+    (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--mfu", "1.5"], "--mfu"),
+    (["--gpus", "8", "--tokens", "8192"], "--model"),
+    (["--model", "8b", "--gpus", "8", "--tokens", str(10**30)], "--tokens"),
+    (["--model", "8b", "--gpus", str(10**12), "--tokens", "8192"], "--gpus"),
+    (["--model", "8b", "--gpus", "8", "--tokens", "8192", "--seq", "-4"], "--seq"),
+])
+def test_bad_input_is_one_line_naming_the_option(argv, option, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and option in err

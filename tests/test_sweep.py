@@ -1,0 +1,181 @@
+"""derive.sweep and derive.codegen: compiled expressions equal exact substitution; grids equal the per-configuration path."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from derive import megatron, sweep
+from derive.accounts.activations import first_stage_activation_bytes
+from derive.accounts.flops import step_time_lower_bound
+from derive.architectures.parameters import parameter_count
+from derive.codegen import arguments, exact_function
+from derive.presets import MODELS, hardware
+from derive.symbols import BY_NAME, V, h, m, p, t, v
+
+RNG = np.random.default_rng(20240716)
+
+#: Ranges the random configurations draw from (p = 1 included, odd sizes for ceilings).
+RANGES = {"s": (1, 9000), "b": (1, 9), "h": (64, 20000), "a": (1, 130), "g": (1, 130),
+          "L": (1, 130), "V": (1000, 260000), "f": (64, 60000), "t": (1, 17), "p": (1, 9),
+          "v": (1, 5), "d": (1, 4097), "m": (1, 65), "k": (16, 257), "c": (1, 17)}
+
+
+def _draws(names: tuple[str, ...], count: int) -> dict[str, np.ndarray]:
+    draws = {name: RNG.integers(*RANGES[name], size=count) for name in names}
+    if "p" in draws:
+        draws["p"][: count // 4] = 1      # the p = 1 edge, a quarter of the rows
+    return draws
+
+
+def _exact(expr: sp.Expr, row: dict[str, int]) -> sp.Rational:
+    return expr.xreplace({BY_NAME[name]: sp.Integer(value) for name, value in row.items()})
+
+
+EXPRESSIONS = {
+    "padded vocabulary (ceiling)": megatron.padded_vocab(V),
+    "Megatron first-stage activations, 1F1B capped by m (Min)":
+        megatron.activation_bytes(True, False, False, True),
+    "Megatron activations without SP, interleaved, x 21/20":
+        megatron.activation_bytes(False, False, True, False),
+    "Megatron weights + distributed optimizer (/ p t d)":
+        megatron.weight_and_optimizer_bytes(True, "RMSNorm", True, False, True),
+    "most loaded rank (Piecewise in p and v, Max, ceilings)":
+        sweep.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"],
+    "first stage, interleaved, GPT with scores":
+        first_stage_activation_bytes("gpt", "materialised", t, True, pipeline=p, virtual=v, micro_batches=m),
+}
+
+
+@pytest.mark.parametrize("name", EXPRESSIONS)
+def test_compile_equals_exact_substitution(name):
+    expr = EXPRESSIONS[name]
+    names = tuple(symbol.name for symbol in arguments(expr))
+    draws = _draws(names, 200)
+    got = sweep.compile(expr)(**draws)
+    for index in range(200):
+        row = {key: int(values[index]) for key, values in draws.items()}
+        want = _exact(expr, row)
+        assert want.is_Rational
+        if got.dtype.kind == "i":
+            assert want.is_Integer and int(got[index]) == int(want), row
+        else:
+            # float64 rounding: a handful of units in the last place (a sum of rounded terms)
+            assert got[index] == pytest.approx(float(want), rel=1e-14, abs=0), row
+
+
+def test_whole_values_stay_int64_and_exact():
+    llama = {symbol.name: value for symbol, value in MODELS["llama3-70b"].values.items()}
+    count = sweep.compile(parameter_count("llama"))(**{k: np.array([v]) for k, v in llama.items()})
+    assert count.dtype == np.int64
+    assert int(count[0]) == 70_553_706_496      # Llama 3 70B, 70.55 B parameters
+
+
+def test_values_beyond_int64_fall_back_to_float64():
+    # 2^40 h^2 is beyond int64 at h = 2^20: the float path, still to float64 rounding.
+    expr = 2**40 * h**2 + 3 * h
+    got = sweep.compile(expr)(h=np.array([2**20, 5]))
+    assert got.dtype == np.float64
+    assert got[0] == float(2**80 + 3 * 2**20) and got[1] == float(2**40 * 25 + 15)
+
+
+def test_compile_is_cached_per_expression():
+    expr = megatron.padded_vocab(V)
+    assert sweep.compile(expr) is sweep.compile(megatron.padded_vocab(V))
+
+
+def test_compile_names_a_missing_or_bad_symbol():
+    function = sweep.compile(megatron.padded_vocab(V))
+    with pytest.raises(ValueError, match="^t: needed"):
+        function(V=np.array([50257]))
+    with pytest.raises(ValueError, match="^t: must be positive"):
+        function(V=np.array([50257]), t=np.array([0]))
+    with pytest.raises(ValueError, match="^V: must be positive"):
+        function(V=np.array([np.nan]), t=np.array([1]))
+
+
+def test_padded_vocabulary_by_hand():
+    # GPT-2's 50257 tokens padded to 128 t: 50304 at t = 1, 50432 at t = 2 (197 x 256), 51200 at t = 8.
+    got = sweep.compile(megatron.padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
+    assert got.tolist() == [50304, 50432, 51200] and got.dtype == np.int64
+
+
+def test_exact_function_returns_fractions():
+    expr = sp.Rational(21, 20) * sp.Min(m, p) * h / t + sp.ceiling(V / (128 * t))
+    function = exact_function(expr)
+    names = [symbol.name for symbol in arguments(expr)]
+    result = function(*(dict(V=50257, h=4096, m=3, p=4, t=8)[name] for name in names))
+    assert isinstance(result, Fraction)
+    assert result == Fraction(21, 20) * 3 * 4096 / 8 + 50    # ceil(50257 / 1024) = 50
+
+
+# ---- grid ----
+
+GRID = dict(b=[1, 2], t=[1, 8], p=[1, 4, 5], v=[1, 2], d=[16], recompute=["none", "selective", "full"],
+            zero=[0, 1], tokens=8192 * 2 * 16 * 64)
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return sweep.grid(["llama3-8b", "llama3-70b"], **GRID)
+
+
+def test_grid_covers_the_cross_product(grid):
+    assert len(grid["t"]) == 2 * 2 * 2 * 3 * 2 * 3 * 2
+    assert set(grid["model"]) == {"llama3-8b", "llama3-70b"}
+
+
+def test_grid_equals_the_per_configuration_path(grid):
+    rows = RNG.choice(len(grid["t"]), size=25, replace=False)
+    for row in rows:
+        entry = MODELS[grid["model"][row]]
+        terms = sweep.accounts(entry.family, "llama-fused", str(grid["recompute"][row]), "megatron",
+                               bool(grid["zero"][row]))
+        values = {**{symbol.name: value for symbol, value in entry.values.items()},
+                  **{key: int(grid[key][row]) for key in ("s", "b", "t", "p", "v", "d", "c")},
+                  "m": int(grid["micro_batches"][row])}
+        for column, expr in terms.columns().items():
+            want = _exact(expr, {k: val for k, val in values.items() if BY_NAME.get(k) in expr.free_symbols})
+            assert float(grid[column][row]) == pytest.approx(float(want), rel=4e-16), (column, values)
+
+
+def test_grid_state_bytes_are_megatrons_18_and_6_plus_12_over_d(grid):
+    # Megatron's bf16 recipe: 18 bytes per parameter, 6 + 12/d with the distributed optimizer
+    # (docs/user-guide/features/dist_optimizer.md); one stage, one TP rank holds all N.
+    single = (grid["p"] == 1) & (grid["t"] == 1)
+    for zero, per_parameter in ((0, Fraction(18)), (1, 6 + Fraction(12, 16))):
+        rows = single & (grid["zero"] == zero)
+        assert all(Fraction(int(grid["state_bytes"][r])) == per_parameter * int(grid["parameters"][r])
+                   for r in np.flatnonzero(rows))
+
+
+def test_grid_step_time_is_the_bound_times_the_bubble(grid):
+    row = np.flatnonzero((grid["model"] == "llama3-70b") & (grid["p"] == 4) & (grid["v"] == 2)
+                         & (grid["t"] == 8) & (grid["recompute"] == "none"))[0]
+    gpus, m_ = 8 * 4 * 16, int(grid["micro_batches"][row])
+    bound = GRID["tokens"] * int(grid["flops_per_token"][row]) / (gpus * 989e12)
+    assert grid["step_time"][row] == pytest.approx(bound * (1 + 3 / (2 * m_)), rel=1e-12)
+
+
+def test_step_time_lower_bound_takes_arrays():
+    fpt = np.array([449_222_541_312, 2 * 449_222_541_312])
+    got = step_time_lower_bound(4194304, fpt, 1024, hardware("h100").peak_flops, mfu=0.4)
+    assert got[0] == pytest.approx(4.65, abs=0.005)        # the article's 70B step at 40 % MFU
+    assert got[1] == pytest.approx(2 * got[0], rel=1e-15)
+    with pytest.raises(ValueError, match="^gpus:"):
+        step_time_lower_bound(4194304, fpt, np.array([1024, 0]), 989e12)
+
+
+def test_context_parallelism_splits_the_tokens_of_flash_profiles():
+    # llama-fused keeps no score matrix: c context-parallel ranks each keep s / c tokens' bytes.
+    columns = sweep.grid(["70b"], t=[8], c=[1, 2, 8], d=[4])
+    per_layer = columns["layer_activation_bytes"]
+    assert per_layer[0] == 2 * per_layer[1] == 8 * per_layer[2]
+    assert columns["gpus"].tolist() == [32, 64, 256]
+
+
+def test_context_parallelism_refuses_score_matrices():
+    with pytest.raises(ValueError, match="^c: "):
+        sweep.grid(["70b"], c=[2], profile=["gpt"], attention_kernel="materialised")
