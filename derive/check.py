@@ -1,8 +1,9 @@
 """``python -m derive.check``: prove every registered identity; exit 1 on any failure.
 
-``--claims`` instead evaluates the article's numeric claims (``derive.claims``):
+``--claims`` instead evaluates the numeric claims of every document (``derive.claims``:
+the article and the papers it builds on), ``--document NAME`` those of one:
 each holds, does not hold (reported, exit 0) or is pending; exit 1 only when a
-derivation raises.
+derivation raises, exit 2 for an unknown document.
 """
 from __future__ import annotations
 
@@ -16,26 +17,16 @@ import sympy as sp
 from derive.identities import prove_all
 
 if TYPE_CHECKING:
-    from derive.claims import Verdict
+    from derive.claims import Claim, Verdict
 
 
-def claim_record(verdict: "Verdict") -> dict[str, object]:
-    """A JSON-ready description of one claim's verdict."""
-    entry = verdict.claim
-    return {"id": entry.id, "section": entry.section, "text": entry.text,
-            "value": entry.printed_value, "unit": entry.unit,
-            "precision": entry.precision.describe(), "status": verdict.status,
-            "derived": None if verdict.derived is None else str(verdict.derived),
-            "printed": verdict.printed, "reason": verdict.reason}
-
-
-def claims_main(as_json: bool) -> int:
-    """Evaluate every article claim; print one line each and a summary; 1 if a derivation raises."""
-    from derive.claims import all_claims, evaluate
+def claims_main(as_json: bool, entries: list["Claim"]) -> int:
+    """Evaluate ``entries``; print one line each and a summary; 1 if a derivation raises."""
+    from derive.claims import evaluate
 
     verdicts: list[Verdict] = []
     errors: list[str] = []
-    for entry in all_claims():
+    for entry in entries:
         try:
             verdicts.append(evaluate(entry))
         except Exception as error:  # a derivation that raises is a failure of derive, not the article
@@ -43,8 +34,11 @@ def claims_main(as_json: bool) -> int:
     counts = {status: sum(v.status == status for v in verdicts)
               for status in ("holds", "does not hold", "pending")}
     if as_json:
-        json.dump({"claims": [claim_record(v) for v in verdicts], "errors": errors, **counts},
-                  sys.stdout, indent=2)
+        by_document = {name: {status: sum(v.status == status and v.claim.document == name
+                                          for v in verdicts) for status in counts}
+                       for name in dict.fromkeys(v.claim.document for v in verdicts)}
+        json.dump({"claims": [v.record() for v in verdicts], "documents": by_document,
+                   "errors": errors, **counts}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         for v in verdicts:
@@ -68,10 +62,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m derive.check", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the proofs as JSON")
     parser.add_argument("--claims", action="store_true",
-                        help="evaluate the article's numeric claims instead of the identities")
+                        help="evaluate the numeric claims of every document instead of the identities")
+    parser.add_argument("--document", metavar="NAME",
+                        help="evaluate the claims of one document only (implies --claims), e.g. "
+                             "'Korthikanti et al. 2022' or 'the article'")
     args = parser.parse_args(argv)
-    if args.claims:
-        return claims_main(args.json)
+    if args.claims or args.document is not None:
+        from derive.claims import all_claims, documents
+
+        if args.document is not None and args.document not in documents():
+            print(f"--document: unknown document {args.document!r} (known: "
+                  f"{'; '.join(documents())})", file=sys.stderr)
+            return 2
+        return claims_main(args.json, all_claims(args.document))
     proofs = prove_all()
     failed = [proof for proof in proofs if not proof.passed]
     if args.json:

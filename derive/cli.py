@@ -7,6 +7,7 @@ from. Bad input exits with status 2 and one line naming the option.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -14,6 +15,8 @@ import sys
 from dataclasses import replace
 from fractions import Fraction
 from typing import Callable, Sequence
+
+import sympy as sp
 
 from derive.accounts.activations import PROFILES
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
@@ -166,7 +169,60 @@ def build_parser() -> argparse.ArgumentParser:
     for field, option in SHAPE_OPTIONS.items():
         shape.add_argument(option, dest=field, type=POSITIVE)
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
+    moe.add_argument("--moe", metavar="NAME|CONFIG",
+                     help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
+                          "of a mixtral, qwen3_moe or deepseek_v3 model")
+    for option, meaning in MOE_PARALLEL.items():
+        moe.add_argument(option, type=POSITIVE, help=f"{meaning}-parallel size (default 1)")
+    moe.add_argument("--moe-profile", choices=["eager", "fused"],
+                     help="MoE activation profile (default: fused, Megatron + TE)")
     return parser
+
+
+#: The MoE report's parallel sizes: option -> what it splits (only the MoE report reads them).
+MOE_PARALLEL = {"--tp": "tensor", "--ep": "expert", "--etp": "expert tensor", "--pp": "pipeline"}
+
+
+def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
+    """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
+    from derive.moe_presets import load_moe_model
+    from derive.report_moe import MoELayout, moe_figures, render_moe
+    texts, data = [], {}
+    sizes = [getattr(args, name.lstrip("-")) or 1 for name in MOE_PARALLEL]
+    profile = args.moe_profile or "fused"
+    for source in sources:
+        try:
+            model_ = load_moe_model(source, args.seq)
+        except ValueError as error:
+            raise UsageError(f"{option}: {error}") from None
+        try:
+            layout = MoELayout(*sizes, args.dp or 1, args.micro_batch)
+            if args.json:
+                values = moe_figures(model_, layout, profile)
+                data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
+                                     for key, value in values.items()}
+            else:
+                texts.append(render_moe(model_, layout, profile) + "\n")
+        except ValueError as error:
+            field, _, rest = str(error).partition(": ")
+            raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
+    return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
+
+
+def _moe_configs(args: argparse.Namespace) -> list[str]:
+    """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    from derive.hf import load_config
+    from derive.moe_presets import MOE_FAMILIES
+    found = []
+    for path in args.config or ():
+        try:
+            config, _ = load_config(path)
+        except ValueError:
+            continue                     # the dense path reports the unreadable file
+        if config.get("model_type") in MOE_FAMILIES:
+            found.append(path)
+    return found
 
 
 def _from_config(path: str) -> Model:
@@ -223,6 +279,14 @@ def request(args: argparse.Namespace) -> Request:
 def run(argv: Sequence[str] | None = None) -> str:
     """The report as text or JSON; raises UsageError (or exits 2 from argparse) on bad input."""
     args = build_parser().parse_args(argv)
+    if args.moe:
+        return _moe_report(args, [args.moe], "--moe")
+    moe_configs = _moe_configs(args)
+    if moe_configs and not args.model and len(moe_configs) == len(args.config):
+        return _moe_report(args, moe_configs, "--config")
+    for option in (*MOE_PARALLEL, "--moe-profile"):
+        if getattr(args, option.lstrip("-").replace("-", "_")) is not None:
+            raise UsageError(f"{option}: only the MoE report (--moe, or an MoE --config) reads it")
     try:
         asked = request(args)
         reports = [(m, figures(m, asked)) for m in models(args)]

@@ -11,6 +11,7 @@ DTYPE_BYTES: dict[str, int] = {
     "int8": 1,
     "uint8": 1,
     "bool": 1,
+    "int32": 4,
     "int64": 8,
 }
 

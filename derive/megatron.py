@@ -140,6 +140,12 @@ def weight_and_optimizer_bytes(swiglu: bool, normalization: str, untied: bool,
     return sp.expand(shard.numel() * per_parameter)
 
 
+def _moe():
+    """derive.megatron_moe, which takes the MoE, MLA and MTP records (imported late: it imports this module)."""
+    from derive import megatron_moe
+    return megatron_moe
+
+
 def _flag(args: Mapping[str, object], name: str) -> bool:
     value = args.get(name)
     if not isinstance(value, bool):
@@ -204,6 +210,8 @@ def evaluate(expr: sp.Expr, values: Mapping[str, int]) -> Fraction:
 
 def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call_args: object) -> Fraction:
     """Bytes per GPU of weights + optimizer on the first stage (theoretical_memory_usage.py, same name)."""
+    if _moe().handles(args):
+        return _moe().compute_weight_and_optimizer_memory(args)
     sizes = _sizes(args)
     expr = weight_and_optimizer_bytes(
         _flag(args, "swiglu"),
@@ -344,6 +352,9 @@ def num_floating_point_operations(args: Mapping[str, object], batch_size: object
                                   seqlen_squared_sum_in_batch: object = None,
                                   total_real_tokens_in_batch: object = None) -> int:
     """FLOPs of one global batch, forward + backward, no recompute (training.py, same name)."""
+    if _moe().handles(args):
+        return _moe().num_floating_point_operations(args, batch_size, seqlen_squared_sum_in_batch,
+                                                    total_real_tokens_in_batch)
     for name in FLOP_UNSUPPORTED:
         if args.get(name):
             raise ValueError(f"{name}: not modelled by derive (dense models only), got {args[name]!r}")

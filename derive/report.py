@@ -283,6 +283,15 @@ def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]]) -> str:
 __all__ = ["PROFILES", "Figure", "Request", "figures", "render_json", "render_text"]
 
 
+def __getattr__(name: str) -> object:
+    """``derive.report.main`` / ``run`` still resolve: the command line lives in ``derive.cli``."""
+    if name in ("main", "run"):
+        from derive import cli
+
+        return getattr(cli, name)
+    raise AttributeError(f"module 'derive.report' has no attribute {name!r}")
+
+
 if __name__ == "__main__":
     import sys
 

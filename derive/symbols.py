@@ -67,6 +67,11 @@ r_kv = _size("r_kv", r"r_{kv}")
 k_nope = _size("k_nope", r"k_{\mathrm{nope}}")
 k_rope = _size("k_rope", r"k_{\mathrm{rope}}")
 k_v = _size("k_v", "k_{v}")
+# multi-token prediction and group-limited routing (DeepSeek-V3 report, sections 2.2 and 2.1.2)
+D = _size("D")
+n_g = _size("n_g", r"n_{g}")
+k_g = _size("k_g", r"k_{g}")
+N_active = _size("N_active", r"N_{\mathrm{active}}")
 
 NOTATION: tuple[Notation, ...] = (
     Notation(s, "sequence length (tokens per sequence)", "shape"),
@@ -91,8 +96,12 @@ NOTATION: tuple[Notation, ...] = (
     Notation(k_rope, "MLA decoupled RoPE width, per query head and shared by keys (qk_rope_head_dim)",
              "mla"),
     Notation(k_v, "MLA value head width (v_head_dim)", "mla"),
+    Notation(D, "multi-token-prediction modules (DeepSeek-V3's depth D)", "moe"),
+    Notation(n_g, "expert groups of group-limited routing (DeepSeek-V3's n_group)", "moe"),
+    Notation(k_g, "groups a token may route to (DeepSeek-V3's topk_group)", "moe"),
     Notation(N, "parameters (Psi in the ZeRO paper)", "count"),
     Notation(N_GEMM, "parameters that sit in a GEMM (layer matrices and output head)", "count"),
+    Notation(N_active, "parameters one token passes through (routed experts: k_E of E)", "count"),
     Notation(t, "tensor-parallel size", "parallel"),
     Notation(p, "pipeline-parallel size", "parallel"),
     Notation(d, "data-parallel size", "parallel"),

@@ -8,18 +8,18 @@ from fractions import Fraction
 import pytest
 
 from derive import check, claims
-from derive.claims import CLAIMS, Claim, all_claims, decimals, evaluate, significant
+from derive.claims import ARTICLE, CLAIMS, Claim, all_claims, decimals, evaluate, significant
 
 
 @pytest.fixture(scope="module")
 def verdicts():
-    return {entry.id: evaluate(entry) for entry in all_claims()}
+    return {entry.id: evaluate(entry) for entry in all_claims(ARTICLE)}
 
 
 def test_at_least_40_claims_with_section_unit_and_precision():
     entries = all_claims()
     assert len(entries) >= 40
-    assert all(e.section and e.unit in claims.UNITS and e.precision.describe() for e in entries)
+    assert all(e.section and e.unit in claims.UNITS and e.rounding.describe() for e in entries)
 
 
 @pytest.mark.parametrize("claim_id, printed", [
@@ -190,8 +190,32 @@ def test_cli_json_lists_every_claim_with_its_status():
     assert len(report["claims"]) == report["holds"] + report["does not hold"] + report["pending"]
     by_id = {entry["id"]: entry for entry in report["claims"]}
     assert by_id["8.4.70b-grads-fp32"]["status"] == "holds"
-    assert by_id["8.4.70b-grads-fp32"]["precision"] == "2 decimals"
+    assert by_id["8.4.70b-grads-fp32"]["rounding"] == "2 decimals"
+    assert by_id["8.4.70b-grads-fp32"]["document"] == "the article"
     assert by_id["5.4.h100-79.6-gib"]["status"] == "holds"
     assert by_id["4.3.70b-act-182"]["status"] == "does not hold"
     assert report["pending"] == 0
     assert report["errors"] == []
+
+
+def test_document_option_selects_one_document(capsys):
+    assert check.main(["--document", ARTICLE]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "111 claims: 103 hold, 8 do not hold, 0 pending, 0 errors"
+
+
+def test_unknown_document_is_one_stderr_line_and_exit_2():
+    out = subprocess.run([sys.executable, "-m", "derive.check", "--document", "Nobody 1999"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("--document: unknown document 'Nobody 1999'")
+
+
+def test_large_segment_claim_reads_the_allocator_constant(monkeypatch, verdicts):
+    # 20 MiB = 20 * 2^20 bytes: the allocator's kLargeBuffer, not a literal in the claim
+    assert verdicts["5.3.large-segment-20-mib"].derived == 20
+    from derive.claims import article
+
+    monkeypatch.setattr(article, "K_LARGE_BUFFER", 21 * 2**20)
+    assert evaluate(CLAIMS["5.3.large-segment-20-mib"]).status == "does not hold"

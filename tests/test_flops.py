@@ -133,6 +133,8 @@ def test_conventions_for_llama3_70b():
     assert got == {"6N": 423.3, "6N_GEMM": 417.0, "derive-causal": 449.2, "derive-full": 481.4,
                    "kaplan": 442.9, "palm": 487.7, "narayanan": 457.3,
                    "narayanan-recompute": 607.6, "megatron": 449.2,
+                   # 8N; 72Lh^2(1 + s/3h + V/12Lh); Chinchilla's per-operation count (by hand below)
+                   "narayanan-8P": 564.4, "korthikanti-selective": 521.7, "hoffmann": 544.5,
                    "torchtitan": 481.4}   # tests/reference/peers_torchtitan.json: 481,442,709,504
     assert all(c.source and c.assumptions for c in CONVENTIONS.values())
 
@@ -228,3 +230,15 @@ def test_bad_input_names_the_field(field, call):
 def test_symbolic_inputs_pass_through():
     rate, fpt, gpus, peak = sp.symbols("R F G P", positive=True)
     assert mfu(rate, fpt, gpus, peak) == rate * fpt / (gpus * peak)
+
+
+def test_paper_conventions_for_llama3_70b_by_hand():
+    l, hid, heads, ffn, vocab, seq, n = 80, 8192, 64, 28672, 128256, 8192, 70_553_706_496
+    width = heads * (hid // heads)                                   # key_size x num_heads
+    per_layer = (6 * hid * width + 4 * seq * width + 3 * heads * seq + 2 * width * hid
+                 + 2 * 3 * hid * ffn)                                # SwiGLU: three matrices
+    chinchilla = 3 * (2 * vocab * hid + l * per_layer + 2 * hid * vocab)
+    assert at("70b", CONVENTIONS["hoffmann"]("llama")) == chinchilla == 544_487_768_064
+    assert at("70b", CONVENTIONS["narayanan-8P"]("llama")) == 8 * n
+    eq8 = 72 * l * hid**2 + 24 * l * seq * hid + 6 * hid * vocab     # 72Lh^2(1 + s/3h + V/12Lh)
+    assert at("70b", CONVENTIONS["korthikanti-selective"]("llama")) == eq8 == 521_700_114_432

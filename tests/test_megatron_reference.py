@@ -88,7 +88,7 @@ def _args(**changes):
 @pytest.mark.parametrize("changes, field", [
     ({"num_layers": 0}, "num_layers"),
     ({"normalization": "BatchNorm"}, "normalization"),
-    ({"num_experts": 8}, "num_experts"),
+    ({"num_experts": 8}, "moe_layer_freq"),
     ({"swiglu": "yes"}, "swiglu"),
     ({"swiglu": False, "group_query_attention": True, "num_query_groups": 8}, "num_query_groups"),
 ])

@@ -33,6 +33,8 @@ def test_latex_escaping():
     assert escape_latex("megatron/core/x.py 1.13 TB") == \
         r"megatron/\allowbreak{}\hspace{0pt}core/\allowbreak{}\hspace{0pt}x.\allowbreak{}py 1.13 TB"
     assert escape_latex("granularity='full'") == r"granularity=\allowbreak{}'full'"
+    assert escape_latex("72*B*h**2 narayanan.5.1") == \
+        r"72*\allowbreak{}B*\allowbreak{}h**2 narayanan.\allowbreak{}5.1"
     # x^y in prose is raised, never a literal caret: 10^9, QK^T, s_i^2, 2^-8
     assert escape_latex("GB = 10^9 B, QK^T, 2^-8") == \
         r"GB = 10\textsuperscript{9} B, QK\textsuperscript{T}, 2\textsuperscript{-8}"

@@ -141,17 +141,21 @@ def weight_gemms(parameters: Ledger) -> Ledger:
 
 
 def attention_score_gemms(mask: str = "causal", heads: sp.Expr = a,
-                          head_dim: sp.Expr | None = None) -> Ledger:
-    """QK^T and PV of one layer for one query token, one of each per query head (GQA shares K/V, not the work)."""
+                          head_dim: sp.Expr | None = None, value_dim: sp.Expr | None = None) -> Ledger:
+    """QK^T and PV of one layer for one query token, one of each per query head (GQA shares K/V, not the work).
+
+    ``value_dim`` is PV's width when it differs from QK^T's (MLA: k_nope + k_rope vs k_v).
+    """
     keys = s * MASKS[choose("mask", mask, MASKS)]
     if keys == 0:
         return Ledger()
     width = h / heads if head_dim is None else head_dim
+    value = width if value_dim is None else value_dim
     tags = frozenset({"layer", "attention_score"})
     return Ledger([
         Gemm("attention.scores (Q K^T)", 1, keys, width, tags, heads,
              "one query row [1, d] times K^T [d, keys] per head"),
-        Gemm("attention.context (P V)", 1, width, keys, tags, heads,
+        Gemm("attention.context (P V)", 1, value, keys, tags, heads,
              "one probability row [1, keys] times V [keys, d] per head"),
     ])
 

@@ -22,8 +22,11 @@ from derive.conventions.megatron import (
     megatron_num_floating_point_operations,
 )
 from derive.conventions.published import (
+    eight_n,
+    hoffmann,
     kaplan,
     kaplan_forward,
+    korthikanti_selective,
     layer_gemm_parameters,
     narayanan,
     narayanan_recompute,
@@ -75,6 +78,24 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
                "Narayanan et al. 2021, section 5.1: 96Bslh^2(1 + s/6h + V/16lh) / Bs",
                ("as 'narayanan'", "full activation recompute of every layer (one extra layer forward)",
                 "the logit layer is not recomputed (its term stays 6hV): HARDWARE FLOPs")),
+    Convention("hoffmann", hoffmann,
+               "Hoffmann et al. 2022 (Chinchilla), Appendix F: per-operation forward count, "
+               "backward = 2 x forward",
+               ("input embedding counted as a one-hot product (2Vh)", "softmax counted (3as per "
+                "layer)", "full score square, no causal halving", "key_size x num_heads = a k; "
+                "dense block: the family's FFN matrices", "MHA projections (3 a k wide; no GQA)",
+                "no recompute")),
+    Convention("narayanan-8P", eight_n,
+               "Narayanan et al. 2021, section 5.1, Eq. 4: training time ~ 8TP/(nX)",
+               ("N = every parameter", "2 forward + 4 backward + 2 recomputed forward FLOPs per "
+                "parameter", "no attention-score or logit term")),
+    Convention("korthikanti-selective", korthikanti_selective,
+               "Korthikanti et al. 2022, Appendix A, Eq. 8: 72Bslh^2(1 + s/3h + V/12lh) / Bs",
+               ("GPT layer, f = 4h, MHA; biases and norms neglected",
+                "full score square, no causal halving",
+                "selective recompute counted as 12Bs^2h per layer: three times the forward of "
+                "QK^T and PV (derive's selective recompute runs it once: 4Bs^2h)",
+                "HARDWARE FLOPs (the paper's HFU numerator in Table 5)")),
     Convention("megatron", megatron,
                "megatron/training/training.py num_floating_point_operations (core_v0.18.0), per token",
                ("3 passes x 2 FLOP per multiply-add over the layer GEMMs and one h x V logit GEMM",
@@ -91,7 +112,8 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
 
 __all__ = [
     "CONVENTIONS", "Convention", "MEGATRON_OVERHEAD", "MEGATRON_RECIPES",
-    "distributed_optimizer_bytes_per_parameter", "kaplan", "kaplan_forward", "layer_gemm_parameters",
+    "distributed_optimizer_bytes_per_parameter", "eight_n", "hoffmann", "kaplan", "kaplan_forward",
+    "korthikanti_selective", "layer_gemm_parameters",
     "megatron", "megatron_num_floating_point_operations", "narayanan", "narayanan_recompute", "palm",
     "six_n", "six_n_gemm", "torchtitan",
 ]

@@ -1,4 +1,4 @@
-"""Published per-token FLOP counts (Kaplan, PaLM, Narayanan): the CLAIM side, each literal form with its source.
+"""Published per-token FLOP counts (Kaplan, PaLM, Narayanan, Korthikanti, Chinchilla): the CLAIM side, each literal form with its source.
 
 Called without a family each is the paper's form in its own symbols (N, k, the
 identities prove it); with a family it is read on that family's tables (the
@@ -11,7 +11,8 @@ import sympy as sp
 
 from derive.architectures.gemms import Gemm, flops, model_gemms
 from derive.architectures.parameters import model_parameters, parameter_count
-from derive.symbols import L, N, V, a, h, k, s
+from derive.inputs import choose
+from derive.symbols import L, N, V, a, f, h, k, s
 
 
 def six_n(family: str | None = None) -> sp.Expr:
@@ -55,3 +56,21 @@ def narayanan(family: str | None = None) -> sp.Expr:
 def narayanan_recompute(family: str | None = None) -> sp.Expr:
     """Narayanan et al. 2021, section 5.1: 96Bslh^2(1 + s/6h + V/16lh) with activation recompute, per token."""
     return 96 * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
+
+
+def eight_n(family: str | None = None) -> sp.Expr:
+    """Narayanan et al. 2021, Eq. 4 (training time ~ 8TP/nX): 8N per token, forward + backward + recomputed forward."""
+    return 8 * (N if family is None else parameter_count(family))
+
+
+def hoffmann(family: str = "gpt") -> sp.Expr:
+    """Hoffmann et al. 2022 (Chinchilla), Appendix F, per token: 3 x forward, one-hot embedding and softmax counted."""
+    matrices = 3 if choose("family", family, ("llama", "gpt")) == "llama" else 2   # SwiGLU or fc1/fc2
+    attention = 2 * 3 * h * (k * a) + 2 * s * (k * a) + 3 * a * s + 2 * s * (k * a) + 2 * (k * a) * h
+    forward = 2 * V * h + L * (attention + 2 * matrices * h * f) + 2 * h * V
+    return 3 * forward
+
+
+def korthikanti_selective(family: str | None = None) -> sp.Expr:
+    """Korthikanti et al. 2022, Appendix A, Eq. 8: 72Bslh^2(1 + s/3h + V/12lh) with selective recompute, per token (/ Bs)."""
+    return 72 * L * h**2 * (1 + s / (3 * h) + V / (12 * L * h))

@@ -10,8 +10,10 @@ from derive.render.sections.claims import claims_section
 from derive.render.sections.flops import flops_section
 from derive.render.sections.identities import identities_section
 from derive.render.sections.layouts import layouts_section
+from derive.render.sections.literature import literature_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
+from derive.render.sections.moe import moe_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
 from derive.render.sections.published_models import published_models_section
@@ -35,7 +37,9 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     utilisation_section,
     layouts_section,
     megatron_section,
+    moe_section,
     claims_section,
+    literature_section,
     identities_section,
 )
 

@@ -59,15 +59,17 @@ def escape_latex(text: object) -> str:
                    for index, part in enumerate(parts))
 
 
-#: A dot or an equals sign between names (derive.architectures.gemms, granularity='full') may break a line.
-NAME_BREAK = re.compile(r"(?<=[A-Za-z_])([.=])(?=[A-Za-z_'])")
+#: A dot or an equals sign between names (derive.architectures.gemms, granularity='full',
+#: narayanan.5.1.gpt3; never inside a number such as 1.13), or a single * of a SymPy string
+#: (72*B*L*h**2), may break a line.
+NAME_BREAK = re.compile(r"(?<=[A-Za-z_])[.=](?=[\w'])|(?<=\w)\.(?=[A-Za-z_])|(?<=[\w)])\*(?=[\w(])")
 
 
 def _escape_latex_plain(text: str) -> str:
     """``text`` character by character in LaTeX text mode."""
     out = []
     for index, char in enumerate(text):
-        if char in ".=" and NAME_BREAK.match(text, index):
+        if char in ".=*" and NAME_BREAK.match(text, index):
             out.append(char + r"\allowbreak{}")
         elif char in LATEX_TEXT:
             out.append(LATEX_TEXT[char])

@@ -197,6 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         _print_table(results, args.tensors)
         print(f"{len(results) - failed} passed, {failed} failed")
+    if not args.json and not args.kind:
+        from derive.validate import moe  # transformers' MoE / MLA code against the eager MoE tables
+        print("\ntransformers MoE and MLA layers (eager) against derive.architectures.saved_moe:")
+        failed += not moe.run()
     return 1 if failed else 0
 
 

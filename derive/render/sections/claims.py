@@ -1,22 +1,21 @@
-"""The article's numeric claims as ``python -m derive.check --claims`` judges them (derive.claims, issue 7)."""
+"""The article's numeric claims as ``python -m derive.check --document 'the article'`` judges them (derive.claims)."""
 from __future__ import annotations
 
-from derive.check import claim_record
-from derive.claims import Verdict, evaluate_all
+from derive.claims import ARTICLE, Verdict, evaluate_all
 from derive.render.sheet import Cell, Column, Section, Table, text_cell
 
 #: the verdicts in the order the summary names them, each with its plural verb form.
 STATUSES = {"holds": "hold", "does not hold": "do not hold", "pending": "pending"}
 
 
-def _row(verdict: Verdict) -> dict[str, Cell]:
+def claim_cells(verdict: Verdict) -> dict[str, Cell]:
     """One claim: where, what, the printed and the derived value, the verdict and why."""
-    record, entry = claim_record(verdict), verdict.claim
+    record, entry = verdict.record(), verdict.claim
     derived = f"{verdict.printed} {entry.unit}" if verdict.status != "pending" else ""
     return {
         "id": text_cell(entry.id), "section": text_cell(entry.section), "text": text_cell(entry.text),
         "printed": Cell(record["value"], f"{entry.printed_value} {entry.unit}"),
-        "precision": text_cell(record["precision"]),
+        "rounding": text_cell(record["rounding"]),
         "derived": Cell(record["derived"], derived),
         "status": text_cell(verdict.status), "reason": text_cell(verdict.reason),
     }
@@ -29,11 +28,11 @@ def claims_table(verdicts: list[Verdict]) -> Table:
         (Column("id", "claim", width="0.13\\linewidth"), Column("section", "section", width="0.06\\linewidth"),
          Column("text", "what the article says", width="0.17\\linewidth"),
          Column("printed", "printed", width="0.07\\linewidth"),
-         Column("precision", "precision", width="0.07\\linewidth"),
+         Column("rounding", "rounding", width="0.07\\linewidth"),
          Column("derived", "derived, as printed", width="0.07\\linewidth"),
          Column("status", "status", width="0.06\\linewidth"),
          Column("reason", "why not / what is missing", width="0.17\\linewidth")),
-        tuple(_row(v) for v in verdicts),
+        tuple(claim_cells(v) for v in verdicts),
         note="A claim holds when the derived value, rounded as the article rounds it, prints as the "
              "article prints it; pending claims wait for a derivation and are not judged.",
     )
@@ -41,7 +40,7 @@ def claims_table(verdicts: list[Verdict]) -> Table:
 
 def claims_section() -> Section:
     """The claims check, regenerated from the registry each time the sheet is rendered."""
-    verdicts = evaluate_all()
+    verdicts = evaluate_all(ARTICLE)
     counts = {status: sum(v.status == status for v in verdicts) for status in STATUSES}
     summary = ", ".join(f"{count} {STATUSES[status] if count != 1 else status}"
                         for status, count in counts.items())

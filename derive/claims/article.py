@@ -23,7 +23,8 @@ from derive.accounts.activations import (
     layer_activations,
     logits_bytes,
 )
-from derive.accounts.budget import usable_bytes
+from derive.accounts.allocator import K_LARGE_BUFFER
+from derive.accounts.budget import NVIDIA_SMI_TOTAL, usable_bytes
 from derive.accounts.flops import (
     flops_per_token,
     hfu,
@@ -40,12 +41,13 @@ from derive.accounts.state import (
 from derive.architectures.gemms import flops, gpt_layer_gemms
 from derive.architectures.parameters import model_parameters
 from derive.claims import (
+    ARTICLE,
     AT_LEAST,
     CEIL,
     EXACT,
     Alternative,
-    claim,
     decimals,
+    document,
     significant,
 )
 from derive.conventions import CONVENTIONS
@@ -60,8 +62,6 @@ from derive.units import BYTE_UNITS
 
 #: Dense bf16 peak of one H100, exactly (989 TFLOP/s).
 PEAK = sp.Integer(int(hardware("h100").peak_flops))
-#: nvidia-smi memory.total (= cudaMemGetInfo total) of an H100 80GB HBM3: a measurement.
-H100_DRIVER_TOTAL = 81559 * BYTE_UNITS["MiB"]
 SBH = s * b * h
 LLAMA3 = ("llama3-8b", "llama3-70b", "llama3-405b")
 #: The article's step example (sections 6.4 and 7.3): 2^22 tokens per step on 1024 H100s.
@@ -140,6 +140,9 @@ MEGATRON_LAYER = layer_activation_bytes(**megatron.MEGATRON_LAYER)
 SCORES = layer_activations("gpt").where("score_matrix").bytes()
 MATERIALISED = layer_activation_bytes("gpt", softmax_statistics=False).subs(FFN_4H)
 
+
+claim = document(ARTICLE, "seed/000_8738b2343f4a5190.txt (Chinese), the first of a nine-part series "
+                 "on large-scale training engineering").claim
 
 H100 = sp.Integer(hardware("h100").memory_bytes)
 GIB_70 = 70 * BYTE_UNITS["GiB"]
@@ -313,7 +316,7 @@ claim("4.4.overhead-1.05", "4.4", "the without-SP estimator adds a 5 % overhead"
 
 # --- 5 memory outside tensors -----------------------------------------------------------
 claim("5.4.h100-79.6-gib", "5.4", "an 80 GB card reports about 79.6 GiB (mem_get_info)", 79.6,
-      "GiB", decimals(1), lambda: sp.Integer(H100_DRIVER_TOTAL),
+      "GiB", decimals(1), lambda: sp.Integer(NVIDIA_SMI_TOTAL["h100"]),
       note="derive checks the unit conversion only: the driver's total for an H100 80GB HBM3 "
            "(nvidia-smi 81559 MiB, a measurement) is 79.65 GiB; the card carries 80 GiB of HBM "
            "(85.9 GB, sold as '80 GB'), of which the driver keeps about 0.35 GiB - a figure "
@@ -331,7 +334,7 @@ for _side, _printed in (("low", 68), ("high", 74)):
           decimals(0), lambda _side=_side: sp.Integer(usable_bytes("h100")[_side == "high"]),
           note=BUDGET_RANGE)
 claim("5.3.large-segment-20-mib", "5.3", "large_segment_size 20971520 is 20 MiB", 20, "MiB",
-      EXACT, lambda: sp.Integer(20971520))
+      EXACT, lambda: sp.Integer(K_LARGE_BUFFER))
 
 # --- 6 FLOPs: N_GEMM, 6N, the attention share, seconds per sequence -----------------------
 _70B = model("llama3-70b")

@@ -1,0 +1,333 @@
+"""Tensors saved for backward by MoE and MLA layers: the ``eager`` (transformers) and ``fused`` (Megatron + TE) profiles.
+
+``eager`` is what transformers 5.23's own modeling code keeps on CPU in bf16
+with ``attn_implementation="eager"`` and its default ``grouped_mm`` experts
+(transformers/integrations/moe.py grouped_mm_experts_forward), measured with
+``saved_tensors_hooks`` by ``derive.validate.moe``: its RMSNorm keeps the
+fp32 upcast input, the fp32 inverse RMS and the bf16 normalised input; eager
+attention keeps Q, K and V expanded to the a query heads, the fp32 softmax
+and its bf16 copy; the router keeps its probabilities in fp32 and the top-k
+indices; the experts keep the permutation indices, the k_E copies of each
+token and every intermediate of the SwiGLU. Rows are per layer and micro-batch,
+T = b s tokens; routing is dropless, so the k_E copies of the T tokens sum to
+T k_E rows whatever the split between experts.
+
+``fused`` is Megatron-Core with Transformer Engine, flash attention, the
+alltoall dispatcher with permute fusion and grouped GEMM
+(megatron/core/transformer/moe/moe_layer.py MoELayer.forward,
+token_dispatcher.py MoEAlltoAllTokenDispatcher, moe_utils.py permute/unpermute,
+experts.py TEGroupedMLP, router.py TopKRouter; multi_latent_attention.py
+MLASelfAttention), each row citing the function that keeps it.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.architectures.moe_model import MoEFeatures
+from derive.architectures.saved import hf_rms_norm
+from derive.inputs import choose
+from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
+from derive.tensors import Ledger, Tensor
+
+ACTIVATION = "bf16"
+FP32 = "fp32"
+INDEX = "int64"
+#: tokens of one micro-batch
+T = b * s
+#: transformers' DeepseekV3TopkRouter ranks each group by the sum of its top 2 scores (``topk(2)``).
+GROUP_SCORE_EXPERTS = 2
+PROFILES = ("eager", "fused")
+
+
+def _row(name: str, shape: tuple[sp.Expr, ...], dtype: str, *tags: str, note: str = "") -> Tensor:
+    return Tensor(name, shape, dtype, frozenset(tags), note=note)
+
+
+# ---- eager: transformers' modeling code ----
+
+def _hf_norm(prefix: str, lead: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
+    """transformers' *RMSNorm over ``width`` (derive.architectures.saved.hf_rms_norm's rows)."""
+    return hf_rms_norm(prefix, (*lead, width), *tags)
+
+
+def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = None) -> list[Tensor]:
+    """eager_attention_forward: Q, K (a heads), fp32 softmax, its bf16 copy, V (a heads).
+
+    ``value_storage`` replaces V's row when the kept V is a view of a larger tensor.
+    """
+    tags = ("attention", "tp_shardable")
+    v_row = _row("V (a heads)", (b, a, s, value), ACTIVATION, *tags, note="kept by matmul(P, V)")
+    return [
+        _row("Q (after RoPE)", (b, a, s, qk), ACTIVATION, *tags, note="kept by matmul(Q, K^T)"),
+        _row("K (after RoPE, a heads)", (b, a, s, qk), ACTIVATION, *tags,
+             note="repeat_kv / concatenated rope part, kept by matmul(Q, K^T)"),
+        _row("softmax (fp32)", (b, a, s, s), FP32, *tags, "score_matrix",
+             note="softmax(dtype=float32) result, kept by its backward"),
+        _row("probabilities (bf16)", (b, a, s, s), ACTIVATION, *tags, "score_matrix",
+             note=".to(query.dtype), kept by matmul(P, V)"),
+        v_row if value_storage is None else value_storage,
+    ]
+
+
+def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> list[Tensor]:
+    """The attention half of a transformers layer: input norm, GQA or MLA, scores, o_proj input.
+
+    ``single_sequence`` (b = 1): MLA's V reshapes to (a, s, k_v) without a copy, so matmul(P, V)
+    keeps a view of kv_b_proj's output and with it the storage of the keys' d_nope part
+    (DeepseekV3Attention.expand_kv); at b > 1 the reshape copies V alone.
+    """
+    rows = _hf_norm("input_layernorm", (b, s), h, "replicated", "attention")
+    rows.append(_row("attention input", (T, h), ACTIVATION, "replicated", "attention",
+                     note="input_layernorm output, kept by the first projections (one tensor)"))
+    if features.attention == "gqa":
+        if features.qk_norm:
+            rows += _hf_norm("q_norm", (b, s, a), k, "tp_shardable", "attention")
+            rows += _hf_norm("k_norm", (b, s, g), k, "tp_shardable", "attention")
+        rows += _eager_scores(k, k)
+        width = a * k
+    else:
+        if features.attention == "mla":
+            rows += _hf_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
+            rows.append(_row("q_b_proj input", (T, r_q), ACTIVATION, "replicated", "attention",
+                             "mla_down", note="q_a_layernorm output"))
+        rows += _hf_norm("kv_a_layernorm", (b, s), r_kv, "replicated", "attention", "mla_down")
+        rows.append(_row("kv_b_proj input", (T, r_kv), ACTIVATION, "replicated", "attention",
+                         "mla_down", note="kv_a_layernorm output"))
+        kv_b_output = _row("kv_b_proj output (V's storage)", (T, a * (k_nope + k_v)), ACTIVATION,
+                           "attention", "tp_shardable",
+                           note="b = 1: V is a view of it, kept by matmul(P, V)")
+        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output if single_sequence else None)
+        width = a * k_v
+    rows.append(_row("o_proj input", (T, width), ACTIVATION, "tp_shardable", "attention",
+                     note="attention output, kept by o_proj"))
+    return rows
+
+
+def eager_swiglu(prefix: str, tokens: sp.Expr, width: sp.Expr, *tags: str) -> list[Tensor]:
+    """A SwiGLU MLP in eager PyTorch: gate (SiLU input), up, SiLU output, down input."""
+    return [
+        _row(f"{prefix} gate", (tokens, width), ACTIVATION, *tags, note="kept by SiLU"),
+        _row(f"{prefix} up", (tokens, width), ACTIVATION, *tags, note="kept by the multiply"),
+        _row(f"{prefix} SiLU output", (tokens, width), ACTIVATION, *tags, note="kept by the multiply"),
+        _row(f"{prefix} down input", (tokens, width), ACTIVATION, *tags, note="kept by down_proj"),
+    ]
+
+
+def _dense(prefix: str, width: sp.Expr, *tags: str) -> list[Tensor]:
+    return ([_row(f"{prefix} input", (T, h), ACTIVATION, "replicated", "mlp", *tags,
+                  note="post_attention_layernorm output, kept by gate_proj and up_proj")]
+            + eager_swiglu(prefix, T, width, "tp_shardable", "mlp", *tags))
+
+
+def eager_router(features: MoEFeatures) -> list[Tensor]:
+    """The router: its input, fp32 probabilities, top-k indices and (normalised) top-k weights."""
+    tags = ("router", "mlp", "replicated")
+    if features.router == "softmax":
+        rows = [
+            _row("router input", (T, h), ACTIVATION, *tags, note="kept by the router linear"),
+            _row("router probabilities (fp32)", (T, E), FP32, *tags,
+                 note="softmax(logits, float32), kept by softmax"),
+            _row("top-k indices", (T, k_E), INDEX, *tags, note="kept by topk"),
+        ]
+    else:
+        rows = [
+            _row("router input (fp32)", (T, h), FP32, *tags,
+                 note="hidden_states.type(float32), kept by the fp32 router linear"),
+            _row("router weight (fp32 copy)", (h, E), FP32, *tags,
+                 note="weight.type(float32), a new tensor kept by the fp32 router linear"),
+            _row("router scores (fp32 sigmoid)", (T, E), FP32, *tags,
+                 note="kept by sigmoid and by gather"),
+            _row("top-k indices", (T, k_E), INDEX, *tags, note="kept by gather"),
+        ]
+    if features.normalise_topk:
+        rows += [
+            _row("top-k weight sum (fp32)", (T, 1), FP32, *tags, note="kept by the division"),
+            _row("top-k weights (fp32)", (T, k_E), FP32, *tags, note="kept by the division"),
+        ]
+    return rows
+
+
+def eager_experts(features: MoEFeatures) -> list[Tensor]:
+    """grouped_mm_experts_forward: permutation, k_E copies of each token, SwiGLU, weighting, inverse."""
+    tags = ("routed_expert", "mlp", "tp_shardable")
+    copies = T * k_E
+    return [
+        _row("gather indices (perm // k_E)", (copies,), INDEX, *tags,
+             note="hidden_states[perm // k_E], kept by index"),
+        _row("weight permutation (perm)", (copies,), INDEX, *tags,
+             note="sample_weights[perm], kept by index"),
+        _row("expert offsets", (E,), "int32", *tags, note="cumsum of tokens per expert, kept by "
+             "grouped_mm"),
+        _row("permuted tokens", (copies, h), ACTIVATION, *tags,
+             note="the k_E copies of each token in expert order, kept by grouped_mm (gate_up)"),
+        *eager_swiglu("experts", copies, f_E, *tags),
+        _row("routing weights (permuted)", (copies, 1), features.weights_dtype, *tags,
+             note="kept by the multiply of each expert output with its weight"),
+        _row("expert outputs", (copies, h), ACTIVATION, *tags, note="kept by the same multiply"),
+        _row("inverse permutation", (copies,), INDEX, *tags,
+             note="weighted_out[inv_perm], kept by index"),
+    ]
+
+
+def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False) -> Ledger:
+    """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block."""
+    rows = eager_attention(features, single_sequence)
+    rows += _hf_norm("post_attention_layernorm", (b, s), h, "replicated", "mlp")
+    if not moe:
+        return Ledger(rows + _dense("mlp", f))
+    rows += eager_router(features) + eager_experts(features)
+    if features.shared:
+        rows += _dense("shared_experts", f_S, "shared_expert")
+    return Ledger(rows)
+
+
+def eager_edges(features: MoEFeatures, single_sequence: bool = False) -> Ledger:
+    """Token ids, the RoPE cos/sin tables (shared by every layer), final norm, head input, fp32 loss.
+
+    ``single_sequence`` (b = 1): the shifted targets are a contiguous slice of the padded
+    labels, so ``.contiguous()`` copies nothing and the loss keeps their s + 1 storage
+    (transformers/loss/loss_utils.py ForCausalLMLoss).
+    """
+    rope = k if features.attention == "gqa" else k_rope
+    targets = (s + 1,) if single_sequence else (T,)
+    return Ledger([
+        _row("embedding: token ids", (b, s), INDEX, "embedding", "replicated"),
+        _row("RoPE cos", (s, rope), ACTIVATION, "embedding", "replicated",
+             note="kept once (one storage) by every layer's rotary multiply"),
+        _row("RoPE sin", (s, rope), ACTIVATION, "embedding", "replicated"),
+        *_hf_norm("norm", (b, s), h, "replicated", "output"),
+        _row("output: head input", (T, h), ACTIVATION, "output", "replicated"),
+        _row("loss: log-probabilities (fp32)", (T, V), FP32, "output", "logits", "tp_shardable",
+             note="logits.float() then log_softmax, kept by log_softmax and nll_loss"),
+        _row("loss: targets", targets, INDEX, "output", "replicated"),
+        _row("loss: total weight", (), FP32, "output", "replicated"),
+    ])
+
+
+def group_routing_rows() -> Ledger:
+    """DeepSeek-V3's group-limited routing: kept only by nodes the loss does not reach (freed after forward)."""
+    return Ledger([
+        _row("group top-2 indices", (T, n_g, GROUP_SCORE_EXPERTS), INDEX, "unreachable"),
+        _row("top groups", (T, k_g), INDEX, "unreachable"),
+        _row("group mask", (T, E), "bool", "unreachable"),
+    ])
+
+
+# ---- fused: Megatron-Core + Transformer Engine, grouped GEMM, alltoall dispatcher ----
+
+def _te_norm(prefix: str, width: sp.Expr, *tags: str) -> list[Tensor]:
+    """TE's fused RMSNorm (transformer_engine/pytorch/module/rmsnorm.py): its input and an fp32 rstd per row."""
+    return [_row(f"{prefix} input", (s, b, width), ACTIVATION, "norm", *tags,
+                 note=f"kept by the fused {prefix}"),
+            _row(f"{prefix} rstd", (s, b), FP32, "norm", "norm_statistics", *tags,
+                 note=f"fp32 rstd, kept by the fused {prefix}")]
+
+
+def _flash(qk: sp.Expr, value: sp.Expr, kv_heads: sp.Expr) -> list[Tensor]:
+    """TE DotProductAttention (flash backend): q, k, v, the output and the fp32 logsumexp."""
+    tags = ("attention", "tp_shardable")
+    return [
+        _row("q", (s, b, a, qk), ACTIVATION, *tags, note="after RoPE, kept by flash attention"),
+        _row("k", (s, b, kv_heads, qk), ACTIVATION, *tags, note="after RoPE, kept by flash attention"),
+        _row("v", (s, b, kv_heads, value), ACTIVATION, *tags, note="kept by flash attention"),
+        _row("attention output", (s, b, a * value), ACTIVATION, *tags,
+             note="kept by flash attention; the same tensor is linear_proj's input"),
+        _row("softmax logsumexp", (b, a, s), FP32, *tags, "softmax_statistics",
+             note="kept by flash attention"),
+    ]
+
+
+def fused_attention(features: MoEFeatures) -> list[Tensor]:
+    """Attention half: fused input norm, GQA (TE linear_qkv) or MLA (megatron/core/transformer/multi_latent_attention.py MLASelfAttention.get_query_key_value_tensors)."""
+    rows = _te_norm("input_layernorm", h, "replicated", "attention")
+    rows.append(_row("attention input", (s, b, h), ACTIVATION, "replicated", "attention",
+                     note="input_layernorm output, kept by linear_qkv / the down projections"))
+    if features.attention == "gqa":
+        if features.qk_norm:
+            rows += [_row("q_layernorm input", (s, b, a, k), ACTIVATION, "tp_shardable", "attention"),
+                     _row("k_layernorm input", (s, b, g, k), ACTIVATION, "tp_shardable", "attention")]
+        return rows + _flash(k, k, g)
+    latent = ("replicated", "attention", "mla_down")
+    if features.attention == "mla":
+        rows += _te_norm("q_layernorm", r_q, *latent)
+        rows.append(_row("linear_q_up_proj input", (s, b, r_q), ACTIVATION, *latent,
+                         note="q_layernorm output"))
+    rows += _te_norm("kv_layernorm", r_kv, *latent)
+    rows.append(_row("linear_kv_up_proj input", (s, b, r_kv), ACTIVATION, *latent,
+                     note="kv_layernorm output"))
+    return rows + _flash(k_nope + k_rope, k_v, a)
+
+
+def _fused_swiglu(prefix: str, tokens: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
+    """TE linear_fc1 output kept by the fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py), fc2 input."""
+    return [_row(f"{prefix} linear_fc1 output (gate and up)", (*tokens, 2 * width), ACTIVATION, *tags,
+                 note="the only tensor the fused SwiGLU keeps"),
+            _row(f"{prefix} linear_fc2 input", (*tokens, width), ACTIVATION, *tags,
+                 note="SwiGLU output, kept by linear_fc2")]
+
+
+def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> list[Tensor]:
+    """Router (router.py TopKRouter), alltoall dispatch with fused permute (moe_utils.py permute),
+    TEGroupedMLP (experts.py) with probabilities applied in the SwiGLU, shared experts (shared_experts.py).
+
+    Dropless: T k_E token copies (balanced routing, so one EP rank holds T k_E copies on average);
+    ``capacity_factor`` c pads or drops each expert to c T k_E / E tokens, E of them: c T k_E rows.
+    """
+    router = ("router", "mlp", "replicated")
+    copies = T * k_E if capacity_factor is None else capacity_factor * T * k_E
+    experts = ("routed_expert", "mlp", "tp_shardable")
+    rows = [
+        _row("router input", (s, b, h), ACTIVATION, *router,
+             note="pre_mlp_layernorm output, kept by the router's gating linear (and shared experts)"),
+        _row("router scores (fp32)", (T, E), FP32, *router,
+             note="intermediate_output, kept by FusedTopkScoreFunction "
+                  "(transformer_engine/pytorch/router.py)"),
+        _row("routing map", (T, E), "bool", *router, note="kept by FusedTopkScoreFunction"),
+        _row("permutation row_id_map", (T, 2 * E + 1), "int32", *experts,
+             note="kept by _moe_permute_mask_map and _moe_unpermute_mask_map (one tensor; "
+                  "transformer_engine/pytorch/permutation.py)"),
+        _row("permuted tokens", (copies, h), ACTIVATION, *experts, "expert_hidden",
+             note="K copies of each token after the alltoall, kept by linear_fc1 (GroupedLinear)"),
+        _row("permuted probabilities (fp32)", (copies, 1), FP32, *experts,
+             note="kept by the weighted SwiGLU (weighted_bias_swiglu_impl)"),
+        *_fused_swiglu("experts", (copies,), f_E, *experts),
+    ]
+    if features.shared:
+        rows += _fused_swiglu("shared_experts", (s, b), f_S, "shared_expert", "mlp", "tp_shardable")
+        if features.gate:
+            rows.append(_row("shared expert gate output", (s, b, 1), ACTIVATION, "shared_expert",
+                             "mlp", "replicated", note="sigmoid(gate), kept by the multiply"))
+    return rows
+
+
+def fused_layer(features: MoEFeatures, moe: bool, capacity_factor: sp.Expr | None = None) -> Ledger:
+    """One Megatron-Core layer: attention, fused pre-MLP norm, dense SwiGLU or MoE block."""
+    rows = fused_attention(features) + _te_norm("pre_mlp_layernorm", h, "replicated", "mlp")
+    if not moe:
+        return Ledger(rows + [_row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp")]
+                      + _fused_swiglu("mlp", (s, b), f, "tp_shardable", "mlp"))
+    return Ledger(rows + fused_moe(features, capacity_factor))
+
+
+def fused_mtp(features: MoEFeatures) -> Ledger:
+    """One MTP module (megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer):
+    enorm, hnorm, the concatenation eh_proj keeps, its layer, the final norm and head input."""
+    rows = _te_norm("enorm", h, "replicated", "mtp") + _te_norm("hnorm", h, "replicated", "mtp")
+    rows.append(_row("eh_proj input", (s, b, 2 * h), ACTIVATION, "replicated", "mtp",
+                     note="[enorm(emb), hnorm(h)] concatenated, kept by eh_proj"))
+    rows += list(fused_layer(features, features.last_moe).map(lambda w: w.tagged("mtp")))
+    rows += _te_norm("final_layernorm", h, "replicated", "mtp")
+    rows.append(_row("output_layer input", (s, b, h), ACTIVATION, "replicated", "mtp"))
+    rows.append(_row("MTP logits (fp32, for the loss)", (s, b, V), FP32, "tp_shardable", "mtp",
+                     "logits", note="vocab-parallel cross entropy keeps the fp32 logits"))
+    return Ledger(rows)
+
+
+def layer_saved_moe(profile: str, features: MoEFeatures, moe: bool = True,
+                    capacity_factor: sp.Expr | None = None) -> Ledger:
+    """One layer's saved tensors under ``profile`` (eager: transformers; fused: Megatron + TE)."""
+    if choose("profile", profile, PROFILES) == "eager":
+        if capacity_factor is not None:
+            raise ValueError("capacity_factor: transformers' experts are dropless")
+        return eager_layer(features, moe)
+    return fused_layer(features, moe, capacity_factor)

@@ -1,0 +1,83 @@
+"""Dubey et al. 2024, "The Llama 3 Herd of Models" (arXiv 2407.21783): Table 3's shapes, the 405B's compute, Table 4.
+
+Table 3's shapes are local here with the paper's vocabulary of 128,000 tokens
+(derive's presets carry the released tokenizer's 128,256). Table 4's
+parallel sizes, sequence lengths, batch sizes and TFLOPs/GPU are the paper's
+inputs; the GPU counts, tokens per batch and MFU follow from them and from
+derive's H100 peak (``derive.presets.hardware``).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.accounts.flops import mfu
+from derive.claims import Alternative, decimals, document, significant
+from derive.claims._papers import truncated
+from derive.conventions import CONVENTIONS
+from derive.presets import Model, hardware
+
+claim = document("Dubey et al. 2024", "arXiv 2407.21783, The Llama 3 Herd of Models").claim
+
+TABLE3 = "Dubey et al. 2024, Table 3 (vocabulary 128,000)"
+MODELS = {
+    "8B": Model("dubey-8b", "llama", 32, 4096, 32, 8, 14336, 128000, 8192, TABLE3),
+    "70B": Model("dubey-70b", "llama", 80, 8192, 64, 8, 28672, 128000, 8192, TABLE3),
+    "405B": Model("dubey-405b", "llama", 126, 16384, 128, 8, 53248, 128000, 8192, TABLE3),
+}
+#: Llama 2 70B (Touvron et al. 2023, Table 1 and section 2.2: 80 layers, h = 8192, 64 heads,
+#: 8 kv heads, f = 28672, vocabulary 32,000, 2.0T tokens).
+LLAMA2_70B = Model("llama2-70b", "llama", 80, 8192, 64, 8, 28672, 32000, 4096,
+                   "Touvron et al. 2023 (Llama 2), Table 1; f and kv heads from the released config")
+LLAMA2_TOKENS = 2 * 10**12
+#: Section 1 / 3.2.1: the 405B's pre-training tokens.
+TOKENS_405B = 15_600_000_000_000
+#: Table 4: (TP, CP, PP, DP, sequence length, batch size per DP, TFLOPs/GPU); printed GPUs, MFU %.
+TABLE4 = (
+    (8, 1, 16, 64, 8192, 32, 430, 8192, 43),
+    (8, 1, 16, 128, 8192, 16, 400, 16384, 41),
+    (8, 16, 16, 8, 131072, 16, 380, 16384, 38),
+)
+H100_PEAK = sp.Integer(int(hardware("h100").peak_flops))
+MEBI = 2**20
+
+for _name, _printed, _digits in (("8B", 8, 1), ("70B", 70, 2), ("405B", 405, 3)):
+    claim(f"dubey.table3.{_name}-N", "Table 3", f"Llama 3 {_name}: {_printed} billion parameters",
+          _printed, "billion parameters", significant(_digits),
+          lambda _name=_name: MODELS[_name].parameters,
+          alternative=Alternative("the count truncated to whole billions (a model name, not a "
+                                  "rounding)",
+                                  lambda _name=_name: truncated(MODELS[_name].parameters / 10**9)
+                                  * 10**9))
+
+
+def _compute(model: Model, tokens: int, convention: str = "derive-causal") -> sp.Expr:
+    """Training FLOPs of ``tokens`` tokens at ``model`` under a derive.conventions count."""
+    return model.at(CONVENTIONS[convention]("llama")) * tokens
+
+
+claim("dubey.1.405b-compute", "1 / 3.2.1", "the 405B was pre-trained on 15.6T tokens with "
+      "3.8 x 10^25 FLOPs", 3.8e25, "FLOP", significant(2),
+      lambda: _compute(MODELS["405B"], TOKENS_405B),
+      alternative=Alternative("6N per token (derive.conventions '6N': the causal attention "
+                              "term, 6Lsh, left out)",
+                              lambda: _compute(MODELS["405B"], TOKENS_405B, "6N")))
+claim("dubey.1.almost-50x-llama2", "1", "almost 50x the compute of the largest Llama 2 (70B, "
+      "2T tokens)", 50, "x", significant(1),
+      lambda: _compute(MODELS["405B"], TOKENS_405B) / _compute(LLAMA2_70B, LLAMA2_TOKENS))
+
+for _tp, _cp, _pp, _dp, _seq, _batch, _tflops, _gpus, _mfu in TABLE4:
+    _label = f"{_gpus}gpu-s{_seq}"
+    claim(f"dubey.table4.{_label}.gpus", "Table 4", f"TP {_tp} x CP {_cp} x PP {_pp} x DP {_dp}: "
+          f"{_gpus} GPUs", _gpus, "cards", decimals(0),
+          lambda _t=_tp, _c=_cp, _p=_pp, _d=_dp: sp.Integer(_t * _c * _p * _d))
+    claim(f"dubey.table4.{_label}.tokens", "Table 4", f"sequence {_seq} x {_batch} per DP rank x DP "
+          f"{_dp}: 16M tokens per batch", 16, "M tokens", significant(2),
+          lambda _s=_seq, _b=_batch, _d=_dp: sp.Integer(_s * _b * _d),
+          alternative=Alternative("M read as 2^20 tokens",
+                                  lambda _s=_seq, _b=_batch, _d=_dp:
+                                  sp.Rational(_s * _b * _d, MEBI) * 10**6))
+    claim(f"dubey.table4.{_label}.mfu", "Table 4", f"{_tflops} TFLOPs/GPU is {_mfu} % BF16 MFU",
+          _mfu, "%", decimals(0), lambda _x=_tflops: mfu(1, _x * 10**12, 1, H100_PEAK),
+          alternative=Alternative(f"{_tflops} TFLOPs/GPU read as printed to 2 significant figures "
+                                  f"(at most {_tflops + 5})",
+                                  lambda _x=_tflops: mfu(1, (_x + 5) * 10**12, 1, H100_PEAK)))

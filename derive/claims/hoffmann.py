@@ -1,0 +1,98 @@
+"""Hoffmann et al. 2022, "Training Compute-Optimal Large Language Models" (Chinchilla, arXiv 2203.15556), Appendix F.
+
+Appendix F counts the forward FLOPs of one sequence operation by operation,
+with key_size x num_heads free of d_model, a dense block of two d_model x
+ffw_size matrices, and the backward pass at twice the forward. Each GEMM term
+is read off derive's GPT tables at head width k (``gpt_layer(k)`` and the score
+GEMMs at width k), per sequence (s tokens): seq_len = s, d_model = h,
+ffw_size = f, num_heads = a, key_size = k, vocab_size = V.
+
+What cannot be reproduced (Table A4) is stated in the document's scope below.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.architectures.gemms import attention_score_gemms, flops, output_gemms, weight_gemms
+from derive.architectures.parameters import gpt_layer
+from derive.claims import EXACT, Alternative, document
+from derive.claims._papers import input_embedding_flops
+from derive.conventions import CONVENTIONS
+from derive.symbols import L, V, a, f, h, k, s
+
+claim = document(
+    "Hoffmann et al. 2022", "arXiv 2203.15556, Training Compute-Optimal Large Language Models "
+    "(Chinchilla)",
+    "Appendix F is checked term by term. Table A4 (Appendix F's count over 6ND for a range of "
+    "shapes) is not: its cells could not be read from a stored copy of the paper, the values "
+    "recalled for it are not reproduced by Appendix F's own formula at the recalled shapes, and "
+    "its ratio depends on which parameters N counts (embeddings or not), which the caption alone "
+    "does not fix; derive's 'hoffmann' convention (derive.conventions) evaluates the count at any "
+    "shape once the table's shapes are known.",
+).claim
+
+QKV, PROJECT = "attention.query_key_value.weight", "attention.dense.weight"
+FC1, FC2 = "mlp.dense_h_to_4h.weight", "mlp.dense_4h_to_h.weight"
+NOT_A_GEMM = "derive's FLOP count is GEMMs only (derive.architectures.gemms)"
+
+
+def _weights(*names: str) -> sp.Expr:
+    """Forward FLOPs of one sequence through the named weight GEMMs of a GPT layer at head width k."""
+    layer = weight_gemms(gpt_layer(k)).filter(lambda gemm: gemm.name in names)
+    return sp.expand(s * flops(layer, "forward"))
+
+
+def _score(name: str) -> sp.Expr:
+    """Forward FLOPs of one sequence through QK^T or PV over the full square, a heads of width k."""
+    gemms = attention_score_gemms("full", a, k).filter(lambda gemm: gemm.name.startswith(name))
+    return sp.expand(s * flops(gemms, "forward"))
+
+
+def _layer_forward() -> sp.Expr:
+    """One layer's GEMMs, one sequence, forward: projections, scores, dense block."""
+    return sp.expand(s * (flops(weight_gemms(gpt_layer(k)), "forward")
+                          + flops(attention_score_gemms("full", a, k), "forward")))
+
+
+def _model_forward() -> sp.Expr:
+    return sp.expand(L * _layer_forward() + s * flops(output_gemms("gpt"), "forward"))
+
+
+claim("hoffmann.F.embeddings", "Appendix F", "embeddings: 2 x seq_len x vocab_size x d_model",
+      2 * s * V * h, "FLOP", EXACT, lambda: s * input_embedding_flops(),
+      alternative=Alternative("the lookup read as a one-hot [V] x [V, h] product (the output "
+                              "head's GEMM, transposed)",
+                              lambda: sp.expand(s * flops(output_gemms("gpt"), "forward"))),
+      note=NOT_A_GEMM + ": derive counts the input embedding lookup as an index (0 FLOPs)")
+claim("hoffmann.F.kqv", "Appendix F", "key, query and value projections: 2 x 3 x seq_len x d_model "
+      "x (key_size x num_heads)", 2 * 3 * s * h * (k * a), "FLOP", EXACT, lambda: _weights(QKV))
+claim("hoffmann.F.logits", "Appendix F", "key @ query logits: 2 x seq_len x seq_len x (key_size x "
+      "num_heads)", 2 * s * s * (k * a), "FLOP", EXACT, lambda: _score("attention.scores"),
+      note="the full square: no causal halving")
+claim("hoffmann.F.softmax", "Appendix F", "softmax: 3 x num_heads x seq_len x seq_len",
+      3 * a * s * s, "FLOP", EXACT,
+      lambda: sp.expand(s * flops(attention_score_gemms("full", a, k), "forward"))
+      - _score("attention.scores") - _score("attention.context"),
+      note=NOT_A_GEMM + ": softmax is elementwise (exp, sum, divide), outside derive's count")
+claim("hoffmann.F.reductions", "Appendix F", "softmax @ query reductions: 2 x seq_len x seq_len x "
+      "(key_size x num_heads)", 2 * s * s * (k * a), "FLOP", EXACT,
+      lambda: _score("attention.context"))
+claim("hoffmann.F.final-linear", "Appendix F", "final linear: 2 x seq_len x (key_size x num_heads) "
+      "x d_model", 2 * s * (k * a) * h, "FLOP", EXACT, lambda: _weights(PROJECT))
+claim("hoffmann.F.dense-block", "Appendix F", "dense block: 2 x seq_len x (d_model x ffw_size + "
+      "d_model x ffw_size)", 2 * s * (h * f + h * f), "FLOP", EXACT, lambda: _weights(FC1, FC2))
+claim("hoffmann.F.final-logits", "Appendix F", "final logits: 2 x seq_len x d_model x vocab_size",
+      2 * s * h * V, "FLOP", EXACT, lambda: sp.expand(s * flops(output_gemms("gpt"), "forward")))
+_ATTENTION = 2 * 3 * s * h * (k * a) + 2 * s * s * (k * a) + 3 * a * s * s + 2 * s * s * (k * a) \
+    + 2 * s * (k * a) * h
+_FORWARD = 2 * s * V * h + L * (_ATTENTION + 2 * s * (h * f + h * f)) + 2 * s * h * V
+claim("hoffmann.F.total-forward", "Appendix F", "total forward: embeddings + num_layers x (total "
+      "attention + dense block) + logits", _FORWARD, "FLOP", EXACT, _model_forward,
+      alternative=Alternative("the 'hoffmann' convention (derive.conventions: Appendix F's count, "
+                              "one-hot embedding and softmax included) over one sequence's forward",
+                              lambda: sp.expand(s * CONVENTIONS["hoffmann"]("gpt") / 3)),
+      note="derive's GEMMs miss the embedding product (2sVh) and softmax (3as^2 per layer)")
+claim("hoffmann.F.backward", "Appendix F", "backward pass = 2 x forward pass", 2, "x", EXACT,
+      lambda: sp.cancel((L * s * (flops(weight_gemms(gpt_layer(k)), "dgrad", "wgrad")
+                                  + flops(attention_score_gemms("full", a, k), "dgrad"))
+                         + s * flops(output_gemms("gpt"), "dgrad", "wgrad")) / _model_forward()))

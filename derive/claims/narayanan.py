@@ -1,0 +1,97 @@
+"""Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM" (arXiv 2104.04473).
+
+Table 1's GPT configurations are local shapes (V = 51200, s = 2048, f = 4h);
+parameter counts come from derive's GPT parameter table, FLOPs from its GEMM
+table (full score square, every layer recomputed once: the paper's setting).
+Achieved teraFLOP/s per GPU, GPU counts, token counts and batch sizes are the
+paper's inputs.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.accounts.flops import flops_per_token
+from derive.architectures.parameters import model_parameters, parameter_count
+from derive.claims import EXACT, Alternative, decimals, document
+from derive.claims._papers import A100_PEAK, as_printed, gpt
+from derive.conventions import CONVENTIONS
+from derive.symbols import FFN_4H, B, L, V, h, s
+
+claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
+                 "Training on GPU Clusters Using Megatron-LM (SC21)").claim
+
+TABLE1 = "Narayanan et al. 2021, Table 1"
+#: Table 1: parameters (billion, as printed), heads, hidden size, layers, GPUs, achieved
+#: teraFLOP/s per GPU, percentage of theoretical peak, aggregate petaFLOP/s (as printed).
+ROWS = (
+    ("1.7", 24, 2304, 24, 32, 137, 44, "4.4"),
+    ("3.6", 32, 3072, 30, 64, 138, 44, "8.8"),
+    ("7.5", 32, 4096, 36, 128, 142, 46, "18.2"),
+    ("18.4", 48, 6144, 40, 256, 135, 43, "34.6"),
+    ("39.1", 64, 8192, 48, 512, 138, 44, "70.8"),
+    ("76.1", 80, 10240, 60, 1024, 140, 45, "143.8"),
+    ("145.6", 96, 12288, 80, 1536, 148, 47, "227.1"),
+    ("310.1", 128, 16384, 96, 1920, 155, 50, "297.4"),
+    ("529.6", 128, 20480, 105, 2520, 163, 52, "410.2"),
+    ("1008.0", 160, 25600, 128, 3072, 163, 52, "502.0"),
+)
+MODELS = {row[0]: gpt(f"narayanan-{row[0]}b", row[3], row[2], row[1], 51200, 2048, TABLE1)
+          for row in ROWS}
+TERA, DAY = 10**12, 86400
+
+
+# --- Eq. 2-4 -------------------------------------------------------------------------------
+claim("narayanan.eq2", "5.1, Eq. 2", "parameters: P = 12lh^2 (1 + 13/12h + (V + s)/12lh)",
+      12 * L * h**2 * (1 + sp.Rational(13, 12) / h + (V + s) / (12 * L * h)), "parameters", EXACT,
+      lambda: parameter_count("gpt").subs(FFN_4H),
+      alternative=Alternative("derive's GPT table without the final LayerNorm (weight and bias, "
+                              "2h), which Eq. 2 leaves out",
+                              lambda: model_parameters("gpt").filter(
+                                  lambda t: not t.name.startswith("final_layernorm")).numel()
+                              .subs(FFN_4H)))
+claim("narayanan.eq3", "5.1, Eq. 3", "FLOPs per iteration with activation recompute: "
+      "96Bslh^2 (1 + s/6h + V/16lh)", 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h)),
+      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H))
+claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLOPs per parameter "
+      "per token (forward 2, backward 4, recomputed forward 2)", 8, "x", EXACT,
+      lambda: sp.limit(flops_per_token("gpt", "full", "full-layers").subs(FFN_4H)
+                       / parameter_count("gpt").subs(FFN_4H), h, sp.oo),
+      note="8 is the limit of derive's count over P for large h (attention and logits aside)")
+
+# --- Table 1 -------------------------------------------------------------------------------
+for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
+    claim(f"narayanan.table1.{_p}b-parameters", "Table 1", f"{_l} layers, h = {_h}, {_a} heads: "
+          f"{_p} billion parameters", float(_p), "billion parameters", as_printed(_p),
+          lambda _p=_p: MODELS[_p].parameters)
+    claim(f"narayanan.table1.{_p}b-percent-of-peak", "Table 1", f"{_p}B: {_tflops} teraFLOP/s per "
+          f"GPU is {_percent} % of the A100's peak", _percent, "%", decimals(0),
+          lambda _tflops=_tflops: sp.Rational(_tflops * TERA, A100_PEAK))
+    claim(f"narayanan.table1.{_p}b-aggregate", "Table 1", f"{_p}B: {_gpus} GPUs at {_tflops} "
+          f"teraFLOP/s each give {_aggregate} petaFLOP/s", float(_aggregate), "PFLOP/s",
+          as_printed(_aggregate),
+          lambda _gpus=_gpus, _tflops=_tflops: sp.Integer(_gpus * _tflops * TERA),
+          note=(f"Table 1's own {_aggregate} petaFLOP/s over {_gpus} GPUs is "
+                f"{float(_aggregate) * 1000 / _gpus:.1f} teraFLOP/s per GPU, printed as {_tflops}: "
+                "the aggregate was computed before the per-GPU figure was rounded"))
+
+
+# --- worked examples (section 5.1) ------------------------------------------------------------
+def _days(model_name: str, tokens: int, gpus: int, tflops: int, per_token: sp.Expr) -> sp.Expr:
+    """tokens x FLOPs per token / (GPUs x achieved FLOP/s), in days."""
+    return tokens * MODELS[model_name].at(per_token) / (gpus * tflops * TERA * DAY)
+
+
+_RECOMPUTED = flops_per_token("gpt", "full", "full-layers")
+_EIGHT_P = ("the paper's Eq. 4 (8P FLOPs per token: the attention-score and logit terms of "
+            "Eq. 3 left out)")
+MODELS["175"] = gpt("narayanan-gpt3-175b", 96, 12288, 96, 51200, 2048,
+                    "Narayanan et al. 2021, section 5.1 (GPT-3: 96 layers, h = 12288, 96 heads)")
+for _id, _model, _tokens, _gpus, _tflops, _printed in (
+        ("gpt3-175b-days", "175", 300 * 10**9, 1024, 140, 34),
+        ("1t-days", "1008.0", 450 * 10**9, 3072, 163, 84)):
+    claim(f"narayanan.5.1.{_id}", "5.1", f"{_model}B on {_tokens // 10**9}B tokens, {_gpus} GPUs at "
+          f"{_tflops} teraFLOP/s: about {_printed} days", _printed, "days", decimals(0),
+          lambda _m=_model, _t=_tokens, _g=_gpus, _x=_tflops: _days(_m, _t, _g, _x, _RECOMPUTED),
+          alternative=Alternative(_EIGHT_P, lambda _m=_model, _t=_tokens, _g=_gpus, _x=_tflops:
+                                  _days(_m, _t, _g, _x, CONVENTIONS["narayanan-8P"]("gpt"))),
+          note="Eq. 3's attention term s/6h adds 1-3 % to 8P at these shapes")
