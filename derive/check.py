@@ -2,7 +2,8 @@
 
 ``--claims`` instead evaluates the numeric claims of every document (``derive.claims``:
 the article and the papers it builds on), ``--document NAME`` those of one:
-each holds, does not hold (reported, exit 0) or is pending; exit 1 only when a
+each holds, does not hold (reported, exit 0), is unconfirmed (a paper's printed
+value not confirmed against a source: no verdict) or is pending; exit 1 only when a
 derivation raises, exit 2 for an unknown document.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ def claims_main(as_json: bool, entries: list["Claim"]) -> int:
         except Exception as error:  # a derivation that raises is a failure of derive, not the article
             errors.append(f"ERROR {entry.id}: {type(error).__name__}: {error}")
     counts = {status: sum(v.status == status for v in verdicts)
-              for status in ("holds", "does not hold", "pending")}
+              for status in ("holds", "does not hold", "unconfirmed", "pending")}
     if as_json:
         by_document = {name: {status: sum(v.status == status and v.claim.document == name
                                           for v in verdicts) for status in counts}
@@ -52,7 +53,8 @@ def claims_main(as_json: bool, entries: list["Claim"]) -> int:
         for error in errors:
             print(error)
         print(f"{len(verdicts) + len(errors)} claims: {counts['holds']} hold, "
-              f"{counts['does not hold']} do not hold, {counts['pending']} pending, "
+              f"{counts['does not hold']} do not hold, {counts['unconfirmed']} unconfirmed, "
+              f"{counts['pending']} pending, "
               f"{len(errors)} errors")
     return 1 if errors else 0
 

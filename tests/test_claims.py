@@ -156,11 +156,12 @@ def test_bad_unit_names_the_field():
 def test_cli_prints_each_claim_and_a_summary():
     out = subprocess.run([sys.executable, "-m", "derive.check", "--claims"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    summary = re.fullmatch(r"(\d+) claims: (\d+) hold, (\d+) do not hold, (\d+) pending, 0 errors",
+    summary = re.fullmatch(r"(\d+) claims: (\d+) hold, (\d+) do not hold, (\d+) unconfirmed, (\d+) pending, "
+                           r"0 errors",
                            out[-1])
     assert summary and int(summary[1]) == len(out) - 1 >= 40
     assert int(summary[3]) >= 3
-    assert all(re.match(r"(holds|does not hold|pending) +\S+ +\[", line) for line in out[:-1])
+    assert all(re.match(r"(holds|does not hold|unconfirmed|pending) +\S+ +\[", line) for line in out[:-1])
     line = next(l for l in out if "9.q1.llama3-70b" in l)
     assert line.startswith("does not hold") and "derived 15.019 cards" in line
 
@@ -187,7 +188,8 @@ def test_cli_json_lists_every_claim_with_its_status():
     out = subprocess.run([sys.executable, "-m", "derive.check", "--claims", "--json"],
                          capture_output=True, text=True, check=True).stdout
     report = json.loads(out)
-    assert len(report["claims"]) == report["holds"] + report["does not hold"] + report["pending"]
+    assert len(report["claims"]) == (report["holds"] + report["does not hold"] + report["unconfirmed"]
+                                     + report["pending"])
     by_id = {entry["id"]: entry for entry in report["claims"]}
     assert by_id["8.4.70b-grads-fp32"]["status"] == "holds"
     assert by_id["8.4.70b-grads-fp32"]["rounding"] == "2 decimals"
@@ -201,7 +203,7 @@ def test_cli_json_lists_every_claim_with_its_status():
 def test_document_option_selects_one_document(capsys):
     assert check.main(["--document", ARTICLE]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == "111 claims: 103 hold, 8 do not hold, 0 pending, 0 errors"
+    assert out[-1] == "111 claims: 103 hold, 8 do not hold, 0 unconfirmed, 0 pending, 0 errors"
 
 
 def test_unknown_document_is_one_stderr_line_and_exit_2():

@@ -7,7 +7,9 @@ says whether the printed value is what the derived value rounds to. A claim
 that does not hold is reported with the derived value and, where an
 alternative reading reproduces the printed number (a GB/GiB mix-up, say), that
 reading; it is never adjusted. A claim without a derivation is *pending*:
-recorded, not judged.
+recorded, not judged. A paper's claim records in ``checked_against`` where its
+printed value was read (a URL or repository/path); one without such a source is
+*unconfirmed*: derive's value is shown, but no verdict about the paper is given.
 
 Each submodule holds one document's claims and registers them on import (the
 article in ``article``, each paper in a module named after its first author);
@@ -148,6 +150,7 @@ class Claim:
     alternative: Alternative | None = None
     note: str = ""
     document: str = ""
+    checked_against: str = ""
 
     @property
     def printed_value(self) -> str:
@@ -167,7 +170,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one claim: 'holds', 'does not hold' or 'pending'; ``reason`` says why (or the convention it holds under)."""
+    """The outcome of one claim: 'holds', 'does not hold', 'unconfirmed' or 'pending'; ``reason`` says why (or the convention it holds under)."""
 
     claim: Claim
     status: str
@@ -182,7 +185,8 @@ class Verdict:
                 "text": entry.text, "value": entry.printed_value, "unit": entry.unit,
                 "rounding": entry.rounding.describe(), "status": self.status,
                 "derived": None if self.derived is None else str(self.derived),
-                "printed": self.printed, "reason": self.reason}
+                "printed": self.printed, "reason": self.reason,
+                "checked_against": entry.checked_against}
 
 
 CLAIMS: dict[str, Claim] = {}
@@ -200,12 +204,13 @@ class Document:
 
     def claim(self, id: str, section: str, text: str, value: Number, unit: str, rounding: Rounding,
               derive: Callable[[], Number] | None = None, *, pending: str = "",
-              alternative: Alternative | None = None, note: str = "") -> Claim:
-        """Register one claim of this document; an id may be used once across all documents."""
+              alternative: Alternative | None = None, note: str = "",
+              checked_against: str = "") -> Claim:
+        """Register one claim of this document (``checked_against``: where its printed value was read); an id may be used once."""
         if id in CLAIMS:
             raise ValueError(f"id: claim {id!r} is registered twice")
         entry = Claim(id, section, text, value, unit, rounding, derive, pending, alternative, note,
-                      self.name)
+                      self.name, checked_against)
         CLAIMS[id] = entry
         return entry
 
@@ -255,6 +260,11 @@ def evaluate(entry: Claim) -> Verdict:
     if entry.derive is None:
         return Verdict(entry, "pending", None, "", entry.pending)
     holds, derived, shown = _matches(entry, entry.derive())
+    if not entry.checked_against and entry.document not in ("", ARTICLE):
+        return Verdict(entry, "unconfirmed", derived, shown,
+                       f"no verdict: the printed value {entry.printed_value} {entry.unit} was not "
+                       f"confirmed against a copy of {entry.document}; derive's value prints as "
+                       f"{shown}")
     if holds:
         return Verdict(entry, "holds", derived, shown, entry.note)
     reason = (f"derived {_show(derived)} {entry.unit} prints as {shown} at "

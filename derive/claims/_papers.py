@@ -12,6 +12,11 @@ from derive.units import BYTE_UNITS
 
 #: A100 dense bf16 peak (312 TFLOP/s, derive.presets): the peak both Megatron papers divide by.
 A100_PEAK = sp.Integer(int(hardware("a100").peak_flops))
+#: Where printed values were read (``checked_against``): copies and quotations of the papers.
+SEED_ARTICLE = ("the source article (shared/seed/000_8738b2343f4a5190.txt, section 4.1, which "
+                "transcribes the paper's section 4.1 tensor by tensor)")
+MEGATRON_MEMORY = ("NVIDIA/Megatron-LM megatron/training/theoretical_memory_usage.py "
+                   "(compute_activation_memory: 'formula in Table 2 of 2205.05198')")
 #: A GB (10^9 bytes), as the papers print memory.
 GB = BYTE_UNITS["GB"]
 

@@ -18,11 +18,19 @@ from derive.symbols import L, V, a, f, g, h, k, s
 
 claim = document(
     "Chowdhery et al. 2022", "arXiv 2204.02311, PaLM: Scaling Language Modeling with Pathways",
-    "Not registered: PaLM's HFU (57.8 %: it rests on a rematerialisation policy the paper does "
-    "not tabulate), Table 22's 8B and 62B rows and Table 3's rows for GPT-3, Gopher and "
-    "Megatron-Turing NLG (their throughputs come from other papers): the paper's text was not in "
-    "the stored corpora, only secondary sources quoting Appendix B and Table 22's 540B row.",
+    "Not registered: PaLM's HFU (57.8 %, confirmed in Jack47/hack-SysML papers/NLP/PaLM.md, but it "
+    "rests on a rematerialisation policy the paper does not tabulate), Table 22's 8B and 62B rows "
+    "and Table 3's rows for GPT-3, Gopher and Megatron-Turing NLG (their throughputs come from "
+    "other papers). Unconfirmed (no verdict): Table 1's 8.63B and 62.50B, the 45.7 % without "
+    "attention and Table 22's 2527.2 zettaFLOPs: no stored copy of those was found.",
 ).claim
+
+#: Table 1's 540.35B, quoted with Appendix B's figures.
+PAPERNOTES = ("https://awesome.papernotes.org/en/era4_foundation_models/2022_palm/ ('N to 540.35B', "
+              "780B tokens, 6,144 TPU v4 chips, 238.3K tokens/s, 46.2 % MFU, 57.8 % HFU)")
+#: Appendix B's throughput, chip count and MFU, as quoted.
+LEONERICSSON = ("https://leonericsson.github.io/blog/2023-08-22-palm ('238.3K tokens/sec resulting "
+                "in a model FLOPs utilization of 46.2%', 6144 TPU v4 chips)")
 
 #: Table 1: layers, heads, d_model; every model: head width 256, d_ff = 4 d_model, one kv head,
 #: vocabulary 256k (256000), sequence length 2048.
@@ -71,16 +79,19 @@ for _name, _printed in PRINTED_N.items():
           "parameters", _printed, "billion parameters", decimals(2),
           lambda _name=_name: parameters(_name),
           alternative=Alternative("N without the norm scales (L + 1 vectors of d_model)",
-                                  lambda _name=_name: parameters(_name, norms=False)))
+                                  lambda _name=_name: parameters(_name, norms=False)),
+          checked_against=PAPERNOTES if _name == "540B" else "")
 
 claim("chowdhery.appendixB.540b-mfu", "Appendix B / Table 3", "PaLM 540B: 238.3K tokens/s on 6144 "
       "TPU v4 chips is 46.2 % MFU", 46.2, "%", decimals(1),
       lambda: mfu(THROUGHPUT, model_flops_per_token("540B"), CHIPS, TPU_V4_PEAK),
       alternative=None,
-      note="derive's GEMM count (tied head once, full score square, no norms)")
+      note="derive's GEMM count (tied head once, full score square, no norms)",
+      checked_against=LEONERICSSON)
 claim("chowdhery.appendixB.540b-mfu-6n-12lhqt", "Appendix B", "the same MFU under the paper's "
       "own count, 6N + 12LHQT (N with the norm scales)", 46.2, "%", decimals(1),
-      lambda: mfu(THROUGHPUT, palm_formula("540B"), CHIPS, TPU_V4_PEAK))
+      lambda: mfu(THROUGHPUT, palm_formula("540B"), CHIPS, TPU_V4_PEAK),
+      checked_against=LEONERICSSON)
 
 claim("chowdhery.appendixB.540b-mfu-no-attention", "Appendix B", "without self-attention "
       "(6N per token) the same throughput is 45.7 % MFU", 45.7, "%", decimals(1),

@@ -20,20 +20,30 @@ from derive.claims._papers import input_embedding_flops
 from derive.conventions import CONVENTIONS
 from derive.symbols import L, V, a, f, h, k, s
 
-claim = document(
+_claim = document(
     "Hoffmann et al. 2022", "arXiv 2203.15556, Training Compute-Optimal Large Language Models "
     "(Chinchilla)",
-    "Appendix F is checked term by term. Table A4 (Appendix F's count over 6ND for a range of "
-    "shapes) is not: its cells could not be read from a stored copy of the paper, the values "
-    "recalled for it are not reproduced by Appendix F's own formula at the recalled shapes, and "
-    "its ratio depends on which parameters N counts (embeddings or not), which the caption alone "
-    "does not fix; derive's 'hoffmann' convention (derive.conventions) evaluates the count at any "
-    "shape once the table's shapes are known.",
+    "Appendix F is checked term by term against a public transcription of it. Table A4 "
+    "(Appendix F's count over 6ND for a range of shapes) is not registered: no stored copy of its "
+    "cells or of the shapes they were computed at was found, and its ratio depends on which "
+    "parameters N counts (embeddings or not), which the caption alone does not fix; derive's "
+    "'hoffmann' convention (derive.conventions) evaluates the count at any shape once the table's "
+    "shapes are known.",
 ).claim
 
 QKV, PROJECT = "attention.query_key_value.weight", "attention.dense.weight"
 FC1, FC2 = "mlp.dense_h_to_4h.weight", "mlp.dense_4h_to_h.weight"
 NOT_A_GEMM = "derive's FLOP count is GEMMs only (derive.architectures.gemms)"
+#: Appendix F, transcribed term by term (and the backward pass as twice the forward: x3 in all).
+APPENDIX_F = ("public Gradio calculator 'described in DeepMind's Chinchilla scaling law paper (see "
+              "Appendix F)' (deepmind_flops: embeddings 2 n_ctx n_vocab d_model, QKV, logits, softmax "
+              "3 n_heads n_ctx^2, reductions, project, dense block, final logits; forward x 3; "
+              "search-index file 47364795929)")
+
+
+def claim(*args: object, **kwargs: object) -> object:
+    """Register an Appendix F claim, read against the transcription above."""
+    return _claim(*args, checked_against=APPENDIX_F, **kwargs)
 
 
 def _weights(*names: str) -> sp.Expr:

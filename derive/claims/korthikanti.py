@@ -20,7 +20,7 @@ from derive.accounts.activations import (
 )
 from derive.accounts.flops import flops_per_token, mfu
 from derive.claims import EXACT, Alternative, decimals, document, significant
-from derive.claims._papers import A100_PEAK, gpt
+from derive.claims._papers import A100_PEAK, MEGATRON_MEMORY, SEED_ARTICLE, gpt
 from derive.conventions import CONVENTIONS
 from derive.symbols import FFN_4H, B, L, V, a, b, h, p, s, t, v
 
@@ -28,10 +28,18 @@ claim = document(
     "Korthikanti et al. 2022", "arXiv 2205.05198, Reducing Activation Recomputation in Large "
     "Transformer Models (MLSys 2023)",
     "Not registered: Appendix B's 2.73 GB, section 4.3's stated share of the terms outside the "
-    "layers, and Table 5's full-recompute rows: the paper's text was not in the stored corpora, so "
-    "their exact inputs and printed values could not be read. Table 5's present-work MFU and HFU "
-    "match Megatron-LM's README (41.5/43.7, 51.4/52.8, 56.0/57.0, 56.3/57.0 %).",
+    "layers, and Table 5's full-recompute rows: no stored copy of the paper's text was found, so "
+    "their inputs and printed values could not be read. Unconfirmed (no verdict): section 5's "
+    "70/65 % and 2.7/1.6 %, the 1F1B first stage with the score term and section 4.3's three "
+    "output terms taken apart.",
 ).claim
+
+#: Table 5's MFU and HFU as Megatron-LM published them (quoted in stas00/ml-engineering).
+STAS_TABLE5 = ("stas00/ml-engineering training/performance/README_zh.md (MFU/HFU table Megatron-LM "
+               "published: 22B 41.5/43.7, 175B 51.4/52.8, 530B 56.0/57.0, 1T 56.3/57.0 %)")
+ABSTRACT = "https://mlsys.org/virtual/2023/poster/2445 (abstract: 'reduces activation memory by 5x')"
+EQ_BY_TABLE5 = ("indirectly: with Table 3's configurations and Table 5's iteration times this "
+                "equation reproduces Table 5's printed utilisations (" + STAS_TABLE5 + ")")
 
 SBH = s * b * h
 #: Table 3: sequence length 2048 and vocabulary 51200 for every model; t = 8 throughout.
@@ -87,31 +95,40 @@ for _id, _section, _text, _value, _names in (
          ("layer input", "post_attention_layernorm input")),
 ):
     claim(f"korthikanti.4.1.{_id}", _section, _text, _value, "B", EXACT,
-          lambda _names=_names: _rows(*_names))
+          lambda _names=_names: _rows(*_names), checked_against=SEED_ARTICLE)
 claim("korthikanti.4.1.attention-block", "4.1", "attention block total: 11sbh + 5as^2b",
-      11 * SBH + 5 * a * s**2 * b, "B", EXACT, lambda: _tagged("attention"))
+      11 * SBH + 5 * a * s**2 * b, "B", EXACT, lambda: _tagged("attention"),
+      checked_against=SEED_ARTICLE + ": LayerNorm 1 + attention 13h + 5as, less the 2h LayerNorm input")
 claim("korthikanti.4.1.mlp-block", "4.1", "MLP block total: 19sbh", 19 * SBH, "B", EXACT,
-      lambda: _tagged("mlp"))
+      lambda: _tagged("mlp"),
+      checked_against=SEED_ARTICLE + ": LayerNorm 2 + MLP 21h, less the 2h LayerNorm input")
 claim("korthikanti.eq1", "4.1, Eq. 1", "activations per layer: sbh(34 + 5as/h)",
-      SBH * (34 + 5 * a * s / h), "B", EXACT, lambda: _layer())
+      SBH * (34 + 5 * a * s / h), "B", EXACT, lambda: _layer(), checked_against=SEED_ARTICLE)
 
 # --- Table 2: per-layer bytes under each parallel / recompute policy -------------------------
-for _id, _text, _value, _policy in (
-        ("none", "no parallelism", SBH * (34 + 5 * a * s / h), {}),
+_SPLIT = SEED_ARTICLE + " (34 = 10 + 24: the 24 and the 5as score term split by t)"
+for _id, _text, _value, _policy, _source in (
+        ("none", "no parallelism", SBH * (34 + 5 * a * s / h), {}, SEED_ARTICLE),
         ("tp", "tensor parallel (baseline): sbh(10 + 24/t + 5as/ht)",
-         SBH * (10 + 24 / t + 5 * a * s / (h * t)), {"tensor_parallel": t}),
+         SBH * (10 + 24 / t + 5 * a * s / (h * t)), {"tensor_parallel": t}, _SPLIT),
         ("tp-sp", "tensor + sequence parallel: sbh(34/t + 5as/ht)",
-         SBH * (34 / t + 5 * a * s / (h * t)), {"tensor_parallel": t, "sequence_parallel": True}),
+         SBH * (34 / t + 5 * a * s / (h * t)), {"tensor_parallel": t, "sequence_parallel": True},
+         "public code transcribing Table 2 (get_activation_memory, tensor + sequence parallel: "
+         "s b h / t (34 + 5as/h); search-index file 49393662229)"),
         ("tp-selective", "tensor parallel + selective recompute: sbh(10 + 24/t)",
-         SBH * (10 + 24 / t), {"tensor_parallel": t, "recompute": "selective"}),
+         SBH * (10 + 24 / t), {"tensor_parallel": t, "recompute": "selective"},
+         MEGATRON_MEMORY.replace("compute_activation_memory", "compute_activation_memory_without_sp")),
         ("tp-sp-selective", "tensor + sequence parallel + selective recompute: sbh(34/t)",
-         SBH * 34 / t, {"tensor_parallel": t, "sequence_parallel": True, "recompute": "selective"}),
-        ("full", "full activation recompute: 2sbh", 2 * SBH, {"recompute": "full"}),
+         SBH * 34 / t, {"tensor_parallel": t, "sequence_parallel": True, "recompute": "selective"},
+         MEGATRON_MEMORY + ": (18 + 4f/h)/t per layer"),
+        ("full", "full activation recompute: 2sbh", 2 * SBH, {"recompute": "full"},
+         SEED_ARTICLE.replace("section 4.1", "section 4.3") + ": full recompute keeps the layer input, 2sbh"),
 ):
     claim(f"korthikanti.table2.{_id}", "Table 2", _text, _value, "B", EXACT,
-          lambda _policy=_policy: _layer(**_policy))
+          lambda _policy=_policy: _layer(**_policy), checked_against=_source)
 claim("korthikanti.eq2", "4.2.1, Eq. 2", "tensor parallel: sbh(10 + 24/t + 5as/ht) per layer",
-      SBH * (10 + 24 / t + 5 * a * s / (h * t)), "B", EXACT, lambda: _layer(tensor_parallel=t))
+      SBH * (10 + 24 / t + 5 * a * s / (h * t)), "B", EXACT, lambda: _layer(tensor_parallel=t),
+      checked_against=_SPLIT)
 
 # --- section 4.2.3 / 5: pipeline first stage, interleaving, selective total ------------------
 _SP = {"tensor_parallel": t, "sequence_parallel": True}
@@ -122,22 +139,26 @@ claim("korthikanti.4.2.3.interleaved", "4.2.3", "interleaved schedule with v sta
       "(the paper's m) multiplies the first stage by 1 + (p - 1)/(p v)", 1 + (p - 1) / (p * v),
       "ratio", EXACT,
       lambda: sp.cancel(first_stage_activation_bytes("gpt", pipeline=p, virtual=v, edges=False)
-                        / first_stage_activation_bytes("gpt", pipeline=p, edges=False)))
+                        / first_stage_activation_bytes("gpt", pipeline=p, edges=False)),
+      checked_against=MEGATRON_MEMORY + ": interleaved_schedule_memory_penalty")
 claim("korthikanti.5.selective-total", "5", "with sequence parallel and selective recompute the "
       "first stage needs 34 sbhL/t", 34 * SBH * L / t, "B", EXACT,
       lambda: first_stage_activation_bytes("gpt", pipeline=p, edges=False, recompute="selective",
-                                           **_SP).subs(FFN_4H))
+                                           **_SP).subs(FFN_4H),
+      checked_against=MEGATRON_MEMORY + ": per-layer bytes x num_layers / t")
 
 claim("korthikanti.abstract.5x", "abstract / 5", "sequence parallelism with selective recompute "
       "reduces activation memory about 5x (530B, t = 8: tensor parallel baseline over the new "
       "per-layer bytes)", 5, "x", significant(1),
       lambda: MODELS["530B"].subs(_layer(tensor_parallel=8) / _layer(
-          tensor_parallel=8, sequence_parallel=True, recompute="selective")))
+          tensor_parallel=8, sequence_parallel=True, recompute="selective")),
+      checked_against=ABSTRACT)
 
 # --- section 4.3: the terms outside the layers --------------------------------------------
 claim("korthikanti.4.3.embedding-dropout", "4.3", "input embedding dropout mask on the first "
       "stage, p micro-batches, sequence parallel: sbhp/t", SBH * p / t, "B", EXACT,
-      lambda: p * embedding_edge("gpt", t, True, token_ids=False).bytes())
+      lambda: p * embedding_edge("gpt", t, True, token_ids=False).bytes(),
+      checked_against=MEGATRON_MEMORY + ": 'Dropout in embedding layer', sbhp, divided by t")
 _OUT = output_edge(t, True)
 claim("korthikanti.4.3.final-layernorm", "4.3", "output layer norm input: 2sbh/t", 2 * SBH / t,
       "B", EXACT, lambda: _OUT["final norm input"].bytes)
@@ -146,14 +167,17 @@ claim("korthikanti.4.3.output-projection", "4.3", "output projection input: 2sbh
 claim("korthikanti.4.3.logits-fp32", "4.3", "cross entropy keeps fp32 logits: 4sbv/t",
       4 * s * b * V / t, "B", EXACT, lambda: _OUT.where("logits").bytes())
 claim("korthikanti.4.3.output-total", "4.3", "output layer total: 4sbh/t (1 + v/h)",
-      4 * SBH / t * (1 + V / h), "B", EXACT, lambda: _OUT.bytes())
+      4 * SBH / t * (1 + V / h), "B", EXACT, lambda: _OUT.bytes(),
+      checked_against=MEGATRON_MEMORY + ": 'Inputs to output layer and CE loss', 4sbh(1 + V/h)/t")
 
 # --- Table 3: the configurations -> N -------------------------------------------------------
 for _name, _printed, _rounding in (("22B", 22, significant(2)), ("175B", 175, significant(3)),
                                    ("530B", 530, significant(3)), ("1T", 1000, significant(1))):
     claim(f"korthikanti.table3.{_name}-N", "Table 3", f"the {_name} configuration has "
           f"{_name} parameters", _printed, "billion parameters", _rounding,
-          lambda _name=_name: MODELS[_name].parameters)
+          lambda _name=_name: MODELS[_name].parameters,
+          checked_against="the model names: " + STAS_TABLE5 + "; the shapes indirectly: they "
+                          "reproduce Table 5's MFUs of 175B, 530B and 1T")
 
 
 # --- Table 5 and Appendix A: MFU and HFU -----------------------------------------------------
@@ -188,27 +212,31 @@ for _name, (_mfu, _hfu) in TABLE5.items():
           lambda _name=_name: _utilisation(_name, _batch_flops(_name)),
           alternative=Alternative("an iteration time of 1.104 s (Table 5 prints 1.10 s)",
                                   lambda: _utilisation("22B", _batch_flops("22B"), UNROUNDED_22B))
-          if _slow else None)
+          if _slow else None, checked_against=STAS_TABLE5)
     claim(f"korthikanti.table5.{_name}-hfu", "Table 5 / Appendix A", f"{_name}: HFU {_hfu} %", _hfu,
           "%", decimals(1), lambda _name=_name: _utilisation(_name, _batch_flops(_name, "selective")),
           alternative=Alternative(
               _EQ8_READING + (" at an iteration time of 1.104 s (Table 5 prints 1.10 s)" if _slow else ""),
               lambda _name=_name, _slow=_slow: _utilisation(_name, _eq8(_name),
-                                                            UNROUNDED_22B if _slow else None)))
+                                                            UNROUNDED_22B if _slow else None)),
+          checked_against=STAS_TABLE5)
 
 _EQ8_WHY = ("Eq. 8's s/3h adds 12Bs^2h per layer, three times the forward of QK^T and PV (4Bs^2h) "
             "that selective recompute runs again; derive's count (the score GEMMs' forward once "
             "more) is 72BLsh^2(1 + 2s/9h + V/12hL)")
 claim("korthikanti.eq7", "Appendix A, Eq. 7", "model FLOPs per iteration: "
       "72BLsh^2(1 + s/6h + V/12hL)", 72 * B * L * s * h**2 * (1 + s / (6 * h) + V / (12 * h * L)),
-      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full")).subs(FFN_4H))
+      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full")).subs(FFN_4H),
+      checked_against=EQ_BY_TABLE5.replace("utilisations", "MFUs of 175B, 530B and 1T"))
 claim("korthikanti.eq8", "Appendix A, Eq. 8", "hardware FLOPs with selective recompute: "
       "72BLsh^2(1 + s/3h + V/12hL)", 72 * B * L * s * h**2 * (1 + s / (3 * h) + V / (12 * h * L)),
       "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "selective")).subs(FFN_4H),
-      note=_EQ8_WHY)
+      note=_EQ8_WHY, checked_against=EQ_BY_TABLE5.replace("utilisations", "HFUs (all four)"))
 claim("korthikanti.eq9", "Appendix A, Eq. 9", "hardware FLOPs with full recompute: "
       "96BLsh^2(1 + s/6h + V/16hL)", 96 * B * L * s * h**2 * (1 + s / (6 * h) + V / (16 * h * L)),
-      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H))
+      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H),
+      checked_against="https://github.com/boredengineering/model-parallelism-LNNs (transcribes "
+                      "96Bslh^2(1 + s/6h + V/16lh), the same count as Narayanan et al.'s Eq. 3)")
 
 
 # --- section 5: what selective recompute saves and costs ------------------------------------

@@ -18,7 +18,34 @@ from derive.conventions import CONVENTIONS
 from derive.symbols import FFN_4H, B, L, V, h, s
 
 claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
-                 "Training on GPU Clusters Using Megatron-LM (SC21)").claim
+                 "Training on GPU Clusters Using Megatron-LM (SC21)",
+                 "Unconfirmed (no verdict): Table 1's percentages of peak and aggregate throughputs "
+                 "except the 1T model's 502 petaFLOP/s: no stored copy of those columns was found "
+                 "(Megatron-LM's README shows Table 1 as an image). Table 1's parameter counts were "
+                 "read in copies of its configuration columns.").claim
+
+PSGLLM = ("https://github.com/boredengineering/model-parallelism-LNNs (transcribes Eq. 2, P = "
+          "12lh^2(1 + 13/12h + (V + s)/12lh), and Eq. 3, F = 96Bslh^2(1 + s/6h + V/16lh)); "
+          "SimonZsx/PSGLLM calcu.md (the same Eq. 2 and Eq. 3's 96Bsh^2 + 16Bs^2h per layer)")
+EQ4 = ("https://github.com/Zenodia/Megatron-LM (Eq. 4's training-time estimate 8TP/(nX), with GPT-3's "
+       "T = 300B tokens, n = 1024 GPUs, X = 140 teraFLOP/s)")
+#: Table 1's parameter counts with their shapes, as copied into public code and READMEs.
+TABLE1_SHAPES = ("aws-samples/awsome-distributed-training 3.test_cases/megatron/megatron-lm/slurm/gpt3/"
+                 "README.md (Table 1's 1.7B ... 310.1B with heads, hidden size and layers; search-index "
+                 "file 35229797617)")
+TABLE1_LARGEST = ("public code copying Table 1's shapes ('megatron-gpt-529.6b': 105 layers, h = 20480, "
+                  "128 heads; 'megatron-gpt-1008b': 128, 25600, 160; search-index file 71475095499)")
+#: Confirmed rows of Table 1 and section 5.1: claim id suffix -> where the printed value was read.
+CONFIRMED = {
+    "1008.0b-aggregate": "https://redlib.fmhy.net/r/mlscaling (Narayanan et al. 2021: '1t-parameter "
+                         "models at 502 petaFLOP/s', 3072 A100 GPUs)",
+    "gpt3-175b-days": "https://libreddit.marty.tf/r/GPT3/comments/p1xf10 (citing Narayanan et al. "
+                      "2021: 'The Jul/2021 research estimates of 34 days used ... A100 GPUs'); "
+                      "https://xie.infoq.cn/article/dd6c3d0f80653ffc35135ca1f (175B on 1024 A100: "
+                      "34 days)",
+    "1t-days": "https://xie.infoq.cn/article/dd6c3d0f80653ffc35135ca1f (a trillion parameters on "
+               "3072 A100: at least 84 days, quoting Narayanan et al. 2021)",
+}
 
 TABLE1 = "Narayanan et al. 2021, Table 1"
 #: Table 1: parameters (billion, as printed), heads, hidden size, layers, GPUs, achieved
@@ -48,21 +75,24 @@ claim("narayanan.eq2", "5.1, Eq. 2", "parameters: P = 12lh^2 (1 + 13/12h + (V + 
                               "2h), which Eq. 2 leaves out",
                               lambda: model_parameters("gpt").filter(
                                   lambda t: not t.name.startswith("final_layernorm")).numel()
-                              .subs(FFN_4H)))
+                              .subs(FFN_4H)), checked_against=PSGLLM)
 claim("narayanan.eq3", "5.1, Eq. 3", "FLOPs per iteration with activation recompute: "
       "96Bslh^2 (1 + s/6h + V/16lh)", 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h)),
-      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H))
+      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H),
+      checked_against=PSGLLM)
 claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLOPs per parameter "
       "per token (forward 2, backward 4, recomputed forward 2)", 8, "x", EXACT,
       lambda: sp.limit(flops_per_token("gpt", "full", "full-layers").subs(FFN_4H)
                        / parameter_count("gpt").subs(FFN_4H), h, sp.oo),
-      note="8 is the limit of derive's count over P for large h (attention and logits aside)")
+      note="8 is the limit of derive's count over P for large h (attention and logits aside)",
+      checked_against=EQ4)
 
 # --- Table 1 -------------------------------------------------------------------------------
 for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
     claim(f"narayanan.table1.{_p}b-parameters", "Table 1", f"{_l} layers, h = {_h}, {_a} heads: "
           f"{_p} billion parameters", float(_p), "billion parameters", as_printed(_p),
-          lambda _p=_p: MODELS[_p].parameters)
+          lambda _p=_p: MODELS[_p].parameters,
+          checked_against=TABLE1_LARGEST if _p in ("529.6", "1008.0") else TABLE1_SHAPES)
     claim(f"narayanan.table1.{_p}b-percent-of-peak", "Table 1", f"{_p}B: {_tflops} teraFLOP/s per "
           f"GPU is {_percent} % of the A100's peak", _percent, "%", decimals(0),
           lambda _tflops=_tflops: sp.Rational(_tflops * TERA, A100_PEAK))
@@ -72,7 +102,8 @@ for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
           lambda _gpus=_gpus, _tflops=_tflops: sp.Integer(_gpus * _tflops * TERA),
           note=(f"Table 1's own {_aggregate} petaFLOP/s over {_gpus} GPUs is "
                 f"{float(_aggregate) * 1000 / _gpus:.1f} teraFLOP/s per GPU, printed as {_tflops}: "
-                "the aggregate was computed before the per-GPU figure was rounded"))
+                "the aggregate was computed before the per-GPU figure was rounded"),
+          checked_against=CONFIRMED.get(f"{_p}b-aggregate", ""))
 
 
 # --- worked examples (section 5.1) ------------------------------------------------------------
@@ -94,4 +125,5 @@ for _id, _model, _tokens, _gpus, _tflops, _printed in (
           lambda _m=_model, _t=_tokens, _g=_gpus, _x=_tflops: _days(_m, _t, _g, _x, _RECOMPUTED),
           alternative=Alternative(_EIGHT_P, lambda _m=_model, _t=_tokens, _g=_gpus, _x=_tflops:
                                   _days(_m, _t, _g, _x, CONVENTIONS["narayanan-8P"]("gpt"))),
-          note="Eq. 3's attention term s/6h adds 1-3 % to 8P at these shapes")
+          note="Eq. 3's attention term s/6h adds 1-3 % to 8P at these shapes",
+          checked_against=CONFIRMED.get(_id, ""))
