@@ -35,6 +35,9 @@ def test_latex_escaping():
     assert escape_latex("granularity='full'") == r"granularity=\allowbreak{}'full'"
     assert escape_latex("72*B*h**2 narayanan.5.1") == \
         r"72*\allowbreak{}B*\allowbreak{}h**2 narayanan.\allowbreak{}5.1"
+    # a commit hash may break every 12 characters
+    assert escape_latex("at dd6c3d0f80653ffc35135ca1f") == \
+        r"at dd6c3d0f8065\allowbreak{}3ffc35135ca1\allowbreak{}f"
     # x^y in prose is raised, never a literal caret: 10^9, QK^T, s_i^2, 2^-8
     assert escape_latex("GB = 10^9 B, QK^T, 2^-8") == \
         r"GB = 10\textsuperscript{9} B, QK\textsuperscript{T}, 2\textsuperscript{-8}"

@@ -51,12 +51,30 @@ XML_TEXT: dict[str, str] = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;
 SUPERSCRIPT = re.compile(r"(?<=[0-9A-Za-z)])\^(-?[0-9A-Za-z]+)")
 
 
+#: A run of letters and digits this long (a commit hash) may break every BREAK_EVERY characters.
+LONG_RUN = re.compile(r"[A-Za-z0-9]{24,}")
+BREAK_EVERY = 12
+
+
 def escape_latex(text: object) -> str:
     """``text`` as LaTeX text mode (x^y raised); ValueError for a character pdflatex could not typeset."""
     parts = SUPERSCRIPT.split(str(text))
-    return "".join(_escape_latex_plain(part) if index % 2 == 0
+    return "".join(_escape_runs(part) if index % 2 == 0
                    else rf"\textsuperscript{{{_escape_latex_plain(part)}}}"
                    for index, part in enumerate(parts))
+
+
+def _escape_runs(text: str) -> str:
+    """``text`` escaped, with a break allowed every BREAK_EVERY characters of a long run."""
+    out, start = [], 0
+    for run in LONG_RUN.finditer(text):
+        out.append(_escape_latex_plain(text[start:run.start()]))
+        word = run.group()
+        out.append(r"\allowbreak{}".join(word[i:i + BREAK_EVERY]
+                                         for i in range(0, len(word), BREAK_EVERY)))
+        start = run.end()
+    out.append(_escape_latex_plain(text[start:]))
+    return "".join(out)
 
 
 #: A dot or an equals sign between names (derive.architectures.gemms, granularity='full',
