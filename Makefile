@@ -17,7 +17,14 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[test,validate]'
 	touch $@
 
-derive: $(VENV)/.installed
+# KaTeX for formulas/index.html: the version pinned in tests/katex/package-lock.json.
+KATEX := tests/katex/node_modules/katex/package.json
+
+$(KATEX): tests/katex/package-lock.json
+	cd tests/katex && npm ci --no-audit --no-fund
+	touch $@
+
+derive: $(VENV)/.installed $(KATEX)
 	$(PY) -m derive.render
 
 renderers:

@@ -28,6 +28,12 @@ from derive.units import BYTE_UNITS, to_unit
 
 DEFAULT_BUDGET = "70GiB"
 DEFAULT_SEQ = 8192
+#: A budget size: a signed number and a byte unit of derive.units (checked after the match).
+BUDGET_PATTERN = r"\s*([-+]?\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*"
+#: The family of a custom shape given without --model.
+CUSTOM_FAMILY = "llama"
+#: A bad value longer than ``longest`` characters is shown as its first ``head`` and last ``tail``.
+SHOWN: dict[str, int] = {"longest": 40, "head": 20, "tail": 8}
 #: The largest size an integer option takes: 2^53, the last integer a float holds exactly.
 MAX_SIZE = 2**53
 
@@ -62,7 +68,7 @@ def parse_budget(text: str) -> tuple[int, str]:
     if name in HARDWARE:
         raise UsageError(f"--budget: derive.accounts.budget records no driver capacity for {name} "
                          f"(only {', '.join(DRIVER_CAPACITY)}); give a size such as 130GiB")
-    match = re.fullmatch(r"\s*([-+]?\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*", text)
+    match = re.fullmatch(BUDGET_PATTERN, text)
     if not match or match.group(2) not in BYTE_UNITS:
         raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, or one of "
                          f"{', '.join(DRIVER_CAPACITY)}, got {text!r}")
@@ -100,10 +106,16 @@ def _converter(convert: Callable[[str], object], expected: str) -> Callable[[str
         try:
             return convert(text)
         except (ValueError, OverflowError):
-            shown = text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {shown!r}") from None
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {shown(text)!r}") from None
     parse.__name__ = expected
     return parse
+
+
+def shown(text: str) -> str:
+    """``text`` as an error line shows it: shortened past SHOWN["longest"] characters."""
+    if len(text) <= SHOWN["longest"]:
+        return text
+    return f"{text[:SHOWN['head']]}...{text[-SHOWN['tail']:]} ({len(text)} characters)"
 
 
 def _positive_int(text: str) -> int:
@@ -245,7 +257,7 @@ def models(args: argparse.Namespace) -> list[Model]:
         if missing:
             raise UsageError(f"{missing[0]}: required for a custom shape without --model")
         heads = overrides["heads"]
-        return [Model("custom", "llama", overrides["layers"], overrides["hidden"], heads,
+        return [Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
                       overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
                       overrides.get("seq", DEFAULT_SEQ), "command line")]
     bases = [model(name) for name in args.model or ()]

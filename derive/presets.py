@@ -19,6 +19,11 @@ from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
 from derive.tensors import Ledger
 
 
+#: Model field -> the symbol it sets.
+FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv_heads": g,
+                                       "ffn": f, "vocab": V, "seq": s}
+
+
 @dataclass(frozen=True)
 class Model:
     """A decoder-only Transformer shape, in the article's symbols.
@@ -60,11 +65,9 @@ class Model:
     @property
     def values(self) -> dict[sp.Symbol, int]:
         """Symbol -> number for substitution."""
-        return {
-            L: self.layers, h: self.hidden, a: self.heads, g: self.kv_heads, f: self.ffn,
-            V: self.vocab, s: self.seq, k: self.head_dim or self.hidden // self.heads,
-            **{BY_NAME[name]: value for name, value in self.sizes},
-        }
+        values = {symbol: getattr(self, field) for field, symbol in FIELD_SYMBOLS.items()}
+        return {**values, k: self.head_dim or self.hidden // self.heads,
+                **{BY_NAME[name]: value for name, value in self.sizes}}
 
     def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
         """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""

@@ -14,27 +14,18 @@ from typing import Sequence
 
 import sympy as sp
 
-from derive.accounts.activations import (
-    ATTENTION_KERNELS,
-    ATTENTION_PROFILES,
-    PROFILES,
-    profile_bytes,
-)
-from derive.accounts.budget import gpus_to_hold
-from derive.accounts.flops import (
-    flops_per_token,
-    mfu,
-    recompute_factor,
-    step_time_lower_bound,
-)
-from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
-from derive.conventions import six_n
+from derive.accounts.activations import PROFILES
+from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, finite_positive, positive_int, zero_stage
 from derive.presets import Model, hardware
-from derive.symbols import N, d
+from derive.symbols import b, d
 from derive.units import BYTE_UNITS, format_bytes, format_count, format_seconds
 
 DEFAULT_MFU = 0.4
+
+#: --json key -> unit.
+UNITS: dict[str, str] = {formula.key: formula.unit for formula in FORMULAS}
 
 
 @dataclass(frozen=True)
@@ -109,106 +100,44 @@ class Figure:
         return {"value": self.value, "unit": self.unit, "expression": self.expression}
 
 
-def _finite(key: str, value: object, field: str) -> float:
-    """``value`` as a finite float, else ValueError naming the request ``field`` that made it overflow."""
+#: The request field a figure's overflow is blamed on (the model's sizes otherwise).
+OVERFLOW_FIELDS = {"time.one_sequence": "peak_flops", "step.lower_bound": "peak_flops",
+                   "step.at_target_mfu": "mfu"}
+
+
+def _number(key: str, value: sp.Expr) -> int | float:
+    """An exact figure as an int (an integer) or a finite float, else ValueError naming the field that made it overflow."""
+    if value.is_Integer:
+        return int(value)
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
-        raise ValueError(f"{field}: {key} overflows a float at this value")
+        raise ValueError(f"{OVERFLOW_FIELDS.get(key, 'model')}: {key} is out of float range at these values")
     return number
 
 
 def figures(m: Model, request: Request = Request()) -> list[Figure]:
-    """Every number the report prints for model ``m``."""
-    count = m.parameters
-
-    def exact(expr: sp.Expr) -> sp.Expr:
-        return m.at(expr, b=request.micro_batch, d=request.dp or 1)
-
-    def fig(key: str, expr: sp.Expr, unit: str) -> Figure:
-        return Figure(key, _finite(key, exact(expr), "model"), unit, sp.sstr(expr))
-
-    held = state_bytes(request.precision, request.optimizer, zero_stage=request.zero)
-    attentions = ATTENTION_KERNELS if request.profile in ATTENTION_PROFILES else ("fused",)
-    per_layer = {attention: profile_bytes(request.profile, attention, m)[0]
-                 for attention in attentions}
-    all_layers = profile_bytes(request.profile, "fused", m)[1]
-    model_flops = flops_per_token(m.architecture, "causal")
-    per_token = _finite("flops.per_token_causal", exact(model_flops), "model")
-    peak = request.peak_flops
-    out = [
-        Figure("parameters", _finite("parameters", count, "model"), "parameters", sp.sstr(N)),
-        Figure("gemm_parameters", _finite("gemm_parameters", m.gemm_parameters, "model"),
-                 "parameters", "N_GEMM"),
-        fig("bytes_per_parameter", held.total / N, "B/parameter"),
-        fig("state.params", held.params, "B"),
-        fig("state.grads", held.grads, "B"),
-        fig("state.optimizer", held.optimizer, "B"),
-        fig("state.resident", held.total, "B"),
-        *(fig(f"activations.per_layer_{attention}", expr, "B")
-          for attention, expr in per_layer.items()),
-        fig("activations.all_layers_and_logits", all_layers, "B"),
-        fig("flops.six_n", six_n(), "FLOP/token"),
-        fig("flops.per_token_causal", model_flops, "FLOP/token"),
-        Figure("time.one_sequence",
-                 _finite("time.one_sequence", step_time_lower_bound(m.seq, per_token, 1, peak),
-                         "peak_flops"), "s", "s * F / peak"),
-    ]
-    if request.tokens is not None:
-        out += _step_figures(m, request, per_token, exact)
-    return out + _fit_figures(request, exact(held.total.subs(d, sp.oo)),
-                              exact(sp.expand(held.total * d).coeff(d, 0)), exact(all_layers))
-
-
-def _step_figures(m: Model, request: Request, per_token: float, exact) -> list[Figure]:
-    """The step bound at 100 % and at the target MFU; with a step time, MFU and HFU."""
-    bound = _finite("step.lower_bound", step_time_lower_bound(
-        request.tokens, per_token, request.gpus, request.peak_flops), "peak_flops")
-    out = [Figure("step.lower_bound", bound, "s", "tokens * F / (gpus * peak)"),
-           Figure("step.at_target_mfu",
-                  _finite("step.at_target_mfu", bound / request.target_mfu, "mfu"), "s",
-                  "tokens * F / (gpus * peak * mfu)")]
-    if request.step_time is None:
-        return out
-    if request.step_time < bound:
+    """Every number the report prints for model ``m``: derive.formulas with its sizes and the request substituted."""
+    m.require_dense("model")
+    choices = {"model": m, "precision": request.precision, "optimizer": request.optimizer,
+               "zero": request.zero, "profile": request.profile}
+    inputs = {"peak": request.peak_flops, "mfu": request.target_mfu, "budget": request.budget_bytes,
+              "tokens": request.tokens, "gpus": request.gpus, "step_time": request.step_time}
+    given = {name for name, value in inputs.items() if value is not None}
+    values = {**m.values, b: request.micro_batch, d: request.dp or 1,
+              **{INPUTS[name]: inputs[name] for name in given}}
+    out = [Figure(key, _number(key, value), UNITS[key],
+                  request.budget_label if key == "fit.budget" else sp.sstr(expr))
+           for key, (value, expr) in evaluate(choices, values, given).items()]
+    found = {fig.key: fig.value for fig in out}
+    if request.step_time is not None and request.step_time < found["step.lower_bound"]:
+        bound = found["step.lower_bound"]
         raise ValueError(
             f"step_time: {request.step_time:g} s is faster than the hardware allows: "
             f"{request.tokens} tokens on {request.gpus} GPUs take >= {bound:.4g} s at 100 % MFU "
             f"(the MFU would be {bound / request.step_time:.0%})")
-    rate = request.tokens / request.step_time
-    observed = mfu(rate, per_token, request.gpus, request.peak_flops)
-    out += [Figure("observed.tokens_per_second", rate, "tokens/s", "tokens / step_time"),
-            Figure("observed.mfu", observed, "fraction", "tokens/s * F / (gpus * peak)")]
-    for policy in ("selective", "full"):
-        factor = recompute_factor(policy, m.architecture)
-        out.append(Figure(f"observed.hfu_{policy}", observed * float(exact(factor)), "fraction",
-                            f"MFU * ({sp.sstr(factor)})"))
-    return out
-def _fit_figures(request: Request, replicated: sp.Expr, sharded: sp.Expr,
-                 activations: sp.Expr) -> list[Figure]:
-    """GPUs that hold the state at the budget: the state split over GPUs, or under ZeRO the ranks.
-
-    Without ZeRO every byte is split (the article's self-test: ceil(resident / budget));
-    under ZeRO one rank holds ``replicated + sharded / ranks``, so the ranks needed are
-    ceil(sharded / (budget - replicated)), and none suffice when replicated >= budget.
-    """
-    budget = request.budget_bytes
-    out = [Figure("fit.budget", budget, "B", request.budget_label)]
-    if not request.zero:
-        return out + [
-            Figure("fit.gpus_for_state", gpus_to_hold(replicated + sharded, budget), "GPUs",
-                     "ceil(resident / budget)"),
-            Figure("fit.gpus_for_state_and_activations",
-                     gpus_to_hold(replicated + sharded + activations, budget), "GPUs",
-                     "ceil((resident + activations) / budget)")]
-    for key, kept, what in (
-            ("fit.gpus_for_state", replicated, "ceil(sharded / (budget - replicated)) ranks"),
-            ("fit.gpus_for_state_and_activations", replicated + activations,
-             "ceil(sharded / (budget - replicated - activations)) ranks")):
-        if kept < budget:
-            out.append(Figure(key, max(1, gpus_to_hold(sharded, budget - kept)), "GPUs", what))
     return out
 
 

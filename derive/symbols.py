@@ -72,6 +72,12 @@ D = _size("D")
 n_g = _size("n_g", r"n_{g}")
 k_g = _size("k_g", r"k_{g}")
 N_active = _size("N_active", r"N_{\mathrm{active}}")
+# the report's inputs and the figures later figures name (derive.formulas; T, F, G, P, t_step below)
+MFU_target = sp.Symbol("MFU_target", positive=True)
+LATEX_NAMES[MFU_target] = r"\mathrm{MFU}_{\mathrm{target}}"
+M_GPU = _size("M_GPU", r"M_{\mathrm{GPU}}")
+M_state = _size("M_state", r"M_{\mathrm{state}}")
+M_act = _size("M_act", r"M_{\mathrm{act}}")
 
 NOTATION: tuple[Notation, ...] = (
     Notation(s, "sequence length (tokens per sequence)", "shape"),
@@ -110,6 +116,10 @@ NOTATION: tuple[Notation, ...] = (
     Notation(t_E, "expert tensor-parallel size (splits each routed expert)", "parallel"),
     Notation(m, "micro-batches per step", "parallel"),
     Notation(v, "virtual pipeline stages per rank (interleaved schedule)", "parallel"),
+    Notation(MFU_target, "target model FLOPs utilisation of a step bound", "report"),
+    Notation(M_GPU, "memory budget of one GPU (bytes)", "report"),
+    Notation(M_state, "resident state bytes (params + grads + optimizer) per GPU", "report"),
+    Notation(M_act, "activation bytes of one micro-batch: all layers + logits", "report"),
 )
 
 # claim-side quantities: what a paper's or a framework's formula is written in

@@ -21,6 +21,8 @@ LAYERS: dict[str, int] = {
     "conventions": 5, "megatron": 5, "megatron_moe": 5,
     "identities": 6,
     "claims": 7,
+    # the report's figures as expressions over the accounts and conventions (report and render read them)
+    "formulas": 7,
     # front ends over the registry and the presets
     "check": 8, "render": 8, "report": 8, "report_moe": 8, "cli": 8, "validate": 8, "sweep": 8,
     "plan": 8, "web": 8, "peers": 8, "__main__": 8, "__init__": 8,

@@ -25,8 +25,8 @@ def test_output_is_identical_across_hash_seeds(tmp_path):
                        cwd=ROOT, env=env, check=True, capture_output=True)
         outputs.append(snapshot(out))
     assert outputs[0] == outputs[1]
-    assert sorted(outputs[0]) == ["bytes_per_parameter.svg", "layouts.svg", "memory_timeline.svg",
-                                  "sheet.md", "sheet.tex", "tables.json"]
+    assert sorted(outputs[0]) == ["bytes_per_parameter.svg", "index.html", "layouts.svg",
+                                  "memory_timeline.svg", "sheet.md", "sheet.tex", "tables.json"]
 
 
 def test_rendering_twice_gives_the_same_bytes(tmp_path):

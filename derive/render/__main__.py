@@ -18,6 +18,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from derive.render.context import sheet_context
+from derive.render.web import PAGE, page_context
 from derive.render.escape import (
     escape_latex,
     escape_markdown,
@@ -43,13 +44,14 @@ DOCUMENTS = {"sheet.md": "sheet.md.j2", "sheet.tex": "sheet.tex.j2"}
 TABLES = "tables.json"
 #: tables.json's key listing every file of the sheet: a later render recognises its own files.
 SHEET_FILES = "files"
+WEB_PAGE = "html/index.html.j2"
 
 
 def environment(templates: Path = TEMPLATES) -> Environment:
-    """Jinja2 with StrictUndefined and the escaping filters md, tex, xml and mermaid."""
+    """Jinja2 with StrictUndefined, the escaping filters md, tex, xml and mermaid, and HTML autoescaped under html/."""
     env = Environment(loader=FileSystemLoader(templates), undefined=StrictUndefined,
                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                      autoescape=False)
+                      autoescape=lambda name: bool(name) and name.startswith("html/"))
     env.filters.update(md=escape_markdown, tex=escape_latex, xml=escape_xml, mermaid=escape_mermaid)
     return env
 
@@ -65,6 +67,8 @@ def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
             if figure.filename in files or figure.filename == TABLES:
                 raise ValueError(f"figure: {figure.filename!r} is written twice")
             files[figure.filename] = env.get_template(figure.template).render(**figure.context)
+    svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
+    files[PAGE] = env.get_template(WEB_PAGE).render(**page_context(context["sections"], svgs))
     tables = {**context["tables"], SHEET_FILES: sorted([*files, TABLES])}
     files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files

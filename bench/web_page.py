@@ -1,0 +1,73 @@
+"""Size of formulas/index.html and how fast it shows the figures, in Debian's headless chromium.
+
+Run: ``.venv/bin/python bench/web_page.py [--changes 200]``. Prints the page's
+bytes (and gzip bytes), the time from navigation start until the figures of a
+link are shown and until the sheet's math is typeset, and the median / 95th
+percentile time from an input event to updated figures (parse, the generated
+functions, formatting and DOM updates, as the page's performance.measure
+'derive-figures' records it; layout and paint excluded) and of the whole handler.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import shutil
+import statistics
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "formulas" / "index.html"
+LINK = "?model=70b&tokens=4194304&gpus=1024&step-time=4.5"
+
+#: One input change: type a value into a field and dispatch the event the form listens to.
+CHANGE = """
+const field = document.querySelector('input[name="' + arguments[0] + '"]');
+field.value = arguments[1];
+const start = performance.now();
+field.dispatchEvent(new Event('input', {bubbles: true}));
+const shown = document.querySelector('output[data-key="state.resident"]').dataset.value;
+return [performance.now() - start, shown];
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--changes", type=int, default=200)
+    args = parser.parse_args()
+    data = PAGE.read_bytes()
+    print(f"index.html: {len(data):,} bytes ({len(gzip.compress(data, 9)):,} gzip -9)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000"):
+        options.add_argument(argument)
+    browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        browser.get(PAGE.as_uri() + LINK)
+        timing = browser.execute_script(
+            "const mark = (name) => performance.getEntriesByName(name)[0].startTime;"
+            "const n = performance.getEntriesByType('navigation')[0];"
+            "return [mark('derive-figures-shown'), mark('derive-math-typeset'), n.domInteractive];")
+        print(f"load ({LINK}) from navigation start: figures shown {timing[0]:.0f} ms, "
+              f"the sheet's math typeset {timing[1]:.0f} ms, DOM interactive {timing[2]:.0f} ms")
+        fields = [("micro-batch", str(1 + i % 16)) for i in range(args.changes // 2)]
+        fields += [("precision", ("bf16", "fp32", "fp16", "bf16-fp32grad")[i % 4])
+                   for i in range(args.changes - len(fields))]
+        browser.execute_script("performance.clearMeasures('derive-figures');")
+        handler = sorted(browser.execute_script(CHANGE, name, value)[0] for name, value in fields)
+        figures = sorted(browser.execute_script(
+            "return performance.getEntriesByName('derive-figures').map((m) => m.duration);"))
+        for label, times in (("input -> figures updated (parse, generated functions, DOM)", figures),
+                             ("whole input handler (also the address bar's replaceState)", handler)):
+            print(f"{label}: median {statistics.median(times):.3f} ms, "
+                  f"p95 {times[int(0.95 * len(times))]:.3f} ms, max {times[-1]:.3f} ms "
+                  f"over {len(times)} changes")
+    finally:
+        browser.quit()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""The report's figures as SymPy expressions: one definition each, for the CLI and the web page.
+
+A :class:`Formula` builds the expression of one ``python -m derive.report --json``
+key from derive's accounts, for the choices it depends on (the model's tables,
+precision, optimizer, ZeRO stage, activation profile). The report substitutes
+numbers into it (:func:`evaluate`); ``derive.render.web`` prints the same
+expressions as JavaScript with SymPy's code printer, so the page and the report
+cannot disagree. A figure that a later one names has a ``symbol`` (N, F, M_state, M_act).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping
+
+import sympy as sp
+
+from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
+from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
+from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
+from derive.conventions import six_n
+from derive.presets import Model
+from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, a, d, h, k, s, t_step
+
+#: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
+HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
+
+#: ZeRO stages (Rajbhandari et al. 2020, section 5).
+ZERO_STAGES = (0, 1, 2, 3)
+
+#: Every choice a formula may depend on but the model -> its options.
+CHOICES: dict[str, tuple[object, ...]] = {
+    "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS), "zero": ZERO_STAGES,
+    "profile": tuple(PROFILES),
+}
+
+#: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
+INPUTS: dict[str, sp.Symbol] = {"tokens": T, "gpus": G, "peak": P, "mfu": MFU_target,
+                                "step_time": t_step, "budget": M_GPU}
+
+
+def form(m: Model) -> tuple[object, bool]:
+    """What of a model its figures' expressions depend on: its tables (layout or family) and a fixed head width."""
+    return m.architecture, m.head_dim is not None
+
+
+@dataclass(frozen=True)
+class Formula:
+    """One report figure: its --json key and unit, how to build it, what it depends on.
+
+    ``uses`` names the choices its expression depends on: "model" (the model's
+    :func:`form`; ``build`` then gets a Model) and keys of :data:`CHOICES`.
+    """
+
+    key: str
+    unit: str
+    build: Callable[..., sp.Expr | None]
+    uses: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    symbol: sp.Symbol | None = None
+
+    def expression(self, choices: Mapping[str, object]) -> sp.Expr | None:
+        """The expression under ``choices`` (None where the figure does not exist)."""
+        values = tuple(choices[name] for name in self.uses)
+        key = (self.key, *(form(v) if name == "model" else v for name, v in zip(self.uses, values)))
+        if key not in _BUILT:
+            expr = self.build(*values)
+            model = choices.get("model") if "model" in self.uses else None
+            if expr is not None and model is not None and model.head_dim is None:
+                expr = sp.sympify(expr).xreplace(HEAD_WIDTH)
+            _BUILT[key] = None if expr is None else sp.sympify(expr)
+        return _BUILT[key]
+
+    def variants(self, models: Mapping[str, Model]) -> Iterator[tuple[tuple[str, ...], sp.Expr]]:
+        """Every (choice names, expression) over the product of its choices, models by name."""
+        domains = [tuple(models) if name == "model" else CHOICES[name] for name in self.uses]
+        for values in itertools.product(*domains):
+            choices = {name: models[v] if name == "model" else v for name, v in zip(self.uses, values)}
+            expr = self.expression(choices)
+            if expr is not None:
+                yield tuple(map(str, values)), expr
+
+
+_BUILT: dict[tuple[object, ...], sp.Expr | None] = {}
+
+
+def _state(account: str) -> Callable[[str, str, int], sp.Expr]:
+    return lambda precision, optimizer, zero: getattr(state_bytes(precision, optimizer, zero), account)
+
+
+def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
+    def build(m: Model, profile: str) -> sp.Expr | None:
+        if attention != "fused" and profile not in ATTENTION_PROFILES:
+            return None
+        return profile_bytes(profile, attention, m)[0]
+    return build
+
+
+def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
+    return lambda m: hfu(T / t_step, F, G, P, recompute_factor(policy, m.architecture))
+
+
+def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
+    """GPUs that hold the state (and one micro-batch of activations) at the budget M_GPU.
+
+    Without ZeRO every byte is split: ceil(total / M_GPU) (the article's self-test). Under
+    ZeRO (Rajbhandari et al. 2020, section 5) a rank holds ``replicated + sharded / d``, so the
+    ranks needed are ceil(sharded / (M_GPU - replicated)); none suffice (NaN: no figure)
+    when the replicated bytes alone reach the budget.
+    """
+    def build(precision: str, optimizer: str, zero: int) -> sp.Expr:
+        extra = M_act if activations else 0
+        if not zero:
+            return sp.ceiling((M_state + extra) / M_GPU)
+        total = state_bytes(precision, optimizer, zero).total
+        kept = total.subs(d, sp.oo) + extra
+        sharded = sp.expand(total * d).coeff(d, 0)
+        return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
+                            (sp.nan, True))
+    return build
+
+
+STATE = ("precision", "optimizer", "zero")
+STEP = ("tokens", "gpus")
+OBSERVED = ("tokens", "gpus", "step_time")
+
+#: The report's figures in the order it prints them; a symbol is defined before it is used.
+FORMULAS: tuple[Formula, ...] = (
+    Formula("parameters", "parameters", lambda m: m.parameter_rows.numel(), ("model",), symbol=N),
+    Formula("gemm_parameters", "parameters", lambda m: m.parameter_rows.where("gemm").numel(),
+            ("model",), symbol=N_GEMM),
+    Formula("bytes_per_parameter", "B/parameter",
+            lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
+    Formula("state.params", "B", _state("params"), STATE),
+    Formula("state.grads", "B", _state("grads"), STATE),
+    Formula("state.optimizer", "B", _state("optimizer"), STATE),
+    Formula("state.resident", "B", _state("total"), STATE, symbol=M_state),
+    Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("model", "profile")),
+    Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
+            ("model", "profile")),
+    Formula("activations.all_layers_and_logits", "B",
+            lambda m, profile: profile_bytes(profile, "fused", m)[1], ("model", "profile"),
+            symbol=M_act),
+    Formula("flops.six_n", "FLOP/token", six_n),
+    Formula("flops.per_token_causal", "FLOP/token",
+            lambda m: flops_per_token(m.architecture, "causal"), ("model",), symbol=F),
+    Formula("time.one_sequence", "s", lambda: step_time_lower_bound(s, F, 1, P)),
+    Formula("step.lower_bound", "s", lambda: step_time_lower_bound(T, F, G, P), needs=STEP),
+    Formula("step.at_target_mfu", "s", lambda: step_time_lower_bound(T, F, G, P, MFU_target),
+            needs=STEP),
+    Formula("observed.tokens_per_second", "tokens/s", lambda: T / t_step, needs=OBSERVED),
+    Formula("observed.mfu", "fraction", lambda: mfu(T / t_step, F, G, P), needs=OBSERVED),
+    Formula("observed.hfu_selective", "fraction", _hfu("selective"), ("model",), OBSERVED),
+    Formula("observed.hfu_full", "fraction", _hfu("full"), ("model",), OBSERVED),
+    Formula("fit.budget", "B", lambda: M_GPU),
+    Formula("fit.gpus_for_state", "GPUs", _fit(False), STATE),
+    Formula("fit.gpus_for_state_and_activations", "GPUs", _fit(True), STATE),
+)
+
+
+def exact(value: object) -> sp.Expr:
+    """A number as an exact SymPy number (a float by its exact binary value)."""
+    return sp.Rational(value) if isinstance(value, float) else sp.sympify(value)
+
+
+def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
+             given: frozenset[str] | set[str]) -> dict[str, tuple[sp.Expr, sp.Expr]]:
+    """key -> (exact value, expression) of every figure whose ``needs`` are all in ``given``.
+
+    ``values`` holds the model's sizes and the inputs (b, d, T, G, P, ...); each
+    figure with a symbol adds its value for the figures after it.
+    """
+    known = {symbol: exact(value) for symbol, value in values.items()}
+    out: dict[str, tuple[sp.Expr, sp.Expr]] = {}
+    for formula in FORMULAS:
+        expr = formula.expression(choices)
+        if expr is None or not set(formula.needs) <= set(given):
+            continue
+        value = expr.xreplace(known)
+        if value is sp.nan:
+            continue
+        if not value.is_number:
+            raise ValueError(f"{formula.key}: no value for {sorted(map(str, value.free_symbols))}")
+        out[formula.key] = (value, expr)
+        if formula.symbol is not None:
+            known[formula.symbol] = value
+    return out

@@ -1,0 +1,407 @@
+"""formulas/index.html: the sheet as one offline web page, with a calculator running derive's expressions.
+
+The calculator's arithmetic is :data:`derive.formulas.FORMULAS` printed by SymPy's
+JavaScript code printer (sympy/printing/jscode.py); its error messages are the
+CLI's own lines, taken by running ``derive.cli.main`` on sentinel input; its
+presets, units and defaults are data from derive. The page's hand-written script
+(templates/html/calculator.js) only parses, looks up and formats. KaTeX comes
+from the pinned npm package (tests/katex), inlined with its fonts, so the page
+needs no server and makes no network request (its Content-Security-Policy says so).
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import sympy as sp
+from sympy.printing.jscode import JavascriptCodePrinter
+
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.accounts.activations import PROFILES
+from derive.formulas import FORMULAS, INPUTS, ZERO_STAGES, form
+from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
+from derive.render.printer import tex
+from derive.cli import (
+    BUDGET_PATTERN,
+    CUSTOM_FAMILY,
+    DEFAULT_SEQ,
+    MAX_SIZE,
+    SHAPE_OPTIONS,
+    SHOWN,
+    build_parser,
+    main,
+)
+from derive.report import DEFAULT_MFU
+from derive.symbols import b, d, meaning
+from derive.units import BYTE_UNITS, DECIMAL_STEPS
+
+ROOT = Path(__file__).resolve().parents[2]
+KATEX = ROOT / "tests" / "katex" / "node_modules" / "katex" / "dist"
+CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
+#: The page's hand-written scripts, in the order they run: parsing, then the calculator.
+HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CALCULATOR)
+PAGE = "index.html"
+#: The form name of a shape given without --model.
+CUSTOM = "custom"
+
+#: Each figure's label on the page, by its --json key.
+LABELS: dict[str, str] = {
+    "parameters": "Parameters",
+    "gemm_parameters": "Parameters in GEMMs",
+    "bytes_per_parameter": "Bytes per parameter",
+    "state.params": "Parameters (resident)",
+    "state.grads": "Gradients",
+    "state.optimizer": "Optimizer state",
+    "state.resident": "Resident state",
+    "activations.per_layer_fused": "Activations per layer (flash / fused)",
+    "activations.per_layer_materialised": "Activations per layer (materialised scores)",
+    "activations.all_layers_and_logits": "Activations, all layers + logits",
+    "flops.six_n": "FLOPs per token, 6N",
+    "flops.per_token_causal": "FLOPs per token, causal attention",
+    "time.one_sequence": "One sequence on one GPU, at least",
+    "step.lower_bound": "Step time at 100% MFU, at least",
+    "step.at_target_mfu": "Step time at the target MFU",
+    "observed.tokens_per_second": "Observed throughput",
+    "observed.mfu": "Observed MFU",
+    "observed.hfu_selective": "HFU, selective recompute",
+    "observed.hfu_full": "HFU, full recompute",
+    "fit.budget": "Memory budget per GPU",
+    "fit.gpus_for_state": "GPUs to hold the state",
+    "fit.gpus_for_state_and_activations": "GPUs with one micro-batch of activations",
+}
+
+SHAPE_GROUP = "Custom shape"
+#: The page's fields: CLI long option -> (kind, group). Kinds are parsed in calculator.js.
+FIELDS: dict[str, tuple[str, str]] = {
+    "model": ("model", "Model"),
+    **{option[2:]: ("count", SHAPE_GROUP) for option in SHAPE_OPTIONS.values()},
+    "precision": ("choice", "Training"),
+    "optimizer": ("choice", "Training"),
+    "zero": ("stage", "Training"),
+    "dp": ("count", "Training"),
+    "micro-batch": ("count", "Training"),
+    "profile": ("choice", "Training"),
+    "budget": ("budget", "Hardware"),
+    "peak": ("peak", "Hardware"),
+    "tokens": ("count", "Step"),
+    "gpus": ("count", "Step"),
+    "mfu": ("fraction", "Step"),
+    "step-time": ("seconds", "Step"),
+}
+
+#: Options whose value is one of a list: option -> the names.
+OPTION_CHOICES: dict[str, tuple[str, ...]] = {
+    "model": (*MODELS, *ALIASES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
+}
+
+#: Bounds of the numeric kinds, as the CLI checks them (inputs.positive_int, report._fraction,
+#: _seconds, parse_peak, parse_budget).
+BOUNDS: dict[str, dict[str, object]] = {
+    "count": {"above": 0, "at_most": MAX_SIZE},
+    "fraction": {"above": 0, "at_most": 1},
+    "seconds": {"above": 0},
+    "peak": {"above": 0},
+    "budget": {"above": 0, "at_least": 1},
+}
+
+#: Sentinel input per kind of failure; the CLI's answer to it becomes the page's message.
+SENTINELS: dict[str, dict[str, str]] = {
+    "model": {"unknown": "zq"},
+    "count": {"syntax": "zq", "range": "-7"},
+    "choice": {"unknown": "zq"},
+    "stage": {"syntax": "zq", "range": "77"},
+    "budget": {"syntax": "zq", "range": "0GB", "small": "0.0001KB"},
+    "peak": {"unknown": "zq", "range": "-7"},
+    "fraction": {"syntax": "zq", "range": "7"},
+    "seconds": {"syntax": "zq", "range": "-7"},
+}
+
+#: A custom shape that breaks one divisibility rule (heads | hidden, kv heads | heads).
+NOT_DIVIDING: dict[str, dict[str, str]] = {
+    "heads": {"layers": "2", "hidden": "1022118", "heads": "1009", "ffn": "5", "vocab": "9"},
+    "kv-heads": {"layers": "2", "hidden": "1022117", "heads": "1009", "kv-heads": "1013",
+                 "ffn": "5", "vocab": "9"},
+}
+REQUIRED_SHAPE = ("layers", "hidden", "heads", "ffn", "vocab")
+#: A hardware preset without a recorded driver capacity: --budget refuses its name.
+NO_CAPACITY = next(name for name in HARDWARE if name not in DRIVER_CAPACITY)
+#: Families without grouped-query attention: --kv-heads must equal --heads on their presets.
+NO_GQA = ("gpt",)
+NO_GQA_MODEL = next(name for name, m in MODELS.items() if m.family in NO_GQA)
+#: Rules between fields, as the CLI checks them: option -> failure -> (argv, placeholders).
+PAIRED: dict[str, dict[str, tuple[list[str], dict[str, str]]]] = {
+    "tokens": {"alone": (["--tokens=8"], {})},
+    "gpus": {"alone": (["--gpus=8"], {})},
+    "mfu": {"alone": (["--mfu=0.5"], {})},
+    "step-time": {"alone": (["--step-time=9"], {})},
+    "zero": {"alone": (["--zero=2"], {"zero": "2"})},
+    "dp": {"alone": (["--dp=8"], {})},
+    "budget": {"hardware": ([f"--budget={NO_CAPACITY}"], {"name": NO_CAPACITY})},
+    "kv-heads": {"no_gqa": ([f"--model={NO_GQA_MODEL}", "--kv-heads=1"], {"name": NO_GQA_MODEL})},
+}
+#: Defaults the report applies where the parser has none (the page's placeholder; not typed in).
+DEFAULTS: dict[str, object] = {"mfu": DEFAULT_MFU}
+ERROR_PREFIX = "derive: error: "
+#: The model the page shows when a link names none (the CLI would print the three Llama 3 models).
+PAGE_MODEL = "llama3-70b"
+#: Digits the page prints: bytes and scaled counts as format_bytes does, significant figures
+#: of seconds and bytes/parameter, percent decimals, and Python's repr of control characters (\\xhh).
+DISPLAY: dict[str, int] = {"digits": 2, "significant": 4, "percent_digits": 1, "hex_base": 16,
+                           "hex_width": 2}
+PAGE_CSS = ROOT / "templates" / "html" / "page.css"
+#: Figure groups on the page: heading -> the --json key prefixes it holds.
+FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "Model and state": ("parameters", "gemm_parameters", "bytes_per_parameter", "state."),
+    "Activations": ("activations.",),
+    "FLOPs and time": ("flops.", "time.", "step."),
+    "Observed step": ("observed.",),
+    "Fit": ("fit.",),
+}
+INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction": "decimal",
+                              "seconds": "decimal"}
+
+class _Printer(JavascriptCodePrinter):
+    """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
+
+    def _print_NaN(self, expr: sp.Expr) -> str:
+        return "NaN"
+
+
+_PRINTER = _Printer()
+
+
+def cli_message(argv: list[str], placeholders: Mapping[str, str]) -> str:
+    """The CLI's one error line for ``argv``, each placeholder's text replaced by ``{name}``."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+    line = err.getvalue()
+    if status != 2 or line.count("\n") != 1 or not line.startswith(ERROR_PREFIX):
+        raise ValueError(f"argv: {argv} gave status {status} and {line!r}, not one error line")
+    message = line[len(ERROR_PREFIX):].rstrip("\n")
+    for name, text in sorted(placeholders.items(), key=lambda item: -len(item[1])):
+        if text not in message:
+            raise ValueError(f"argv: the error {message!r} does not show {text!r}")
+        message = message.replace(text, "{" + name + "}")
+    return message
+
+
+def _message(option: str, text: str) -> str:
+    """The CLI's message for ``--option=text``, the value shown as its repr ({text})."""
+    return cli_message([f"--{option}={text}"], {"text": repr(text)})
+
+
+def _argv(values: Mapping[str, str]) -> list[str]:
+    return [f"--{option}={text}" for option, text in values.items()]
+
+
+def field_specs() -> list[dict[str, object]]:
+    """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
+    parser = build_parser()
+    specs = []
+    for option, (kind, group) in FIELDS.items():
+        default = parser.get_default(option.replace("-", "_"))
+        messages = {failure: _message(option, text) for failure, text in SENTINELS[kind].items()}
+        for failure, (argv, placeholders) in PAIRED.get(option, {}).items():
+            messages[failure] = cli_message(argv, placeholders)
+        if option in NOT_DIVIDING:
+            shape = NOT_DIVIDING[option]
+            divisor = "heads" if option == "kv-heads" else "hidden"
+            messages["divides"] = cli_message(_argv(shape), {option: shape[option],
+                                                             divisor: shape[divisor]})
+        if option in REQUIRED_SHAPE:
+            others = {name: "8" for name in REQUIRED_SHAPE if name != option}
+            messages["required"] = cli_message(_argv(others), {})
+        specs.append({"option": option, "kind": kind, "group": group,
+                      "default": "" if default is None else str(default),
+                      "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
+                      "choices": list(OPTION_CHOICES.get(option, ())),
+                      "bounds": BOUNDS.get(kind, {}), "messages": messages})
+    return specs
+
+
+def javascript(expr: sp.Expr) -> str:
+    """``expr`` as a JavaScript function of its symbols (sorted by name), by SymPy's JS printer."""
+    names = sorted(symbol.name for symbol in expr.free_symbols)
+    return f"function ({', '.join(names)}) {{ return {' '.join(_PRINTER.doprint(expr).split())}; }}"
+
+
+def _candidates() -> dict[str, Model]:
+    """The presets and a custom shape (its sizes do not matter here, only its form)."""
+    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ)}
+
+
+def form_names() -> dict[str, str]:
+    """Each preset and 'custom' -> the name of its form (derive.formulas.form): its first model's."""
+    first: dict[object, str] = {}
+    for name, m in _candidates().items():
+        first.setdefault(form(m), name)
+    return {name: first[form(m)] for name, m in _candidates().items()}
+
+
+def page_models() -> dict[str, Model]:
+    """One model per form the page can meet, by form name."""
+    candidates = _candidates()
+    return {name: candidates[name] for name in dict.fromkeys(form_names().values())}
+
+
+def formula_code() -> tuple[str, list[dict[str, object]]]:
+    """(the generated script, the formulas' data): functions listed once, variants by index."""
+    functions: dict[str, int] = {}
+    formulas = []
+    models = page_models()
+    for formula in FORMULAS:
+        variants = {}
+        for values, expr in formula.variants(models):
+            code = javascript(expr)
+            index = functions.setdefault(code, len(functions))
+            variants["|".join(values)] = {
+                "function": index, "tex": tex(expr),
+                "args": sorted(symbol.name for symbol in expr.free_symbols)}
+        formulas.append({"key": formula.key, "unit": formula.unit, "label": LABELS[formula.key],
+                         "uses": list(formula.uses), "needs": list(formula.needs),
+                         "symbol": formula.symbol.name if formula.symbol is not None else None,
+                         "variants": variants})
+    lines = ["// Generated by derive.render.web from derive.formulas (SymPy's JavascriptCodePrinter).",
+             "const DERIVE_FUNCTIONS = ["]
+    lines += [f"  {code}," for code in functions]
+    lines.append("];")
+    return "\n".join(lines) + "\n", formulas
+
+
+def symbol_legend() -> dict[str, dict[str, str]]:
+    """Every symbol a formula uses -> its LaTeX and meaning, for the 'where' list under each formula."""
+    symbols = {formula.symbol for formula in FORMULAS if formula.symbol is not None}
+    symbols |= {symbol for formula in FORMULAS for _, expr in formula.variants(page_models())
+                for symbol in expr.free_symbols}
+    return {symbol.name: {"tex": tex(symbol), "meaning": meaning(symbol)}
+            for symbol in sorted(symbols, key=lambda symbol: symbol.name)}
+
+
+def calculator_data() -> tuple[str, dict[str, object]]:
+    """(the generated script, everything else the calculator reads as JSON)."""
+    code, formulas = formula_code()
+    forms = form_names()
+    presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
+                      "values": {sym.name: value for sym, value in m.values.items()}}
+               for name, m in MODELS.items()}
+    inputs = {"micro-batch": b.name, "dp": d.name,
+              **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}
+    shape_symbols = {option[2:]: FIELD_SYMBOLS[field].name for field, option in SHAPE_OPTIONS.items()}
+    data = {
+        "formulas": formulas,
+        "fields": field_specs(),
+        "presets": presets,
+        "aliases": ALIASES,
+        "custom": {"form": forms[CUSTOM], "seq": DEFAULT_SEQ},
+        "shape": shape_symbols,
+        "shape_order": list(shape_symbols),
+        "required_shape": list(REQUIRED_SHAPE),
+        "divisibility": [[option, "heads" if option == "kv-heads" else "hidden"]
+                         for option in NOT_DIVIDING],
+        "inputs": inputs,
+        "needs": {name.replace("_", "-"): name for name in INPUTS},
+        "page_model": PAGE_MODEL,
+        "choices": {"precision": "precision", "optimizer": "optimizer", "zero": "zero",
+                    "profile": "profile"},
+        "peaks": {name: hw.peak_flops for name, hw in HARDWARE.items()},
+        "budgets": {name: usable_bytes(name)[0] for name in DRIVER_CAPACITY},
+        "budget_pattern": BUDGET_PATTERN,
+        "byte_units": BYTE_UNITS,
+        "decimal_steps": list(DECIMAL_STEPS),
+        "byte_unit_suffix": DECIMAL_STEPS[0],
+        "binary_steps": [DECIMAL_STEPS[0], *(unit for unit in BYTE_UNITS if unit.endswith("iB"))],
+        "display": DISPLAY,
+        "legend": symbol_legend(),
+        "zero_stages": list(ZERO_STAGES),
+        "shown": SHOWN,
+        "hardware": list(HARDWARE),
+    }
+    return code, data
+
+
+def script_json(data: object) -> str:
+    """``data`` as JSON safe inside <script type="application/json">: no <, >, & characters."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def inline_script(text: str) -> str:
+    """``text`` checked to be safe between <script> tags (no closing tag, no comment opener)."""
+    lowered = text.lower()
+    if "</script" in lowered or "<!--" in lowered:
+        raise ValueError("script: text holds </script or <!-- and cannot be inlined")
+    return text
+
+
+def csp_hash(text: str) -> str:
+    """The CSP source expression that allows exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def katex_assets(dist: Path = KATEX) -> tuple[str, str]:
+    """(katex.min.js, katex.min.css with each font as a woff2 data: URI) from the pinned package."""
+    if not (dist / "katex.min.js").exists():
+        raise ValueError(f"katex: {dist} is missing; run `cd tests/katex && npm ci` (make derive does)")
+    css = (dist / "katex.min.css").read_text(encoding="utf-8")
+
+    def inline(match: re.Match[str]) -> str:
+        font = (dist / "fonts" / f"{match.group(1)}.woff2").read_bytes()
+        return f"src:url(data:font/woff2;base64,{base64.b64encode(font).decode()}) format(\"woff2\")"
+
+    css, count = re.subn(r"src:url\(fonts/([A-Za-z0-9_-]+)\.woff2\)[^;}]*", inline, css)
+    if not count:
+        raise ValueError("katex: no @font-face src found in katex.min.css")
+    return inline_script((dist / "katex.min.js").read_text(encoding="utf-8")), css
+
+
+def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The form's fieldsets in FIELDS order, each field with its input mode and placeholder."""
+    groups: dict[str, list[dict[str, object]]] = {}
+    for field in fields:
+        shown = {**field, "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
+                 "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
+                                                     else "not set")}
+        groups.setdefault(str(field["group"]), []).append(shown)
+    return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP}
+            for name, members in groups.items()]
+
+
+def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The figures under their headings (FIGURE_GROUPS), in the report's order."""
+    def group(key: str) -> str:
+        return next(name for name, prefixes in FIGURE_GROUPS.items()
+                    if any(key == prefix or (prefix.endswith(".") and key.startswith(prefix))
+                           for prefix in prefixes))
+    return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
+            for name in FIGURE_GROUPS]
+
+
+def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:
+    """What templates/html/index.html.j2 needs: the sections, inline SVGs, scripts and their hashes."""
+    katex_js, katex_css = katex_assets()
+    code, data = calculator_data()
+    scripts = [katex_js, inline_script(code),
+               *(inline_script(path.read_text(encoding="utf-8")) for path in HAND_WRITTEN)]
+    return {
+        "sections": list(sections),
+        "svgs": dict(svgs),
+        "katex_css": katex_css,
+        "page_css": PAGE_CSS.read_text(encoding="utf-8"),
+        "scripts": scripts,
+        "script_hashes": [csp_hash(script) for script in scripts],
+        "data_json": script_json(data),
+        "field_groups": field_groups(data["fields"]),
+        "figure_groups": figure_groups(data["formulas"]),
+    }

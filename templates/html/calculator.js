@@ -1,0 +1,234 @@
+// The calculator of formulas/index.html (hand-written; derive.render.web inlines it).
+// It parses the form with parse.js as the CLI parses its options, looks up the generated functions
+// (DERIVE_FUNCTIONS, printed from derive's SymPy expressions) and formats their values.
+// Every number it uses comes from the derive-data JSON; input reaches the page only as text.
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("derive-data").textContent);
+  const FIELDS = new Map(DATA.fields.map((field) => [field.option, field]));
+  const FORM = document.getElementById("calculator-form");
+  const FIGURES = document.getElementById("figures");
+  const SHARE = document.getElementById("share-link");
+
+  const PARSE = DeriveParse(DATA);
+  const parseField = PARSE.parseField;
+  const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
+
+  function readForm() {
+    const texts = {};
+    for (const field of DATA.fields) texts[field.option] = FORM.elements[field.option].value;
+    return texts;
+  }
+
+  // The form -> {errors, model, values, choices, given}, checked in the CLI's order.
+  function configuration(texts) {
+    const errors = {};
+    const parsed = {};
+    for (const field of DATA.fields) {
+      const result = parseField(field, texts[field.option]);
+      if ("error" in result) errors[field.option] = result.error;
+      else parsed[field.option] = result.value;
+    }
+    if (Object.keys(errors).length) return { errors };
+    const alone = (option, values) => ({ errors: { [option]: message(option, "alone", values || {}) } });
+    // The request's rules between fields (derive.report.Request), in its order.
+    if ((parsed.tokens === null) !== (parsed.gpus === null)) return alone(parsed.gpus === null ? "tokens" : "gpus");
+    for (const option of ["mfu", "step-time"]) if (parsed[option] !== null && parsed.tokens === null) return alone(option);
+    if (parsed.dp !== null && !parsed.zero) return alone("dp");
+    if (parsed.zero && parsed.dp === null) return alone("zero", { zero: String(parsed.zero) });
+    const shapeGiven = Object.keys(DATA.shape).filter((option) => parsed[option] !== null);
+    const values = {};
+    let form;
+    let name;
+    if (parsed.model !== null) {
+      const preset = DATA.presets[parsed.model];
+      Object.assign(values, preset.values);
+      form = preset.form;
+      name = parsed.model + (shapeGiven.length ? " (custom)" : "");
+      if (!preset.gqa) {
+        const heads = parsed.heads !== null ? parsed.heads : preset.values[DATA.shape.heads];
+        if (parsed["kv-heads"] !== null && parsed["kv-heads"] !== heads) {
+          return { errors: { "kv-heads": message("kv-heads", "no_gqa", { name: parsed.model }) } };
+        }
+        values[DATA.shape["kv-heads"]] = heads;
+      }
+    } else if (shapeGiven.length) {
+      const missing = DATA.required_shape.find((option) => parsed[option] === null);
+      if (missing) return { errors: { [missing]: message(missing, "required", {}) } };
+      form = DATA.custom.form;
+      name = "custom";
+      values[DATA.shape.seq] = DATA.custom.seq;
+      values[DATA.shape["kv-heads"]] = parsed.heads;
+    } else {
+      return configuration({ ...texts, model: DATA.page_model });
+    }
+    for (const option of shapeGiven) values[DATA.shape[option]] = parsed[option];
+    const shape = (option) => values[DATA.shape[option]];
+    for (const [option, dividend] of DATA.divisibility) {
+      if (shape(dividend) % shape(option)) {
+        return { errors: { [option]: message(option, "divides", { [option]: String(shape(option)), [dividend]: String(shape(dividend)) }) } };
+      }
+    }
+    const choices = { model: form };
+    for (const option of Object.keys(DATA.choices)) {
+      choices[DATA.choices[option]] = parsed[option] !== null ? parsed[option] : FIELDS.get(option).default;
+    }
+    const given = [];
+    for (const [option, symbol] of Object.entries(DATA.inputs)) {
+      let value = parsed[option];
+      if (value === null && FIELDS.get(option).fallback !== "") value = parseField(FIELDS.get(option), FIELDS.get(option).fallback).value;
+      if (value === null) continue;
+      values[symbol] = value;
+      given.push(DATA.needs[option] || option);
+    }
+    return { errors: {}, name, values, choices, given };
+  }
+
+  // Every figure the report would print: the generated functions, in the report's order.
+  function evaluate(config) {
+    const env = { ...config.values };
+    const out = [];
+    for (const formula of DATA.formulas) {
+      if (!formula.needs.every((need) => config.given.includes(need))) continue;
+      const variant = formula.variants[formula.uses.map((use) => String(config.choices[use])).join("|")];
+      if (!variant) continue;
+      const value = DERIVE_FUNCTIONS[variant.function](...variant.args.map((arg) => env[arg]));
+      if (Number.isNaN(value)) continue;  // no such figure at these values (the report prints none)
+      if (formula.symbol) env[formula.symbol] = value;
+      out.push({ formula, variant, value });
+    }
+    return out;
+  }
+
+  function scaled(value, suffix) {
+    let step = DATA.decimal_steps[0];
+    for (const candidate of DATA.decimal_steps) if (Math.abs(value) >= DATA.byte_units[candidate]) step = candidate;
+    const prefix = step.slice(0, -DATA.byte_unit_suffix.length);
+    return (value / DATA.byte_units[step]).toFixed(DATA.display.digits) + " " + prefix + suffix;
+  }
+
+  function binary(value) {
+    let step = DATA.binary_steps[0];
+    for (const candidate of DATA.binary_steps) if (Math.abs(value) >= DATA.byte_units[candidate]) step = candidate;
+    return (value / DATA.byte_units[step]).toFixed(DATA.display.digits) + " " + step;
+  }
+
+  const INTEGER = new Intl.NumberFormat("en-US");
+  const PERCENT = new Intl.NumberFormat("en-US", {
+    style: "percent", minimumFractionDigits: DATA.display.percent_digits, maximumFractionDigits: DATA.display.percent_digits,
+  });
+
+  function format(value, unit, key) {
+    const display = DATA.display;
+    switch (unit) {
+      case "B": return scaled(value, DATA.byte_unit_suffix) + (key === "fit.budget" ? " = " + binary(value) : "");
+      case "parameters": return INTEGER.format(value);
+      case "B/parameter": return String(Number(value.toPrecision(display.significant))) + " B/parameter";
+      case "FLOP/token": return scaled(value, "FLOP/token");
+      case "tokens/s": return scaled(value, " tokens/s");
+      case "s": return String(Number(value.toPrecision(display.significant))) + " s";
+      case "fraction": return PERCENT.format(value);
+      case "GPUs": return String(value) + " GPUs";
+    }
+    return String(value) + " " + unit;
+  }
+
+  function renderMath(element, tex, display) {
+    element.textContent = tex;
+    if (typeof katex !== "undefined") katex.render(tex, element, { throwOnError: false, displayMode: display });
+  }
+
+  function showFormula(row) {
+    const details = row.querySelector("details");
+    if (!details.open || !row.dataset.tex) return;
+    if (details.dataset.shown === row.dataset.tex) return;
+    details.dataset.shown = row.dataset.tex;
+    renderMath(details.querySelector(".formula"), row.dataset.tex, true);
+    const where = details.querySelector(".where");
+    where.replaceChildren();
+    for (const arg of row.dataset.args.split(" ").filter(Boolean)) {
+      const item = document.createElement("li");
+      const symbol = document.createElement("span");
+      renderMath(symbol, DATA.legend[arg].tex, false);
+      item.append(symbol, document.createTextNode(": " + DATA.legend[arg].meaning));
+      where.append(item);
+    }
+  }
+
+  function show(texts) {
+    const config = configuration(texts);
+    for (const field of DATA.fields) {
+      const error = config.errors[field.option];
+      const box = document.getElementById("error-" + field.option);
+      box.textContent = error || "";
+      box.hidden = !error;
+      FORM.elements[field.option].setAttribute("aria-invalid", error ? "true" : "false");
+    }
+    const shown = Object.keys(config.errors).length ? [] : evaluate(config);
+    const byKey = new Map(shown.map((figure) => [figure.formula.key, figure]));
+    for (const row of FIGURES.querySelectorAll(".figure")) {
+      const output = row.querySelector("output");
+      const figure = byKey.get(row.dataset.figure);
+      row.hidden = !figure;
+      if (!figure) {
+        output.textContent = "";
+        output.removeAttribute("data-value");
+        continue;
+      }
+      output.textContent = format(figure.value, figure.formula.unit, figure.formula.key);
+      output.dataset.value = String(figure.value);
+      output.title = String(figure.value) + " " + figure.formula.unit;
+      row.dataset.tex = (figure.formula.symbol ? DATA.legend[figure.formula.symbol].tex + " = " : "") + figure.variant.tex;
+      row.dataset.args = figure.variant.args.join(" ");
+      showFormula(row);
+    }
+    FIGURES.classList.toggle("stale", !shown.length);
+    if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
+    const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
+    document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
+  }
+
+  function query(texts) {
+    const params = new URLSearchParams();
+    for (const field of DATA.fields) {
+      const text = texts[field.option];
+      if (text !== "" && (text !== field.default || field.option === "model")) params.set(field.option, text);
+    }
+    return "?" + params.toString();
+  }
+
+  function update() {
+    const start = performance.now();
+    const texts = readForm();
+    show(texts);
+    performance.measure("derive-figures", { start });
+    const link = query(texts);
+    SHARE.setAttribute("href", link);
+    try {
+      history.replaceState(null, "", link + location.hash);
+    } catch (error) {
+      // file:// pages of some browsers refuse replaceState; the share link still holds the state.
+    }
+  }
+
+  function load() {
+    const params = new URLSearchParams(location.search);
+    const shapeInQuery = Object.keys(DATA.shape).some((option) => params.has(option));
+    for (const field of DATA.fields) {
+      let text = params.has(field.option) ? params.get(field.option) : field.default;
+      if (field.option === "model" && !params.has("model") && !shapeInQuery) text = DATA.page_model;
+      FORM.elements[field.option].value = text;
+    }
+    update();
+  }
+
+  FORM.addEventListener("input", update);
+  FORM.addEventListener("submit", (event) => event.preventDefault());
+  for (const row of FIGURES.querySelectorAll(".figure")) {
+    row.querySelector("details").addEventListener("toggle", () => showFormula(row));
+  }
+  load();
+  performance.mark("derive-figures-shown");
+  for (const element of document.querySelectorAll("main .tex")) renderMath(element, element.textContent, false);
+  performance.mark("derive-math-typeset");
+})();

@@ -1,0 +1,249 @@
+"""formulas/index.html: its arithmetic is derive's expressions printed as JavaScript, and nothing else.
+
+The generated functions run in Node and must equal exact SymPy evaluation; the
+hand-written script may hold no number but 0, no eval, no Function, no HTML
+parsing; the Content-Security-Policy allows exactly the page's inline scripts
+and no network request. The page in a real browser: tests/test_web_browser.py.
+"""
+import base64
+import hashlib
+import json
+import random
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+import sympy as sp
+
+from derive.formulas import FORMULAS, exact
+from derive.render.__main__ import ROOT
+from derive.render.web import (
+    CALCULATOR,
+    HAND_WRITTEN,
+    calculator_data,
+    cli_message,
+    csp_hash,
+    formula_code,
+    inline_script,
+    page_models,
+    script_json,
+)
+
+#: Sizes drawn for the shape symbols and counts; floats for the peak, MFU and step time.
+INTEGER_RANGE = (1, 200_000)
+FLOAT_SYMBOLS = {"P": (1e12, 3e15), "MFU_target": (0.05, 1.0), "t_step": (0.01, 100.0)}
+
+
+def node() -> str:
+    path = shutil.which("node")
+    if path is None:
+        pytest.fail("node not found: run tests/install_renderers.sh (make test runs it)")
+    return path
+
+
+def random_environment(rng: random.Random, names: set[str]) -> dict[str, float]:
+    return {name: (rng.uniform(*FLOAT_SYMBOLS[name]) if name in FLOAT_SYMBOLS
+                   else rng.randint(*INTEGER_RANGE)) for name in sorted(names)}
+
+
+def test_generated_functions_equal_sympy_on_random_inputs(tmp_path):
+    code, formulas = formula_code()
+    rng = random.Random(19)
+    cases = []
+    for formula, data in zip(FORMULAS, formulas):
+        assert data["key"] == formula.key
+        for values, expr in formula.variants(page_models()):
+            variant = data["variants"]["|".join(values)]
+            for _ in range(4):
+                env = random_environment(rng, {symbol.name for symbol in expr.free_symbols})
+                expected = expr.xreplace({symbol: exact(env[symbol.name])
+                                          for symbol in expr.free_symbols})
+                cases.append({"function": variant["function"],
+                              "args": [env[name] for name in variant["args"]],
+                              # NaN: no figure at these values (JSON null, as JSON.stringify(NaN))
+                              "expected": None if expected is sp.nan else float(expected),
+                              "key": formula.key,
+                              "values": list(values)})
+    assert len(cases) >= 4 * 500
+    script = tmp_path / "run.js"
+    script.write_text(code
+                      + "const cases = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));\n"
+                      + "const values = cases.map((c) => DERIVE_FUNCTIONS[c.function](...c.args));\n"
+                      + "console.log(JSON.stringify(values));\n")
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    run = subprocess.run([node(), str(script), str(tmp_path / "cases.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    got = json.loads(run.stdout)
+    wrong = [(case["key"], case["values"], case["expected"], value) for case, value in zip(cases, got)
+             if not (value is None if case["expected"] is None
+                     else value == pytest.approx(case["expected"], rel=1e-12))]
+    assert not wrong, wrong[:5]
+
+
+def test_generated_functions_cover_every_report_figure():
+    _, formulas = formula_code()
+    keys = [f["key"] for f in formulas]
+    assert keys[:4] == ["parameters", "gemm_parameters", "bytes_per_parameter", "state.params"]
+    assert len(keys) == 22 and len(set(keys)) == 22
+    state = next(f for f in formulas if f["key"] == "state.resident")
+    # 5 precisions x 5 optimizers x ZeRO 0-3; Adam's mixed-precision row is the paper's 16N (ZeRO, 5.1)
+    assert len(state["variants"]) == 100
+    assert state["variants"]["bf16|adam|0"]["tex"] == "16 N"
+    assert state["variants"]["bf16|adam|3"]["tex"] == r"\frac{16 N}{d}"
+
+
+def js_without_strings_and_comments(text: str) -> str:
+    """JavaScript with string literals, regex literals (none here but /_/g), and comments blanked."""
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
+    text = re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text)
+    return re.sub(r"/(?:[^/\\\n]|\\.)+/[gimsuy]*", "/re/", text)
+
+
+@pytest.mark.parametrize("path", HAND_WRITTEN, ids=lambda path: path.name)
+def test_the_hand_written_scripts_hold_no_numbers_and_no_code_from_text(path):
+    source = path.read_text()
+    code = js_without_strings_and_comments(source)
+    numbers = re.findall(r"(?<![\w$.])(\d+(?:\.\d*)?(?:e[+-]?\d+)?)", code)
+    assert set(numbers) <= {"0"}, f"numbers typed into {path.name}: {sorted(set(numbers))}"
+    for banned in ("eval(", "Function(", "innerHTML", "outerHTML", "insertAdjacentHTML",
+                   "document.write", "setTimeout(", "setInterval(", "fetch(", "XMLHttpRequest"):
+        assert banned not in source, banned
+    assert "textContent" in CALCULATOR.read_text() and "DERIVE_FUNCTIONS[" in CALCULATOR.read_text()
+
+
+def test_the_generated_script_is_only_functions_of_symbols():
+    code, _ = formula_code()
+    lines = code.strip().splitlines()
+    assert lines[0].startswith("//") and lines[1] == "const DERIVE_FUNCTIONS = [" and lines[-1] == "];"
+    entry = re.compile(r"  function \(([A-Za-z_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,<>?:-]+; \},")
+    for line in lines[2:-1]:
+        assert entry.fullmatch(line), line
+    assert "Math.ceil" in code and "Math.pow" in code
+
+
+def test_the_page_data_cannot_close_its_script_tag():
+    text = script_json({"name": "</script><script>alert(1)</script>", "amp": "&"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text)["name"] == "</script><script>alert(1)</script>"
+    with pytest.raises(ValueError, match="script"):
+        inline_script("let a = '</script>';")
+
+
+def test_cli_messages_come_from_the_cli():
+    assert cli_message(["--micro-batch", "zq"], {"text": "'zq'"}) == \
+        "argument --micro-batch: must be a positive integer up to 2^53, got {text}"
+    with pytest.raises(ValueError, match="not one error line"):
+        cli_message(["--model", "8b"], {})
+    data = calculator_data()[1]
+    fields = {field["option"]: field for field in data["fields"]}
+    assert fields["heads"]["messages"]["divides"] == "--heads: {heads} does not divide hidden = {hidden}"
+    assert fields["zero"]["messages"]["range"] == \
+        "argument --zero: must be a ZeRO stage 0, 1, 2 or 3, got {text}"
+    assert fields["zero"]["messages"]["alone"] == "--zero: ZeRO-{zero} needs dp, the ranks it shards over"
+    assert fields["tokens"]["messages"]["alone"] == "--tokens: the step bound needs gpus too"
+    assert fields["mfu"]["default"] == "" and fields["mfu"]["fallback"] == "0.4" and fields["budget"]["default"] == "70GiB"
+
+
+class Page(HTMLParser):
+    """The page's inline scripts, its CSP, and every URL-bearing attribute."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.scripts, self.csp, self.urls, self._in_script = [], None, [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "meta" and attrs.get("http-equiv") == "Content-Security-Policy":
+            self.csp = attrs["content"]
+        if tag == "script":
+            self._in_script = attrs.get("type", "classic")
+            self.scripts.append([self._in_script, ""])
+        self.urls += [value for name, value in attrs.items() if name in ("src", "href", "action")]
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_script = None
+
+    def handle_data(self, data):
+        if self._in_script is not None:
+            self.scripts[-1][1] += data
+
+
+def test_the_page_allows_its_own_scripts_and_no_network(fresh):
+    page = Page()
+    page.feed((fresh / "index.html").read_text())
+    executed = [text for kind, text in page.scripts if kind == "classic"]
+    assert len(executed) == 4  # KaTeX, the generated functions, parse.js, calculator.js
+    directives = dict(d.strip().split(" ", 1) for d in page.csp.split(";"))
+    assert directives["default-src"] == "'none'" and directives["base-uri"] == "'none'"
+    assert directives["script-src"].split() == [csp_hash(text) for text in executed]
+    assert "unsafe-eval" not in page.csp and "http" not in page.csp
+    assert directives["font-src"] == "data:"
+    assert all(url.startswith(("#", "?")) for url in page.urls), page.urls
+    # the hash is the standard one: base64 of SHA-256 over the script's UTF-8 text
+    assert csp_hash("a") == "'sha256-" + base64.b64encode(hashlib.sha256(b"a").digest()).decode() + "'"
+
+
+def test_the_page_carries_the_sheet(fresh):
+    text = (fresh / "index.html").read_text()
+    assert text.count('<section id="') >= 13
+    assert "<svg" in text and 'data-key="fit.gpus_for_state"' in text
+    assert '<span class="tex">6 + \\frac{12}{d}</span>' in text
+    assert str(ROOT) not in text  # no path of this machine
+
+
+#: Text a user might type or a link might carry, per kind of field (ASCII: JavaScript's \\d is ASCII).
+PIECES = ["0", "1", "7", "-3", "+4", "12", "3.5", ".5", "5.", "1e3", "2E-2", "1_000", "1__0", "_1",
+          "inf", "-Infinity", "nan", "NaN", "0x10", " 8 ", "\t9\n", "", "GB", "GiB", "KB", "TiB", "MB",
+          "h100", "a100", "b200", "bf16", "adam", "gpt", "8b", "llama3-70b", "x", "'", '"', "\\",
+          "<b>", "\x01", "\x7f", "é", "1.0", "0.4", "-0", "1e-400", "1e400", "3 GB", "1.5TB"]
+
+
+def random_texts(rng: random.Random, count: int) -> list[str]:
+    return [("".join(rng.choice(PIECES) for _ in range(rng.randint(1, 3))) or "0")
+            for _ in range(count)]
+
+
+def test_the_page_parses_every_field_as_the_cli_does(tmp_path):
+    """Random text in every field: the page accepts what the CLI accepts, else shows its line."""
+    _, data = calculator_data()
+    rng = random.Random(1912)
+    base = ["--model=llama3-8b"]
+    # The fields a field needs beside it (derive.report.Request), so only its own text can fail.
+    partners = {"tokens": ["--gpus=8"], "gpus": ["--tokens=8"], "mfu": ["--tokens=8", "--gpus=8"],
+                "step-time": ["--tokens=1", f"--gpus={2**53}"], "dp": ["--zero=1"],
+                "zero": ["--dp=8"]}
+    cases = [(field, text) for field in data["fields"]
+             if field["option"] not in ("model", "heads", "kv-heads")
+             for text in random_texts(rng, 60)]
+    cases += [(next(f for f in data["fields"] if f["option"] == "model"), text)
+              for text in random_texts(rng, 60)]
+    script = tmp_path / "parse.js"
+    script.write_text(HAND_WRITTEN[0].read_text() + """
+const [data, cases] = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const parse = DeriveParse(data);
+const fields = new Map(data.fields.map((field) => [field.option, field]));
+console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields.get(option), text))));
+""")
+    (tmp_path / "cases.json").write_text(json.dumps([data, [(f["option"], t) for f, t in cases]]))
+    run = subprocess.run([node(), str(script), str(tmp_path / "cases.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    wrong = []
+    for (field, text), page in zip(cases, json.loads(run.stdout)):
+        argv = [f"--{field['option']}={text}"] + ([] if field["option"] == "model" else base)
+        argv += partners.get(field["option"], [])
+        if field["option"] == "hidden":  # one head of any width: only --hidden's own text can fail
+            argv += ["--heads=1", "--kv-heads=1"]
+        try:
+            cli = cli_message(argv, {})
+        except ValueError:
+            cli = None  # the CLI took it
+        if field["option"] == "zero" and cli is not None and cli.startswith("--dp:"):
+            cli = None  # stage 0 took, and then refused the partner --dp
+        if page.get("error") != cli:
+            wrong.append((field["option"], text, page, cli))
+    assert len(cases) >= 900
+    assert not wrong, wrong[:5]

@@ -1,0 +1,277 @@
+"""formulas/index.html in a real browser: Debian's chromium, headless, driven by Selenium.
+
+Every figure the page shows must equal ``python -m derive.report --json`` to 1e-12,
+for configurations loaded by link and typed into the form; bad input shows the
+CLI's own line; hostile links run nothing and inject nothing; the page makes no
+network request. chromium and chromium-driver come from apt (tests/install_renderers.sh).
+"""
+import json
+import shutil
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from derive.render.web import cli_message
+from derive.report import run
+
+INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
+DESKTOP, PHONE = (1280, 1000), (390, 844)
+
+#: Configurations as CLI long options (each loaded by link and through the form).
+CONFIGURATIONS = [
+    {"model": "llama3-8b"},
+    {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"},
+    {"model": "405b", "precision": "bf16-fp32grad", "profile": "llama-fused", "budget": "80GB"},
+    {"model": "gpt3-175b", "zero": "3", "dp": "64", "micro-batch": "4"},
+    {"model": "gpt3-1.3b", "optimizer": "sgd", "precision": "fp32", "profile": "gpt"},
+    {"model": "8b", "optimizer": "adam-8bit", "zero": "2", "dp": "8", "budget": "h100"},
+    {"model": "70b", "precision": "fp16-megatron", "zero": "1", "dp": "16", "peak": "a100"},
+    {"model": "405b", "tokens": "16777216", "gpus": "16384", "mfu": "0.38", "peak": "b200"},
+    {"model": "70b", "tokens": "1000000", "gpus": "512", "step-time": "2.25", "peak": "1.5e15"},
+    {"model": "llama3-70b", "seq": "32768", "micro-batch": "2", "profile": "llama-eager"},
+    {"model": "8b", "heads": "64", "kv-heads": "16", "budget": "24GiB"},
+    {"layers": "12", "hidden": "768", "heads": "12", "ffn": "3072", "vocab": "50257", "seq": "1024"},
+    {"layers": "48", "hidden": "6144", "heads": "48", "kv-heads": "8", "ffn": "16384",
+     "vocab": "32000", "zero": "3", "dp": "128", "tokens": "2097152", "gpus": "128"},
+    {"model": "175b", "precision": "fp16", "optimizer": "adamw", "budget": "a100", "mfu": "1",
+     "tokens": "1048576", "gpus": "256"},
+    {"model": "1.3b", "precision": "bf16", "optimizer": "sgd-momentum", "micro-batch": "16"},
+    {"model": "405b", "zero": "3", "dp": "1024", "budget": "0.5TB", "profile": "article"},
+    {"model": "gpt3-175b", "tokens": "3145728", "gpus": "1024", "step-time": "12",
+     "profile": "gpt", "peak": "h200"},
+    {"model": "llama3-8b", "vocab": "32000", "ffn": "11008", "profile": "llama-fused"},
+    {"model": "70b", "micro-batch": "8", "seq": "4096", "budget": "141GB", "peak": "h200"},
+    {"layers": "2", "hidden": "64", "heads": "4", "ffn": "256", "vocab": "1000", "seq": "16",
+     "tokens": "64", "gpus": "1", "step-time": "0.001", "mfu": "0.5", "precision": "fp32"},
+    {"model": "8b", "tokens": "4194304", "gpus": "64", "step-time": "30", "zero": "1",
+     "dp": "64", "optimizer": "adamw"},
+    {"model": "70b", "profile": "llama-hf-sdpa", "seq": "4096"},
+    {"model": "8b", "budget": " H100 ", "peak": "A100", "zero": "1", "dp": "8"},
+    {"model": "gpt3-1.3b", "heads": "16"},
+    {"model": "405b", "profile": "llama-hf-eager", "micro-batch": "2", "hidden": "16384",
+     "heads": "64", "kv-heads": "16"},
+]
+
+#: (option, bad text): the page's message must be the CLI's line for it.
+BAD_INPUTS = [
+    ("model", "llama4"), ("micro-batch", "0"), ("micro-batch", "two"), ("tokens", "-5"),
+    ("gpus", "1.5"), ("precision", "bf8"), ("optimizer", "lion"), ("zero", "4"), ("zero", "x"),
+    ("profile", "eager"), ("budget", "80"), ("budget", "0GiB"), ("peak", "v100"), ("peak", "-1e15"),
+    ("mfu", "1.2"), ("mfu", "much"), ("step-time", "0"), ("step-time", "inf"), ("dp", "1e3"),
+    ("heads", "7"), ("kv-heads", "3"), ("seq", "it's"),
+]
+
+#: Hostile links: markup and script in every kind of field.
+HOSTILE = [
+    {"model": "<img src=x onerror=window.__pwned=1>"},
+    {"model": "<script>window.__pwned=1</script>"},
+    {"model": "llama3-8b", "precision": "\"><svg onload=window.__pwned=1>"},
+    {"model": "llama3-8b", "budget": "<iframe srcdoc='<script>parent.__pwned=1</script>'>"},
+    {"model": "llama3-8b", "peak": "javascript:window.__pwned=1"},
+    {"model": "{{7*7}}</output><b id=injected>x</b>"},
+]
+
+
+def cli_json(options: dict[str, str]) -> dict[str, float]:
+    """What ``python -m derive.report --json`` says for ``options`` (the one model's figures)."""
+    argv = [word for option, text in options.items() for word in (f"--{option}", text)]
+    report = json.loads(run([*argv, "--json"]))
+    (figures,) = report.values()
+    return {key: figure["value"] for key, figure in figures.items()}
+
+
+def cli_error(options: dict[str, str]) -> str:
+    """The CLI's one error line for ``options``, without the 'derive: error: ' prefix."""
+    return cli_message([f"--{option}={text}" for option, text in options.items()], {})
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail(f"chromium / chromedriver not found: {INSTALL}")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     f"--window-size={DESKTOP[0]},{DESKTOP[1]}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    yield session
+    session.quit()
+
+
+@pytest.fixture(scope="module")
+def page(fresh) -> Path:
+    return fresh / "index.html"
+
+
+def open_page(browser, page: Path, options: dict[str, str]) -> None:
+    browser.get(page.as_uri() + ("?" + urlencode(options) if options else ""))
+
+
+def shown_figures(browser) -> dict[str, float]:
+    """data-key -> data-value of every figure on the page; exactly those rows are visible."""
+    pairs = browser.execute_script(
+        "return [...document.querySelectorAll('output[data-key][data-value]')]"
+        ".map((e) => [e.dataset.key, e.dataset.value]);")
+    visible = browser.execute_script(
+        "return [...document.querySelectorAll('.figure')].filter((row) => row.offsetParent !== null)"
+        ".map((row) => row.dataset.figure);")
+    assert sorted(visible) == sorted(key for key, _ in pairs)
+    return {key: float(value) for key, value in pairs}
+
+
+def assert_same_figures(shown: dict[str, float], expected: dict[str, float]) -> None:
+    assert sorted(shown) == sorted(expected)
+    for key, value in expected.items():
+        assert shown[key] == pytest.approx(value, rel=1e-12, abs=0), key
+
+
+def errors(browser) -> dict[str, str]:
+    return browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('.error')]"
+        ".filter((e) => !e.hidden).map((e) => [e.id.slice('error-'.length), e.textContent]));")
+
+
+@pytest.mark.parametrize("options", CONFIGURATIONS, ids=range(len(CONFIGURATIONS)))
+def test_a_link_shows_the_reports_figures(browser, page, options):
+    open_page(browser, page, options)
+    assert errors(browser) == {}
+    assert_same_figures(shown_figures(browser), cli_json(options))
+    # the form holds the link's values, and the share link gives them back
+    for option, text in options.items():
+        assert browser.find_element("name", option).get_attribute("value") == text
+    assert browser.execute_script("return document.getElementById('share-link').search") \
+        == "?" + browser.current_url.split("?", 1)[1]
+
+
+def type_configuration(browser, options: dict[str, str]) -> None:
+    """Clear the form (each field back to the CLI's default) and type ``options`` as a user would."""
+    defaults = browser.execute_script(
+        "return Object.fromEntries(JSON.parse(document.getElementById('derive-data').textContent)"
+        ".fields.map((f) => [f.option, f.default]));")
+    for option, default in defaults.items():
+        field = browser.find_element("name", option)
+        text = options.get(option, default)
+        if field.get_attribute("value") != text:
+            field.clear()
+            if text:
+                field.send_keys(text)
+            browser.execute_script(
+                "arguments[0].dispatchEvent(new Event('input', {bubbles: true}))", field)
+
+
+def test_the_form_shows_the_reports_figures(browser, page):
+    open_page(browser, page, {})
+    browser.execute_script("document.getElementById('custom-shape').open = true;")
+    for options in CONFIGURATIONS:
+        type_configuration(browser, options)
+        assert errors(browser) == {}, options
+        assert_same_figures(shown_figures(browser), cli_json(options))
+        # the address bar follows the form: reloading it shows the same figures
+        shown = shown_figures(browser)
+        browser.get(browser.current_url)
+        assert shown_figures(browser) == shown
+        browser.execute_script("document.getElementById('custom-shape').open = true;")
+
+
+#: (options, the field the CLI names): rules between fields (derive.report.Request, derive.cli.models).
+PAIRED = [
+    ({"model": "llama3-8b", "tokens": "4096"}, "tokens"),
+    ({"model": "llama3-8b", "gpus": "8"}, "gpus"),
+    ({"model": "llama3-8b", "mfu": "0.5"}, "mfu"),
+    ({"model": "llama3-8b", "step-time": "3"}, "step-time"),
+    ({"model": "llama3-8b", "zero": "3"}, "zero"),
+    ({"model": "llama3-8b", "dp": "8"}, "dp"),
+    ({"model": "llama3-8b", "zero": "0", "dp": "8"}, "dp"),
+    ({"model": "gpt3-175b", "kv-heads": "8"}, "kv-heads"),
+    ({"model": "llama3-8b", "budget": "B200"}, "budget"),
+    ({"model": "llama3-8b", "budget": "0.0001KB"}, "budget"),
+]
+
+
+@pytest.mark.parametrize("options, option", PAIRED, ids=range(len(PAIRED)))
+def test_fields_that_need_each_other_show_the_clis_line(browser, page, options, option):
+    open_page(browser, page, options)
+    assert errors(browser) == {option: cli_error(options)}
+    assert shown_figures(browser) == {}
+
+
+@pytest.mark.parametrize("option, text", BAD_INPUTS)
+def test_bad_input_shows_the_clis_line_next_to_the_field(browser, page, option, text):
+    base = {} if option in ("model",) else {"model": "llama3-8b"}
+    if option in ("heads", "kv-heads"):
+        base = {"layers": "4", "hidden": "64", "heads": "4", "ffn": "128", "vocab": "100"}
+    options = {**base, option: text}
+    open_page(browser, page, options)
+    assert errors(browser) == {option: cli_error(options)}
+    assert shown_figures(browser) == {}
+
+
+def test_a_missing_custom_size_is_the_clis_required_line(browser, page):
+    options = {"layers": "4", "hidden": "64", "ffn": "128", "vocab": "100"}
+    open_page(browser, page, options)
+    assert errors(browser) == {"heads": cli_error(options)}
+
+
+@pytest.mark.parametrize("options", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_links_run_nothing_and_inject_nothing(browser, page, options):
+    open_page(browser, page, options)
+    state = browser.execute_script(
+        "return {pwned: window.__pwned, imgs: document.images.length,"
+        " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
+        " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length,"
+        " sheet_svgs: document.querySelectorAll('main figure > svg').length};")
+    assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
+    assert state["scripts"] == 5  # the data block, KaTeX, the generated functions, parse.js, calculator.js
+    assert state["svgs"] == state["sheet_svgs"] >= 3  # the sheet's figures, nothing from the link
+    shown = errors(browser)
+    assert len(shown) == 1
+    (option, line), = shown.items()
+    assert line == cli_error(options) and "\n" not in line
+    assert browser.find_element("name", option).get_attribute("value") == options[option]
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
+    open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
+    summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
+    assert len(summaries) == 22
+    for summary in summaries:
+        summary.click()
+    rendered = browser.execute_script(
+        "return [...document.querySelectorAll('.figure details[open] .formula')]"
+        ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
+        " e.querySelector('annotation').textContent]);")
+    assert len(rendered) == 22 and all(ok for _, ok, _ in rendered)
+    annotations = {key: tex for key, _, tex in rendered}
+    # the sheet's LaTeX (derive/render/printer.py); a figure that later ones name shows its symbol
+    assert annotations["state.params"] == "2 N"
+    assert annotations["state.resident"] == r"M_{\mathrm{state}} = 16 N"
+    assert annotations["fit.gpus_for_state"] == \
+        r"\left\lceil{\frac{M_{\mathrm{state}}}{M_{\mathrm{GPU}}}}\right\rceil"
+    assert browser.execute_script("return document.querySelectorAll('.katex-error').length") == 0
+    assert browser.execute_script("return document.querySelectorAll('main .tex .katex').length") > 200
+
+
+def test_screenshots_at_desktop_and_phone_width(browser, page, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("screenshots")
+    options = {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"}
+    for name, (width, height) in (("desktop", DESKTOP), ("phone", PHONE)):
+        browser.set_window_size(width, height)
+        open_page(browser, page, options)
+        path = folder / f"{name}.png"
+        assert browser.save_screenshot(str(path))
+        assert path.stat().st_size > 10_000
+        # nothing wider than the screen but the tables and figures, which scroll on their own
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, (name, overflow)
+    browser.set_window_size(*DESKTOP)
+    logs = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert logs == []
