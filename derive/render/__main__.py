@@ -67,9 +67,11 @@ def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
             if figure.filename in files or figure.filename == TABLES:
                 raise ValueError(f"figure: {figure.filename!r} is written twice")
             files[figure.filename] = env.get_template(figure.template).render(**figure.context)
-    svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
-    files[PAGE] = env.get_template(WEB_PAGE).render(**page_context(context["sections"], svgs))
-    tables = {**context["tables"], SHEET_FILES: sorted([*files, TABLES])}
+    # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
+    if _checkout():
+        svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
+        files[PAGE] = env.get_template(WEB_PAGE).render(**page_context(context["sections"], svgs))
+    tables = {**context["tables"], SHEET_FILES: sorted({*files, PAGE, TABLES})}
     files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files
 
