@@ -1,12 +1,15 @@
-"""Time ``python -m derive.check`` (and ``make derive``'s render) against a bare SymPy import.
+"""Time ``python -m derive.check`` and ``python -m derive.render`` against a bare SymPy import.
 
-Run: ``make bench`` or ``.venv/bin/python bench/run.py [--repeat 5]``. Prints the
-best wall time of each command over the repeats and the ratios to the import.
-Targets: check <= 3x, render <= 6x a bare ``python -c "import sympy"``.
+Run: ``make bench`` or ``.venv/bin/python bench/run.py [--rounds 7]``. Each round runs
+every command once, in turn (interleaved, so a burst of load hits all of them), and
+the ratio of each command to the round's bare ``import sympy`` is taken within the
+round; the report is the median of those paired ratios, with their spread. Targets:
+check <= 3x, render <= 6x a bare ``python -c "import sympy"``.
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -14,36 +17,49 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+BASE = "import sympy"
+TARGETS = {"derive.check": 3.0, "derive.render": 6.0}
 
 
-def best_wall_time(command: list[str], repeat: int) -> float:
-    """The fastest of ``repeat`` runs of ``command``, in seconds."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return min(times)
+def wall_time(command: list[str]) -> float:
+    """Seconds one run of ``command`` takes."""
+    start = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def paired_ratios(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
+    """Per command, its time over the same round's bare import, one ratio per round (interleaved)."""
+    ratios: dict[str, list[float]] = {name: [] for name in commands if name != BASE}
+    for round_index in range(rounds):
+        order = list(commands)
+        if round_index % 2:                      # alternate the order so neither end is favoured
+            order.reverse()
+        seconds = {name: wall_time(commands[name]) for name in order}
+        for name in ratios:
+            ratios[name].append(seconds[name] / seconds[BASE])
+    return ratios
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds: must be a positive integer")
     with tempfile.TemporaryDirectory() as scratch:
         commands = {
-            "import sympy": [sys.executable, "-c", "import sympy"],
+            BASE: [sys.executable, "-c", "import sympy"],
             "derive.check": [sys.executable, "-m", "derive.check"],
             "derive.render": [sys.executable, "-m", "derive.render", "--out",
                               str(Path(scratch) / "formulas")],
         }
-        timings = {name: best_wall_time(cmd, args.repeat) for name, cmd in commands.items()}
-    base = timings["import sympy"]
-    targets = {"derive.check": 3.0, "derive.render": 6.0}
-    for name, seconds in timings.items():
-        ratio = seconds / base
-        target = f"  (target <= {targets[name]:.0f}x)" if name in targets else ""
-        print(f"{name:14} {seconds:6.3f} s  {ratio:5.2f}x import sympy{target}")
+        wall_time(commands[BASE])                # warm the file cache once, untimed
+        ratios = paired_ratios(commands, args.rounds)
+    print(f"{args.rounds} interleaved rounds; median of paired ratios to a bare `{BASE}`")
+    for name, values in ratios.items():
+        print(f"{name:14} {statistics.median(values):5.2f}x  (min {min(values):.2f}x, "
+              f"max {max(values):.2f}x; target <= {TARGETS[name]:.0f}x)")
     return 0
 
 

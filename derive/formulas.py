@@ -15,32 +15,12 @@ from typing import Callable, Iterator, Mapping
 
 import sympy as sp
 
-from derive.accounts.activations import (
-    article_layer_bytes,
-    article_model_bytes,
-    layer_activation_bytes,
-    model_activation_bytes,
-    model_layer_options,
-)
+from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.conventions import six_n
 from derive.presets import Model
-from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, a, h, k, s, t_step
-
-#: Activation profiles: name -> what it assumes.
-PROFILES: dict[str, str] = {
-    "article": "GPT layer of Korthikanti et al. 2022 at f = 4h, statistics ignored (the article's 34)",
-    "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
-    "llama-eager": "Llama layer as PyTorch eager keeps it",
-    "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
-    "llama-hf-sdpa": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (sdpa attention)",
-    "llama-hf-eager": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (eager attention)",
-}
-
-#: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
-ATTENTION_PROFILES = ("article", "gpt")
-ATTENTION_VARIANTS = ("fused", "materialised")
+from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, a, d, h, k, s, t_step
 
 #: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
 HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
@@ -57,17 +37,6 @@ CHOICES: dict[str, tuple[object, ...]] = {
 #: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
 INPUTS: dict[str, sp.Symbol] = {"tokens": T, "gpus": G, "peak": P, "mfu": MFU_target,
                                 "step_time": t_step, "budget": M_GPU}
-
-
-def profile_bytes(profile: str, attention: str, m: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under ``profile`` (at ``m``'s head width)."""
-    if m is not None:
-        m.require_dense("model")
-    if profile == "article":
-        return article_layer_bytes(attention), article_model_bytes(attention)
-    options = {} if m is None else model_layer_options(m, profile)
-    return (layer_activation_bytes(profile, attention, **options),
-            model_activation_bytes(profile, attention, **options))
 
 
 def form(m: Model) -> tuple[object, bool]:
@@ -131,6 +100,26 @@ def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
     return lambda m: hfu(T / t_step, F, G, P, recompute_factor(policy, m.architecture))
 
 
+def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
+    """GPUs that hold the state (and one micro-batch of activations) at the budget M_GPU.
+
+    Without ZeRO every byte is split: ceil(total / M_GPU) (the article's self-test). Under
+    ZeRO (Rajbhandari et al. 2020, section 5) a rank holds ``replicated + sharded / d``, so the
+    ranks needed are ceil(sharded / (M_GPU - replicated)); none suffice (NaN: no figure)
+    when the replicated bytes alone reach the budget.
+    """
+    def build(precision: str, optimizer: str, zero: int) -> sp.Expr:
+        extra = M_act if activations else 0
+        if not zero:
+            return sp.ceiling((M_state + extra) / M_GPU)
+        total = state_bytes(precision, optimizer, zero).total
+        kept = total.subs(d, sp.oo) + extra
+        sharded = sp.expand(total * d).coeff(d, 0)
+        return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
+                            (sp.nan, True))
+    return build
+
+
 STATE = ("precision", "optimizer", "zero")
 STEP = ("tokens", "gpus")
 OBSERVED = ("tokens", "gpus", "step_time")
@@ -164,9 +153,8 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("observed.hfu_selective", "fraction", _hfu("selective"), ("model",), OBSERVED),
     Formula("observed.hfu_full", "fraction", _hfu("full"), ("model",), OBSERVED),
     Formula("fit.budget", "B", lambda: M_GPU),
-    Formula("fit.gpus_for_state", "GPUs", lambda: sp.ceiling(M_state / M_GPU)),
-    Formula("fit.gpus_for_state_and_activations", "GPUs",
-            lambda: sp.ceiling((M_state + M_act) / M_GPU)),
+    Formula("fit.gpus_for_state", "GPUs", _fit(False), STATE),
+    Formula("fit.gpus_for_state_and_activations", "GPUs", _fit(True), STATE),
 )
 
 
@@ -189,6 +177,8 @@ def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
         if expr is None or not set(formula.needs) <= set(given):
             continue
         value = expr.xreplace(known)
+        if value is sp.nan:
+            continue
         if not value.is_number:
             raise ValueError(f"{formula.key}: no value for {sorted(map(str, value.free_symbols))}")
         out[formula.key] = (value, expr)

@@ -247,7 +247,7 @@ def activation_bytes(sequence_parallel: bool, single_stage: bool, interleaved: b
     total = first_stage_activation_bytes(
         **MEGATRON_LAYER, tensor_parallel=t, sequence_parallel=sequence_parallel,
         pipeline=p, virtual=v if interleaved else None,
-        micro_batches=m if micro_batches and not interleaved else None)
+        micro_batches=m if micro_batches and not interleaved else None, output_layer=False)
     if single_stage:
         total += output_rows(sequence_parallel).bytes()
     if sequence_parallel:

@@ -14,7 +14,7 @@ from derive.architectures.decoder import Layout, parameter_rows
 from derive.architectures.moe import active_parameter_count
 from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
-from derive.inputs import choose, divides, positive_int
+from derive.inputs import choose, divides, positive_int, positive_value
 from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
 from derive.tensors import Ledger
 
@@ -58,6 +58,9 @@ class Model:
         else:
             object.__setattr__(self, "head_dim", positive_int("head_dim", self.head_dim))
         divides("kv_heads", self.kv_heads, "heads", self.heads)
+        if self.family == "gpt" and self.kv_heads != self.heads:
+            raise ValueError(f"kv_heads: the gpt family has no grouped-query attention, so kv_heads "
+                             f"must equal heads = {self.heads}, got {self.kv_heads}")
 
     @property
     def values(self) -> dict[sp.Symbol, int]:
@@ -68,8 +71,11 @@ class Model:
 
     def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
         """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""
+        unknown = sorted(set(extra) - set(BY_NAME))
+        if unknown:
+            raise ValueError(f"{unknown[0]}: unknown symbol (known: {', '.join(sorted(BY_NAME))})")
         values: dict[sp.Symbol, object] = dict(self.values)
-        values.update({BY_NAME[name]: value for name, value in extra.items()})
+        values.update({BY_NAME[name]: positive_value(name, value) for name, value in extra.items()})
         return sp.sympify(expr).xreplace({symbol: sp.sympify(value)
                                           for symbol, value in values.items()})
 

@@ -1,60 +1,90 @@
-"""``python -m derive.report`` / ``derive``: the four states, FLOPs and step-time bounds of one model.
+"""The report of one model: the four states, activations, FLOPs, step-time bounds and GPU counts.
 
-Every figure is a proven expression of derive with the model's sizes
-substituted; ``--json`` prints each with its unit and the expression it came
-from. Bad input exits with status 2 and one line naming the option.
+:class:`Request` holds what is asked (validated when made: a ValueError names
+the field); :func:`figures` substitutes the model's sizes into derive's proven
+expressions; :func:`render_text` and :func:`render_json` print them. The
+command line (``derive`` / ``python -m derive.report``) is ``derive.cli``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import re
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import sympy as sp
 
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.activations import PROFILES
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
-from derive.formulas import FORMULAS, INPUTS, PROFILES, evaluate
-from derive.hf import from_config
-from derive.inputs import choose, positive_int
-from derive.presets import (
-    ALIASES,
-    HARDWARE,
-    LLAMA3_MODELS,
-    MODELS,
-    Model,
-    hardware,
-    model,
-)
+from derive.formulas import FORMULAS, INPUTS, evaluate
+from derive.inputs import choose, finite_positive, positive_int, zero_stage
+from derive.presets import Model, hardware
 from derive.symbols import b, d
-from derive.units import BYTE_UNITS, format_bytes, to_unit
+from derive.units import BYTE_UNITS, format_bytes, format_count, format_seconds
+
+DEFAULT_MFU = 0.4
 
 #: --json key -> unit.
 UNITS: dict[str, str] = {formula.key: formula.unit for formula in FORMULAS}
 
-DEFAULT_BUDGET = "70GiB"
-#: A budget size: a number and a byte unit of derive.units (checked after the match).
-BUDGET_PATTERN = r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*"
-#: The family of a custom shape given without --model.
-CUSTOM_FAMILY = "llama"
-DEFAULT_SEQ = 8192
 
-#: Model fields -> the custom-shape option that sets them.
-SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
-                 "kv_heads": "--kv-heads", "ffn": "--ffn", "vocab": "--vocab", "seq": "--seq"}
+@dataclass(frozen=True)
+class Request:
+    """What the report is asked: recipe, batch, step, hardware peak, ZeRO and the per-GPU budget.
 
-#: Field names in derive's ValueErrors -> the option to name in the error line.
-FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--optimizer",
-                 "model": "--model", "peak": "--peak", "zero stage": "--zero",
-                 "profile": "--profile"}
+    ``tokens`` and ``gpus`` go together; ``mfu`` and ``step_time`` need both;
+    ``zero`` > 0 needs ``dp`` and ``dp`` needs ``zero`` > 0: nothing given is ignored.
+    """
 
+    precision: str = "bf16"
+    optimizer: str = "adam"
+    profile: str = "article"
+    micro_batch: int = 1
+    tokens: int | None = None
+    gpus: int | None = None
+    mfu: float | None = None
+    step_time: float | None = None
+    peak_flops: float = hardware("h100").peak_flops
+    peak_label: str = "H100"
+    zero: int = 0
+    dp: int | None = None
+    budget_bytes: int = 70 * BYTE_UNITS["GiB"]
+    budget_label: str = "70GiB"
 
-class UsageError(Exception):
-    """A bad option: reported as one line, exit status 2."""
+    def __post_init__(self) -> None:
+        choose("precision", self.precision, PRECISIONS)
+        choose("optimizer", self.optimizer, OPTIMIZERS)
+        choose("profile", self.profile, PROFILES)
+        positive_int("micro_batch", self.micro_batch)
+        for name in ("tokens", "gpus"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))
+        if (self.tokens is None) != (self.gpus is None):
+            given, missing = ("tokens", "gpus") if self.gpus is None else ("gpus", "tokens")
+            raise ValueError(f"{given}: the step bound needs {missing} too")
+        for name in ("mfu", "step_time"):
+            if getattr(self, name) is not None and self.tokens is None:
+                raise ValueError(f"{name}: needs tokens and gpus (the step it describes)")
+        if self.mfu is not None:
+            finite_positive("mfu", self.mfu)
+            if self.mfu > 1:
+                raise ValueError(f"mfu: must be at most 1, got {self.mfu!r}")
+        if self.step_time is not None:
+            finite_positive("step_time", self.step_time)
+        finite_positive("peak_flops", self.peak_flops)
+        zero_stage("zero", self.zero)
+        if self.dp is not None:
+            positive_int("dp", self.dp)
+            if not self.zero:
+                raise ValueError("dp: only ZeRO (zero 1-3) shards over the data-parallel ranks")
+        elif self.zero:
+            raise ValueError(f"zero: ZeRO-{self.zero} needs dp, the ranks it shards over")
+        positive_int("budget_bytes", self.budget_bytes)
+
+    @property
+    def target_mfu(self) -> float:
+        """The MFU of the step bound (0.4 unless given)."""
+        return DEFAULT_MFU if self.mfu is None else self.mfu
 
 
 @dataclass(frozen=True)
@@ -70,271 +100,130 @@ class Figure:
         return {"value": self.value, "unit": self.unit, "expression": self.expression}
 
 
-def parse_budget(text: str) -> tuple[int, str]:
-    """'70GiB' / '80 GB' -> (bytes, label); a hardware name -> the low end of its usable range.
-
-    The unit is mandatory so GB and GiB never mix; a hardware budget comes from
-    derive.accounts.budget (driver capacity less context, NCCL, margin, fragmentation, workspaces).
-    """
-    if text in DRIVER_CAPACITY:
-        low, high = usable_bytes(text)
-        return low, (f"{text} usable low end {to_unit(low, 'GiB'):.2f} GiB "
-                     f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
-    match = re.fullmatch(BUDGET_PATTERN, text)
-    if not match or match.group(2) not in BYTE_UNITS:
-        raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, or one of "
-                         f"{', '.join(DRIVER_CAPACITY)}, got {text!r}")
-    value = float(match.group(1))
-    if value <= 0:
-        raise UsageError(f"--budget: must be positive, got {text!r}")
-    return int(value * BYTE_UNITS[match.group(2)]), text
+#: The request field a figure's overflow is blamed on (the model's sizes otherwise).
+OVERFLOW_FIELDS = {"time.one_sequence": "peak_flops", "step.lower_bound": "peak_flops",
+                   "step.at_target_mfu": "mfu"}
 
 
-def parse_peak(text: str) -> tuple[float, str]:
-    """A hardware preset name or a number in FLOP/s -> (FLOP/s, label)."""
-    if text in HARDWARE:
-        return hardware(text).peak_flops, text.upper()
+def _number(key: str, value: sp.Expr) -> int | float:
+    """An exact figure as an int (an integer) or a finite float, else ValueError naming the field that made it overflow."""
+    if value.is_Integer:
+        return int(value)
     try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"--peak: unknown hardware {text!r} (known: {', '.join(HARDWARE)}; "
-                         "or a number in FLOP/s)") from None
-    if not value > 0 or math.isinf(value):
-        raise UsageError(f"--peak: must be a positive number of FLOP/s, got {text!r}")
-    return value, f"{value:.4g} FLOP/s"
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{OVERFLOW_FIELDS.get(key, 'model')}: {key} is out of float range at these values")
+    return number
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _positive(option: str):
-    def convert(text: str) -> int:
-        try:
-            return positive_int(option, int(text))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    convert.__name__ = option
-    return convert
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line, with the article's cli.py options and more."""
-    parser = _Parser(prog="derive", description=__doc__)
-    names = [*MODELS, *ALIASES]
-    parser.add_argument("--model", action="append", metavar="NAME",
-                        help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
-    parser.add_argument("--config", action="append", metavar="PATH",
-                        help="a Hugging Face config.json (repeatable; the shape options override it)")
-    parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
-    parser.add_argument("--optimizer", default="adam", help=", ".join(OPTIMIZERS))
-    parser.add_argument("--micro-batch", type=_positive("--micro-batch"), default=1)
-    parser.add_argument("--tokens", type=_positive("--tokens"), help="tokens per step (global batch)")
-    parser.add_argument("--gpus", type=_positive("--gpus"))
-    parser.add_argument("--peak", default="h100", help="hardware preset or FLOP/s")
-    parser.add_argument("--mfu", type=_fraction, default=0.4, help="target MFU (default 0.4)")
-    parser.add_argument("--step-time", type=_seconds, help="observed seconds per step")
-    parser.add_argument("--profile", default="article", choices=list(PROFILES),
-                        help="activation profile (default: article)")
-    parser.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (needs --dp)")
-    parser.add_argument("--dp", type=_positive("--dp"), default=1, help="data-parallel ranks")
-    parser.add_argument("--budget", default=DEFAULT_BUDGET,
-                        help="memory per GPU with its unit (70GiB, 80GB) or a hardware name "
-                             "(h100, a100: the low end of its usable range); default 70GiB")
-    shape = parser.add_argument_group("custom shape (overrides the preset; without --model, "
-                                      "--layers --hidden --heads --ffn --vocab are required)")
-    for field, option in SHAPE_OPTIONS.items():
-        shape.add_argument(option, dest=field, type=_positive(option))
-    parser.add_argument("--json", action="store_true", help="print every figure as JSON")
-    moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
-    moe.add_argument("--moe", metavar="NAME|CONFIG",
-                     help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
-                          "of a mixtral, qwen3_moe or deepseek_v3 model")
-    for option, meaning in (("--tp", "tensor"), ("--ep", "expert"), ("--etp", "expert tensor"),
-                            ("--pp", "pipeline")):
-        moe.add_argument(option, type=_positive(option), default=1, help=f"{meaning}-parallel size")
-    moe.add_argument("--moe-profile", default="fused", choices=["eager", "fused"],
-                     help="MoE activation profile (default: fused, Megatron + TE)")
-    return parser
-
-
-def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
-    """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
-    from derive.moe_presets import load_moe_model
-    from derive.report_moe import MoELayout, moe_figures, render_moe
-    texts, data = [], {}
-    for source in sources:
-        try:
-            model_ = load_moe_model(source, args.seq)
-        except ValueError as error:
-            raise UsageError(f"{option}: {error}") from None
-        try:
-            layout = MoELayout(args.tp, args.ep, args.etp, args.pp, args.dp, args.micro_batch)
-            if args.json:
-                values = moe_figures(model_, layout, args.moe_profile)
-                data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
-                                     for key, value in values.items()}
-            else:
-                texts.append(render_moe(model_, layout, args.moe_profile) + "\n")
-        except ValueError as error:
-            field, _, rest = str(error).partition(": ")
-            raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
-    return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
-
-
-def _moe_configs(args: argparse.Namespace) -> list[str]:
-    """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
-    from derive.hf import load_config
-    from derive.moe_presets import MOE_FAMILIES
-    found = []
-    for path in args.config or ():
-        try:
-            config, _ = load_config(path)
-        except ValueError:
-            continue                     # the dense path reports the unreadable file
-        if config.get("model_type") in MOE_FAMILIES:
-            found.append(path)
-    return found
-
-
-def _from_config(path: str) -> Model:
-    """A model read from a config.json; its errors name --config and the config's field."""
-    try:
-        return from_config(path)
-    except ValueError as error:
-        raise UsageError(f"--config: {path}: {error}") from None
-
-
-def _models(args: argparse.Namespace) -> list[Model]:
-    overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
-                 if getattr(args, field) is not None}
-    if args.model or args.config:
-        bases = [model(name) for name in args.model or ()]
-        bases += [_from_config(path) for path in args.config or ()]
-    elif overrides:
-        missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
-                   if field not in overrides]
-        if missing:
-            raise UsageError(f"{missing[0]}: required for a custom shape without --model")
-        heads = overrides["heads"]
-        return [Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
-                      overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
-                      overrides.get("seq", DEFAULT_SEQ), "command line")]
-    else:
-        bases = [MODELS[name] for name in LLAMA3_MODELS]
-    if overrides:
-        return [replace(base, name=f"{base.name} (custom)", **overrides) for base in bases]
-    return bases
-
-
-def figures(m: Model, args: argparse.Namespace, peak: float) -> list[Figure]:
-    """Every number the report prints for model ``m``: derive.formulas with its sizes substituted."""
-    budget, label = parse_budget(args.budget)
-    choices = {"model": m, "precision": args.precision, "optimizer": args.optimizer,
-               "zero": args.zero, "profile": args.profile}
-    inputs = {"peak": peak, "mfu": args.mfu, "budget": budget, "tokens": args.tokens,
-              "gpus": args.gpus, "step_time": args.step_time}
+def figures(m: Model, request: Request = Request()) -> list[Figure]:
+    """Every number the report prints for model ``m``: derive.formulas with its sizes and the request substituted."""
+    m.require_dense("model")
+    choices = {"model": m, "precision": request.precision, "optimizer": request.optimizer,
+               "zero": request.zero, "profile": request.profile}
+    inputs = {"peak": request.peak_flops, "mfu": request.target_mfu, "budget": request.budget_bytes,
+              "tokens": request.tokens, "gpus": request.gpus, "step_time": request.step_time}
     given = {name for name, value in inputs.items() if value is not None}
-    values = {**m.values, b: args.micro_batch, d: args.dp,
+    values = {**m.values, b: request.micro_batch, d: request.dp or 1,
               **{INPUTS[name]: inputs[name] for name in given}}
-    out = []
-    for key, (value, expr) in evaluate(choices, values, given).items():
-        number = int(value) if value.is_Integer else float(value)
-        out.append(Figure(key, number, UNITS[key],
-                          label if key == "fit.budget" else sp.sstr(expr)))
+    out = [Figure(key, _number(key, value), UNITS[key],
+                  request.budget_label if key == "fit.budget" else sp.sstr(expr))
+           for key, (value, expr) in evaluate(choices, values, given).items()]
+    found = {fig.key: fig.value for fig in out}
+    if request.step_time is not None and request.step_time < found["step.lower_bound"]:
+        bound = found["step.lower_bound"]
+        raise ValueError(
+            f"step_time: {request.step_time:g} s is faster than the hardware allows: "
+            f"{request.tokens} tokens on {request.gpus} GPUs take >= {bound:.4g} s at 100 % MFU "
+            f"(the MFU would be {bound / request.step_time:.0%})")
     return out
 
 
-def render_text(m: Model, args: argparse.Namespace, peak_label: str, values: dict[str, Figure]) -> str:
+def _fit_line(request: Request, values: dict[str, Figure]) -> str:
+    """The last line: how many GPUs (or ZeRO ranks) hold the state at the budget."""
+    budget = values["fit.budget"].expression
+    if not request.zero:
+        return (f"  fit at {budget} per GPU: resident state needs >= "
+                f"{values['fit.gpus_for_state'].value:.0f} GPUs; with one micro-batch of "
+                f"activations >= {values['fit.gpus_for_state_and_activations'].value:.0f}")
+    per_rank = values["state.resident"].value
+    fits = "fits" if per_rank <= request.budget_bytes else "does not fit"
+    line = (f"  fit at {budget} per GPU: ZeRO-{request.zero} over {request.dp} ranks holds "
+            f"{format_bytes(per_rank)} per rank ({fits});")
+    if "fit.gpus_for_state" not in values:
+        return line + " the unsharded state alone exceeds the budget at any number of ranks"
+    line += f" the state needs >= {values['fit.gpus_for_state'].value:.0f} ranks"
+    if "fit.gpus_for_state_and_activations" not in values:
+        return line + "; with one micro-batch of activations it never fits"
+    return line + (f"; with one micro-batch of activations >= "
+                   f"{values['fit.gpus_for_state_and_activations'].value:.0f}")
+
+
+def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
     """The article's cli.py block for one model."""
     def v(key: str) -> float:
         return values[key].value
 
+    materialised = "activations.per_layer_materialised" in values
     lines = [
         f"== {m.name}: L={m.layers} h={m.hidden} a={m.heads} kv={m.kv_heads} f={m.ffn} "
         f"V={m.vocab} s={m.seq}",
-        f"  N = {v('parameters') / 1e9:.2f} B   ({args.precision} + {args.optimizer}: "
-        f"{v('bytes_per_parameter'):.4g} B/param"
-        + (f", ZeRO-{args.zero} over {args.dp} ranks" if args.zero else "") + ")",
+        f"  N = {format_count(v('parameters'), 'parameters')}   ({request.precision} + "
+        f"{request.optimizer}: {v('bytes_per_parameter'):.4g} B/param"
+        + (f", ZeRO-{request.zero} over {request.dp} ranks" if request.zero else "") + ")",
         f"  params {format_bytes(v('state.params')):>10}  grads {format_bytes(v('state.grads')):>10}"
-        f"  optim {format_bytes(v('state.optimizer')):>10}  resident {format_bytes(v('state.resident')):>10}",
-        f"  activation/layer (b={args.micro_batch}, profile {args.profile}): "
+        f"  optim {format_bytes(v('state.optimizer')):>10}  resident "
+        f"{format_bytes(v('state.resident')):>10}",
+        f"  activation/layer (b={request.micro_batch}, profile {request.profile}): "
         f"{format_bytes(v('activations.per_layer_fused')):>10} "
-        + ("flash | " if "activations.per_layer_materialised" in values else "per layer | ")
+        + ("flash | " if materialised else "per layer | ")
         + (f"{format_bytes(v('activations.per_layer_materialised')):>10} materialised scores | "
-           if "activations.per_layer_materialised" in values else "")
+           if materialised else "")
         + f"all layers + logits {format_bytes(v('activations.all_layers_and_logits')):>10}",
-        f"  FLOPs/token: 6N = {v('flops.six_n') / 1e9:.0f} GFLOP, with causal attention = "
-        f"{v('flops.per_token_causal') / 1e9:.0f} GFLOP;  one {m.seq}-token sequence on one "
-        f"{peak_label} >= {v('time.one_sequence'):.2f} s",
+        f"  FLOPs/token: 6N = {format_count(v('flops.six_n'), 'FLOP', 0, 10)}, with causal "
+        f"attention = {format_count(v('flops.per_token_causal'), 'FLOP', 0, 10)};  one "
+        f"{m.seq}-token sequence on one {request.peak_label} >= "
+        f"{format_seconds(v('time.one_sequence'))}",
     ]
     if "step.lower_bound" in values:
-        lines.append(f"  {args.tokens / 2**20:.4g} Mi tokens/step on {args.gpus} GPUs: >= "
-                     f"{v('step.lower_bound'):.2f} s at 100%, {v('step.at_target_mfu'):.2f} s at "
-                     f"{args.mfu:.0%} MFU")
+        lines.append(f"  {request.tokens / 2**20:.4g} Mi tokens/step on {request.gpus} GPUs: >= "
+                     f"{format_seconds(v('step.lower_bound'))} at 100%, "
+                     f"{format_seconds(v('step.at_target_mfu'))} at {request.target_mfu * 100:.3g}% MFU")
     if "observed.mfu" in values:
-        lines.append(f"  observed {args.step_time:g} s/step = "
-                     f"{v('observed.tokens_per_second') / 1e3:.0f} K tokens/s -> MFU "
-                     f"{v('observed.mfu'):.1%}  HFU(selective) {v('observed.hfu_selective'):.1%}"
-                     f"  HFU(full) {v('observed.hfu_full'):.1%}")
-    lines.append(f"  fit at {values['fit.budget'].expression} per GPU: resident state needs >= "
-                 f"{v('fit.gpus_for_state'):.0f} GPUs; with one micro-batch of activations "
-                 f">= {v('fit.gpus_for_state_and_activations'):.0f}")
+        hfus = "  ".join(
+            f"HFU({policy}) {v(f'observed.hfu_{policy}'):.1%}"
+            if v(f"observed.hfu_{policy}") <= 1 else f"HFU({policy}) over 100% (not run so)"
+            for policy in ("selective", "full"))
+        lines.append(f"  observed {request.step_time:g} s/step = "
+                     f"{format_count(v('observed.tokens_per_second'), '', 0)} tokens/s -> "
+                     f"MFU {v('observed.mfu'):.1%}  {hfus}")
+    lines.append(_fit_line(request, values))
     return "\n".join(lines) + "\n"
 
 
-def run(argv: Sequence[str] | None = None) -> str:
-    """The report as text or JSON; raises UsageError on bad input."""
-    args = build_parser().parse_args(argv)
-    if args.moe:
-        return _moe_report(args, [args.moe], "--moe")
-    moe_configs = _moe_configs(args)
-    if moe_configs and not args.model and len(moe_configs) == len(args.config):
-        return _moe_report(args, moe_configs, "--config")
-    try:
-        choose("precision", args.precision, PRECISIONS)
-        choose("optimizer", args.optimizer, OPTIMIZERS)
-        if args.zero not in (0, 1, 2, 3):
-            raise UsageError(f"--zero: must be 0, 1, 2 or 3, got {args.zero}")
-        peak, peak_label = parse_peak(args.peak)
-        parse_budget(args.budget)
-        models = _models(args)
-        reports = [(m, {fig.key: fig for fig in figures(m, args, peak)}) for m in models]
-    except ValueError as error:
-        field, _, rest = str(error).partition(": ")
-        option = ("--config" if field == "model" and args.config and not args.model
-                  else FIELD_OPTIONS.get(field, field))
-        raise UsageError(f"{option}: {rest}") from None
-    if args.json:
-        return json.dumps({m.name: {key: fig.as_json() for key, fig in values.items()}
-                           for m, values in reports}, indent=2, sort_keys=True) + "\n"
-    return "\n".join(render_text(m, args, peak_label, values) for m, values in reports)
+def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]]) -> str:
+    """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON)."""
+    data = {m.name: {fig.key: fig.as_json() for fig in values} for m, values in reports}
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: print the report, or one error line and exit status 2."""
-    try:
-        sys.stdout.write(run(argv))
-    except UsageError as error:
-        sys.stderr.write(f"derive: error: {error}\n")
-        return 2
-    return 0
+__all__ = ["PROFILES", "Figure", "Request", "figures", "render_json", "render_text"]
+
+
+def __getattr__(name: str) -> object:
+    """``derive.report.main`` / ``run`` still resolve: the command line lives in ``derive.cli``."""
+    if name in ("main", "run"):
+        from derive import cli
+
+        return getattr(cli, name)
+    raise AttributeError(f"module 'derive.report' has no attribute {name!r}")
 
 
 if __name__ == "__main__":
+    import sys
+
+    from derive.cli import main
+
     sys.exit(main())

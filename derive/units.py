@@ -37,7 +37,49 @@ def decimal_unit(value: float) -> str:
     return unit
 
 
+#: Printed digits beyond which a scaled number is shown in scientific notation (no float noise).
+FIXED_LIMIT = 10**6
+
+
+def _fixed_or_scientific(number: float, digits: int) -> str:
+    """``number`` with ``digits`` decimals, or in scientific notation when it is too long for that."""
+    if abs(number) >= FIXED_LIMIT:
+        return f"{number:.{max(digits, 2)}e}"
+    return f"{number:.{digits}f}"
+
+
 def format_bytes(value: sp.Expr | int | float, unit: str | None = None, digits: int = 2) -> str:
     """``value`` bytes as e.g. '128.48 GB'; decimal units unless ``unit`` says otherwise."""
     unit = unit or decimal_unit(float(value))
-    return f"{to_unit(value, unit):.{digits}f} {unit}"
+    return f"{_fixed_or_scientific(to_unit(value, unit), digits)} {unit}"
+
+
+#: Decimal prefixes of counts: parameters use the article's B (billion), FLOPs SI's G.
+COUNT_PREFIXES: dict[str, tuple[tuple[str, int], ...]] = {
+    "parameters": (("", 1), ("K", 10**3), ("M", 10**6), ("B", 10**9), ("T", 10**12)),
+    "": (("", 1), ("K", 10**3), ("M", 10**6), ("G", 10**9), ("T", 10**12), ("P", 10**15)),
+    "FLOP": (("", 1), ("K", 10**3), ("M", 10**6), ("G", 10**9), ("T", 10**12), ("P", 10**15),
+             ("E", 10**18)),
+}
+
+
+def format_count(value: int | float, kind: str, digits: int = 2, below: float = 1) -> str:
+    """``value`` in the smallest prefix of ``kind`` that brings it under ``below`` x 1000 ('70.55 B', '423 GFLOP').
+
+    ``below`` = 10 keeps four digits before the point (2435 GFLOP rather than 2 TFLOP).
+    """
+    prefixes = COUNT_PREFIXES[kind]
+    name, scale = prefixes[-1]
+    for candidate, size in prefixes:
+        if abs(value) < below * 1000 * size:
+            name, scale = candidate, size
+            break
+    unit = "" if kind == "parameters" else kind
+    return f"{_fixed_or_scientific(value / scale, digits)} {name}{unit}".rstrip()
+
+
+def format_seconds(value: float) -> str:
+    """Seconds with two decimals ('4.65 s'), three significant digits when small, scientific when huge."""
+    if 0 < abs(value) < 0.01:
+        return f"{value:.3g} s"
+    return f"{_fixed_or_scientific(value, 2)} s"

@@ -145,7 +145,7 @@ def test_selective_recompute_changes_nothing_under_fused_attention():
 
 
 @pytest.mark.parametrize("args, result", [
-    # Megatron-LM core_v0.18.0 compute_activation_memory, ../shared/reference records 672, 484, 496
+    # Megatron-LM core_v0.18.0 compute_activation_memory, tests/reference records 672, 484, 496
     (dict(s=2048, b=1, h=8192, f=28672, L=80, p=1, v=None, V=128256, t=1), 44084248576),
     (dict(s=2048, b=1, h=2048, f=8192, L=24, p=4, v=None, V=50432, t=2), 1719697408),
     (dict(s=2048, b=1, h=2048, f=8192, L=24, p=4, v=2, V=50432, t=2), 2364583936),

@@ -58,12 +58,16 @@ def test_a100_range():
 
 def test_budget_table_states_units():
     rows = budget_table("h100")
-    assert rows[0]["item"] == "memory as sold" and rows[0]["low"] == 80 * GB
+    # the datasheet's "80 GB" is 80 GiB of HBM; the driver reports a little less, never more
+    assert rows[0]["item"] == "memory on the card (HBM)" and rows[0]["low"] == 80 * GiB
+    for name in ("h100", "a100"):
+        table = budget_table(name)
+        assert table[1]["high"] <= table[0]["low"] and table[-1]["high"] < table[1]["low"]
     assert rows[-1]["item"] == "usable for tensors"
     assert {row["item"] for row in rows[2:-1]} == set(BUDGET_ITEMS)
     assert all(row["source"] for row in rows)
     shown = hardware_budget_table("h100").rows             # the sheet prints them in GiB
-    assert shown[0]["low"].text == "74.51 GiB"             # 80 GB is 74.51 GiB
+    assert shown[0]["low"].text == "80.00 GiB"             # 80 GiB of HBM, sold as "80 GB"
     assert shown[1]["high"].text == "79.60 GiB"
     assert (shown[-1]["low"].text, shown[-1]["high"].text) == ("62.49 GiB", "74.16 GiB")
     fragmentation = next(row for row in shown if row["item"].text == "fragmentation")

@@ -32,7 +32,7 @@ from derive.presets import HARDWARE, LLAMA3_MODELS, model
 from derive.symbols import L, V, a, f, g, h, k, s
 
 H100 = HARDWARE["h100"].peak_flops
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "megatron_core.json"
+REFERENCE = Path(__file__).resolve().parent / "reference" / "megatron_core.json"
 STEP_TOKENS = 4_194_304  # 2^22, the article's 4M-token global batch
 
 

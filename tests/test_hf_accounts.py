@@ -7,7 +7,7 @@ from derive.accounts.activations import layer_activation_bytes, model_layer_opti
 from derive.accounts.flops import flops_per_token
 from derive.accounts.state import state_bytes
 from derive.hf import published_config, published_model
-from derive.report import main, run
+from derive.cli import main, run
 from derive.symbols import k
 
 

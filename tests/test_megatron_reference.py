@@ -1,4 +1,4 @@
-"""derive.megatron against Megatron-LM's own estimator outputs (../shared/reference), exactly.
+"""derive.megatron against Megatron-LM's own estimator outputs (tests/reference, copied from Megatron-LM runs), exactly.
 
 Every record of a function that derive.megatron implements is checked with
 Fraction equality; the per-function counts are asserted so that no record is
@@ -17,7 +17,7 @@ import pytest
 from derive import megatron
 from derive.units import BYTE_UNITS
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "megatron_core.json"
+REFERENCE = Path(__file__).resolve().parent / "reference" / "megatron_core.json"
 
 #: Records per function in the reference file (its README): 1440 in all.
 RECORDS_PER_FUNCTION = {

@@ -1,4 +1,5 @@
 """make derive is deterministic across runs and hash seeds, and atomic: a failure leaves formulas/ intact."""
+import json
 import os
 import shutil
 import subprocess
@@ -67,10 +68,61 @@ def test_a_failing_swap_restores_the_previous_sheet(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["formulas"]
 
 
-def test_files_no_longer_generated_are_removed(tmp_path):
+def test_files_an_earlier_sheet_listed_are_removed(tmp_path):
     out = tmp_path / "formulas"
-    out.mkdir()
+    render(out)
+    tables = json.loads((out / "tables.json").read_text())
+    tables["files"].append("old_figure.svg")
+    (out / "tables.json").write_text(json.dumps(tables))
     (out / "old_figure.svg").write_text("stale")
     render(out)
     assert "old_figure.svg" not in snapshot(out)
+    assert json.loads((out / "tables.json").read_text())["files"] == sorted(snapshot(out))
     assert oct(out.stat().st_mode & 0o777) == oct(0o755)
+
+
+def run_render(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "derive.render", *args], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("mine", [
+    {"notes.txt": "mine"},                        # a folder that is no sheet
+    {"sheet.md": "my own sheet"},                 # a file named like the sheet, but no tables.json
+    {"tables.json": "{}", "sheet.md": "x"},       # a tables.json that is not derive's
+])
+def test_a_folder_that_is_not_a_sheet_is_refused_and_kept(tmp_path, mine):
+    out = tmp_path / "docs"
+    out.mkdir()
+    for name, text in mine.items():
+        (out / name).write_text(text)
+    result = run_render("--out", str(out), cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("python -m derive.render: error: --out:") and "Traceback" not in line
+    assert {p.name: p.read_text() for p in out.iterdir()} == mine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
+
+
+def test_a_user_file_inside_an_earlier_sheet_is_refused_and_kept(tmp_path):
+    out = tmp_path / "formulas"
+    render(out)
+    (out / "my_notes.md").write_text("mine")
+    before = snapshot(out)
+    with pytest.raises(ValueError, match="^out_dir: .*my_notes.md"):
+        render(out)
+    assert snapshot(out) == before
+
+
+def test_a_file_is_never_turned_into_a_folder(tmp_path):
+    target = tmp_path / "report.pdf"
+    target.write_bytes(b"%PDF-1.4 mine")
+    result = run_render("--out", str(target), cwd=tmp_path)
+    assert result.returncode == 2 and "--out" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert target.read_bytes() == b"%PDF-1.4 mine"
+
+
+def test_out_has_help_text():
+    result = run_render("--help", cwd=ROOT)
+    assert "--out DIR" in result.stdout and "earlier sheet" in result.stdout

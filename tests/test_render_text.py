@@ -27,10 +27,20 @@ def test_degree_counts_numerator_minus_denominator():
 
 def test_latex_escaping():
     assert escape_latex("a_b & 50% #1 {x} ~^\\") == \
-        r"a\_\allowbreak{}b \& 50\% \#1 \{x\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
-    # long source paths may break after "/" and "_", numbers never (1.13 TB stays whole)
+        r"a\_\allowbreak{}\hspace{0pt}b \& 50\% \#1 \{x\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
+    # long source paths may break after "/", "_" and a dot or "=" between names (the next word
+    # may then hyphenate); numbers never (1.13 TB stays whole)
     assert escape_latex("megatron/core/x.py 1.13 TB") == \
-        r"megatron/\allowbreak{}core/\allowbreak{}x.py 1.13 TB"
+        r"megatron/\allowbreak{}\hspace{0pt}core/\allowbreak{}\hspace{0pt}x.\allowbreak{}py 1.13 TB"
+    assert escape_latex("granularity='full'") == r"granularity=\allowbreak{}'full'"
+    assert escape_latex("72*B*h**2 narayanan.5.1") == \
+        r"72*\allowbreak{}B*\allowbreak{}h**2 narayanan.\allowbreak{}5.1"
+    # a commit hash may break every 12 characters
+    assert escape_latex("at dd6c3d0f80653ffc35135ca1f") == \
+        r"at dd6c3d0f8065\allowbreak{}3ffc35135ca1\allowbreak{}f"
+    # x^y in prose is raised, never a literal caret: 10^9, QK^T, s_i^2, 2^-8
+    assert escape_latex("GB = 10^9 B, QK^T, 2^-8") == \
+        r"GB = 10\textsuperscript{9} B, QK\textsuperscript{T}, 2\textsuperscript{-8}"
     assert escape_latex("h x f \u00d7 3 \u2014 ok") == r"h x f \texttimes{} 3 --- ok"
     with pytest.raises(ValueError, match="^text: "):
         escape_latex("10\u2079 bytes")

@@ -53,6 +53,35 @@ def test_sheet_tex_compiles_with_pdflatex(fresh, tmp_path):
     assert run.returncode == 0 and not errors, f"pdflatex failed: {errors or run.stdout[-2000:]}"
     assert (tmp_path / "sheet.pdf").read_bytes().startswith(b"%PDF")
     assert re.search(r"Output written on sheet\.pdf \(([4-9]|\d\d+) pages", log)
+    # nothing runs off the page: no overfull line or table over 1 pt, no page box too tall
+    overfull = [(float(width), line) for width, line in
+                re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\).*? at lines (\d+)", log)]
+    assert [entry for entry in overfull if entry[0] > 1] == []
+    assert "Overfull \\vbox" not in log
+
+
+def test_sheet_tex_draws_every_figure_and_sets_text_as_text(fresh):
+    from derive.render.context import sheet_sections
+
+    tex = (fresh / "sheet.tex").read_text()
+    figures = [figure for section in sheet_sections() for figure in section.figures]
+    assert {f.filename for f in figures} >= {"bytes_per_parameter.svg", "memory_timeline.svg"}
+    for figure in figures:
+        # drawn inside the PDF by its LaTeX counterpart, under the same title as the SVG
+        assert figure.tex_template, figure.filename
+        assert re.search(r"\\textbf\{" + re.escape(figure.context["title"]), tex), figure.filename
+    # x^y in prose is raised, never printed as a caret; abbreviations in math are upright
+    assert r"\textasciicircum" not in tex
+    assert r"GB = 10\textsuperscript{9}" in tex
+    spans = re.findall(r"(?<!\\)\$([^$\n]+)\$", tex)
+    assert r"\mathrm{MFU}" in tex and not [m for m in spans if re.search(r"(?<!\{)[MH]FU", m)]
+    # big values in TB, not thousands of GB (Llama 3 70B materialised activations: 1906.83 GB)
+    assert "1.91 TB" in tex and "1906.83 GB" not in tex
+    # no value of 1000 GB or more outside the claims, which quote each document in its own unit
+    sections = re.split(r"(?m)^\\section\{", tex)
+    derived = [part for part in sections if "checked}" not in part.partition("\n")[0]]
+    assert len(derived) < len(sections)
+    assert not [m for part in derived for m in re.findall(r"\d{4,}\.\d\d GB", part)]
 
 
 def test_pdflatex_rejects_a_broken_document(tmp_path):

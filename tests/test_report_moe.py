@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from derive.moe_presets import moe_model, moe_model_from_config
-from derive.report import main, run
+from derive.cli import main, run
 from derive.report_moe import MoELayout, moe_figures
 
 MIXTRAL = {"model_type": "mixtral", "hidden_size": 4096, "num_attention_heads": 32,

@@ -89,7 +89,7 @@ def test_fp32_gradient_recipe_keeps_no_persistent_bf16_gradient():
 @pytest.mark.parametrize("call, field", [
     (lambda: state_ledger("bf8", "adam"), "precision"),
     (lambda: state_ledger("bf16", "adafactor"), "optimizer"),
-    (lambda: resident_bytes("bf16", "adam", zero_stage=4), "zero stage"),
+    (lambda: resident_bytes("bf16", "adam", zero_stage=4), "zero_stage"),
     (lambda: distributed_optimizer_bytes_per_parameter("int8"), "precision"),
 ])
 def test_bad_input_names_the_field(call, field):

@@ -34,7 +34,8 @@ CONFIGURATIONS = [
     {"layers": "12", "hidden": "768", "heads": "12", "ffn": "3072", "vocab": "50257", "seq": "1024"},
     {"layers": "48", "hidden": "6144", "heads": "48", "kv-heads": "8", "ffn": "16384",
      "vocab": "32000", "zero": "3", "dp": "128", "tokens": "2097152", "gpus": "128"},
-    {"model": "175b", "precision": "fp16", "optimizer": "adamw", "budget": "a100", "mfu": "1"},
+    {"model": "175b", "precision": "fp16", "optimizer": "adamw", "budget": "a100", "mfu": "1",
+     "tokens": "1048576", "gpus": "256"},
     {"model": "1.3b", "precision": "bf16", "optimizer": "sgd-momentum", "micro-batch": "16"},
     {"model": "405b", "zero": "3", "dp": "1024", "budget": "0.5TB", "profile": "article"},
     {"model": "gpt3-175b", "tokens": "3145728", "gpus": "1024", "step-time": "12",
@@ -46,6 +47,8 @@ CONFIGURATIONS = [
     {"model": "8b", "tokens": "4194304", "gpus": "64", "step-time": "30", "zero": "1",
      "dp": "64", "optimizer": "adamw"},
     {"model": "70b", "profile": "llama-hf-sdpa", "seq": "4096"},
+    {"model": "8b", "budget": " H100 ", "peak": "A100", "zero": "1", "dp": "8"},
+    {"model": "gpt3-1.3b", "heads": "16"},
     {"model": "405b", "profile": "llama-hf-eager", "micro-batch": "2", "hidden": "16384",
      "heads": "64", "kv-heads": "16"},
 ]
@@ -175,6 +178,28 @@ def test_the_form_shows_the_reports_figures(browser, page):
         browser.get(browser.current_url)
         assert shown_figures(browser) == shown
         browser.execute_script("document.getElementById('custom-shape').open = true;")
+
+
+#: (options, the field the CLI names): rules between fields (derive.report.Request, derive.cli.models).
+PAIRED = [
+    ({"model": "llama3-8b", "tokens": "4096"}, "tokens"),
+    ({"model": "llama3-8b", "gpus": "8"}, "gpus"),
+    ({"model": "llama3-8b", "mfu": "0.5"}, "mfu"),
+    ({"model": "llama3-8b", "step-time": "3"}, "step-time"),
+    ({"model": "llama3-8b", "zero": "3"}, "zero"),
+    ({"model": "llama3-8b", "dp": "8"}, "dp"),
+    ({"model": "llama3-8b", "zero": "0", "dp": "8"}, "dp"),
+    ({"model": "gpt3-175b", "kv-heads": "8"}, "kv-heads"),
+    ({"model": "llama3-8b", "budget": "B200"}, "budget"),
+    ({"model": "llama3-8b", "budget": "0.0001KB"}, "budget"),
+]
+
+
+@pytest.mark.parametrize("options, option", PAIRED, ids=range(len(PAIRED)))
+def test_fields_that_need_each_other_show_the_clis_line(browser, page, options, option):
+    open_page(browser, page, options)
+    assert errors(browser) == {option: cli_error(options)}
+    assert shown_figures(browser) == {}
 
 
 @pytest.mark.parametrize("option, text", BAD_INPUTS)

@@ -26,7 +26,7 @@ from derive.architectures.saved import (
     layer_saved,
     output_saved,
 )
-from derive.inputs import choose
+from derive.inputs import choose, flag, positive_size
 from derive.presets import Model
 from derive.symbols import FFN_4H, L, N, k, p
 from derive.tensors import Ledger
@@ -38,6 +38,9 @@ RECOMPUTE_POLICIES = ("none", "selective", "full")
 def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
             sequence_parallel: bool = False) -> Ledger:
     """One TP rank's share: ``tp_shardable`` rows over t, ``replicated`` rows too under SP."""
+    tensor_parallel = positive_size("tensor_parallel", tensor_parallel)
+    flag("sequence_parallel", sequence_parallel)
+
     def share(tensor):
         if tensor.has("tp_shardable") or (sequence_parallel and tensor.has("replicated")):
             return tensor.divided(tensor_parallel)
@@ -47,7 +50,7 @@ def sharded(ledger: Ledger, tensor_parallel: sp.Expr = 1,
 
 def keeping(ledger: Ledger, **kept: bool) -> Ledger:
     """``ledger`` without the rows of every tag whose flag is False (``keeping(rows, token_ids=False)``)."""
-    return ledger.without(*(tag for tag, keep in kept.items() if not keep))
+    return ledger.without(*(tag for tag, keep in kept.items() if not flag(tag, keep)))
 
 
 def layer_activations(profile: str = "gpt", attention_kernel: str = "materialised",
@@ -117,6 +120,7 @@ def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
                            logits: bool = True, *, softmax_statistics: bool = True,
                            head_dim: sp.Expr = HEAD, qk_norm: bool = False) -> sp.Expr:
     """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
+    flag("logits", logits)
     layers = L * layer_activation_bytes(profile, attention_kernel, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
                                         softmax_statistics=softmax_statistics,
@@ -138,7 +142,11 @@ def article_model_bytes(attention_kernel: str = "fused", logits: bool = True) ->
 def in_flight_micro_batches(pipeline: sp.Expr = p, virtual: sp.Expr | None = None,
                             micro_batches: sp.Expr | None = None) -> sp.Expr:
     """Chunks the first stage holds: warm-up + 1, at most the step's m v chunks (schedules.py get_num_warmup_microbatches)."""
-    pipeline = sp.sympify(pipeline)
+    pipeline = positive_size("pipeline", pipeline)
+    if virtual is not None:
+        virtual = positive_size("virtual", virtual)
+    if micro_batches is not None:
+        micro_batches = positive_size("micro_batches", micro_batches)
     if virtual is None:
         warmup = pipeline - 1
     else:
@@ -169,10 +177,18 @@ def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "
                                  softmax_statistics: bool = True, pipeline: sp.Expr = p,
                                  virtual: sp.Expr | None = None, edges: bool = True,
                                  token_ids: bool = True,
-                                 micro_batches: sp.Expr | None = None) -> sp.Expr:
-    """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1)."""
-    chunks = sp.Integer(1) if virtual is None else sp.sympify(virtual)
+                                 micro_batches: sp.Expr | None = None,
+                                 output_layer: bool = True) -> sp.Expr:
+    """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1).
+
+    The output layer's rows count when the first stage is also the last (p = 1):
+    at a symbolic p they enter as Piecewise((output, Eq(p, 1)), (0, True)), so
+    substituting p = 1 later gives the same bytes as ``pipeline=1``.
+    ``output_layer=False`` leaves them out at every p (Megatron adds its own).
+    """
     in_flight = in_flight_micro_batches(pipeline, virtual, micro_batches)
+    pipeline = positive_size("pipeline", pipeline)
+    chunks = sp.Integer(1) if virtual is None else positive_size("virtual", virtual)
     per_layer = layer_activation_bytes(profile, attention_kernel, tensor_parallel, sequence_parallel,
                                        recompute, norm_statistics,
                                        softmax_statistics=softmax_statistics)
@@ -180,9 +196,37 @@ def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "
     if edges:
         embedding = embedding_edge(profile, tensor_parallel, sequence_parallel, token_ids)
         total += in_flight / chunks * embedding.bytes()
-        if pipeline == 1:
-            total += output_edge(tensor_parallel, sequence_parallel).bytes()
+        if flag("output_layer", output_layer):
+            output = output_edge(tensor_parallel, sequence_parallel).bytes()
+            total = sp.expand(total) + sp.Piecewise((output, sp.Eq(pipeline, 1)), (0, True))
     return sp.expand(total)
+
+
+#: Activation profiles (the report's ``--profile``): name -> what it assumes.
+PROFILES: dict[str, str] = {
+    "article": "GPT layer of Korthikanti et al. 2022 at f = 4h, statistics ignored (the article's 34)",
+    "gpt": "GPT layer of Korthikanti et al. 2022 at the model's own f",
+    "llama-eager": "Llama layer as PyTorch eager keeps it",
+    "llama-fused": "Llama layer with fused norm, flash attention, fused SwiGLU",
+    "llama-hf-sdpa": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (sdpa attention)",
+    "llama-hf-eager": "Llama / Mistral / Qwen 3 layer as transformers 5.23 runs it (eager attention)",
+}
+
+#: Profiles whose attention can keep or drop the score matrices; the Llama profiles are fixed.
+ATTENTION_PROFILES = ("article", "gpt")
+
+
+def profile_bytes(profile: str = "article", attention_kernel: str = "fused",
+                  model: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under a report profile (at ``model``'s head width)."""
+    choose("profile", profile, PROFILES)
+    if model is not None:
+        model.require_dense("model")
+    if profile == "article":
+        return article_layer_bytes(attention_kernel), article_model_bytes(attention_kernel)
+    options = {} if model is None else model_layer_options(model, profile)
+    return (layer_activation_bytes(profile, attention_kernel, **options),
+            model_activation_bytes(profile, attention_kernel, **options))
 
 
 @dataclass(frozen=True)
@@ -210,6 +254,7 @@ def step_timeline(profile: str = "gpt", attention_kernel: str = "fused",
     With ``accumulated_gradients`` (micro-batch 2 onwards of m > 1) the gradient
     buffer is already full at the end of forward.
     """
+    flag("accumulated_gradients", accumulated_gradients)
     held = state_bytes(precision, optimizer, zero_stage, params=params)
     activations = model_activation_bytes(profile, attention_kernel, tensor_parallel,
                                          sequence_parallel, recompute, norm_statistics, logits,
@@ -279,7 +324,8 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
 
 
 __all__ = [
-    "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "LAYER_PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline",
+    "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "ATTENTION_PROFILES", "LAYER_PROFILES",
+    "PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline", "profile_bytes",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "layer_activation_bytes", "layer_activations",
     "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_moments", "step_timeline",

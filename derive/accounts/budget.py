@@ -64,6 +64,18 @@ DRIVER_CAPACITY: dict[str, Capacity] = {
 #: (81559 MiB, 79.65 GiB), the card's 80 GiB of HBM less what the driver keeps.
 NVIDIA_SMI_TOTAL: dict[str, int] = {"h100": 81559 * MiB}
 
+#: Memory on the card. The datasheets' "80 GB" counts HBM in binary units: five active
+#: 16 GiB stacks, 80 GiB (85.9 GB). The driver reports this less what it keeps for itself.
+HBM_CAPACITY: dict[str, Capacity] = {
+    name: Capacity(80 * GiB, 80 * GiB,
+                   f"{HARDWARE[name].source}; the '80 GB' is 5 HBM stacks x 16 GiB = 80 GiB (2^30 B), "
+                   "as memory is counted; the driver's total is this less what the driver reserves")
+    for name in ("h100", "a100")
+}
+for _name, _capacity in DRIVER_CAPACITY.items():
+    if _capacity.high > HBM_CAPACITY[_name].low:
+        raise ValueError(f"{_name}: the driver cannot report more than the card's HBM")
+
 #: cuBLAS workspace per handle per stream: parseChosenWorkspaceSize() default.
 CUBLAS_WORKSPACE: dict[str, int] = {
     "h100": 4096 * 8 * 1024,
@@ -164,17 +176,18 @@ def usable_bytes(hardware_name: str = "h100") -> tuple[int, int]:
 
 
 def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
-    """Rows: memory as sold, as the driver reports it, each loss, and what is usable (bytes, or a fraction of reserved)."""
+    """Rows for the sheet: memory on the card, as the driver reports it, each loss, and what is usable."""
     name = _hardware(hardware_name)
-    sold, capacity = HARDWARE[name].memory_bytes, DRIVER_CAPACITY[name]
+    hbm, capacity = HBM_CAPACITY[name], DRIVER_CAPACITY[name]
 
     def row(item: str, low: object, high: object, where: str, source: str) -> dict[str, object]:
         return {"item": item, "low": low, "high": high, "where": where, "source": source}
 
     rows = [
-        row("memory as sold", sold, sold, "datasheet (GB = 10^9 bytes)", HARDWARE[name].source),
+        row("memory on the card (HBM)", hbm.low, hbm.high,
+            "datasheet '80 GB': HBM is counted in GiB", hbm.source),
         row("capacity reported by the driver", capacity.low, capacity.high,
-            "cudaMemGetInfo total", capacity.source),
+            "cudaMemGetInfo total: the HBM less the driver's reserve", capacity.source),
     ]
     rows += [row(item.name, item_bytes(item, name, "low"), item_bytes(item, name, "high"),
                  item.where, item.source) for item in BUDGET_ITEMS.values()]
@@ -187,10 +200,21 @@ def budget_table(hardware_name: str = "h100") -> list[dict[str, object]]:
 
 def gpus_to_hold(total_bytes: int | float | sp.Expr, per_gpu_bytes: int | float | sp.Expr) -> int:
     """GPUs needed to hold ``total_bytes`` at ``per_gpu_bytes`` each (ceil; state only, no activations)."""
-    total, per_gpu = sp.nsimplify(total_bytes), sp.nsimplify(per_gpu_bytes)
-    if not (total.is_number and total >= 0):
+    def number(field: str, value: object) -> sp.Expr:
+        if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, sp.Basic)):
+            raise ValueError(f"{field}: must be a number of bytes, got {value!r}")
+        try:
+            exact = sp.nsimplify(value)
+        except (TypeError, ValueError, sp.SympifyError):
+            raise ValueError(f"{field}: must be a number of bytes, got {value!r}") from None
+        if not (exact.is_number and exact.is_finite and exact.is_extended_real):
+            raise ValueError(f"{field}: must be a finite number of bytes, got {value!r}")
+        return exact
+
+    total, per_gpu = number("total_bytes", total_bytes), number("per_gpu_bytes", per_gpu_bytes)
+    if total < 0:
         raise ValueError(f"total_bytes: must be a non-negative number, got {total_bytes!r}")
-    if not (per_gpu.is_number and per_gpu > 0):
+    if not per_gpu > 0:
         raise ValueError(f"per_gpu_bytes: must be a positive number, got {per_gpu_bytes!r}")
     return int(sp.ceiling(total / per_gpu))
 

@@ -9,6 +9,7 @@ PaLM, Narayanan, Megatron) are claims, kept in ``derive.conventions``.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Union
 
 import numpy as np
@@ -16,7 +17,7 @@ import sympy as sp
 
 from derive.architectures.decoder import Layout
 from derive.architectures.gemms import Gemm, flops, model_gemms
-from derive.inputs import choose
+from derive.inputs import choose, positive_size
 from derive.symbols import s
 
 Number = Union[int, float, sp.Expr, np.ndarray]
@@ -81,29 +82,85 @@ def _positive(field: str, value: Number) -> Number:
     if isinstance(value, bool):
         raise ValueError(f"{field}: must be positive, got {value!r}")
     if isinstance(value, sp.Basic):
-        if value.is_positive is False:
+        if value.is_number and not (value.is_extended_real and value.is_finite
+                                    and value.is_positive):
+            raise ValueError(f"{field}: must be a finite positive number, got {value}")
+        if not isinstance(value, sp.Expr) or value.is_positive is False:
             raise ValueError(f"{field}: must be positive, got {value}")
         return value
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value > 0)):
             raise ValueError(f"{field}: must be positive and finite at every element")
         return value.astype(np.float64)  # int64 products of tokens and FLOPs would overflow
-    if not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{field}: must be positive, got {value!r}")
+    if not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(f"{field}: must be a finite positive number, got {value!r}")
     return value
 
 
+def _gpus(gpus: Number) -> Number:
+    """``gpus`` if it is a positive whole number (or a symbol), else ValueError naming it."""
+    if isinstance(gpus, np.ndarray):
+        counts = _positive("gpus", gpus)
+        if not np.all(counts == np.round(counts)):
+            raise ValueError("gpus: must be a whole number at every element")
+        return counts
+    if isinstance(gpus, sp.Basic) and not gpus.is_number:
+        return _positive("gpus", gpus)
+    positive_size("gpus", gpus)
+    return gpus
+
+
+def _quotient(field: str, numerator: Number, denominator: Number, formula: str) -> Number:
+    """``numerator / denominator``, or ValueError naming ``field`` when a float overflows or underflows."""
+    try:
+        with np.errstate(all="ignore"):
+            value = numerator / denominator
+    except (ZeroDivisionError, OverflowError):
+        value = math.inf
+    if isinstance(value, sp.Basic) and not value.is_number:
+        return value
+    if isinstance(value, np.ndarray):
+        if not np.all(np.isfinite(value) & (value > 0)):
+            raise ValueError(f"{field}: {formula} is out of float range at some element")
+        return value
+    if not (0 < float(value) < math.inf):
+        raise ValueError(f"{field}: {formula} is out of float range at these values")
+    return value
+
+
+#: Relative rounding a float utilisation may carry above 1 (a step at exactly the peak).
+FLOAT_ROUNDING = 1e-9
+
+
+def _at_most_one(field: str, ratio: Number, what: str) -> Number:
+    """``ratio`` (a utilisation) if it is at most 1 (floats: up to rounding), else ValueError naming ``field``."""
+    if isinstance(ratio, sp.Basic) and ratio.is_number and ratio > 1:
+        raise ValueError(f"{field}: gives {what} = {float(ratio):.4g}, above 1: more FLOP/s than "
+                         "the peak; check tokens_per_second, gpus and peak_flops")
+    if not isinstance(ratio, sp.Basic):
+        if np.any(np.asarray(ratio, dtype=float) > 1 + FLOAT_ROUNDING):
+            raise ValueError(f"{field}: gives {what} = {float(np.max(ratio)):.4g}, above 1: more "
+                             "FLOP/s than the peak; check tokens_per_second, gpus and peak_flops")
+    return ratio
+
+
 def mfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_flops: Number) -> Number:
-    """PaLM's MFU: observed tokens/s x model FLOPs per token / (GPUs x peak)."""
-    return (_positive("tokens_per_second", tokens_per_second) * _positive("flops_per_token", flops_per_token)
-            / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops)))
+    """PaLM's MFU: observed tokens/s x model FLOPs per token / (GPUs x peak); ValueError above 1."""
+    ratio = _quotient("peak_flops", _positive("tokens_per_second", tokens_per_second)
+                      * _positive("flops_per_token", flops_per_token),
+                      _gpus(gpus) * _positive("peak_flops", peak_flops),
+                      "tokens_per_second x flops_per_token / (gpus x peak_flops)")
+    return _at_most_one("tokens_per_second", ratio, "MFU")
 
 
 def hfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_flops: Number,
         recompute_factor: Number) -> Number:
-    """PaLM's HFU: MFU with the recomputed FLOPs counted (x hardware/model FLOPs)."""
-    return (mfu(tokens_per_second, flops_per_token, gpus, peak_flops)
-            * _positive("recompute_factor", recompute_factor))
+    """PaLM's HFU: MFU with the recomputed FLOPs counted (x hardware/model FLOPs); ValueError above 1."""
+    factor = _positive("recompute_factor", recompute_factor)
+    if not isinstance(factor, sp.Basic) and np.any(np.asarray(factor) < 1):
+        raise ValueError(f"recompute_factor: must be at least 1, got {factor!r}")
+    return _at_most_one("recompute_factor", mfu(tokens_per_second, flops_per_token, gpus,
+                                                peak_flops) * factor, "HFU")
 
 
 def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number, peak_flops: Number,
@@ -112,5 +169,7 @@ def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number,
     _positive("mfu", mfu)
     if not isinstance(mfu, sp.Basic) and np.any(np.asarray(mfu) > 1):
         raise ValueError(f"mfu: must be at most 1, got {mfu!r}")
-    return (_positive("tokens", tokens) * _positive("flops_per_token", flops_per_token)
-            / (_positive("gpus", gpus) * _positive("peak_flops", peak_flops) * mfu))
+    return _quotient("peak_flops", _positive("tokens", tokens)
+                     * _positive("flops_per_token", flops_per_token),
+                     _gpus(gpus) * _positive("peak_flops", peak_flops) * mfu,
+                     "tokens x flops_per_token / (gpus x peak_flops x mfu)")

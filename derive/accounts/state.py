@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.inputs import choose
+from derive.inputs import choose, positive_size, zero_stage
 from derive.symbols import N, d
 from derive.tensors import Ledger, Tensor
 
@@ -111,6 +111,7 @@ OPTIMIZERS: dict[str, Optimizer] = {
 
 def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Expr = N) -> Ledger:
     """The per-parameter table of ``precision`` x ``optimizer`` for ``params`` parameters."""
+    params = positive_size("params", params)
     recipe = PRECISIONS[choose("precision", precision, PRECISIONS)]
     rule = OPTIMIZERS[choose("optimizer", optimizer, OPTIMIZERS)]
     rows = [
@@ -138,8 +139,8 @@ def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Ex
 
 def partitioned(ledger: Ledger, stage: int, ranks: sp.Expr = d) -> Ledger:
     """The share one of ``ranks`` data-parallel ranks holds under ZeRO ``stage`` (0-3)."""
-    if stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero stage: must be 0, 1, 2 or 3, got {stage!r}")
+    stage = zero_stage("zero_stage", stage)
+    ranks = positive_size("ranks", ranks)
     sharded = {f"zero{k}" for k in range(1, stage + 1)}
     return ledger.map(lambda t: t.divided(ranks) if t.tags & sharded else t)
 

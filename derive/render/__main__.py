@@ -1,4 +1,10 @@
-"""Render templates/ into formulas/ atomically and deterministically."""
+"""``python -m derive.render [--out DIR]``: render the templates into the formula sheet, atomically and deterministically.
+
+The templates are the checkout's top-level ``templates/``, or ``derive/templates``
+in an installed package (setup.py copies them there). Output goes to the
+checkout's ``formulas/`` or, from an install, ``./formulas``; a folder that
+holds anything but an earlier sheet is refused, never overwritten.
+"""
 from __future__ import annotations
 
 import argparse
@@ -20,11 +26,24 @@ from derive.render.escape import (
     escape_xml,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "templates"
+PACKAGE = Path(__file__).resolve().parents[1]
+ROOT = PACKAGE.parent
+
+
+def _checkout() -> bool:
+    """True when derive runs from a source checkout (templates/ beside the package)."""
+    return (ROOT / "templates" / "sheet.md.j2").is_file() and (ROOT / "pyproject.toml").is_file()
+
+
+#: The templates: the checkout's templates/, else the copy installed as package data.
+TEMPLATES = ROOT / "templates" if _checkout() else PACKAGE / "templates"
+#: Where ``python -m derive.render`` writes without --out.
+DEFAULT_OUT = ROOT / "formulas" if _checkout() else Path("formulas")
 #: the sheet's documents: output file -> template (figures come from the sections).
 DOCUMENTS = {"sheet.md": "sheet.md.j2", "sheet.tex": "sheet.tex.j2"}
 TABLES = "tables.json"
+#: tables.json's key listing every file of the sheet: a later render recognises its own files.
+SHEET_FILES = "files"
 WEB_PAGE = "html/index.html.j2"
 
 
@@ -38,24 +57,65 @@ def environment(templates: Path = TEMPLATES) -> Environment:
 
 
 def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
-    """Every file of formulas/ (name -> text), rendered in memory."""
+    """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
     env = environment(templates)
     context = sheet_context()
     files = {name: env.get_template(template).render(**context)
              for name, template in DOCUMENTS.items()}
-    files[TABLES] = json.dumps(context["tables"], indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     for section in context["sections"]:
         for figure in section.figures:
-            if figure.filename in files:
+            if figure.filename in files or figure.filename == TABLES:
                 raise ValueError(f"figure: {figure.filename!r} is written twice")
             files[figure.filename] = env.get_template(figure.template).render(**figure.context)
-    svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
-    files[PAGE] = env.get_template(WEB_PAGE).render(**page_context(context["sections"], svgs))
+    # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
+    if _checkout():
+        svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
+        files[PAGE] = env.get_template(WEB_PAGE).render(**page_context(context["sections"], svgs))
+    tables = {**context["tables"], SHEET_FILES: sorted({*files, PAGE, TABLES})}
+    files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files
 
 
+def earlier_sheet_files(out_dir: Path) -> set[str] | None:
+    """The files an earlier render wrote into ``out_dir`` (its tables.json's list), or None if it is no sheet."""
+    try:
+        data = json.loads((out_dir / TABLES).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(data, dict) and {"units", "tables"} <= set(data)):
+        return None
+    listed = data.get(SHEET_FILES, [])
+    return {name for name in listed if isinstance(name, str)} if isinstance(listed, list) else set()
+
+
+def check_out_dir(out_dir: Path, names: list[str]) -> None:
+    """ValueError naming ``out_dir`` unless it is absent, an empty folder or an earlier sheet.
+
+    An earlier sheet holds only plain files that this render writes or that its
+    own tables.json lists; anything else in the folder is a user's and stays.
+    """
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ValueError(f"out_dir: {out_dir} exists and is not a folder")
+    if not out_dir.exists():
+        return
+    entries = sorted(out_dir.iterdir())
+    if not entries:
+        return
+    earlier = earlier_sheet_files(out_dir)
+    if earlier is None:
+        raise ValueError(f"out_dir: {out_dir} is not empty and holds no earlier sheet "
+                         f"({TABLES} missing); choose a new or empty folder")
+    own = earlier | set(names)
+    foreign = [p.name for p in entries if p.name not in own or p.is_symlink() or not p.is_file()]
+    if foreign:
+        raise ValueError(f"out_dir: {out_dir} holds files that are not the sheet's "
+                         f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); "
+                         "move them or choose another folder")
+
+
 def replace_folder(out_dir: Path, files: dict[str, str]) -> list[Path]:
-    """Write ``files`` into a sibling staging folder, then swap it in for ``out_dir``."""
+    """Write ``files`` into a sibling staging folder, then swap it in for ``out_dir`` (an earlier sheet or none)."""
+    check_out_dir(out_dir, list(files))
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}-new-"))
     previous: Path | None = None
@@ -78,16 +138,31 @@ def replace_folder(out_dir: Path, files: dict[str, str]) -> list[Path]:
     return [out_dir / name for name in sorted(files)]
 
 
-def render(out_dir: Path, templates: Path = TEMPLATES) -> list[Path]:
-    """Render every file, then replace ``out_dir`` with them; on any failure ``out_dir`` is untouched."""
-    return replace_folder(out_dir, render_files(templates))
+def render(out_dir: Path = DEFAULT_OUT, templates: Path = TEMPLATES) -> list[Path]:
+    """Render every file, then replace ``out_dir`` with them; on any failure ``out_dir`` is untouched.
+
+    ``out_dir`` must be new, empty or an earlier sheet (ValueError naming it otherwise).
+    """
+    files = render_files(templates)
+    return replace_folder(Path(out_dir), files)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point: write the sheet, or one error line and exit status 2."""
     parser = argparse.ArgumentParser(prog="python -m derive.render", description=__doc__)
-    parser.add_argument("--out", type=Path, default=ROOT / "formulas")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                        help="folder to write the sheet into: new, empty or an earlier sheet "
+                             "(default: formulas/ of the checkout, or ./formulas from an install)")
     args = parser.parse_args(argv)
-    for path in render(args.out):
+    files = render_files()
+    try:
+        written = replace_folder(args.out, files)
+    except (ValueError, OSError) as error:
+        message = str(error).replace("out_dir: ", "", 1) if str(error).startswith("out_dir: ") \
+            else f"cannot write {args.out}: {error}"
+        sys.stderr.write(f"{parser.prog}: error: --out: {' '.join(message.split())}\n")
+        return 2
+    for path in written:
         print(f"wrote {path}")
     return 0
 

@@ -44,6 +44,8 @@ class SheetLatexPrinter(LatexPrinter):
 
     def _print_Symbol(self, expr: sp.Symbol, style: str = "plain") -> str:
         name = LATEX_NAMES.get(expr)
+        if name is None and len(expr.name) > 1 and expr.name.isalpha():
+            return rf"\mathrm{{{expr.name}}}"      # MFU, HFU: an abbreviation, set upright
         return name if name is not None else super()._print_Symbol(expr, style)
 
     def _as_ordered_terms(self, expr: sp.Expr, order: str | None = None) -> list[sp.Expr]:

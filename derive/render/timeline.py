@@ -78,7 +78,7 @@ def tex_bars(moments: list[Moment], picks: list[int], axis_max: int) -> dict[str
                   "width": f"{moment.bands[band] / axis_max * PLOT_WIDTH * TEX_SCALE:.2f}pt"}
                  for band in BANDS]
         bars.append({"label": moment.label, "rules": rules,
-                     "value": format_bytes(moment.total, "GB")})
+                     "value": format_bytes(moment.total)})
     colours = [{"name": names[band], "hex": PALETTE[i][1:].upper(), "legend": BAND_NAMES[band]}
                for i, band in enumerate(BANDS)]
     return {"bars": bars, "colours": colours}

@@ -2,7 +2,7 @@
 
 The calculator's arithmetic is :data:`derive.formulas.FORMULAS` printed by SymPy's
 JavaScript code printer (sympy/printing/jscode.py); its error messages are the
-CLI's own lines, taken by running ``derive.report.main`` on sentinel input; its
+CLI's own lines, taken by running ``derive.cli.main`` on sentinel input; its
 presets, units and defaults are data from derive. The page's hand-written script
 (templates/html/calculator.js) only parses, looks up and formats. KaTeX comes
 from the pinned npm package (tests/katex), inlined with its fonts, so the page
@@ -24,17 +24,21 @@ from sympy.printing.jscode import JavascriptCodePrinter
 
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
-from derive.formulas import FORMULAS, INPUTS, PROFILES, ZERO_STAGES, form
+from derive.accounts.activations import PROFILES
+from derive.formulas import FORMULAS, INPUTS, ZERO_STAGES, form
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
-from derive.report import (
+from derive.cli import (
     BUDGET_PATTERN,
     CUSTOM_FAMILY,
     DEFAULT_SEQ,
+    MAX_SIZE,
     SHAPE_OPTIONS,
+    SHOWN,
     build_parser,
     main,
 )
+from derive.report import DEFAULT_MFU
 from derive.symbols import b, d, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
 
@@ -101,11 +105,11 @@ OPTION_CHOICES: dict[str, tuple[str, ...]] = {
 #: Bounds of the numeric kinds, as the CLI checks them (inputs.positive_int, report._fraction,
 #: _seconds, parse_peak, parse_budget).
 BOUNDS: dict[str, dict[str, object]] = {
-    "count": {"above": 0},
+    "count": {"above": 0, "at_most": MAX_SIZE},
     "fraction": {"above": 0, "at_most": 1},
     "seconds": {"above": 0},
     "peak": {"above": 0},
-    "budget": {"above": 0},
+    "budget": {"above": 0, "at_least": 1},
 }
 
 #: Sentinel input per kind of failure; the CLI's answer to it becomes the page's message.
@@ -113,8 +117,8 @@ SENTINELS: dict[str, dict[str, str]] = {
     "model": {"unknown": "zq"},
     "count": {"syntax": "zq", "range": "-7"},
     "choice": {"unknown": "zq"},
-    "stage": {"syntax": "zq", "range": "+77"},
-    "budget": {"syntax": "zq", "range": "0GB"},
+    "stage": {"syntax": "zq", "range": "77"},
+    "budget": {"syntax": "zq", "range": "0GB", "small": "0.0001KB"},
     "peak": {"unknown": "zq", "range": "-7"},
     "fraction": {"syntax": "zq", "range": "7"},
     "seconds": {"syntax": "zq", "range": "-7"},
@@ -127,6 +131,24 @@ NOT_DIVIDING: dict[str, dict[str, str]] = {
                  "ffn": "5", "vocab": "9"},
 }
 REQUIRED_SHAPE = ("layers", "hidden", "heads", "ffn", "vocab")
+#: A hardware preset without a recorded driver capacity: --budget refuses its name.
+NO_CAPACITY = next(name for name in HARDWARE if name not in DRIVER_CAPACITY)
+#: Families without grouped-query attention: --kv-heads must equal --heads on their presets.
+NO_GQA = ("gpt",)
+NO_GQA_MODEL = next(name for name, m in MODELS.items() if m.family in NO_GQA)
+#: Rules between fields, as the CLI checks them: option -> failure -> (argv, placeholders).
+PAIRED: dict[str, dict[str, tuple[list[str], dict[str, str]]]] = {
+    "tokens": {"alone": (["--tokens=8"], {})},
+    "gpus": {"alone": (["--gpus=8"], {})},
+    "mfu": {"alone": (["--mfu=0.5"], {})},
+    "step-time": {"alone": (["--step-time=9"], {})},
+    "zero": {"alone": (["--zero=2"], {"zero": "2"})},
+    "dp": {"alone": (["--dp=8"], {})},
+    "budget": {"hardware": ([f"--budget={NO_CAPACITY}"], {"name": NO_CAPACITY})},
+    "kv-heads": {"no_gqa": ([f"--model={NO_GQA_MODEL}", "--kv-heads=1"], {"name": NO_GQA_MODEL})},
+}
+#: Defaults the report applies where the parser has none (the page's placeholder; not typed in).
+DEFAULTS: dict[str, object] = {"mfu": DEFAULT_MFU}
 ERROR_PREFIX = "derive: error: "
 #: The model the page shows when a link names none (the CLI would print the three Llama 3 models).
 PAGE_MODEL = "llama3-70b"
@@ -146,7 +168,14 @@ FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
 INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction": "decimal",
                               "seconds": "decimal"}
 
-_PRINTER = JavascriptCodePrinter()
+class _Printer(JavascriptCodePrinter):
+    """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
+
+    def _print_NaN(self, expr: sp.Expr) -> str:
+        return "NaN"
+
+
+_PRINTER = _Printer()
 
 
 def cli_message(argv: list[str], placeholders: Mapping[str, str]) -> str:
@@ -169,13 +198,8 @@ def cli_message(argv: list[str], placeholders: Mapping[str, str]) -> str:
 
 
 def _message(option: str, text: str) -> str:
-    """The CLI's message for ``--option=text``: the value shown as its repr ({text}), or, for a
-    sentinel with a sign ('+77'), as the integer it parses to ({int}) where the CLI prints that."""
-    argv = [f"--{option}={text}"]
-    if text.startswith("+"):
-        with contextlib.suppress(ValueError):
-            return cli_message(argv, {"int": str(int(text))})
-    return cli_message(argv, {"text": repr(text)})
+    """The CLI's message for ``--option=text``, the value shown as its repr ({text})."""
+    return cli_message([f"--{option}={text}"], {"text": repr(text)})
 
 
 def _argv(values: Mapping[str, str]) -> list[str]:
@@ -189,6 +213,8 @@ def field_specs() -> list[dict[str, object]]:
     for option, (kind, group) in FIELDS.items():
         default = parser.get_default(option.replace("-", "_"))
         messages = {failure: _message(option, text) for failure, text in SENTINELS[kind].items()}
+        for failure, (argv, placeholders) in PAIRED.get(option, {}).items():
+            messages[failure] = cli_message(argv, placeholders)
         if option in NOT_DIVIDING:
             shape = NOT_DIVIDING[option]
             divisor = "heads" if option == "kv-heads" else "hidden"
@@ -199,6 +225,7 @@ def field_specs() -> list[dict[str, object]]:
             messages["required"] = cli_message(_argv(others), {})
         specs.append({"option": option, "kind": kind, "group": group,
                       "default": "" if default is None else str(default),
+                      "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
                       "choices": list(OPTION_CHOICES.get(option, ())),
                       "bounds": BOUNDS.get(kind, {}), "messages": messages})
     return specs
@@ -207,7 +234,7 @@ def field_specs() -> list[dict[str, object]]:
 def javascript(expr: sp.Expr) -> str:
     """``expr`` as a JavaScript function of its symbols (sorted by name), by SymPy's JS printer."""
     names = sorted(symbol.name for symbol in expr.free_symbols)
-    return f"function ({', '.join(names)}) {{ return {_PRINTER.doprint(expr)}; }}"
+    return f"function ({', '.join(names)}) {{ return {' '.join(_PRINTER.doprint(expr).split())}; }}"
 
 
 def _candidates() -> dict[str, Model]:
@@ -266,7 +293,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
     code, formulas = formula_code()
     forms = form_names()
-    presets = {name: {"form": forms[name], "source": m.source,
+    presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "values": {sym.name: value for sym, value in m.values.items()}}
                for name, m in MODELS.items()}
     inputs = {"micro-batch": b.name, "dp": d.name,
@@ -298,6 +325,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "display": DISPLAY,
         "legend": symbol_legend(),
         "zero_stages": list(ZERO_STAGES),
+        "shown": SHOWN,
+        "hardware": list(HARDWARE),
     }
     return code, data
 
@@ -342,7 +371,7 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
     groups: dict[str, list[dict[str, object]]] = {}
     for field in fields:
         shown = {**field, "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
-                 "placeholder": field["default"] or ("from the model" if field["group"] == SHAPE_GROUP
+                 "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
                                                      else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
     return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP}

@@ -9,23 +9,35 @@ derive; the predictions need only SymPy.
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Mapping
 
 from derive.validate.predicted import KINDS, predicted_flops, predicted_saved_bytes
 
-__all__ = ["KINDS", "predicted_saved_bytes", "measured_saved_bytes", "predicted_flops",
-           "measured_flops"]
+__all__ = ["KINDS", "NO_TORCH", "predicted_saved_bytes", "measured_saved_bytes",
+           "predicted_flops", "measured_flops"]
+
+#: The one line a machine without torch gets when it asks for a measurement.
+NO_TORCH = ("torch is not installed: measuring needs the validate extra, "
+            "pip install 'derive[validate]' (torch 2.13.0; the CPU build is enough)")
+
+
+def measuring() -> ModuleType:
+    """``derive.validate.measure`` (imports torch); ModuleNotFoundError with :data:`NO_TORCH` without it."""
+    try:
+        from derive.validate import measure
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != "torch":
+            raise
+        raise ModuleNotFoundError(NO_TORCH, name="torch") from None
+    return measure
 
 
 def measured_saved_bytes(kind: str, shape: Mapping[str, int]) -> int:
     """Bytes PyTorch's autograd keeps for ``kind`` at ``shape`` (needs the ``validate`` extra)."""
-    from derive.validate.measure import measured_saved_bytes as measure
-
-    return measure(kind, shape)
+    return measuring().measured_saved_bytes(kind, shape)
 
 
 def measured_flops(kind: str, shape: Mapping[str, int]) -> int:
     """FlopCounterMode's forward + backward FLOPs for ``kind`` at ``shape`` (needs torch)."""
-    from derive.validate.measure import measured_flops as measure
-
-    return measure(kind, shape)[0]
+    return measuring().measured_flops(kind, shape)[0]

@@ -8,7 +8,16 @@ from dataclasses import asdict
 from difflib import SequenceMatcher
 from typing import Sequence
 
-from derive.validate.measure import Saved, measured_flops, saved_tensors
+from derive.validate import NO_TORCH, measuring
+
+try:
+    measure = measuring()
+except ModuleNotFoundError as missing:
+    if missing.name != "torch":
+        raise
+    sys.stderr.write(f"python -m derive.validate: error: {NO_TORCH}\n")
+    sys.exit(2)
+Saved, measured_flops, saved_tensors = measure.Saved, measure.measured_flops, measure.saved_tensors
 from derive.validate.predicted import (
     HF_KINDS,
     KINDS,

@@ -30,6 +30,12 @@
       else parsed[field.option] = result.value;
     }
     if (Object.keys(errors).length) return { errors };
+    const alone = (option, values) => ({ errors: { [option]: message(option, "alone", values || {}) } });
+    // The request's rules between fields (derive.report.Request), in its order.
+    if ((parsed.tokens === null) !== (parsed.gpus === null)) return alone(parsed.gpus === null ? "tokens" : "gpus");
+    for (const option of ["mfu", "step-time"]) if (parsed[option] !== null && parsed.tokens === null) return alone(option);
+    if (parsed.dp !== null && !parsed.zero) return alone("dp");
+    if (parsed.zero && parsed.dp === null) return alone("zero", { zero: String(parsed.zero) });
     const shapeGiven = Object.keys(DATA.shape).filter((option) => parsed[option] !== null);
     const values = {};
     let form;
@@ -39,6 +45,13 @@
       Object.assign(values, preset.values);
       form = preset.form;
       name = parsed.model + (shapeGiven.length ? " (custom)" : "");
+      if (!preset.gqa) {
+        const heads = parsed.heads !== null ? parsed.heads : preset.values[DATA.shape.heads];
+        if (parsed["kv-heads"] !== null && parsed["kv-heads"] !== heads) {
+          return { errors: { "kv-heads": message("kv-heads", "no_gqa", { name: parsed.model }) } };
+        }
+        values[DATA.shape["kv-heads"]] = heads;
+      }
     } else if (shapeGiven.length) {
       const missing = DATA.required_shape.find((option) => parsed[option] === null);
       if (missing) return { errors: { [missing]: message(missing, "required", {}) } };
@@ -63,7 +76,7 @@
     const given = [];
     for (const [option, symbol] of Object.entries(DATA.inputs)) {
       let value = parsed[option];
-      if (value === null && FIELDS.get(option).default !== "") value = parseField(FIELDS.get(option), FIELDS.get(option).default).value;
+      if (value === null && FIELDS.get(option).fallback !== "") value = parseField(FIELDS.get(option), FIELDS.get(option).fallback).value;
       if (value === null) continue;
       values[symbol] = value;
       given.push(DATA.needs[option] || option);
@@ -80,6 +93,7 @@
       const variant = formula.variants[formula.uses.map((use) => String(config.choices[use])).join("|")];
       if (!variant) continue;
       const value = DERIVE_FUNCTIONS[variant.function](...variant.args.map((arg) => env[arg]));
+      if (Number.isNaN(value)) continue;  // no such figure at these values (the report prints none)
       if (formula.symbol) env[formula.symbol] = value;
       out.push({ formula, variant, value });
     }

@@ -37,17 +37,30 @@ function DeriveParse(DATA) {
     return out + quote;
   }
 
-  // A field's CLI message with its placeholders ({text}, {int}, {heads} ...) filled in.
+  // The value typed as the CLI's argparse messages show it: shortened past DATA.shown.longest characters.
+  function shown(text) {
+    const chars = Array.from(text);
+    const limits = DATA.shown;
+    if (chars.length <= limits.longest) return text;
+    return chars.slice(0, limits.head).join("") + "..." + chars.slice(-limits.tail).join("") +
+      " (" + chars.length + " characters)";
+  }
+
+  // A field's CLI message with its placeholders ({text}, {name}, {heads} ...) filled in; runs of
+  // spaces become one, as the CLI prints its error line.
   function message(field, failure, values) {
     let text = field.messages[failure];
     for (const [name, value] of Object.entries(values)) text = text.split("{" + name + "}").join(value);
-    return text;
+    return text.replace(/ +/g, " ");
   }
 
   // One field's text -> {value} or {error}; "" means "not given" (the CLI's default applies).
   function parseField(field, text) {
-    const fail = (failure, extra) => ({ error: message(field, failure, { text: pyRepr(text), ...extra }) });
+    const argparsed = ["count", "stage", "fraction", "seconds"].includes(field.kind);
+    const typed = pyRepr(argparsed ? shown(text) : text);
+    const fail = (failure, extra) => ({ error: message(field, failure, { text: typed, ...extra }) });
     if (text === "") return { value: null };
+    const name = text.trim().toLowerCase();
     const bounds = field.bounds;
     switch (field.kind) {
       case "model":
@@ -58,12 +71,12 @@ function DeriveParse(DATA) {
       case "count": {
         if (!PY_INT.test(text)) return fail("syntax");
         const number = pyNumber(text);
-        return number > bounds.above ? { value: number } : fail("range");
+        return number > bounds.above && number <= bounds.at_most ? { value: number } : fail("range");
       }
       case "stage": {
         if (!PY_INT.test(text)) return fail("syntax");
         const number = pyNumber(text);
-        return DATA.zero_stages.includes(number) ? { value: number } : fail("range", { int: String(number) });
+        return DATA.zero_stages.includes(number) ? { value: number } : fail("range");
       }
       case "fraction": {
         if (!PY_FLOAT.test(text)) return fail("syntax");
@@ -76,20 +89,22 @@ function DeriveParse(DATA) {
         return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
       }
       case "peak": {
-        if (field.choices.includes(text)) return { value: DATA.peaks[text] };
+        if (field.choices.includes(name)) return { value: DATA.peaks[name] };
         if (!PY_FLOAT.test(text)) return fail("unknown");
         const number = pyNumber(text);
         return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
       }
       case "budget": {
-        if (field.choices.includes(text)) return { value: DATA.budgets[text] };
+        if (field.choices.includes(name)) return { value: DATA.budgets[name] };
+        if (DATA.hardware.includes(name)) return fail("hardware", { name });
         const match = BUDGET.exec(text);
         if (!match) return fail("syntax");
         const [, amount, unit] = match;
         if (!(unit in DATA.byte_units)) return fail("syntax");
-        const number = pyNumber(amount);
-        if (!(number > bounds.above)) return fail("range");
-        return { value: Math.trunc(number * DATA.byte_units[unit]) };
+        const size = pyNumber(amount) * DATA.byte_units[unit];
+        if (!(size > bounds.above)) return fail("range");
+        if (size < bounds.at_least) return fail("small");
+        return { value: Math.floor(size) };
       }
     }
     throw new Error("unknown field kind " + field.kind);

@@ -191,12 +191,12 @@ def article_activations_table() -> Table:
     """The article's convention (GPT table at f = 4h applied to Llama 3) per model, s from the presets, b = 1."""
     rows = tuple(
         {"model": text_cell(name),
-         "fused": bytes_cell(_at(name, article_layer_bytes("fused")), "GB"),
-         "materialised": bytes_cell(_at(name, article_layer_bytes("materialised")), "GB"),
-         "layers": bytes_cell(_at(name, article_model_bytes("fused", logits=False)), "GB"),
-         "logits": bytes_cell(_at(name, logits_bytes()), "GB"),
-         "total": bytes_cell(_at(name, article_model_bytes("fused")), "GB"),
-         "total_materialised": bytes_cell(_at(name, article_model_bytes("materialised")), "GB")}
+         "fused": bytes_cell(_at(name, article_layer_bytes("fused"))),
+         "materialised": bytes_cell(_at(name, article_layer_bytes("materialised"))),
+         "layers": bytes_cell(_at(name, article_model_bytes("fused", logits=False))),
+         "logits": bytes_cell(_at(name, logits_bytes())),
+         "total": bytes_cell(_at(name, article_model_bytes("fused"))),
+         "total_materialised": bytes_cell(_at(name, article_model_bytes("materialised")))}
         for name in LLAMA3_MODELS
     )
     return Table(
@@ -209,7 +209,7 @@ def article_activations_table() -> Table:
          Column("total_materialised", "L layers + logits, materialised", unit="B", width=NARROW)),
         rows,
         note="GPT table at f = 4h, norm statistics and logsumexp ignored (the article, section 4.3): "
-             "per layer sbh(34 + 5as/h) materialised, 34sbh fused; logits 6sbV. GB = 10^9 B.",
+             "per layer sbh(34 + 5as/h) materialised, 34sbh fused; logits 6sbV. GB = 10^9 B, TB = 10^12 B.",
     )
 
 
@@ -221,9 +221,9 @@ def profile_activations_table() -> Table:
         for arch in LLAMA_PROFILES:
             key = arch.removeprefix("llama-")
             row[f"{key}_layer"] = bytes_cell(
-                _at(name, layer_activation_bytes(arch, softmax_statistics=False)), "GB")
+                _at(name, layer_activation_bytes(arch, softmax_statistics=False)))
             row[f"{key}_total"] = bytes_cell(
-                _at(name, model_activation_bytes(arch, softmax_statistics=False)), "GB")
+                _at(name, model_activation_bytes(arch, softmax_statistics=False)))
         rows.append(row)
     columns = [Column("model", "model")]
     for arch in LLAMA_PROFILES:
@@ -234,7 +234,7 @@ def profile_activations_table() -> Table:
         "activations_llama_profiles", f"Activations per model, Llama profiles ({_worked_shape()})",
         tuple(columns), tuple(rows),
         note="The Llama layer as each profile runs it (GQA, SwiGLU, no dropout; fused attention), "
-             "norm statistics and logsumexp ignored; logits 6sbV. GB = 10^9 B.",
+             "norm statistics and logsumexp ignored; logits 6sbV. GB = 10^9 B, TB = 10^12 B.",
     )
 
 

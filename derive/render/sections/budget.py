@@ -8,6 +8,7 @@ import sympy as sp
 from derive.accounts.allocator import allocations, ledger_allocation
 from derive.accounts.budget import (
     DRIVER_CAPACITY,
+    HBM_CAPACITY,
     PLANNING_BUDGET_GIB,
     budget_table,
     gpus_to_hold,
@@ -56,16 +57,18 @@ def hardware_budget_table(hardware_name: str) -> Table:
          "source": text_cell(row["source"])}
         for row in budget_table(hardware_name)
     )
-    sold = HARDWARE[hardware_name].memory_bytes
+    hbm = HBM_CAPACITY[hardware_name].high
     return Table(
         f"budget_{hardware_name}",
-        f"Per-GPU budget: {hardware_name} ({format_bytes(sold, 'GB')} = {format_bytes(sold, 'GiB')})",
+        f"Per-GPU budget: {hardware_name} ({format_bytes(hbm, 'GiB')} of HBM, sold as "
+        f"'{HARDWARE[hardware_name].memory_bytes // GB} GB')",
         (Column("item", "item", width="0.17\\linewidth"), Column("low", "low", unit="B"),
          Column("high", "high", unit="B"), Column("where", "where", width="0.17\\linewidth"),
          Column("source", "source or reasoning", width="0.36\\linewidth")),
         rows,
-        note="GiB = 2^30 B (what the driver and PyTorch report); GB = 10^9 B (what the datasheet "
-             "sells). Fragmentation is a fraction of reserved memory; the usable range pairs the "
+        note="GiB = 2^30 B (what the driver and PyTorch report, and how HBM is counted: the "
+             "datasheet's '80 GB' is 80 GiB of HBM, so the driver's total is a little below it); "
+             "GB = 10^9 B. Fragmentation is a fraction of reserved memory; the usable range pairs the "
              "largest capacity with the smallest losses and the reverse.",
     )
 

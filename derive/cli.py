@@ -1,0 +1,336 @@
+"""``derive`` / ``python -m derive.report``: the four states, FLOPs and step-time bounds of one model.
+
+Every figure is a proven expression of derive with the model's sizes
+substituted; ``--json`` prints each with its unit and the expression it came
+from. Bad input exits with status 2 and one line naming the option.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from dataclasses import replace
+from fractions import Fraction
+from typing import Callable, Sequence
+
+import sympy as sp
+
+from derive.accounts.activations import PROFILES
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.hf import from_config
+from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
+from derive.report import Request, figures, render_json, render_text
+from derive.units import BYTE_UNITS, to_unit
+
+DEFAULT_BUDGET = "70GiB"
+DEFAULT_SEQ = 8192
+#: A budget size: a signed number and a byte unit of derive.units (checked after the match).
+BUDGET_PATTERN = r"\s*([-+]?\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*"
+#: The family of a custom shape given without --model.
+CUSTOM_FAMILY = "llama"
+#: A bad value longer than ``longest`` characters is shown as its first ``head`` and last ``tail``.
+SHOWN: dict[str, int] = {"longest": 40, "head": 20, "tail": 8}
+#: The largest size an integer option takes: 2^53, the last integer a float holds exactly.
+MAX_SIZE = 2**53
+
+#: Model fields -> the custom-shape option that sets them.
+SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
+                 "kv_heads": "--kv-heads", "ffn": "--ffn", "vocab": "--vocab", "seq": "--seq"}
+
+#: Field names in derive's ValueErrors -> the option to name in the error line.
+FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--optimizer",
+                 "profile": "--profile", "model": "--model", "family": "--model",
+                 "peak": "--peak", "peak_flops": "--peak", "micro_batch": "--micro-batch",
+                 "tokens": "--tokens", "gpus": "--gpus", "mfu": "--mfu",
+                 "step_time": "--step-time", "zero": "--zero", "dp": "--dp",
+                 "budget_bytes": "--budget", "head_dim": "--model"}
+
+
+class UsageError(Exception):
+    """A bad option: reported as one line, exit status 2."""
+
+
+def parse_budget(text: str) -> tuple[int, str]:
+    """'70GiB' / '80 GB' -> (bytes, label); a hardware name -> the low end of its usable range.
+
+    The unit is mandatory so GB and GiB never mix; a hardware budget comes from
+    derive.accounts.budget (driver capacity less context, NCCL, margin, fragmentation, workspaces).
+    """
+    name = text.strip().lower()
+    if name in DRIVER_CAPACITY:
+        low, high = usable_bytes(name)
+        return low, (f"{name} usable low end {to_unit(low, 'GiB'):.2f} GiB "
+                     f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
+    if name in HARDWARE:
+        raise UsageError(f"--budget: derive.accounts.budget records no driver capacity for {name} "
+                         f"(only {', '.join(DRIVER_CAPACITY)}); give a size such as 130GiB")
+    match = re.fullmatch(BUDGET_PATTERN, text)
+    if not match or match.group(2) not in BYTE_UNITS:
+        raise UsageError(f"--budget: expected a size with its unit such as 70GiB or 80GB, or one of "
+                         f"{', '.join(DRIVER_CAPACITY)}, got {text!r}")
+    size = Fraction(match.group(1)) * BYTE_UNITS[match.group(2)]
+    if size <= 0:
+        raise UsageError(f"--budget: must be positive, got {text!r}")
+    if size < 1:
+        raise UsageError(f"--budget: must be at least one byte, got {text!r}")
+    return math.floor(size), text.strip()
+
+
+def parse_peak(text: str) -> tuple[float, str]:
+    """A hardware preset name or a number in FLOP/s -> (FLOP/s, label)."""
+    name = text.strip().lower()
+    if name in HARDWARE:
+        return hardware(name).peak_flops, name.upper()
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--peak: unknown hardware {text!r} (known: {', '.join(HARDWARE)}; "
+                         "or a number in FLOP/s)") from None
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"--peak: must be a positive number of FLOP/s, got {text!r}")
+    return value, f"{value:.4g} FLOP/s"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def _converter(convert: Callable[[str], object], expected: str) -> Callable[[str], object]:
+    """An argparse type whose failures say what was expected (argparse names the option)."""
+    def parse(text: str) -> object:
+        try:
+            return convert(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {shown(text)!r}") from None
+    parse.__name__ = expected
+    return parse
+
+
+def shown(text: str) -> str:
+    """``text`` as an error line shows it: shortened past SHOWN["longest"] characters."""
+    if len(text) <= SHOWN["longest"]:
+        return text
+    return f"{text[:SHOWN['head']]}...{text[-SHOWN['tail']:]} ({len(text)} characters)"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text.strip())
+    if not 0 < value <= MAX_SIZE:
+        raise ValueError(text)
+    return value
+
+
+def _zero_stage(text: str) -> int:
+    value = int(text.strip())
+    if value not in (0, 1, 2, 3):
+        raise ValueError(text)
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError(text)
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(text)
+    return value
+
+
+POSITIVE = _converter(_positive_int, "a positive integer up to 2^53")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, with the article's cli.py options and more."""
+    parser = _Parser(prog="derive", description=__doc__)
+    names = [*MODELS, *ALIASES]
+    parser.add_argument("--model", action="append", metavar="NAME",
+                        help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
+    parser.add_argument("--config", action="append", metavar="PATH",
+                        help="a Hugging Face config.json (repeatable; the shape options override it)")
+    parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
+    parser.add_argument("--optimizer", default="adam", help=", ".join(OPTIMIZERS))
+    parser.add_argument("--micro-batch", type=POSITIVE, default=1)
+    parser.add_argument("--tokens", type=POSITIVE, help="tokens per step (global batch; with --gpus)")
+    parser.add_argument("--gpus", type=POSITIVE, help="GPUs of the step (with --tokens)")
+    parser.add_argument("--peak", default="h100", help="hardware preset or FLOP/s")
+    parser.add_argument("--mfu", type=_converter(_fraction, "a fraction in (0, 1]"),
+                        help="target MFU of the step bound (default 0.4; with --tokens --gpus)")
+    parser.add_argument("--step-time", type=_converter(_seconds, "a positive number of seconds"),
+                        help="observed seconds per step (with --tokens --gpus)")
+    parser.add_argument("--profile", default="article", choices=list(PROFILES),
+                        help="activation profile (default: article)")
+    parser.add_argument("--zero", type=_converter(_zero_stage, "a ZeRO stage 0, 1, 2 or 3"),
+                        default=0, help="ZeRO stage 0-3 (needs --dp)")
+    parser.add_argument("--dp", type=POSITIVE, help="data-parallel ranks ZeRO shards over")
+    parser.add_argument("--budget", default=DEFAULT_BUDGET,
+                        help="memory per GPU with its unit (70GiB, 80GB) or a hardware name "
+                             f"({', '.join(DRIVER_CAPACITY)}: the low end of its usable range); "
+                             "default 70GiB")
+    shape = parser.add_argument_group("custom shape (overrides the preset; without --model, "
+                                      "--layers --hidden --heads --ffn --vocab are required)")
+    for field, option in SHAPE_OPTIONS.items():
+        shape.add_argument(option, dest=field, type=POSITIVE)
+    parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
+    moe.add_argument("--moe", metavar="NAME|CONFIG",
+                     help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
+                          "of a mixtral, qwen3_moe or deepseek_v3 model")
+    for option, meaning in MOE_PARALLEL.items():
+        moe.add_argument(option, type=POSITIVE, help=f"{meaning}-parallel size (default 1)")
+    moe.add_argument("--moe-profile", choices=["eager", "fused"],
+                     help="MoE activation profile (default: fused, Megatron + TE)")
+    return parser
+
+
+#: The MoE report's parallel sizes: option -> what it splits (only the MoE report reads them).
+MOE_PARALLEL = {"--tp": "tensor", "--ep": "expert", "--etp": "expert tensor", "--pp": "pipeline"}
+
+
+def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
+    """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
+    from derive.moe_presets import load_moe_model
+    from derive.report_moe import MoELayout, moe_figures, render_moe
+    texts, data = [], {}
+    sizes = [getattr(args, name.lstrip("-")) or 1 for name in MOE_PARALLEL]
+    profile = args.moe_profile or "fused"
+    for source in sources:
+        try:
+            model_ = load_moe_model(source, args.seq)
+        except ValueError as error:
+            raise UsageError(f"{option}: {error}") from None
+        try:
+            layout = MoELayout(*sizes, args.dp or 1, args.micro_batch)
+            if args.json:
+                values = moe_figures(model_, layout, profile)
+                data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
+                                     for key, value in values.items()}
+            else:
+                texts.append(render_moe(model_, layout, profile) + "\n")
+        except ValueError as error:
+            field, _, rest = str(error).partition(": ")
+            raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
+    return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
+
+
+def _moe_configs(args: argparse.Namespace) -> list[str]:
+    """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    from derive.hf import load_config
+    from derive.moe_presets import MOE_FAMILIES
+    found = []
+    for path in args.config or ():
+        try:
+            config, _ = load_config(path)
+        except ValueError:
+            continue                     # the dense path reports the unreadable file
+        if config.get("model_type") in MOE_FAMILIES:
+            found.append(path)
+    return found
+
+
+def _from_config(path: str) -> Model:
+    """A model read from a config.json; its errors name --config and the config's field."""
+    try:
+        return from_config(path)
+    except ValueError as error:
+        raise UsageError(f"--config: {path}: {error}") from None
+
+
+def models(args: argparse.Namespace) -> list[Model]:
+    """The presets named by --model and the configs of --config (default: Llama 3), with the custom shape laid over them."""
+    overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
+                 if getattr(args, field) is not None}
+    if not (args.model or args.config):
+        if not overrides:
+            return [MODELS[name] for name in LLAMA3_MODELS]
+        missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
+                   if field not in overrides]
+        if missing:
+            raise UsageError(f"{missing[0]}: required for a custom shape without --model")
+        heads = overrides["heads"]
+        return [Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
+                      overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
+                      overrides.get("seq", DEFAULT_SEQ), "command line")]
+    bases = [model(name) for name in args.model or ()]
+    bases += [_from_config(path) for path in args.config or ()]
+    if not overrides:
+        return bases
+    shaped = []
+    for base in bases:
+        changes = dict(overrides)
+        if base.family == "gpt":
+            if changes.get("kv_heads", changes.get("heads", base.heads)) != changes.get(
+                    "heads", base.heads):
+                raise UsageError(f"--kv-heads: {base.name} has no grouped-query attention "
+                                 "(GPT: kv heads = heads); set --heads instead")
+            changes["kv_heads"] = changes.get("heads", base.heads)
+        shaped.append(replace(base, name=f"{base.name} (custom)", **changes))
+    return shaped
+
+
+def request(args: argparse.Namespace) -> Request:
+    """The validated :class:`Request` of the parsed options."""
+    peak, peak_label = parse_peak(args.peak)
+    budget, budget_label = parse_budget(args.budget)
+    return Request(precision=args.precision, optimizer=args.optimizer, profile=args.profile,
+                   micro_batch=args.micro_batch, tokens=args.tokens, gpus=args.gpus,
+                   mfu=args.mfu, step_time=args.step_time, peak_flops=peak,
+                   peak_label=peak_label, zero=args.zero, dp=args.dp, budget_bytes=budget,
+                   budget_label=budget_label)
+
+
+def run(argv: Sequence[str] | None = None) -> str:
+    """The report as text or JSON; raises UsageError (or exits 2 from argparse) on bad input."""
+    args = build_parser().parse_args(argv)
+    if args.moe:
+        return _moe_report(args, [args.moe], "--moe")
+    moe_configs = _moe_configs(args)
+    if moe_configs and not args.model and len(moe_configs) == len(args.config):
+        return _moe_report(args, moe_configs, "--config")
+    for option in (*MOE_PARALLEL, "--moe-profile"):
+        if getattr(args, option.lstrip("-").replace("-", "_")) is not None:
+            raise UsageError(f"{option}: only the MoE report (--moe, or an MoE --config) reads it")
+    try:
+        asked = request(args)
+        reports = [(m, figures(m, asked)) for m in models(args)]
+    except ValueError as error:
+        field, _, rest = str(error).partition(": ")
+        option = ("--config" if field == "model" and args.config and not args.model
+                  else FIELD_OPTIONS.get(field, field))
+        raise UsageError(f"{option}: {rest}") from None
+    if args.json:
+        return render_json(reports)
+    return "\n".join(render_text(m, asked, {fig.key: fig for fig in values})
+                     for m, values in reports)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: print the report, or one error line and exit status 2."""
+    try:
+        text = run(argv)
+    except UsageError as error:
+        sys.stderr.write(f"derive: error: {' '.join(str(error).split())}\n")
+        return 2
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as error:
+        # Point stdout at /dev/null so the interpreter's final flush cannot fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stderr.write(f"derive: error: stdout: cannot write the report "
+                         f"({error.strerror or error})\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
