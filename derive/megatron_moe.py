@@ -39,7 +39,8 @@ from derive.accounts.experts import model_parallel_share, moe_resident_bytes
 from derive.conventions.megatron import MEGATRON_RECIPES
 from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import flops, weight_gemms
-from derive.architectures.moe_model import (MoEFeatures, active, model_parameters,
+from derive.architectures.moe import active_rows
+from derive.architectures.moe_model import (MoEFeatures, model_parameters,
                                             mtp_logit_gemms, score_gemms)
 from derive.inputs import positive_int
 from derive.symbols import D, E, L, L_E, V, a, d, e, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v, p, r_kv, r_q, t, t_E
@@ -190,7 +191,7 @@ def _priced_norm(w: Tensor) -> bool:
 
 def _counted(table: Ledger) -> Ledger:
     """Megatron's FLOP reading of a table: active experts, no router or gate, priced norms."""
-    table = active(table).without("router", "shared_expert_gate")
+    table = active_rows(table).without("router", "shared_expert_gate")
     return table.map(lambda w: _as_gemm(w) if _priced_norm(w) else w)
 
 

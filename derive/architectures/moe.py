@@ -93,7 +93,11 @@ def moe_block(moe: MoE) -> Ledger:
     return Ledger([*router(moe), *routed_experts(moe), *shared_experts(moe)])
 
 
+def active_rows(table: Ledger) -> Ledger:
+    """The rows one token passes through: each routed expert row at k_E of its E copies."""
+    return table.map(lambda w: w.times(k_E / E) if w.has("routed_expert") else w)
+
+
 def active_parameter_count(table: Ledger) -> sp.Expr:
     """Parameters one token passes through: every row but the routed experts, plus k_E of E experts."""
-    routed = table.where("routed_expert").numel()
-    return sp.expand(table.without("routed_expert").numel() + routed * k_E / E)
+    return sp.expand(active_rows(table).numel())

@@ -23,10 +23,10 @@ import sympy as sp
 from derive.architectures.decoder import Layout, layer_rows, parameter_rows
 from derive.architectures.gemms import Gemm, attention_score_gemms, weight_gemms
 from derive.architectures.mla import MLA
-from derive.architectures.moe import MoE
+from derive.architectures.moe import MoE, active_rows
 from derive.architectures.mtp import mtp_module
 from derive.inputs import choose
-from derive.symbols import D, E, L, a, k, k_E, k_nope, k_rope, k_v
+from derive.symbols import D, L, a, k, k_nope, k_rope, k_v
 from derive.tensors import Ledger
 
 #: attention kinds: GQA at head width k, MLA with a query latent, MLA with a direct q_proj.
@@ -71,11 +71,6 @@ def layer(features: MoEFeatures, moe: bool) -> Ledger:
     return layer_rows(features.layout, moe)
 
 
-def active(table: Ledger) -> Ledger:
-    """The rows one token passes through: each routed expert row at k_E of its E copies."""
-    return table.map(lambda w: w.times(k_E / E) if w.has("routed_expert") else w)
-
-
 def model_parameters(features: MoEFeatures) -> Ledger:
     """Every parameter once: layers, untied edges, and the MTP modules (tag ``mtp``)."""
     table = parameter_rows(features.layout)
@@ -86,7 +81,7 @@ def model_parameters(features: MoEFeatures) -> Ledger:
 
 def active_parameters(features: MoEFeatures) -> Ledger:
     """The parameters one token passes through: routed experts at k_E of E."""
-    return active(model_parameters(features))
+    return active_rows(model_parameters(features))
 
 
 def score_gemms(features: MoEFeatures, attention: str = "causal") -> Ledger:
