@@ -95,7 +95,9 @@ def parse_peak(text: str) -> tuple[float, str]:
     return value, f"{value:.4g} FLOP/s"
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors on one line and exit status 2 (derive's CLIs share it)."""
+
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
@@ -118,11 +120,14 @@ def shown(text: str) -> str:
     return f"{text[:SHOWN['head']]}...{text[-SHOWN['tail']:]} ({len(text)} characters)"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text.strip())
-    if not 0 < value <= MAX_SIZE:
-        raise ValueError(text)
-    return value
+def positive_up_to(largest: int, expected: str) -> Callable[[str], object]:
+    """An argparse type: a positive integer up to ``largest``, described as ``expected``."""
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if not 0 < value <= largest:
+            raise ValueError(text)
+        return value
+    return _converter(parse, expected)
 
 
 def _zero_stage(text: str) -> int:
@@ -146,12 +151,13 @@ def _seconds(text: str) -> float:
     return value
 
 
-POSITIVE = _converter(_positive_int, "a positive integer up to 2^53")
+POSITIVE = positive_up_to(MAX_SIZE, "a positive integer up to 2^53")
+FRACTION = _converter(_fraction, "a fraction in (0, 1]")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line, with the article's cli.py options and more."""
-    parser = _Parser(prog="derive", description=__doc__)
+    parser = OneLineParser(prog="derive", description=__doc__)
     names = [*MODELS, *ALIASES]
     parser.add_argument("--model", action="append", metavar="NAME",
                         help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
@@ -163,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tokens", type=POSITIVE, help="tokens per step (global batch; with --gpus)")
     parser.add_argument("--gpus", type=POSITIVE, help="GPUs of the step (with --tokens)")
     parser.add_argument("--peak", default="h100", help="hardware preset or FLOP/s")
-    parser.add_argument("--mfu", type=_converter(_fraction, "a fraction in (0, 1]"),
+    parser.add_argument("--mfu", type=FRACTION,
                         help="target MFU of the step bound (default 0.4; with --tokens --gpus)")
     parser.add_argument("--step-time", type=_converter(_seconds, "a positive number of seconds"),
                         help="observed seconds per step (with --tokens --gpus)")
@@ -313,12 +319,12 @@ def run(argv: Sequence[str] | None = None) -> str:
                      for m, values in reports)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: print the report, or one error line and exit status 2."""
+def serve(run: Callable[[Sequence[str] | None], str], argv: Sequence[str] | None, prog: str) -> int:
+    """Print ``run(argv)``; a UsageError or an unwritable stdout is one error line and exit status 2."""
     try:
         text = run(argv)
     except UsageError as error:
-        sys.stderr.write(f"derive: error: {' '.join(str(error).split())}\n")
+        sys.stderr.write(f"{prog}: error: {' '.join(str(error).split())}\n")
         return 2
     try:
         sys.stdout.write(text)
@@ -326,10 +332,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         # Point stdout at /dev/null so the interpreter's final flush cannot fail a second time.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.stderr.write(f"derive: error: stdout: cannot write the report "
+        sys.stderr.write(f"{prog}: error: stdout: cannot write the report "
                          f"({error.strerror or error})\n")
         return 2
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: print the report, or one error line and exit status 2."""
+    return serve(run, argv, "derive")
 
 
 if __name__ == "__main__":

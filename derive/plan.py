@@ -20,7 +20,7 @@ import json
 import sys
 from dataclasses import dataclass, replace
 from math import gcd, isqrt
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import sympy as sp
@@ -33,6 +33,7 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
+from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
 from derive.presets import Model, model
 from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
@@ -233,62 +234,28 @@ def render_json(result: Plan) -> str:
     }, indent=1) + "\n"
 
 
-class UsageError(Exception):
-    """A bad option: one stderr line naming it, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
-
-
-def _bounded(largest: int) -> Callable[[str], int]:
-    """An argparse type: a positive integer up to ``largest``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            value = 0
-        if not 0 < value <= largest:
-            shown = text if len(text) <= 40 else f"{text[:20]}..."
-            raise argparse.ArgumentTypeError(f"must be a positive integer up to {largest}, got {shown!r}")
-        return value
-    return parse
-
-
-#: Largest --gpus (2^20) and --tokens / --seq (2^53, integers a float holds exactly).
-_positive = _bounded(2**53)
-_gpus = _bounded(2**20)
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
-    return value
+#: Largest --gpus: 2^20 (the other counts take the CLI's 2^53, integers a float holds exactly).
+_GPUS = positive_up_to(2**20, "a positive integer up to 2^20")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m derive.plan``."""
-    parser = _Parser(prog="derive.plan", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="derive.plan", description=__doc__.split("\n\n")[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", help="preset name or alias (8b, 70b, 405b, ...)")
     which.add_argument("--config", metavar="FILE",
                        help="a Hugging Face config.json of a dense model (derive.hf.from_config)")
-    parser.add_argument("--gpus", type=_gpus, required=True)
+    parser.add_argument("--gpus", type=_GPUS, required=True)
     parser.add_argument("--gpu", default="h100", choices=sorted(DRIVER_CAPACITY),
                         help="hardware with a usable-memory budget (derive.accounts.budget)")
-    parser.add_argument("--tokens", type=_positive, required=True, help="tokens per step")
-    parser.add_argument("--seq", type=_positive, help="sequence length (default: the model's)")
+    parser.add_argument("--tokens", type=POSITIVE, required=True, help="tokens per step")
+    parser.add_argument("--seq", type=POSITIVE, help="sequence length (default: the model's)")
     parser.add_argument("--profile", default="llama-fused", help="layer profile of the saved-for-backward table")
     parser.add_argument("--placement", default="megatron", choices=sorted(PLACEMENTS))
-    parser.add_argument("--mfu", type=_fraction, default=1.0, help="fraction of peak (default 1)")
-    parser.add_argument("--max-cp", type=_positive, default=MAX_CONTEXT,
+    parser.add_argument("--mfu", type=FRACTION, default=1.0, help="fraction of peak (default 1)")
+    parser.add_argument("--max-cp", type=POSITIVE, default=MAX_CONTEXT,
                         help=f"largest context-parallel size tried (default {MAX_CONTEXT}; 1: none)")
-    parser.add_argument("--top", type=_positive, default=10, help="feasible layouts to show")
+    parser.add_argument("--top", type=POSITIVE, default=10, help="feasible layouts to show")
     parser.add_argument("--json", action="store_true", help="every layout as JSON")
     return parser
 
@@ -314,13 +281,7 @@ def run(argv: Sequence[str] | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: print the plan, or one error line and exit status 2."""
-    try:
-        text = run(argv)
-    except UsageError as error:
-        sys.stderr.write(f"derive.plan: error: {' '.join(str(error).split())}\n")
-        return 2
-    sys.stdout.write(text)
-    return 0
+    return serve(run, argv, "derive.plan")
 
 
 if __name__ == "__main__":

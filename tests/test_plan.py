@@ -172,3 +172,13 @@ def test_bad_config_is_one_line_naming_config(argv, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--config" in err
+
+
+def test_a_full_disk_is_one_line():
+    """The planner shares the report's output handling: a full disk is one line and exit 2."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "derive.plan", "--model", "8b", "--gpus", "8",
+                                 "--tokens", "65536"], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "derive.plan: error: stdout: cannot write the report (No space left on device)"]
