@@ -28,14 +28,37 @@ from derive.units import BYTE_UNITS, to_unit
 
 DEFAULT_BUDGET = "70GiB"
 DEFAULT_SEQ = 8192
+#: The whitespace and digits a number may be typed with: ASCII only. Python's int() and float()
+#: would also take other scripts' digits (Arabic-Indic, full-width ...) and Unicode spaces, by the
+#: interpreter's Unicode tables, which a browser's JavaScript does not share; the CLI and the web
+#: page (derive.render.web ships these patterns to it) accept exactly the same text.
+SPACE = r"[ \t\n\r\f\v]"
+DIGITS = r"[0-9](?:_?[0-9])*"
+
+
+def _caseless(word: str) -> str:
+    """A regular expression matching ``word`` in any case, without flags (Python's re and JavaScript's alike)."""
+    return "".join(f"[{char.lower()}{char.upper()}]" for char in word)
+
+
+#: Python's int() syntax (PEP 515 underscores) in ASCII.
+INTEGER_PATTERN = rf"{SPACE}*[-+]?{DIGITS}{SPACE}*"
+#: Python's float() syntax (PEP 515 underscores, inf, infinity, nan) in ASCII.
+FLOAT_PATTERN = (rf"{SPACE}*[-+]?(?:(?:{DIGITS}\.(?:{DIGITS})?|\.{DIGITS}|{DIGITS})"
+                 rf"(?:[eE][-+]?{DIGITS})?|{_caseless('inf')}(?:{_caseless('inity')})?|{_caseless('nan')}){SPACE}*")
 #: A budget size: a signed number and a byte unit of derive.units (checked after the match).
-BUDGET_PATTERN = r"\s*([-+]?\d+(?:\.\d+)?)\s*([KMGT]i?B)\s*"
+BUDGET_PATTERN = rf"{SPACE}*([-+]?[0-9]+(?:\.[0-9]+)?){SPACE}*([KMGT]i?B){SPACE}*"
 #: The family of a custom shape given without --model.
 CUSTOM_FAMILY = "llama"
 #: A bad value longer than ``longest`` characters is shown as its first ``head`` and last ``tail``.
 SHOWN: dict[str, int] = {"longest": 40, "head": 20, "tail": 8}
 #: The largest size an integer option takes: 2^53, the last integer a float holds exactly.
 MAX_SIZE = 2**53
+#: The largest peak (FLOP/s) and step time (s) taken: far beyond any accelerator or step, and
+#: small enough that every product of the report's inputs stays inside a float's normal range
+#: (counts <= 2^53: G P t <= 2^206), so the web page's float arithmetic agrees with the exact report.
+MAX_PEAK = 2**100
+MAX_SECONDS = 2**53
 
 #: Model fields -> the custom-shape option that sets them.
 SHAPE_OPTIONS = {"layers": "--layers", "hidden": "--hidden", "heads": "--heads",
@@ -60,7 +83,7 @@ def parse_budget(text: str) -> tuple[int, str]:
     The unit is mandatory so GB and GiB never mix; a hardware budget comes from
     derive.accounts.budget (driver capacity less context, NCCL, margin, fragmentation, workspaces).
     """
-    name = text.strip().lower()
+    name = hardware_name(text)
     if name in DRIVER_CAPACITY:
         low, high = usable_bytes(name)
         return low, (f"{name} usable low end {to_unit(low, 'GiB'):.2f} GiB "
@@ -77,22 +100,44 @@ def parse_budget(text: str) -> tuple[int, str]:
         raise UsageError(f"--budget: must be positive, got {text!r}")
     if size < 1:
         raise UsageError(f"--budget: must be at least one byte, got {text!r}")
+    if math.floor(size) > MAX_SIZE:
+        raise UsageError(f"--budget: must be at most 2^53 bytes, got {text!r}")
     return math.floor(size), text.strip()
 
 
 def parse_peak(text: str) -> tuple[float, str]:
     """A hardware preset name or a number in FLOP/s -> (FLOP/s, label)."""
-    name = text.strip().lower()
+    name = hardware_name(text)
     if name in HARDWARE:
         return hardware(name).peak_flops, name.upper()
     try:
-        value = float(text)
+        value = python_float(text)
     except ValueError:
         raise UsageError(f"--peak: unknown hardware {text!r} (known: {', '.join(HARDWARE)}; "
                          "or a number in FLOP/s)") from None
-    if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"--peak: must be a positive number of FLOP/s, got {text!r}")
+    if not 0 < value <= MAX_PEAK:
+        raise UsageError(f"--peak: must be a positive number of FLOP/s up to 2^100, got {text!r}")
     return value, f"{value:.4g} FLOP/s"
+
+
+def hardware_name(text: str) -> str:
+    """``text`` as a hardware name: ASCII whitespace around dropped, lower case if it is ASCII (no Unicode case folding)."""
+    name = re.sub(rf"^{SPACE}+|{SPACE}+$", "", text)
+    return name.lower() if name.isascii() else name
+
+
+def python_int(text: str) -> int:
+    """int(``text``) for text of INTEGER_PATTERN, else ValueError."""
+    if not re.fullmatch(INTEGER_PATTERN, text):
+        raise ValueError(text)
+    return int(text)
+
+
+def python_float(text: str) -> float:
+    """float(``text``) for text of FLOAT_PATTERN, else ValueError."""
+    if not re.fullmatch(FLOAT_PATTERN, text):
+        raise ValueError(text)
+    return float(text)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -123,7 +168,7 @@ def shown(text: str) -> str:
 def positive_up_to(largest: int, expected: str) -> Callable[[str], object]:
     """An argparse type: a positive integer up to ``largest``, described as ``expected``."""
     def parse(text: str) -> int:
-        value = int(text.strip())
+        value = python_int(text)
         if not 0 < value <= largest:
             raise ValueError(text)
         return value
@@ -131,22 +176,22 @@ def positive_up_to(largest: int, expected: str) -> Callable[[str], object]:
 
 
 def _zero_stage(text: str) -> int:
-    value = int(text.strip())
+    value = python_int(text)
     if value not in (0, 1, 2, 3):
         raise ValueError(text)
     return value
 
 
 def _fraction(text: str) -> float:
-    value = float(text)
+    value = python_float(text)
     if not 0 < value <= 1:
         raise ValueError(text)
     return value
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
+    value = python_float(text)
+    if not 0 < value <= MAX_SECONDS:
         raise ValueError(text)
     return value
 
@@ -171,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--peak", default="h100", help="hardware preset or FLOP/s")
     parser.add_argument("--mfu", type=FRACTION,
                         help="target MFU of the step bound (default 0.4; with --tokens --gpus)")
-    parser.add_argument("--step-time", type=_converter(_seconds, "a positive number of seconds"),
+    parser.add_argument("--step-time", type=_converter(_seconds, "a positive number of seconds up to 2^53"),
                         help="observed seconds per step (with --tokens --gpus)")
     parser.add_argument("--profile", default="article", choices=list(PROFILES),
                         help="activation profile (default: article)")

@@ -100,22 +100,26 @@ class Figure:
         return {"value": self.value, "unit": self.unit, "expression": self.expression}
 
 
+#: How the error for a step faster than the hardware prints its numbers (Python format specs;
+#: derive.render.web gives them to the web page, which formats the same way).
+FASTER_FORMATS: dict[str, str] = {"step_time": ".6g", "bound": ".4g", "mfu": ".0%"}
+
 #: The request field a figure's overflow is blamed on (the model's sizes otherwise).
 OVERFLOW_FIELDS = {"time.one_sequence": "peak_flops", "step.lower_bound": "peak_flops",
-                   "step.at_target_mfu": "mfu"}
+                   "step.at_target_mfu": "mfu", "observed.tokens_per_second": "step_time",
+                   "observed.mfu": "step_time", "observed.hfu_selective": "step_time",
+                   "observed.hfu_full": "step_time"}
 
 
 def _number(key: str, value: sp.Expr) -> int | float:
     """An exact figure as an int (an integer) or a finite float, else ValueError naming the field that made it overflow."""
-    if value.is_Integer:
-        return int(value)
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
         raise ValueError(f"{OVERFLOW_FIELDS.get(key, 'model')}: {key} is out of float range at these values")
-    return number
+    return int(value) if value.is_Integer else number
 
 
 def figures(m: Model, request: Request = Request()) -> list[Figure]:
@@ -134,10 +138,12 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
     found = {fig.key: fig.value for fig in out}
     if request.step_time is not None and request.step_time < found["step.lower_bound"]:
         bound = found["step.lower_bound"]
+        shown = {"step_time": request.step_time, "bound": bound, "mfu": bound / request.step_time}
+        text = {name: format(value, FASTER_FORMATS[name]) for name, value in shown.items()}
         raise ValueError(
-            f"step_time: {request.step_time:g} s is faster than the hardware allows: "
-            f"{request.tokens} tokens on {request.gpus} GPUs take >= {bound:.4g} s at 100 % MFU "
-            f"(the MFU would be {bound / request.step_time:.0%})")
+            f"step_time: {text['step_time']} s is faster than the hardware allows: "
+            f"{request.tokens} tokens on {request.gpus} GPUs take >= {text['bound']} s at 100 % MFU "
+            f"(the MFU would be {text['mfu']})")
     return out
 
 

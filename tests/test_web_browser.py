@@ -49,6 +49,11 @@ CONFIGURATIONS = [
     {"model": "70b", "profile": "llama-hf-sdpa", "seq": "4096"},
     {"model": "8b", "budget": " H100 ", "peak": "A100", "zero": "1", "dp": "8"},
     {"model": "gpt3-1.3b", "heads": "16"},
+    # the edges: 2^53 sizes (counts past 2^53 in the figures), the largest budget, a slow step
+    {"model": "8b", "micro-batch": "9007199254740992", "budget": "9007199254740.992KB"},
+    {"layers": "9007199254740992", "hidden": "4096", "heads": "32", "ffn": "9007199254740992",
+     "vocab": "9007199254740992", "zero": "3", "dp": "9007199254740992"},
+    {"model": "70b", "tokens": "1048576", "gpus": "8", "step-time": "1015.625", "peak": "1267650600228229401496703205376"},
     {"model": "405b", "profile": "llama-hf-eager", "micro-batch": "2", "hidden": "16384",
      "heads": "64", "kv-heads": "16"},
 ]
@@ -60,6 +65,10 @@ BAD_INPUTS = [
     ("profile", "eager"), ("budget", "80"), ("budget", "0GiB"), ("peak", "v100"), ("peak", "-1e15"),
     ("mfu", "1.2"), ("mfu", "much"), ("step-time", "0"), ("step-time", "inf"), ("dp", "1e3"),
     ("heads", "7"), ("kv-heads", "3"), ("seq", "it's"),
+    # Python's int() would read these (other scripts' digits, 2^53 + 1 past a float): the CLI refuses
+    ("micro-batch", "\u0663"), ("seq", "\uff18\uff11\uff19\uff12"), ("tokens", "9007199254740993"),
+    ("budget", "9007199254740.993KB"), ("budget", "0.99999999999999999999KB"), ("budget", "\u0667\u0660GB"),
+    ("peak", "1e31"), ("step-time", "1e16"), ("mfu", "0.\u0665"), ("micro-batch", "\u20038"),
 ]
 
 #: Hostile links: markup and script in every kind of field.
@@ -192,6 +201,19 @@ PAIRED = [
     ({"model": "gpt3-175b", "kv-heads": "8"}, "kv-heads"),
     ({"model": "llama3-8b", "budget": "B200"}, "budget"),
     ({"model": "llama3-8b", "budget": "0.0001KB"}, "budget"),
+    # steps faster than the hardware allows: the page would show an MFU above 100 %
+    ({"model": "llama3-8b", "tokens": "4194304", "gpus": "8", "step-time": "1.5"}, "step-time"),
+    ({"model": "405b", "tokens": "16777216", "gpus": "16384", "step-time": "0.015625", "peak": "b200"},
+     "step-time"),
+    ({"layers": "2", "hidden": "64", "heads": "4", "ffn": "256", "vocab": "1000", "seq": "16",
+      "tokens": "64", "gpus": "1", "step-time": "1e-12"}, "step-time"),
+    ({"layers": "9007199254740992", "hidden": "4096", "heads": "32", "ffn": "9007199254740992",
+      "vocab": "9007199254740992", "tokens": "9007199254740992", "gpus": "1",
+      "step-time": "9007199254740992"}, "step-time"),
+    # figures out of float range, blamed on the option as the CLI does
+    ({"model": "llama3-8b", "peak": "5e-324"}, "peak"),
+    ({"model": "llama3-8b", "tokens": "8", "gpus": "8", "step-time": "5e-324"}, "step-time"),
+    ({"model": "llama3-8b", "tokens": "9007199254740992", "gpus": "1", "mfu": "5e-324"}, "mfu"),
 ]
 
 
@@ -211,6 +233,20 @@ def test_bad_input_shows_the_clis_line_next_to_the_field(browser, page, option, 
     open_page(browser, page, options)
     assert errors(browser) == {option: cli_error(options)}
     assert shown_figures(browser) == {}
+
+
+def test_counts_past_2_53_are_marked_as_not_exact(browser, page):
+    """The figures' text never shows a float's digits as an exact count; the CLI's JSON has the integer."""
+    options = CONFIGURATIONS[[i for i, c in enumerate(CONFIGURATIONS) if c.get("layers") == "9007199254740992"][0]]
+    open_page(browser, page, options)
+    expected = cli_json(options)
+    assert isinstance(expected["parameters"], int) and expected["parameters"] > 2**53
+    text = browser.find_element("css selector", 'output[data-key="parameters"]').text
+    assert text.startswith("\u2248 ") and float(text[2:]) == pytest.approx(expected["parameters"], rel=1e-3)
+    # a count a float holds exactly keeps every digit
+    open_page(browser, page, {"model": "llama3-8b"})
+    assert browser.find_element("css selector", 'output[data-key="parameters"]').text == \
+        f"{cli_json({'model': 'llama3-8b'})['parameters']:,}"
 
 
 def test_a_missing_custom_size_is_the_clis_required_line(browser, page):

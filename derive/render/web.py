@@ -32,13 +32,19 @@ from derive.cli import (
     BUDGET_PATTERN,
     CUSTOM_FAMILY,
     DEFAULT_SEQ,
+    FIELD_OPTIONS,
+    FLOAT_PATTERN,
+    INTEGER_PATTERN,
+    MAX_PEAK,
+    MAX_SECONDS,
     MAX_SIZE,
+    SPACE,
     SHAPE_OPTIONS,
     SHOWN,
     build_parser,
     main,
 )
-from derive.report import DEFAULT_MFU
+from derive.report import DEFAULT_MFU, FASTER_FORMATS, OVERFLOW_FIELDS, Request, figures
 from derive.symbols import b, d, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
 
@@ -107,9 +113,9 @@ OPTION_CHOICES: dict[str, tuple[str, ...]] = {
 BOUNDS: dict[str, dict[str, object]] = {
     "count": {"above": 0, "at_most": MAX_SIZE},
     "fraction": {"above": 0, "at_most": 1},
-    "seconds": {"above": 0},
-    "peak": {"above": 0},
-    "budget": {"above": 0, "at_least": 1},
+    "seconds": {"above": 0, "at_most": MAX_SECONDS},
+    "peak": {"above": 0, "at_most": MAX_PEAK},
+    "budget": {"above": 0, "at_least": 1, "at_most": MAX_SIZE},
 }
 
 #: Sentinel input per kind of failure; the CLI's answer to it becomes the page's message.
@@ -118,7 +124,7 @@ SENTINELS: dict[str, dict[str, str]] = {
     "count": {"syntax": "zq", "range": "-7"},
     "choice": {"unknown": "zq"},
     "stage": {"syntax": "zq", "range": "77"},
-    "budget": {"syntax": "zq", "range": "0GB", "small": "0.0001KB"},
+    "budget": {"syntax": "zq", "range": "0GB", "small": "0.0001KB", "large": "9007199254740.993KB"},
     "peak": {"unknown": "zq", "range": "-7"},
     "fraction": {"syntax": "zq", "range": "7"},
     "seconds": {"syntax": "zq", "range": "-7"},
@@ -147,15 +153,36 @@ PAIRED: dict[str, dict[str, tuple[list[str], dict[str, str]]]] = {
     "budget": {"hardware": ([f"--budget={NO_CAPACITY}"], {"name": NO_CAPACITY})},
     "kv-heads": {"no_gqa": ([f"--model={NO_GQA_MODEL}", "--kv-heads=1"], {"name": NO_GQA_MODEL})},
 }
+#: A figure out of float range, per option it is blamed on (derive.report.OVERFLOW_FIELDS): the
+#: smallest float as peak, target MFU or step time of a step of 2^53 tokens.
+OVERFLOWING = "5e-324"
+OVERFLOWS: dict[str, list[str]] = {
+    "peak": ["--model=llama3-8b", f"--peak={OVERFLOWING}"],
+    "mfu": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--mfu={OVERFLOWING}"],
+    "step-time": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--step-time={OVERFLOWING}"],
+}
+#: A step faster than the hardware allows (derive.report.figures): tokens, GPUs, seconds.
+FASTER = {"model": "llama3-8b", "tokens": 1048573, "gpus": 3, "step_time": 0.5}
 #: Defaults the report applies where the parser has none (the page's placeholder; not typed in).
 DEFAULTS: dict[str, object] = {"mfu": DEFAULT_MFU}
 ERROR_PREFIX = "derive: error: "
 #: The model the page shows when a link names none (the CLI would print the three Llama 3 models).
 PAGE_MODEL = "llama3-70b"
 #: Digits the page prints: bytes and scaled counts as format_bytes does, significant figures
-#: of seconds and bytes/parameter, percent decimals, and Python's repr of control characters (\\xhh).
-DISPLAY: dict[str, int] = {"digits": 2, "significant": 4, "percent_digits": 1, "hex_base": 16,
-                           "hex_width": 2}
+#: of seconds and bytes/parameter, percent decimals, and how Python's repr escapes an unprintable
+#: character (Objects/unicodeobject.c, unicode_repr): \\xhh below 0x100, \\uhhhh, then \\Uhhhhhhhh.
+DISPLAY: dict[str, object] = {"digits": 2, "significant": 4, "percent_digits": 1, "hex_base": 16,
+                              "escapes": [["x", 2, 0x100], ["u", 4, 0x10000], ["U", 8, 0x110000]]}
+#: Python's float formatting (Format Specification Mini-Language, 'g' and '%') as parse.js applies
+#: it: 'g' is fixed-point for exponents from ``fixed_from`` below the precision, exponents have at
+#: least ``exponent_digits`` digits and ``leading_digits`` before the point, '%' scales by ``percent``; ``exact_digits`` is the most digits
+#: JavaScript's toExponential / toFixed give (ECMA-262), enough to see a tie exactly; ties go to even.
+PYTHON_FORMAT: dict[str, int] = {"fixed_from": -4, "exponent_digits": 2, "percent": 100,
+                                 "exact_digits": 100, "decimal_base": 10, "leading_digits": 1}
+#: The figure a step time must not beat (derive.report.figures refuses a faster one).
+STEP_BOUND = "step.lower_bound"
+#: Marks a count past 2^53, shown to DISPLAY["significant"] digits: a float does not hold it exactly.
+APPROXIMATE = "\u2248 "
 PAGE_CSS = ROOT / "templates" / "html" / "page.css"
 #: Figure groups on the page: heading -> the --json key prefixes it holds.
 FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -206,6 +233,27 @@ def _argv(values: Mapping[str, str]) -> list[str]:
     return [f"--{option}={text}" for option, text in values.items()]
 
 
+def _overflow_message(option: str) -> str:
+    """The CLI's line for a figure out of float range blamed on ``option``, the figure's key as {key}."""
+    key = next(key for key, field in OVERFLOW_FIELDS.items() if FIELD_OPTIONS[field] == f"--{option}")
+    return cli_message(OVERFLOWS[option], {"key": key})
+
+
+def _faster_message() -> str:
+    """The CLI's line for a step faster than the hardware allows, its numbers as {step_time} {tokens} ..."""
+    found = {fig.key: fig.value for fig in figures(MODELS[FASTER["model"]], Request(
+        tokens=FASTER["tokens"], gpus=FASTER["gpus"]))}
+    bound = found["step.lower_bound"]
+    shown = {"step_time": FASTER["step_time"], "bound": bound, "mfu": bound / FASTER["step_time"]}
+    placeholders = {name: format(value, FASTER_FORMATS[name]) for name, value in shown.items()}
+    placeholders.update(tokens=str(FASTER["tokens"]), gpus=str(FASTER["gpus"]))
+    message = cli_message([f"--model={FASTER['model']}", f"--tokens={FASTER['tokens']}",
+                           f"--gpus={FASTER['gpus']}", f"--step-time={FASTER['step_time']}"], placeholders)
+    if any(message.count("{" + name + "}") != 1 for name in placeholders):
+        raise ValueError(f"step_time: the sentinel's numbers are not each once in {message!r}")
+    return message
+
+
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
     parser = build_parser()
@@ -215,6 +263,10 @@ def field_specs() -> list[dict[str, object]]:
         messages = {failure: _message(option, text) for failure, text in SENTINELS[kind].items()}
         for failure, (argv, placeholders) in PAIRED.get(option, {}).items():
             messages[failure] = cli_message(argv, placeholders)
+        if option in OVERFLOWS:
+            messages["overflow"] = _overflow_message(option)
+        if option == "step-time":
+            messages["faster"] = _faster_message()
         if option in NOT_DIVIDING:
             shape = NOT_DIVIDING[option]
             divisor = "heads" if option == "kv-heads" else "hidden"
@@ -318,6 +370,14 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "peaks": {name: hw.peak_flops for name, hw in HARDWARE.items()},
         "budgets": {name: usable_bytes(name)[0] for name in DRIVER_CAPACITY},
         "budget_pattern": BUDGET_PATTERN,
+        "integer_pattern": INTEGER_PATTERN,
+        "float_pattern": FLOAT_PATTERN,
+        "space": SPACE,
+        "faster_formats": FASTER_FORMATS,
+        "python_format": PYTHON_FORMAT,
+        "overflow": {key: FIELD_OPTIONS[field][2:] for key, field in OVERFLOW_FIELDS.items()},
+        "step_bound": STEP_BOUND,
+        "approximate": APPROXIMATE,
         "byte_units": BYTE_UNITS,
         "decimal_steps": list(DECIMAL_STEPS),
         "byte_unit_suffix": DECIMAL_STEPS[0],

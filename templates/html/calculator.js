@@ -84,6 +84,25 @@
     return { errors: {}, name, values, choices, given };
   }
 
+  // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
+  // out of float range, then a step faster than the hardware allows. {} when it refuses nothing.
+  function refusals(config, figures) {
+    const over = figures.find((figure) => !Number.isFinite(figure.value));
+    if (over) {
+      const option = DATA.overflow[over.formula.key];
+      return { [option]: message(option, "overflow", { key: over.formula.key }) };
+    }
+    const symbol = (option) => config.values[DATA.inputs[option]];
+    const time = config.given.includes(DATA.needs["step-time"]) ? symbol("step-time") : null;
+    const bound = figures.find((figure) => figure.formula.key === DATA.step_bound);
+    if (time === null || !bound || !(time < bound.value)) return {};
+    const formats = DATA.faster_formats;
+    return { "step-time": message("step-time", "faster", {
+      step_time: PARSE.pyFormat(time, formats.step_time), tokens: String(symbol("tokens")),
+      gpus: String(symbol("gpus")), bound: PARSE.pyFormat(bound.value, formats.bound),
+      mfu: PARSE.pyFormat(bound.value / time, formats.mfu) }) };
+  }
+
   // Every figure the report would print: the generated functions, in the report's order.
   function evaluate(config) {
     const env = { ...config.values };
@@ -118,17 +137,22 @@
     style: "percent", minimumFractionDigits: DATA.display.percent_digits, maximumFractionDigits: DATA.display.percent_digits,
   });
 
+  // A count a float cannot hold exactly (past 2^53): its leading digits, marked as not exact.
+  function approximate(value) {
+    return DATA.approximate + String(Number(value.toPrecision(DATA.display.significant)));
+  }
+
   function format(value, unit, key) {
     const display = DATA.display;
     switch (unit) {
       case "B": return scaled(value, DATA.byte_unit_suffix) + (key === "fit.budget" ? " = " + binary(value) : "");
-      case "parameters": return INTEGER.format(value);
+      case "parameters": return Number.isSafeInteger(value) ? INTEGER.format(value) : approximate(value);
       case "B/parameter": return String(Number(value.toPrecision(display.significant))) + " B/parameter";
       case "FLOP/token": return scaled(value, "FLOP/token");
       case "tokens/s": return scaled(value, " tokens/s");
       case "s": return String(Number(value.toPrecision(display.significant))) + " s";
       case "fraction": return PERCENT.format(value);
-      case "GPUs": return String(value) + " GPUs";
+      case "GPUs": return (Number.isSafeInteger(value) ? String(value) : approximate(value)) + " GPUs";
     }
     return String(value) + " " + unit;
   }
@@ -157,6 +181,12 @@
 
   function show(texts) {
     const config = configuration(texts);
+    let shown = Object.keys(config.errors).length ? [] : evaluate(config);
+    const refused = shown.length ? refusals(config, shown) : {};
+    if (Object.keys(refused).length) {
+      config.errors = refused;
+      shown = [];
+    }
     for (const field of DATA.fields) {
       const error = config.errors[field.option];
       const box = document.getElementById("error-" + field.option);
@@ -164,7 +194,6 @@
       box.hidden = !error;
       FORM.elements[field.option].setAttribute("aria-invalid", error ? "true" : "false");
     }
-    const shown = Object.keys(config.errors).length ? [] : evaluate(config);
     const byKey = new Map(shown.map((figure) => [figure.formula.key, figure]));
     for (const row of FIGURES.querySelectorAll(".figure")) {
       const output = row.querySelector("output");

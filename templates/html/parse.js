@@ -3,13 +3,68 @@
 // tests/test_web.py runs them in Node against derive's own command line.
 "use strict";
 function DeriveParse(DATA) {
-  // Python's int() and float() syntax for a string (PEP 515 underscores allowed; ASCII digits).
-  const DIGITS = "\\d(?:_?\\d)*";
-  const PY_INT = new RegExp("^\\s*[+-]?" + DIGITS + "\\s*$");
-  const PY_FLOAT = new RegExp("^\\s*[+-]?(?:(?:" + DIGITS + "\\.(?:" + DIGITS + ")?|\\.(?:" + DIGITS +
-    ")|" + DIGITS + ")(?:[eE][+-]?" + DIGITS + ")?|inf|infinity|nan)\\s*$", "i");
+  // The CLI's own patterns (derive.cli): Python's int() and float() syntax in ASCII, budget sizes.
+  const PY_INT = new RegExp("^(?:" + DATA.integer_pattern + ")$");
+  const PY_FLOAT = new RegExp("^(?:" + DATA.float_pattern + ")$");
   const BUDGET = new RegExp("^(?:" + DATA.budget_pattern + ")$");
+  const EDGE_SPACE = new RegExp("^(?:" + DATA.space + ")+|(?:" + DATA.space + ")+$", "g");
   const HEX = DATA.display;
+  const FORMAT = DATA.python_format;
+  const LEAD = FORMAT.leading_digits;
+
+  // derive.cli.hardware_name: ASCII whitespace around dropped, lower case if the rest is ASCII.
+  function hardwareName(text) {
+    const name = text.replace(EDGE_SPACE, "");
+    return new TextEncoder().encode(name).length === name.length ? name.toLowerCase() : name;
+  }
+
+  // An integer of PY_INT exactly, as int() reads it.
+  function pyInteger(text) {
+    return BigInt(text.trim().replace(/_/g, ""));
+  }
+
+  // Whether digits cut off as `rest` round `kept` up: past half, or half on the exact value and odd (ties to even).
+  function roundsUp(kept, rest) {
+    const half = "5".padEnd(rest.length, "0");
+    return rest > half || (rest === half && "13579".includes(kept.slice(-LEAD)));
+  }
+
+  // digits (a string) + up (a boolean) as a digit string of at least the same length.
+  function increment(digits, up) {
+    return (BigInt(digits) + BigInt(up)).toString().padStart(digits.length, "0");
+  }
+
+  // Python's format(value, ".Ng") and format(value, ".N%") for a finite or infinite value >= 0.
+  function pyFormat(value, spec) {
+    const [, count, type] = /^\.(\d+)([g%])$/.exec(spec);
+    const precision = Number(count);
+    const scaled = type === "%" ? value * FORMAT.percent : value;
+    if (!Number.isFinite(scaled)) return "inf" + (type === "%" ? "%" : "");
+    if (type === "%") {
+      const exact = scaled.toFixed(FORMAT.exact_digits);
+      if (exact.includes("e")) return BigInt(scaled).toString() + (precision ? "." + "0".repeat(precision) : "") + "%";
+      const [whole, fraction] = exact.split(".");
+      const kept = whole + fraction.slice(0, precision);
+      const digits = increment(kept, roundsUp(kept, fraction.slice(precision))).padStart(precision + LEAD, "0");
+      const point = digits.length - precision;
+      return digits.slice(0, point) + (precision ? "." + digits.slice(point) : "") + "%";
+    }
+    const [mantissa, power] = value.toExponential(FORMAT.exact_digits).split("e");
+    const all = mantissa.replace(".", "");
+    const kept = all.slice(0, precision);
+    const rounded = increment(kept, roundsUp(kept, all.slice(precision)));
+    const exponent = Number(power) + rounded.length - kept.length;
+    const digits = rounded.slice(0, precision);
+    const trim = (text) => text.replace(/0+$/, "");
+    if (FORMAT.fixed_from <= exponent && exponent < precision) {
+      const whole = exponent >= 0 ? digits.slice(0, exponent + LEAD) : "0";
+      const fraction = trim(exponent >= 0 ? digits.slice(exponent + LEAD) : "0".repeat(-exponent - LEAD) + digits);
+      return whole + (fraction ? "." + fraction : "");
+    }
+    const fraction = trim(digits.slice(LEAD));
+    return digits.slice(0, LEAD) + (fraction ? "." + fraction : "") + "e" + (exponent < 0 ? "-" : "+") +
+      String(Math.abs(exponent)).padStart(FORMAT.exponent_digits, "0");
+  }
 
   function pyNumber(text) {
     const plain = text.trim().replace(/_/g, "").toLowerCase();
@@ -19,6 +74,10 @@ function DeriveParse(DATA) {
     if (bare === "nan") return NaN;
     return Number(plain);
   }
+
+  // What Python's str.isprintable() calls unprintable (Unicode categories Cc Cf Cs Co Cn Zl Zp Zs),
+  // and so repr() escapes, the space apart.
+  const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
 
   // Python's repr() of a str, as the CLI's messages show the value typed.
   function pyRepr(text) {
@@ -30,8 +89,9 @@ function DeriveParse(DATA) {
       else if (char === "\n") out += "\\n";
       else if (char === "\r") out += "\\r";
       else if (char === "\t") out += "\\t";
-      else if (code < " ".codePointAt(0) || (code >= "\x7f".codePointAt(0) && code <= "\xa0".codePointAt(0))) {
-        out += "\\x" + code.toString(HEX.hex_base).padStart(HEX.hex_width, "0");
+      else if (char !== " " && UNPRINTABLE.test(char)) {
+        const [prefix, width] = HEX.escapes.find(([, , below]) => code < below);
+        out += "\\" + prefix + code.toString(HEX.hex_base).padStart(width, "0");
       } else out += char;
     }
     return out + quote;
@@ -60,7 +120,7 @@ function DeriveParse(DATA) {
     const typed = pyRepr(argparsed ? shown(text) : text);
     const fail = (failure, extra) => ({ error: message(field, failure, { text: typed, ...extra }) });
     if (text === "") return { value: null };
-    const name = text.trim().toLowerCase();
+    const name = hardwareName(text);
     const bounds = field.bounds;
     switch (field.kind) {
       case "model":
@@ -70,13 +130,13 @@ function DeriveParse(DATA) {
         return field.choices.includes(text) ? { value: text } : fail("unknown");
       case "count": {
         if (!PY_INT.test(text)) return fail("syntax");
-        const number = pyNumber(text);
-        return number > bounds.above && number <= bounds.at_most ? { value: number } : fail("range");
+        const number = pyInteger(text);
+        return number > BigInt(bounds.above) && number <= BigInt(bounds.at_most) ? { value: Number(number) } : fail("range");
       }
       case "stage": {
         if (!PY_INT.test(text)) return fail("syntax");
-        const number = pyNumber(text);
-        return DATA.zero_stages.includes(number) ? { value: number } : fail("range");
+        const number = pyInteger(text);
+        return DATA.zero_stages.some((stage) => BigInt(stage) === number) ? { value: Number(number) } : fail("range");
       }
       case "fraction": {
         if (!PY_FLOAT.test(text)) return fail("syntax");
@@ -86,13 +146,13 @@ function DeriveParse(DATA) {
       case "seconds": {
         if (!PY_FLOAT.test(text)) return fail("syntax");
         const number = pyNumber(text);
-        return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
+        return number > bounds.above && number <= bounds.at_most ? { value: number } : fail("range");
       }
       case "peak": {
         if (field.choices.includes(name)) return { value: DATA.peaks[name] };
         if (!PY_FLOAT.test(text)) return fail("unknown");
         const number = pyNumber(text);
-        return number > bounds.above && Number.isFinite(number) ? { value: number } : fail("range");
+        return number > bounds.above && number <= bounds.at_most ? { value: number } : fail("range");
       }
       case "budget": {
         if (field.choices.includes(name)) return { value: DATA.budgets[name] };
@@ -101,14 +161,18 @@ function DeriveParse(DATA) {
         if (!match) return fail("syntax");
         const [, amount, unit] = match;
         if (!(unit in DATA.byte_units)) return fail("syntax");
-        const size = pyNumber(amount) * DATA.byte_units[unit];
-        if (!(size > bounds.above)) return fail("range");
-        if (size < bounds.at_least) return fail("small");
-        return { value: Math.floor(size) };
+        // size = bytes / scale exactly, as the CLI's Fraction
+        const [whole, fraction = ""] = amount.split(".");
+        const scale = BigInt(FORMAT.decimal_base) ** BigInt(fraction.length);
+        const bytes = BigInt(whole + fraction) * BigInt(DATA.byte_units[unit]);
+        if (!(bytes > BigInt(bounds.above) * scale)) return fail("range");
+        if (bytes < BigInt(bounds.at_least) * scale) return fail("small");
+        if (bytes / scale > BigInt(bounds.at_most)) return fail("large");
+        return { value: Number(bytes / scale) };
       }
     }
     throw new Error("unknown field kind " + field.kind);
   }
 
-  return { parseField, message, pyRepr };
+  return { parseField, message, pyRepr, pyFormat };
 }
