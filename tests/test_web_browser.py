@@ -67,7 +67,7 @@ BAD_INPUTS = [
     ("heads", "7"), ("kv-heads", "3"), ("seq", "it's"),
     # Python's int() would read these (other scripts' digits, 2^53 + 1 past a float): the CLI refuses
     ("micro-batch", "\u0663"), ("seq", "\uff18\uff11\uff19\uff12"), ("tokens", "9007199254740993"),
-    ("budget", "9007199254740.993KB"), ("budget", "0.99999999999999999999KB"), ("budget", "\u0667\u0660GB"),
+    ("budget", "9007199254740.993KB"), ("budget", "0.00099999999999999999999KB"), ("budget", "\u0667\u0660GB"),
     ("peak", "1e31"), ("step-time", "1e16"), ("mfu", "0.\u0665"), ("micro-batch", "\u20038"),
 ]
 
