@@ -253,3 +253,48 @@ console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields
             wrong.append((field["option"], text, page, cli))
     assert len(cases) >= 1500
     assert not wrong, wrong[:5]
+
+
+def run_parse(tmp_path, body: str, payload: object) -> object:
+    """parse.js's DeriveParse(data) in Node, ``body`` run on the JSON ``payload``; its printed JSON."""
+    script = tmp_path / "run.js"
+    script.write_text(HAND_WRITTEN[0].read_text() + "\nconst [data, input] = JSON.parse(require('fs')"
+                      ".readFileSync(process.argv[2], 'utf8'));\nconst parse = DeriveParse(data);\n"
+                      + body)
+    (tmp_path / "input.json").write_text(json.dumps([calculator_data()[1], payload]))
+    run = subprocess.run([node(), str(script), str(tmp_path / "input.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(run.stdout)
+
+
+def test_the_page_formats_numbers_as_python_does(tmp_path):
+    """The step-time line's numbers (derive.report.FASTER_FORMATS): ties go to even on the exact value."""
+    rng = random.Random(53)
+    values = [1.015625, 12.625, 2.5, 1.125, 0.5, 999999.5, 9.9995, 1e-300, 5e-324, 1e300, 1e16,
+              1.7976931348623157e308, 0.0001, 123456.5]
+    values += [10 ** rng.uniform(-320, 308) for _ in range(400)]
+    values += [rng.randint(1, 2**20) / 2 ** rng.randint(0, 12) for _ in range(400)]
+    cases = [(value, spec) for value in values for spec in (".6g", ".4g", ".0%", ".3g", ".2%")]
+    got = run_parse(tmp_path, "console.log(JSON.stringify(input.map(([v, s]) => parse.pyFormat(v, s))));",
+                    cases)
+    assert format(1.015625, ".6g") == "1.01562" and format(12.625, ".4g") == "12.62"  # ties to even
+    wrong = [(value, spec, format(value, spec), text) for (value, spec), text in zip(cases, got)
+             if format(value, spec) != text]
+    assert not wrong, wrong[:5]
+
+
+def test_digits_python_reads_but_the_cli_refuses_are_refused_by_the_page(tmp_path):
+    """int() reads Arabic-Indic and full-width digits and any integer; the CLI, like the page, takes ASCII up to 2^53."""
+    assert int("\u0663") == 3 and float("\uff13.\u0665") == 3.5 and int(" 8\u2003") == 8
+    texts = ["\u0663", "\uff13", " 8\u2003", "9007199254740993", "9007199254740992", "8"]
+    got = run_parse(tmp_path, "const field = data.fields.find((f) => f.option === 'micro-batch');\n"
+                    "console.log(JSON.stringify(input.map((t) => parse.parseField(field, t))));", texts)
+    for text, page in zip(texts, got):
+        try:
+            cli = cli_message(["--model=llama3-8b", f"--micro-batch={text}"], {})
+        except ValueError:
+            cli = None
+        assert page.get("error") == cli, text
+    assert [page.get("value") for page in got] == [None, None, None, None, 2**53, 8]
+    assert got[0]["error"] == "argument --micro-batch: must be a positive integer up to 2^53, got '\u0663'"
+    assert got[2]["error"].endswith("got ' 8\\u2003'")
