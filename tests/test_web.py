@@ -298,3 +298,50 @@ def test_digits_python_reads_but_the_cli_refuses_are_refused_by_the_page(tmp_pat
     assert [page.get("value") for page in got] == [None, None, None, None, 2**53, 8]
     assert got[0]["error"] == "argument --micro-batch: must be a positive integer up to 2^53, got '\u0663'"
     assert got[2]["error"].endswith("got ' 8\\u2003'")
+
+
+class Flowchart(HTMLParser):
+    """The page's saved-tensor flowchart: (node id, class, style, lines) in order."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.nodes, self._inside, self._span = [], False, False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "figure" and attrs.get("class") == "flowchart":
+            self._inside = True
+        elif self._inside and tag == "li" and "data-node" in attrs:
+            self.nodes.append((attrs["data-node"], attrs["data-class"], attrs["style"], []))
+        elif self._inside and tag == "span" and self.nodes:
+            self._span = True
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._inside = False
+        self._span = self._span and tag != "span"
+
+    def handle_data(self, data):
+        if self._span:
+            self.nodes[-1][3].append(data)
+
+
+def test_the_page_draws_the_sheets_flowchart_without_mermaid(fresh):
+    """The activation section's chart (sheet.md's Mermaid block) as HTML from the same Flowchart: the article's 34 = 10 + 24."""
+    from derive.render.sections.activations import saved_tensor_flowchart
+
+    chart, _ = saved_tensor_flowchart()
+    page = Flowchart()
+    page.feed((fresh / "index.html").read_text())
+    assert [(node, cls, lines) for node, cls, _, lines in page.nodes] == \
+        [(n.id, n.cls, n.label.split("\n")) for n in chart.nodes]
+    # an ordered list shows the chart's edges exactly: each node leads to the next
+    assert list(chart.edges) == [(a.id, b.id) for a, b in zip(chart.nodes, chart.nodes[1:])]
+
+    def h_per_token(cls):
+        return sum(int(n or 1) for _, c, _, lines in page.nodes if c == cls for line in lines
+                   for n in re.findall(r": (\d*)h B/token", line))
+    assert (h_per_token("full"), h_per_token("tp")) == (10, 24)
+    styles = {cls: style for _, cls, style, _ in page.nodes}
+    assert styles["tp"] == "background:#DBEAFE;border-color:#1D4ED8"  # the Mermaid classDef's colours
+    assert "mermaid" not in (fresh / "index.html").read_text().lower()
