@@ -257,16 +257,6 @@ console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields
     assert not wrong, wrong[:5]
 
 
-def run_parse(tmp_path, body: str, payload: object) -> object:
-    """parse.js's DeriveParse(data) in Node, ``body`` run on the JSON ``payload``; its printed JSON."""
-    script = tmp_path / "run.js"
-    script.write_text(HAND_WRITTEN[0].read_text() + "\nconst [data, input] = JSON.parse(require('fs')"
-                      ".readFileSync(process.argv[2], 'utf8'));\nconst parse = DeriveParse(data);\n"
-                      + body)
-    (tmp_path / "input.json").write_text(json.dumps([calculator_data()[1], payload]))
-    run = subprocess.run([node(), str(script), str(tmp_path / "input.json")], capture_output=True,
-
-
 # ---- a pasted config.json: config.js applies derive.hf's tables, as `--config pasted.json` ----
 
 def read_configs_in_node(tmp_path, data: dict, texts: list[str]) -> list[dict]:
@@ -281,86 +271,6 @@ console.log(JSON.stringify(texts.map((text) => reader.read(text))));
     run = subprocess.run([node(), str(script), str(tmp_path / "texts.json")], capture_output=True,
                          text=True, timeout=120, check=True)
     return json.loads(run.stdout)
-
-
-def test_the_page_formats_numbers_as_python_does(tmp_path):
-    """The step-time line's numbers (derive.report.FASTER_FORMATS): ties go to even on the exact value."""
-    rng = random.Random(53)
-    values = [1.015625, 12.625, 2.5, 1.125, 0.5, 999999.5, 9.9995, 1e-300, 5e-324, 1e300, 1e16,
-              1.7976931348623157e308, 0.0001, 123456.5]
-    values += [10 ** rng.uniform(-320, 308) for _ in range(400)]
-    values += [rng.randint(1, 2**20) / 2 ** rng.randint(0, 12) for _ in range(400)]
-    cases = [(value, spec) for value in values for spec in (".6g", ".4g", ".0%", ".3g", ".2%")]
-    got = run_parse(tmp_path, "console.log(JSON.stringify(input.map(([v, s]) => parse.pyFormat(v, s))));",
-                    cases)
-    assert format(1.015625, ".6g") == "1.01562" and format(12.625, ".4g") == "12.62"  # ties to even
-    wrong = [(value, spec, format(value, spec), text) for (value, spec), text in zip(cases, got)
-             if format(value, spec) != text]
-    assert not wrong, wrong[:5]
-
-
-def test_digits_python_reads_but_the_cli_refuses_are_refused_by_the_page(tmp_path):
-    """int() reads Arabic-Indic and full-width digits and any integer; the CLI, like the page, takes ASCII up to 2^53."""
-    assert int("\u0663") == 3 and float("\uff13.\u0665") == 3.5 and int(" 8\u2003") == 8
-    texts = ["\u0663", "\uff13", " 8\u2003", "9007199254740993", "9007199254740992", "8"]
-    got = run_parse(tmp_path, "const field = data.fields.find((f) => f.option === 'micro-batch');\n"
-                    "console.log(JSON.stringify(input.map((t) => parse.parseField(field, t))));", texts)
-    for text, page in zip(texts, got):
-        try:
-            cli = cli_message(["--model=llama3-8b", f"--micro-batch={text}"], {})
-        except ValueError:
-            cli = None
-        assert page.get("error") == cli, text
-    assert [page.get("value") for page in got] == [None, None, None, None, 2**53, 8]
-    assert got[0]["error"] == "argument --micro-batch: must be a positive integer up to 2^53, got '\u0663'"
-    assert got[2]["error"].endswith("got ' 8\\u2003'")
-
-
-class Flowchart(HTMLParser):
-    """The page's saved-tensor flowchart: (node id, class, style, lines) in order."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.nodes, self._inside, self._span = [], False, False
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "figure" and attrs.get("class") == "flowchart":
-            self._inside = True
-        elif self._inside and tag == "li" and "data-node" in attrs:
-            self.nodes.append((attrs["data-node"], attrs["data-class"], attrs["style"], []))
-        elif self._inside and tag == "span" and self.nodes:
-            self._span = True
-
-    def handle_endtag(self, tag):
-        if tag == "figure":
-            self._inside = False
-        self._span = self._span and tag != "span"
-
-    def handle_data(self, data):
-        if self._span:
-            self.nodes[-1][3].append(data)
-
-
-def test_the_page_draws_the_sheets_flowchart_without_mermaid(fresh):
-    """The activation section's chart (sheet.md's Mermaid block) as HTML from the same Flowchart: the article's 34 = 10 + 24."""
-    from derive.render.sections.activations import saved_tensor_flowchart
-
-    chart, _ = saved_tensor_flowchart()
-    page = Flowchart()
-    page.feed((fresh / "index.html").read_text())
-    assert [(node, cls, lines) for node, cls, _, lines in page.nodes] == \
-        [(n.id, n.cls, n.label.split("\n")) for n in chart.nodes]
-    # an ordered list shows the chart's edges exactly: each node leads to the next
-    assert list(chart.edges) == [(a.id, b.id) for a, b in zip(chart.nodes, chart.nodes[1:])]
-
-    def h_per_token(cls):
-        return sum(int(n or 1) for _, c, _, lines in page.nodes if c == cls for line in lines
-                   for n in re.findall(r": (\d*)h B/token", line))
-    assert (h_per_token("full"), h_per_token("tp")) == (10, 24)
-    styles = {cls: style for _, cls, style, _ in page.nodes}
-    assert styles["tp"] == "background:#DBEAFE;border-color:#1D4ED8"  # the Mermaid classDef's colours
-    assert "mermaid" not in (fresh / "index.html").read_text().lower()
 
 
 def cli_on_pasted(folder, text: str) -> str | None:
@@ -453,3 +363,95 @@ def test_the_page_takes_pasted_config_messages_from_the_cli():
     assert messages["dense_only"].startswith("--config: activations and FLOPs of MoE / MLA layers")
     assert "{name}" in messages["dense_only"] and "{model_type}" in messages["dense_only"]
     assert messages["layer"].startswith("--profile: {profile} is transformers' Llama")
+
+
+def run_parse(tmp_path, body: str, payload: object) -> object:
+    """parse.js's DeriveParse(data) in Node, ``body`` run on the JSON ``payload``; its printed JSON."""
+    script = tmp_path / "run.js"
+    script.write_text(HAND_WRITTEN[0].read_text() + "\nconst [data, input] = JSON.parse(require('fs')"
+                      ".readFileSync(process.argv[2], 'utf8'));\nconst parse = DeriveParse(data);\n"
+                      + body)
+    (tmp_path / "input.json").write_text(json.dumps([calculator_data()[1], payload]))
+    run = subprocess.run([node(), str(script), str(tmp_path / "input.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(run.stdout)
+
+
+def test_the_page_formats_numbers_as_python_does(tmp_path):
+    """The step-time line's numbers (derive.report.FASTER_FORMATS): ties go to even on the exact value."""
+    rng = random.Random(53)
+    values = [1.015625, 12.625, 2.5, 1.125, 0.5, 999999.5, 9.9995, 1e-300, 5e-324, 1e300, 1e16,
+              1.7976931348623157e308, 0.0001, 123456.5]
+    values += [10 ** rng.uniform(-320, 308) for _ in range(400)]
+    values += [rng.randint(1, 2**20) / 2 ** rng.randint(0, 12) for _ in range(400)]
+    cases = [(value, spec) for value in values for spec in (".6g", ".4g", ".0%", ".3g", ".2%")]
+    got = run_parse(tmp_path, "console.log(JSON.stringify(input.map(([v, s]) => parse.pyFormat(v, s))));",
+                    cases)
+    assert format(1.015625, ".6g") == "1.01562" and format(12.625, ".4g") == "12.62"  # ties to even
+    wrong = [(value, spec, format(value, spec), text) for (value, spec), text in zip(cases, got)
+             if format(value, spec) != text]
+    assert not wrong, wrong[:5]
+
+
+def test_digits_python_reads_but_the_cli_refuses_are_refused_by_the_page(tmp_path):
+    """int() reads Arabic-Indic and full-width digits and any integer; the CLI, like the page, takes ASCII up to 2^53."""
+    assert int("\u0663") == 3 and float("\uff13.\u0665") == 3.5 and int(" 8\u2003") == 8
+    texts = ["\u0663", "\uff13", " 8\u2003", "9007199254740993", "9007199254740992", "8"]
+    got = run_parse(tmp_path, "const field = data.fields.find((f) => f.option === 'micro-batch');\n"
+                    "console.log(JSON.stringify(input.map((t) => parse.parseField(field, t))));", texts)
+    for text, page in zip(texts, got):
+        try:
+            cli = cli_message(["--model=llama3-8b", f"--micro-batch={text}"], {})
+        except ValueError:
+            cli = None
+        assert page.get("error") == cli, text
+    assert [page.get("value") for page in got] == [None, None, None, None, 2**53, 8]
+    assert got[0]["error"] == "argument --micro-batch: must be a positive integer up to 2^53, got '\u0663'"
+    assert got[2]["error"].endswith("got ' 8\\u2003'")
+
+
+class Flowchart(HTMLParser):
+    """The page's saved-tensor flowchart: (node id, class, style, lines) in order."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.nodes, self._inside, self._span = [], False, False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "figure" and attrs.get("class") == "flowchart":
+            self._inside = True
+        elif self._inside and tag == "li" and "data-node" in attrs:
+            self.nodes.append((attrs["data-node"], attrs["data-class"], attrs["style"], []))
+        elif self._inside and tag == "span" and self.nodes:
+            self._span = True
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._inside = False
+        self._span = self._span and tag != "span"
+
+    def handle_data(self, data):
+        if self._span:
+            self.nodes[-1][3].append(data)
+
+
+def test_the_page_draws_the_sheets_flowchart_without_mermaid(fresh):
+    """The activation section's chart (sheet.md's Mermaid block) as HTML from the same Flowchart: the article's 34 = 10 + 24."""
+    from derive.render.sections.activations import saved_tensor_flowchart
+
+    chart, _ = saved_tensor_flowchart()
+    page = Flowchart()
+    page.feed((fresh / "index.html").read_text())
+    assert [(node, cls, lines) for node, cls, _, lines in page.nodes] == \
+        [(n.id, n.cls, n.label.split("\n")) for n in chart.nodes]
+    # an ordered list shows the chart's edges exactly: each node leads to the next
+    assert list(chart.edges) == [(a.id, b.id) for a, b in zip(chart.nodes, chart.nodes[1:])]
+
+    def h_per_token(cls):
+        return sum(int(n or 1) for _, c, _, lines in page.nodes if c == cls for line in lines
+                   for n in re.findall(r": (\d*)h B/token", line))
+    assert (h_per_token("full"), h_per_token("tp")) == (10, 24)
+    styles = {cls: style for _, cls, style, _ in page.nodes}
+    assert styles["tp"] == "background:#DBEAFE;border-color:#1D4ED8"  # the Mermaid classDef's colours
+    assert "mermaid" not in (fresh / "index.html").read_text().lower()
