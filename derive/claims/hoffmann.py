@@ -23,12 +23,15 @@ from derive.symbols import L, V, a, f, h, k, s
 _claim = document(
     "Hoffmann et al. 2022", "arXiv 2203.15556, Training Compute-Optimal Large Language Models "
     "(Chinchilla)",
-    "Appendix F is checked term by term against a public transcription of it. Table A4 "
-    "(Appendix F's count over 6ND for a range of shapes) is not registered: no stored copy of its "
-    "cells or of the shapes they were computed at was found, and its ratio depends on which "
-    "parameters N counts (embeddings or not), which the caption alone does not fix; derive's "
-    "'hoffmann' convention (derive.conventions) evaluates the count at any shape once the table's "
-    "shapes are known.",
+    "Appendix F is checked term by term against a public transcription of it. Table A4 (Appendix "
+    "F's count over 6ND) is not registered: no stored copy of its printed ratios was found. Its six "
+    "configurations are known (nanoGPT's scaling_laws.ipynb transcribes them as layers / d_model / "
+    "ffw_size / heads / kv_size: 10/640/2560/10/64, 20/1024/4096/16/64, 24/1280/5120/10/128, "
+    "26/1792/7168/14/128, 28/2048/8192/16/128, 40/3584/14336/28/128, vocabulary 32,000, sequence "
+    "2048) and derive's 'hoffmann' convention (derive.conventions) evaluates Appendix F's count at "
+    "each; but the ratio also depends on which parameters N counts (embeddings or not) and, per "
+    "that notebook's correspondence with the authors, on leaving out the embedding and logit terms "
+    "Appendix F lists, so without the printed cells no reading can be confirmed."
 ).claim
 
 QKV, PROJECT = "attention.query_key_value.weight", "attention.dense.weight"
