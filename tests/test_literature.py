@@ -35,7 +35,7 @@ COUNTS = {
     ARTICLE: (103, 8, 0),
     "Chowdhery et al. 2022": (23, 4, 0),
     "Dubey et al. 2024": (6, 8, 0),
-    "Hoffmann et al. 2022": (7, 3, 0),
+    "Hoffmann et al. 2022": (7, 9, 0),
     "Kaplan et al. 2020": (7, 1, 8),
     "Korthikanti et al. 2022": (46, 16, 0),
     "Narayanan et al. 2021": (12, 4, 19),

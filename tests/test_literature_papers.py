@@ -112,3 +112,16 @@ def test_llama3_table4_row3_needs_dp8(verdicts):
     assert "reproduces it (16384)" in entry.reason
     tokens = verdicts["dubey.table4.16384gpu-s131072.tokens"]
     assert tokens.derived == Fraction(131072 * 16 * 4, 10**6)
+
+
+def test_chinchilla_table_a4_without_embedding_and_logits(verdicts):
+    layers, hidden, ffw, heads, key, seq, params = 20, 1024, 4096, 16, 64, 2048, 305 * 10**6
+    gemms = eq7(1, layers, hidden, seq, 32000)                       # one sequence, derive's GEMMs
+    entry = verdicts["hoffmann.tableA4.305M-ratio"]
+    assert entry.derived == gemms / (6 * params * seq) and entry.printed == "1.21"
+    width = key * heads                                              # Appendix F, one layer
+    layer = 2 * 3 * seq * hidden * width + 2 * seq * seq * width + 3 * heads * seq * seq \
+        + 2 * seq * seq * width + 2 * seq * width * hidden + 2 * seq * (2 * hidden * ffw)
+    ratio = Fraction(3 * layers * layer, 6 * params * seq)            # backward = 2 x forward
+    assert f"reproduces it ({float(ratio):.6g})" in entry.reason      # 1.10337, printed 1.10
+    assert "does not reproduce" in verdicts["hoffmann.tableA4.1.1B-ratio"].reason
