@@ -43,8 +43,8 @@ STAS_TABLE5 = ("stas00/ml-engineering training/performance/README_zh.md (MFU/HFU
                "published: 22B 41.5/43.7, 175B 51.4/52.8, 530B 56.0/57.0, 1T 56.3/57.0 %)")
 ABSTRACT = "https://mlsys.org/virtual/2023/poster/2445 (abstract: 'reduces activation memory by 5x')"
 #: Where the paper's own text was read: a full-text transcription (Markdown converted from the PDF).
-FULLTEXT = ("a full-text transcription of arXiv 2205.05198 ('2022-Korthikanti-Reducing-Activation-"
-            "Recomputation-NVIDIA', Markdown from the PDF; search-index file 69442322288)")
+FULLTEXT = ("a full-text transcription of arXiv 2205.05198 (Markdown converted from the PDF; "
+            "search-index file 69442322288)")
 
 
 def _read(where: str) -> str:
