@@ -5,18 +5,23 @@ bytes (and gzip bytes), the time from navigation start until the figures of a
 link are shown and until the sheet's math is typeset, and the median / 95th
 percentile time from an input event to updated figures (parse, the generated
 functions, formatting and DOM updates, as the page's performance.measure
-'derive-figures' records it; layout and paint excluded) and of the whole handler.
+'derive-figures' records it; layout and paint excluded) and of the whole handler,
+for typed changes and for pasting each shipped config.json of the page's families
+(JSON parsed, derive.hf's table applied, figures computed and shown).
 """
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import shutil
 import statistics
 from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+
+from derive.hf import DENSE, published_config, published_names
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "formulas" / "index.html"
@@ -31,6 +36,23 @@ field.dispatchEvent(new Event('input', {bubbles: true}));
 const shown = document.querySelector('output[data-key="state.resident"]').dataset.value;
 return [performance.now() - start, shown];
 """
+
+#: One paste: the config field's text replaced, then the input event a paste fires.
+PASTE = """
+const field = document.querySelector('textarea[name="config"]');
+field.value = arguments[0];
+const start = performance.now();
+field.dispatchEvent(new Event('input', {bubbles: true}));
+const shown = document.querySelector('output[data-key="state.resident"]').dataset.value;
+return [performance.now() - start, shown];
+"""
+
+
+def report(label: str, times: list[float]) -> None:
+    """Median, 95th percentile and maximum of ``times`` (ms)."""
+    times = sorted(times)
+    print(f"{label}: median {statistics.median(times):.3f} ms, p95 {times[int(0.95 * len(times))]:.3f} ms, "
+          f"max {times[-1]:.3f} ms over {len(times)} changes")
 
 
 def main() -> int:
@@ -56,14 +78,22 @@ def main() -> int:
         fields += [("precision", ("bf16", "fp32", "fp16", "bf16-fp32grad")[i % 4])
                    for i in range(args.changes - len(fields))]
         browser.execute_script("performance.clearMeasures('derive-figures');")
-        handler = sorted(browser.execute_script(CHANGE, name, value)[0] for name, value in fields)
-        figures = sorted(browser.execute_script(
-            "return performance.getEntriesByName('derive-figures').map((m) => m.duration);"))
-        for label, times in (("input -> figures updated (parse, generated functions, DOM)", figures),
-                             ("whole input handler (also the address bar's replaceState)", handler)):
-            print(f"{label}: median {statistics.median(times):.3f} ms, "
-                  f"p95 {times[int(0.95 * len(times))]:.3f} ms, max {times[-1]:.3f} ms "
-                  f"over {len(times)} changes")
+        handler = [browser.execute_script(CHANGE, name, value)[0] for name, value in fields]
+        figures = browser.execute_script(
+            "return performance.getEntriesByName('derive-figures').map((m) => m.duration);")
+        report("input -> figures updated (parse, generated functions, DOM)", figures)
+        report("whole input handler (also the address bar's replaceState)", handler)
+        configs = [json.dumps(published_config(name), indent=2) for name in published_names()
+                   if published_config(name)["model_type"] in DENSE]
+        pastes = [configs[i % len(configs)] for i in range(args.changes)]
+        browser.execute_script("performance.clearMeasures('derive-figures');")
+        handler = [browser.execute_script(PASTE, text)[0] for text in pastes]
+        figures = browser.execute_script(
+            "return performance.getEntriesByName('derive-figures').map((m) => m.duration);")
+        print(f"pasting the {len(configs)} shipped configs of the page's families "
+              f"({min(map(len, configs)):,}-{max(map(len, configs)):,} characters each):")
+        report("  paste -> figures shown (JSON, derive.hf's table, generated functions, DOM)", figures)
+        report("  whole input handler (also the link, which carries the text)", handler)
     finally:
         browser.quit()
     return 0

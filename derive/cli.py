@@ -238,7 +238,7 @@ def _moe_configs(args: argparse.Namespace) -> list[str]:
             config, _ = load_config(path)
         except ValueError:
             continue                     # the dense path reports the unreadable file
-        if config.get("model_type") in MOE_FAMILIES:
+        if str(config.get("model_type")) in MOE_FAMILIES:  # a list or object is no family: the dense path says so
             found.append(path)
     return found
 

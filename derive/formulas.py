@@ -71,12 +71,22 @@ class Formula:
             _BUILT[key] = None if expr is None else sp.sympify(expr)
         return _BUILT[key]
 
-    def variants(self, models: Mapping[str, Model]) -> Iterator[tuple[tuple[str, ...], sp.Expr]]:
-        """Every (choice names, expression) over the product of its choices, models by name."""
+    def variants(self, models: Mapping[str, Model], refused: dict[tuple[str, ...], str] | None = None
+                 ) -> Iterator[tuple[tuple[str, ...], sp.Expr]]:
+        """Every (choice names, expression) over the product of its choices, models by name.
+
+        Choices the accounts refuse (a ValueError, as the report gives) yield nothing; their
+        names and the error go into ``refused`` when given.
+        """
         domains = [tuple(models) if name == "model" else CHOICES[name] for name in self.uses]
         for values in itertools.product(*domains):
             choices = {name: models[v] if name == "model" else v for name, v in zip(self.uses, values)}
-            expr = self.expression(choices)
+            try:
+                expr = self.expression(choices)
+            except ValueError as error:
+                if refused is not None:
+                    refused[tuple(map(str, values))] = str(error)
+                continue
             if expr is not None:
                 yield tuple(map(str, values)), expr
 

@@ -5,7 +5,11 @@ Each family (``model_type``) says which config fields switch which rows of
 (``transformers/models/<family>/modeling_<family>.py``); the sizes become the
 values of derive's symbols. A field the config omits takes the default of
 transformers' config class for that family; a missing size or an inconsistent
-field is a ValueError naming the config field.
+field is a ValueError naming the config field. The dense families are data
+(:data:`DENSE`, one :class:`Family` table each) that :meth:`Family.read`
+interprets; the web page applies the same tables (``Family.data()``), so its
+reading of a pasted config cannot drift from this one. The MoE / MLA families
+read their extra fields in Python on top of such a table.
 
 Published configs ship with the package (``derive/configs/*.json``, provenance
 in ``derive/configs/SOURCES.md``): ``published_config(name)``, ``PUBLISHED``.
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -25,6 +29,9 @@ from derive.architectures.moe import MoE
 from derive.inputs import choose
 
 _MISSING = object()
+#: The largest size a config may give: 2^53, the last integer a float holds exactly (the bound of
+#: the CLI's shape options, derive.cli.MAX_SIZE), so the web page's reading is exact too.
+MAX_SIZE = 2**53
 
 
 class Fields:
@@ -40,14 +47,14 @@ class Fields:
         return default if value is None else value
 
     def size(self, name: str, default: Any = _MISSING) -> int:
-        """A positive integer field (``default`` when absent or null, else required)."""
+        """A positive integer field up to MAX_SIZE (``default`` when absent or null, else required)."""
         value = self.config.get(name)
         if value is None:
             if default is _MISSING:
                 raise ValueError(f"{name}: missing from the {self.model_type} config")
             value = default
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_SIZE:
+            raise ValueError(f"{name}: must be a positive integer up to 2^53, got {value!r}")
         return value
 
     def flag(self, name: str, default: bool) -> bool:
@@ -72,61 +79,121 @@ class Fields:
 Shape = dict[str, Any]
 
 
-def _heads(c: Fields, hidden: int, head_dim_default: int | None = None) -> tuple[int, int, int | None]:
-    """(query heads, kv heads, head width if not hidden/heads); checks GQA divides."""
-    heads = c.size("num_attention_heads")
-    kv_heads = c.size("num_key_value_heads", heads)
-    if heads % kv_heads:
-        raise ValueError(f"num_key_value_heads: {kv_heads} does not divide "
-                         f"num_attention_heads = {heads}")
-    head_dim = c.get("head_dim", head_dim_default)
-    if head_dim is None:
-        if hidden % heads:
-            raise ValueError(f"num_attention_heads: {heads} does not divide hidden_size = "
-                             f"{hidden} (and the config gives no head_dim)")
-    else:
-        head_dim = c.size("head_dim", head_dim_default)
-        if head_dim * heads == hidden:
+@dataclass(frozen=True)
+class Read:
+    """One size of a config: the first of ``names`` given, else ``times`` x the size ``like``, else ``default``.
+
+    With none of them a missing field is an error naming ``names[0]``, unless not ``required``
+    (the size is then None: a head width the config leaves to h / a).
+    """
+
+    names: tuple[str, ...] = ()
+    default: int | None = None
+    like: str | None = None
+    times: int = 1
+    required: bool = True
+
+    def data(self) -> dict[str, Any]:
+        """This read as JSON data (the web page's interpreter applies it)."""
+        return {"names": list(self.names), "default": self.default, "like": self.like,
+                "times": self.times, "required": self.required}
+
+
+#: The sizes a Llama-style config names (transformers' LlamaConfig), in reading order;
+#: num_key_value_heads defaults to num_attention_heads.
+DECODER_SIZES: dict[str, Read] = {
+    "hidden": Read(("hidden_size",)), "heads": Read(("num_attention_heads",)),
+    "kv_heads": Read(("num_key_value_heads",), like="heads"),
+    "layers": Read(("num_hidden_layers",)), "ffn": Read(("intermediate_size",)),
+    "vocab": Read(("vocab_size",)), "seq": Read(("max_position_embeddings",)),
+}
+#: A config's head width: head_dim, else h / a.
+HEAD_DIM = Read(("head_dim",), required=False)
+#: Divisibility the sizes must meet, in checking order: (divisor, dividend, head width): a
+#: head-width rule holds only where the head width is h / a (no head_dim given).
+DIVIDES: tuple[tuple[str, str, bool], ...] = (("kv_heads", "heads", False), ("heads", "hidden", True))
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one model_type's config becomes a Model: a data table that :meth:`read` interprets.
+
+    ``layout``: the rows every model of the family has; ``flags``: (Layout field, config
+    field, transformers' default) for each row a config switches; ``sizes``: Model field
+    -> :class:`Read`; ``head_dim``: the head-width read, None where the family has none
+    (k = h / a); ``positions``: learned positions, s_max = seq. ``source``: the modeling
+    file the table follows. The web page applies the same table (``data()``).
+    """
+
+    source: str
+    layout: Layout = field(default_factory=Layout)
+    flags: tuple[tuple[str, str, bool], ...] = (("tied", "tie_word_embeddings", False),)
+    sizes: Mapping[str, Read] = field(default_factory=lambda: dict(DECODER_SIZES))
+    head_dim: Read | None = HEAD_DIM
+    positions: bool = False
+
+    def layout_for(self, flags: Mapping[str, bool]) -> Layout:
+        """The layout at the config flags' values (config field -> bool)."""
+        return replace(self.layout, **{row: flags[name] for row, name, _ in self.flags})
+
+    def config_flags(self) -> dict[str, bool]:
+        """Each config flag the family reads -> its default, in reading order."""
+        return {name: default for _, name, default in self.flags}
+
+    def read(self, c: Fields) -> Shape:
+        """The family's shape of config ``c``; a ValueError names the first bad config field."""
+        flags = {name: c.flag(name, default) for name, default in self.config_flags().items()}
+        sizes: dict[str, int] = {}
+        named: dict[str, str] = {}
+        for size, read in self.sizes.items():
+            named[size], sizes[size] = _read(c, read, sizes)
+        head_dim = None if self.head_dim is None else _read(c, self.head_dim, sizes)[1]
+        for divisor, dividend, head_width in DIVIDES:
+            if head_width and head_dim is not None:
+                continue
+            if sizes[dividend] % sizes[divisor]:
+                note = (" (and the config gives no head_dim)"
+                        if head_width and self.head_dim is not None else "")
+                raise ValueError(f"{named[divisor]}: {sizes[divisor]} does not divide "
+                                 f"{named[dividend]} = {sizes[dividend]}{note}")
+        if head_dim is not None and head_dim * sizes["heads"] == sizes["hidden"]:
             head_dim = None  # the usual h / a: keep the article's symbols
-    return heads, kv_heads, head_dim
+        shape: Shape = dict(layout=self.layout_for(flags), head_dim=head_dim, **sizes)
+        if self.positions:
+            shape["sizes"] = {"s_max": sizes["seq"]}
+        return shape
+
+    def data(self) -> dict[str, Any]:
+        """The table as JSON data: flags, sizes, head width, positions (the page's interpreter)."""
+        return {"flags": [[name, default] for name, default in self.config_flags().items()],
+                "sizes": [[size, read.data()] for size, read in self.sizes.items()],
+                "head_dim": None if self.head_dim is None else self.head_dim.data(),
+                "divides": [list(pair) for pair in DIVIDES], "positions": self.positions}
 
 
-def _decoder(c: Fields, layout: Layout, head_dim_default: int | None = None,
-             ffn: int | None = None, **extra: Any) -> Shape:
-    """The sizes every Llama-style config names (hidden_size, num_hidden_layers, ...)."""
-    hidden = c.size("hidden_size")
-    heads, kv_heads, head_dim = _heads(c, hidden, head_dim_default)
-    return dict(layout=layout, layers=c.size("num_hidden_layers"), hidden=hidden, heads=heads,
-                 kv_heads=kv_heads, ffn=ffn if ffn is not None else c.size("intermediate_size"),
-                 vocab=c.size("vocab_size"), seq=c.size("max_position_embeddings"),
-                 head_dim=head_dim, **extra)
+def _read(c: Fields, read: Read, sizes: Mapping[str, int]) -> tuple[str, int | None]:
+    """(the config field read, its value) for ``read``; defaults as :class:`Read` says."""
+    for name in read.names:
+        if c.config.get(name) is not None:
+            return name, c.size(name)
+    name = read.names[0] if read.names else str(read.like)
+    if read.like is not None:
+        return name, read.times * sizes[read.like]
+    if read.default is not None:
+        return name, c.size(name, read.default)
+    if read.required:
+        return name, c.size(name)
+    return name, None
 
 
-# ---- dense families ----
-
-def llama(c: Fields) -> Shape:
-    """LlamaForCausalLM: attention_bias on q, k, v, o; mlp_bias on gate, up, down (modeling_llama.py)."""
-    bias = c.flag("attention_bias", False)
-    return _decoder(c, Layout(qkv_bias=bias, o_bias=bias, mlp_bias=c.flag("mlp_bias", False),
-                              tied=c.flag("tie_word_embeddings", False)))
+def _flags(*rows: tuple[str, str], default: bool = False) -> tuple[tuple[str, str, bool], ...]:
+    """(Layout field, config field, default) for rows sharing one default."""
+    return tuple((row, name, default) for row, name in rows)
 
 
-def mistral(c: Fields) -> Shape:
-    """MistralForCausalLM: Llama without biases; head_dim may differ from h/a (modeling_mistral.py)."""
-    return _decoder(c, Layout(tied=c.flag("tie_word_embeddings", False)))
-
-
-def qwen2(c: Fields) -> Shape:
-    """Qwen2ForCausalLM: q, k, v always carry a bias, o does not (modeling_qwen2.py, Qwen2Attention)."""
-    return _decoder(c, Layout(qkv_bias=True, tied=c.flag("tie_word_embeddings", False)))
-
-
-def qwen3(c: Fields) -> Shape:
-    """Qwen3ForCausalLM: RMSNorm on each query and key head (q_norm, k_norm over head_dim)."""
-    bias = c.flag("attention_bias", False)
-    return _decoder(c, Layout(qkv_bias=bias, o_bias=bias, qk_norm="head",
-                              tied=c.flag("tie_word_embeddings", False)))
-
+#: attention_bias switches the q, k, v and o biases (LlamaAttention).
+ATTENTION_BIAS = (("qkv_bias", "attention_bias"), ("o_bias", "attention_bias"))
+TIED = ("tied", "tie_word_embeddings")
 
 #: Gemma 2/3: a norm before and after attention and before and after the MLP (modeling_gemma2.py).
 SANDWICH_NORMS = (("input_layernorm", "attention"), ("post_attention_layernorm", "attention"),
@@ -134,75 +201,58 @@ SANDWICH_NORMS = (("input_layernorm", "attention"), ("post_attention_layernorm",
 #: transformers' Gemma2Config / Gemma3TextConfig default head_dim.
 GEMMA_HEAD_DIM = 256
 
-
-def gemma2(c: Fields) -> Shape:
-    """Gemma2ForCausalLM: four norms per layer, GeGLU, tied embedding by default."""
-    bias = c.flag("attention_bias", False)
-    return _decoder(c, Layout(layer_norms=SANDWICH_NORMS, qkv_bias=bias, o_bias=bias,
-                              tied=c.flag("tie_word_embeddings", True)), GEMMA_HEAD_DIM)
-
-
-def gemma3_text(c: Fields) -> Shape:
-    """Gemma3ForCausalLM: Gemma 2's four norms plus q/k head norms."""
-    bias = c.flag("attention_bias", False)
-    return _decoder(c, Layout(layer_norms=SANDWICH_NORMS, qkv_bias=bias, o_bias=bias,
-                              qk_norm="head", tied=c.flag("tie_word_embeddings", True)),
-                    GEMMA_HEAD_DIM)
-
-
-def phi3(c: Fields) -> Shape:
-    """Phi3ForCausalLM: fused qkv_proj [h, (a + 2g) k] and gate_up_proj [h, 2f], no biases."""
-    return _decoder(c, Layout(qkv_fused=True, gate_up_fused=True,
-                              tied=c.flag("tie_word_embeddings", False)))
-
-
-def olmo2(c: Fields) -> Shape:
-    """Olmo2ForCausalLM: norms after attention and MLP only; q/k norms over the whole projections."""
-    bias = c.flag("attention_bias", False)
-    return _decoder(c, Layout(layer_norms=(("post_attention_layernorm", "attention"),
-                                           ("post_feedforward_layernorm", "mlp")),
-                              qk_norm="projection", qkv_bias=bias, o_bias=bias,
-                              tied=c.flag("tie_word_embeddings", False)))
-
-
 GPT2_NAMES = {"layers": "transformer.h", "embedding": "transformer.wte",
               "positions": "transformer.wpe", "final_norm": "transformer.ln_f",
               "qkv": "attn.c_attn", "o": "attn.c_proj", "up": "mlp.c_fc", "down": "mlp.c_proj"}
-
-
-def gpt2(c: Fields) -> Shape:
-    """GPT2LMHeadModel: LayerNorm with bias, Conv1D c_attn/c_proj/c_fc with biases, learned positions, tied head."""
-    hidden, heads = c.size("n_embd"), c.size("n_head")
-    if hidden % heads:
-        raise ValueError(f"n_head: {heads} does not divide n_embd = {hidden}")
-    positions = c.size("n_positions")
-    layout = Layout(norm="layer", layer_norms=(("ln_1", "attention"), ("ln_2", "mlp")),
-                    qkv_fused=True, qkv_bias=True, o_bias=True, gated=False, mlp_bias=True,
-                    tied=c.flag("tie_word_embeddings", True), learned_positions=True,
-                    names=GPT2_NAMES)
-    return dict(layout=layout, layers=c.size("n_layer"), hidden=hidden, heads=heads,
-                 kv_heads=heads, ffn=c.size("n_inner", 4 * hidden), vocab=c.size("vocab_size"),
-                 seq=positions, sizes={"s_max": positions})
-
-
 NEOX_NAMES = {"layers": "gpt_neox.layers", "embedding": "gpt_neox.embed_in",
               "final_norm": "gpt_neox.final_layer_norm", "qkv": "attention.query_key_value",
               "o": "attention.dense", "up": "mlp.dense_h_to_4h", "down": "mlp.dense_4h_to_h"}
 
-
-def gpt_neox(c: Fields) -> Shape:
-    """GPTNeoXForCausalLM: LayerNorm with bias, fused qkv, attention_bias, MLP biases, parallel attention + MLP."""
-    bias = c.flag("attention_bias", True)
-    layout = Layout(norm="layer", qkv_fused=True, qkv_bias=bias, o_bias=bias, gated=False,
-                    mlp_bias=True, tied=c.flag("tie_word_embeddings", False),
-                    parallel=c.flag("use_parallel_residual", True), names=NEOX_NAMES)
-    hidden = c.size("hidden_size")
-    heads = c.size("num_attention_heads")
-    if hidden % heads:
-        raise ValueError(f"num_attention_heads: {heads} does not divide hidden_size = {hidden}")
-    return dict(layout=layout, layers=c.size("num_hidden_layers"), hidden=hidden, heads=heads,
-                 kv_heads=heads, ffn=c.size("intermediate_size"), vocab=c.size("vocab_size"),
-                 seq=c.size("max_position_embeddings"))
+#: The dense families: model_type -> the table derive and the web page read its config with.
+DENSE: dict[str, Family] = {
+    "llama": Family("LlamaForCausalLM: attention_bias on q, k, v, o; mlp_bias on gate, up, down "
+                    "(modeling_llama.py)",
+                    flags=_flags(*ATTENTION_BIAS, ("mlp_bias", "mlp_bias"), TIED)),
+    "mistral": Family("MistralForCausalLM: Llama without biases; head_dim may differ from h/a "
+                      "(modeling_mistral.py)"),
+    "qwen2": Family("Qwen2ForCausalLM: q, k, v always carry a bias, o does not "
+                    "(modeling_qwen2.py, Qwen2Attention)", Layout(qkv_bias=True)),
+    "qwen3": Family("Qwen3ForCausalLM: RMSNorm on each query and key head (q_norm, k_norm over "
+                    "head_dim)", Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED)),
+    "gemma2": Family("Gemma2ForCausalLM: four norms per layer, GeGLU, tied embedding by default",
+                     Layout(layer_norms=SANDWICH_NORMS),
+                     _flags(*ATTENTION_BIAS) + _flags(TIED, default=True),
+                     head_dim=Read(("head_dim",), GEMMA_HEAD_DIM)),
+    "gemma3_text": Family("Gemma3ForCausalLM: Gemma 2's four norms plus q/k head norms",
+                          Layout(layer_norms=SANDWICH_NORMS, qk_norm="head"),
+                          _flags(*ATTENTION_BIAS) + _flags(TIED, default=True),
+                          head_dim=Read(("head_dim",), GEMMA_HEAD_DIM)),
+    "phi3": Family("Phi3ForCausalLM: fused qkv_proj [h, (a + 2g) k] and gate_up_proj [h, 2f], "
+                   "no biases", Layout(qkv_fused=True, gate_up_fused=True)),
+    "gpt2": Family("GPT2LMHeadModel: LayerNorm with bias, Conv1D c_attn/c_proj/c_fc with biases, "
+                   "learned positions, tied head; n_inner defaults to 4 n_embd",
+                   Layout(norm="layer", layer_norms=(("ln_1", "attention"), ("ln_2", "mlp")),
+                          qkv_fused=True, qkv_bias=True, o_bias=True, gated=False,
+                          mlp_bias=True, learned_positions=True, names=GPT2_NAMES),
+                   _flags(TIED, default=True),
+                   {"hidden": Read(("n_embd",)), "heads": Read(("n_head",)),
+                    "kv_heads": Read(like="heads"), "layers": Read(("n_layer",)),
+                    "ffn": Read(("n_inner",), like="hidden", times=4),
+                    "vocab": Read(("vocab_size",)), "seq": Read(("n_positions",))},
+                   head_dim=None, positions=True),
+    "gpt_neox": Family("GPTNeoXForCausalLM: LayerNorm with bias, fused qkv, attention_bias, MLP "
+                       "biases, parallel attention + MLP",
+                       Layout(norm="layer", qkv_fused=True, gated=False, mlp_bias=True,
+                              names=NEOX_NAMES),
+                       _flags(*ATTENTION_BIAS, default=True) + _flags(TIED)
+                       + _flags(("parallel", "use_parallel_residual"), default=True),
+                       {**DECODER_SIZES, "kv_heads": Read(like="heads")}, head_dim=None),
+    "olmo2": Family("Olmo2ForCausalLM: norms after attention and MLP only; q/k norms over the "
+                    "whole projections",
+                    Layout(layer_norms=(("post_attention_layernorm", "attention"),
+                                        ("post_feedforward_layernorm", "mlp")),
+                           qk_norm="projection"), _flags(*ATTENTION_BIAS, TIED)),
+}
 
 
 # ---- mixture of experts ----
@@ -226,9 +276,19 @@ def _with_moe(shape: Shape, moe: MoE, moe_layers: list[int], sizes: dict[str, in
             "sizes": {**shape.get("sizes", {}), **sizes, "L_E": len(moe_layers)}}
 
 
+#: The dense part of the MoE families' configs (their attention, norms, sizes).
+MOE_BASES: dict[str, Family] = {
+    "mixtral": Family("MixtralForCausalLM (modeling_mixtral.py)"),
+    "qwen2_moe": Family("Qwen2MoeForCausalLM (modeling_qwen2_moe.py): qkv_bias on q, k, v",
+                        flags=(("qkv_bias", "qkv_bias", True), ("tied", "tie_word_embeddings", False))),
+    "qwen3_moe": Family("Qwen3MoeForCausalLM (modeling_qwen3_moe.py): Qwen 3 attention",
+                        Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED)),
+}
+
+
 def mixtral(c: Fields) -> Shape:
     """MixtralForCausalLM: every layer an MoE of num_local_experts experts of width intermediate_size."""
-    shape = _decoder(c, Layout(tied=c.flag("tie_word_embeddings", False)))
+    shape = MOE_BASES["mixtral"].read(c)
     sizes = {**_top_k(c, c.size("num_local_experts")), "f_E": shape["ffn"]}
     return _with_moe(shape, MoE(), list(range(shape["layers"])), sizes)
 
@@ -246,8 +306,7 @@ def _sparse_layers(c: Fields, layers: int) -> list[int]:
 
 def qwen2_moe(c: Fields) -> Shape:
     """Qwen2MoeForCausalLM: routed experts, a shared expert with a sigmoid gate, qkv biases."""
-    shape = _decoder(c, Layout(qkv_bias=c.flag("qkv_bias", True),
-                               tied=c.flag("tie_word_embeddings", False)))
+    shape = MOE_BASES["qwen2_moe"].read(c)
     sizes = {**_top_k(c, c.first(("num_experts", "num_local_experts"))),
              "f_E": c.size("moe_intermediate_size"),
              "f_S": c.size("shared_expert_intermediate_size")}
@@ -257,9 +316,7 @@ def qwen2_moe(c: Fields) -> Shape:
 
 def qwen3_moe(c: Fields) -> Shape:
     """Qwen3MoeForCausalLM: Qwen 3 attention (q/k norms), routed experts, no shared expert."""
-    bias = c.flag("attention_bias", False)
-    shape = _decoder(c, Layout(qkv_bias=bias, o_bias=bias, qk_norm="head",
-                               tied=c.flag("tie_word_embeddings", False)))
+    shape = MOE_BASES["qwen3_moe"].read(c)
     sizes = {**_top_k(c, c.first(("num_experts", "num_local_experts"))),
              "f_E": c.size("moe_intermediate_size")}
     return _with_moe(shape, MoE(), _sparse_layers(c, shape["layers"]), sizes)
@@ -308,10 +365,10 @@ def deepseek_v3(c: Fields) -> Shape:
     return _deepseek(c, "buffer", False)
 
 
+#: Every family derive reads: the dense tables (:data:`DENSE`), then the MoE / MLA readers.
 FAMILIES: dict[str, Callable[[Fields], Shape]] = {
-    family.__name__: family for family in (
-        llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, gpt2, gpt_neox, olmo2,
-        mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)
+    **{name: family.read for name, family in DENSE.items()},
+    **{family.__name__: family for family in (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)},
 }
 
 

@@ -36,10 +36,10 @@ COUNTS = {
     "Chowdhery et al. 2022": (23, 4, 0),
     "Dubey et al. 2024": (6, 8, 0),
     "Hoffmann et al. 2022": (7, 9, 0),
-    "Kaplan et al. 2020": (7, 1, 8),
+    "Kaplan et al. 2020": (15, 1, 0),
     "Korthikanti et al. 2022": (46, 16, 0),
-    "Narayanan et al. 2021": (12, 4, 19),
-    "Rajbhandari et al. 2020": (13, 0, 58),
+    "Narayanan et al. 2021": (46, 13, 0),
+    "Rajbhandari et al. 2020": (82, 16, 0),
 }
 
 
@@ -61,12 +61,13 @@ def test_a_verdict_about_a_paper_needs_a_source(verdicts):
 
 def test_an_unconfirmed_claim_gives_derives_value_and_no_verdict(verdicts):
     cell = verdicts["rajbhandari.table1.1T-P_os-dp64"]          # 4000 + 12000/64 = 4187.5 GB
-    assert cell.status == "unconfirmed" and cell.derived == Fraction(41875, 10)
-    assert cell.reason.startswith("no verdict") and "4188" in cell.reason
+    assert cell.derived == Fraction(41875, 10) and "Table 1" in cell.claim.checked_against
+    assert cell.status == "does not hold" and "reproduces it (4187)" in cell.reason
     from dataclasses import replace
 
-    sourced = evaluate(replace(cell.claim, checked_against="a copy of Table 1"))
-    assert sourced.status == "does not hold" and "reproduces it (4187)" in sourced.reason
+    unsourced = evaluate(replace(cell.claim, checked_against=""))
+    assert unsourced.status == "unconfirmed" and unsourced.derived == Fraction(41875, 10)
+    assert unsourced.reason.startswith("no verdict") and "4188" in unsourced.reason
 
 
 def test_every_paper_claim_that_does_not_hold_says_why(verdicts):
@@ -85,7 +86,8 @@ def test_narayanan_1t_parameters_by_hand(verdicts):
     entry = verdicts["narayanan.table1.1008.0b-parameters"]
     assert entry.derived == Fraction(by_hand, 10**9) and entry.printed == "1008.0"
     assert entry.status == "holds" and "1008b" in entry.claim.checked_against
-    assert verdicts["narayanan.table1.1008.0b-percent-of-peak"].status == "unconfirmed"
+    peak = verdicts["narayanan.table1.1008.0b-percent-of-peak"]   # 163 / 312 = 52.2 %
+    assert peak.derived == Fraction(16300, 312) and peak.status == "holds"
     eq2 = verdicts["narayanan.eq2"]                               # read in a transcription of Eq. 2
     assert eq2.status == "does not hold" and "final LayerNorm" in eq2.reason
 
@@ -114,8 +116,41 @@ def test_zero_figure1_by_hand(verdicts):
     assert os_64.status == "holds" and "velog.io" in os_64.claim.checked_against
     all_64 = verdicts["rajbhandari.figure1.7.5b-P_os+g+p"]      # 16 x 7.5 / 64 = 1.875 GB
     assert all_64.derived == Fraction(1875, 1000) and all_64.printed == "1.9"
-    # Table 1's cells are unconfirmed, their derived values still exact: 41.25 prints as 41.3
+    # Table 1 rounds its small cells half up: 2 x 7.5 + 14 x 7.5 / 4 = 41.25 prints as 41.3
     assert verdicts["rajbhandari.table1.7.5B-P_os+g-dp4"].printed == "41.3"
+    assert verdicts["rajbhandari.table1.7.5B-P_os+g-dp4"].status == "holds"
+
+
+def test_zero_table2_scales_a_rounded_size(verdicts):
+    one = verdicts["rajbhandari.table2.mp1-P_os"]               # 32 GB / (4 + 12/64) bytes
+    assert one.derived == Fraction(32 * 64, 4 * 64 + 12) and one.status == "holds"
+    sixteen = verdicts["rajbhandari.table2.mp16-P_os"]          # 16 x 7.642 = 122.3, printed 121.6
+    assert sixteen.derived == 16 * Fraction(32 * 64, 4 * 64 + 12) and sixteen.printed == "122.3"
+    assert sixteen.status == "does not hold" and "reproduces it (121.6)" in sixteen.reason
+    assert verdicts["rajbhandari.table2.mp16-P_os+g+p"].derived == 2048      # printed 2T
+    assert verdicts["rajbhandari.table2.mp16-P_os+g+p"].status == "holds"
+    assert verdicts["rajbhandari.5.4.dp64-P_os+g-fits-14b"].derived == Fraction(32 * 64, 2 * 64 + 14)
+
+
+def test_zero_gpt2_activations_follow_footnote_3(verdicts):
+    entry = verdicts["rajbhandari.3.2.gpt2-activations-60gb"]
+    sbh = 1024 * 32 * 1600
+    # derive: 48 layers of sbh(34 + 5as/h) bytes, a = 25; the paper: 12 fp16 values per sbh
+    assert entry.derived == Fraction(48 * sbh * (34 + Fraction(5 * 25 * 1024, 1600)), 10**9)
+    assert entry.status == "does not hold"
+    assert f"reproduces it ({48 * sbh * 12 * 2 / 10**9:.6g})" in entry.reason
+
+
+def test_narayanan_appendix_and_table2_days_by_hand(verdicts):
+    assert verdicts["narayanan.appendix.layer-recompute"].status == "holds"
+    assert verdicts["narayanan.appendix.logit-total"].status == "holds"
+    l, hid, vocab, seq = 105, 20480, 51200, 2048                   # the 529.6B model
+    per_token = 96 * l * hid**2 * (1 + Fraction(seq, 6 * hid) + Fraction(vocab, 16 * l * hid))
+    days = Fraction(300 * 10**9) * per_token / (560 * 171 * 10**12 * 86400)
+    entry = verdicts["narayanan.table2.ptd-529.6b-560gpu-days"]
+    assert entry.derived == days and round(days) == 156 and entry.status == "holds"
+    off = verdicts["narayanan.table2.ptd-175b-768gpu-days"]       # 43.51 at 149, printed 43
+    assert off.status == "does not hold" and "43.37 to 43.66 days" in off.reason
 
 
 def test_korthikanti_table5_by_hand(verdicts):
@@ -169,6 +204,8 @@ def test_llama3_table4_and_compute(verdicts):
 
 def test_kaplan_and_chinchilla_terms(verdicts):
     assert verdicts["kaplan.table1.total-forward"].status == "holds"
+    assert verdicts["kaplan.table1.total-parameters"].status == "holds"
+    assert verdicts["kaplan.2.1.n-12-l-h2"].status == "holds"
     assert verdicts["kaplan.2.1.c-6n"].derived == 6
     assert verdicts["hoffmann.F.softmax"].status == "does not hold"
     assert "reproduces it" in verdicts["hoffmann.F.total-forward"].reason

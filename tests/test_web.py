@@ -17,11 +17,13 @@ from html.parser import HTMLParser
 import pytest
 import sympy as sp
 
-from derive.formulas import FORMULAS, exact
+from derive.formulas import FORMULAS, exact, form
+from derive.hf import DENSE, from_config, published_config, published_names, read_shape
 from derive.render.__main__ import ROOT
 from derive.render.web import (
     CALCULATOR,
     HAND_WRITTEN,
+    PASTED,
     calculator_data,
     cli_message,
     csp_hash,
@@ -176,7 +178,7 @@ def test_the_page_allows_its_own_scripts_and_no_network(fresh):
     page = Page()
     page.feed((fresh / "index.html").read_text())
     executed = [text for kind, text in page.scripts if kind == "classic"]
-    assert len(executed) == 4  # KaTeX, the generated functions, parse.js, calculator.js
+    assert len(executed) == 5  # KaTeX, the generated functions, parse.js, config.js, calculator.js
     directives = dict(d.strip().split(" ", 1) for d in page.csp.split(";"))
     assert directives["default-src"] == "'none'" and directives["base-uri"] == "'none'"
     assert directives["script-src"].split() == [csp_hash(text) for text in executed]
@@ -247,3 +249,111 @@ console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields
             wrong.append((field["option"], text, page, cli))
     assert len(cases) >= 900
     assert not wrong, wrong[:5]
+
+
+# ---- a pasted config.json: config.js applies derive.hf's tables, as `--config pasted.json` ----
+
+def read_configs_in_node(tmp_path, data: dict, texts: list[str]) -> list[dict]:
+    """config.js's reading of each text (parse.js and config.js as the page runs them)."""
+    script = tmp_path / "config.js"
+    script.write_text(HAND_WRITTEN[0].read_text() + HAND_WRITTEN[1].read_text() + """
+const [data, texts] = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const reader = DeriveConfig(data, DeriveParse(data));
+console.log(JSON.stringify(texts.map((text) => reader.read(text))));
+""")
+    (tmp_path / "texts.json").write_text(json.dumps([data, texts]))
+    run = subprocess.run([node(), str(script), str(tmp_path / "texts.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    return json.loads(run.stdout)
+
+
+def cli_on_pasted(folder, text: str) -> str | None:
+    """The CLI's error line for `--config pasted.json` holding ``text`` (run in ``folder``), or None."""
+    (folder / PASTED).write_text(text, encoding="utf-8")
+    try:
+        return cli_message([f"--config={PASTED}"], {})
+    except ValueError:
+        return None  # the CLI took it
+
+
+#: Values a config field may hold that no reader should take as a size or a flag.
+HOSTILE_VALUES = ["8", 8.0, True, False, -1, 0, [8], {"a": 1}, 1e20, 1e-7, -0.0, "<b>x</b>", 1.5,
+                  2**60, "\u00e9\n", [], {}]
+
+
+def mutated_configs(rng: random.Random) -> list[str]:
+    """Shipped configs of the page's families with fields removed, retyped, or made inconsistent."""
+    texts = []
+    for name in published_names():
+        config = published_config(name)
+        family = DENSE.get(config["model_type"])
+        if family is None:
+            continue
+        texts.append(json.dumps(config))
+        read = [n for _, r in family.sizes.items() for n in r.names]
+        read += list(family.config_flags()) + (list(family.head_dim.names) if family.head_dim else [])
+        for field in read:
+            texts.append(json.dumps({k: v for k, v in config.items() if k != field}))
+            texts.append(json.dumps({**config, field: None}))
+            for value in rng.sample(HOSTILE_VALUES, 4):
+                texts.append(json.dumps({**config, field: value}))
+        heads = config.get("num_attention_heads", config.get("n_head"))
+        texts.append(json.dumps({**config, "num_key_value_heads": heads + 1}))
+        texts.append(json.dumps({**config, "num_key_value_heads": 3, "num_attention_heads": 6}))
+        texts.append(json.dumps({**config, "hidden_size": 1000, "n_embd": 1000, "head_dim": None}))
+        texts.append(json.dumps({**config, "head_dim": 64, "hidden_size": 64 * heads}))
+        texts.append(json.dumps({**config, "_name_or_path": "<script>x</script>", "vocab_size": "v"}))
+        texts.append(json.dumps({**config, "model_type": config["model_type"].upper()}))
+        texts.append(json.dumps(config, indent=2).replace('"vocab_size": ', '"vocab_size": 1e0 * 0 + '))
+    texts += ["", "{", "zq", "[]", "5", '"llama"', "null", "{}", '{"model_type": null}',
+              '{"model_type": 5}', '{"model_type": ["llama"]}', '{"model_type": "mamba"}',
+              '{"model_type": "llama", "hidden_size": 1.0e2}', '{"model_type": "llama"}',
+              '{"model_type": "llama", "model_type": "gpt2", "n_embd": 64, "n_head": 4}',
+              '{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 9, '
+              '"n_positions": 16, "n_inner": -0}',
+              '{"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 9, '
+              '"n_positions": 16, "tie_word_embeddings": "yes", "__proto__": {"n_inner": 1}}']
+    return texts
+
+
+def test_a_pasted_config_is_read_as_from_config_reads_it(tmp_path, monkeypatch):
+    """Every shipped config of the page's families and hundreds of broken ones: same shape or same line."""
+    _, data = calculator_data()
+    texts = mutated_configs(random.Random(1919))
+    page = read_configs_in_node(tmp_path, data, texts)
+    monkeypatch.chdir(tmp_path)
+    models = page_models()
+    wrong, shapes, errors = [], 0, 0
+    for text, got in zip(texts, page):
+        cli = cli_on_pasted(tmp_path, text)
+        if "error" in got or cli is not None:
+            errors += 1
+            same = got.get("error") == cli
+            if cli is not None and cli.endswith(")") and " is not JSON (" in cli:
+                # the detail is the JSON parser's own words: Python's json module, or the browser's
+                same = got.get("error", "").split(" (")[0] == cli.split(" (")[0]
+            if not same:
+                wrong.append((text[:80], got, cli))
+            continue
+        parsed = json.loads(text)
+        if not got["dense"]:
+            assert parsed["model_type"] not in DENSE
+            continue
+        shapes += 1
+        shape = read_shape(parsed)
+        expected = {field: shape[field] for field in got["sizes"]}
+        model = from_config(PASTED)  # the file cli_on_pasted wrote: named as --config names it
+        if (got["sizes"], got["headDim"], got["extra"]) != (expected, shape["head_dim"], shape.get("sizes", {})) \
+                or form(models[got["form"]]) != form(model) \
+                or got["name"] != model.name:
+            wrong.append((text[:80], got, expected, shape["head_dim"]))
+    assert shapes >= 10 and errors >= 300
+    assert not wrong, "\n".join(map(repr, wrong[:6]))
+
+
+def test_the_page_takes_pasted_config_messages_from_the_cli():
+    messages = calculator_data()[1]["config"]["messages"]
+    assert messages["missing"] == "--config: {path}: {field}: missing from the {model_type} config"
+    assert messages["dense_only"].startswith("--config: activations and FLOPs of MoE / MLA layers")
+    assert "{name}" in messages["dense_only"] and "{model_type}" in messages["dense_only"]
+    assert messages["layer"].startswith("--profile: {profile} is transformers' Llama")

@@ -12,7 +12,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from derive.render.web import cli_message
+from derive.hf import published_config
+from derive.render.web import PASTED, cli_message
 from derive.report import run
 
 INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
@@ -228,7 +229,7 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, page, options):
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length,"
         " sheet_svgs: document.querySelectorAll('main figure > svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 5  # the data block, KaTeX, the generated functions, parse.js, calculator.js
+    assert state["scripts"] == 6  # the data block, KaTeX, the generated functions, parse.js, config.js, calculator.js
     assert state["svgs"] == state["sheet_svgs"] >= 3  # the sheet's figures, nothing from the link
     shown = errors(browser)
     assert len(shown) == 1
@@ -275,3 +276,115 @@ def test_screenshots_at_desktop_and_phone_width(browser, page, tmp_path_factory)
     browser.set_window_size(*DESKTOP)
     logs = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert logs == []
+
+
+# ---- a pasted config.json ----
+
+#: (shipped config, options): pasted, each must show `derive.report --config that.json --json`.
+PASTES = [
+    ("gemma-2-9b", {}),
+    ("gpt2", {"profile": "gpt", "zero": "3", "dp": "8", "micro-batch": "4"}),
+    ("qwen3-0.6b", {"profile": "llama-hf-sdpa", "seq": "4096", "tokens": "1048576", "gpus": "64",
+                    "step-time": "2.5"}),
+    ("phi-3-mini-4k-instruct", {"precision": "bf16-fp32grad", "profile": "llama-fused"}),
+    ("gpt-neox-20b", {"heads": "32", "budget": "h100"}),
+    ("olmo-2-1124-7b", {"optimizer": "adam-8bit", "profile": "llama-eager"}),
+    ("qwen2.5-7b", {"zero": "1", "dp": "16", "peak": "a100", "tokens": "4194304", "gpus": "256"}),
+    ("gemma-3-1b-pt", {"kv-heads": "2", "seq": "2048"}),
+]
+
+
+def paste(browser, text: str) -> None:
+    """Put ``text`` in the config field as a paste does (one input event)."""
+    field = browser.find_element("name", "config")
+    browser.execute_script(
+        "arguments[0].value = arguments[1];"
+        " arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", field, text)
+
+
+def cli_on_file(folder: Path, text: str, options: dict[str, str]) -> str:
+    """The CLI's error line for `--config pasted.json` holding ``text``, run in ``folder``."""
+    (folder / PASTED).write_text(text, encoding="utf-8")
+    return cli_message([f"--config={PASTED}", *(f"--{o}={t}" for o, t in options.items())], {})
+
+
+@pytest.mark.parametrize("name, options", PASTES, ids=[name for name, _ in PASTES])
+def test_a_pasted_config_shows_the_reports_figures(browser, page, tmp_path, name, options):
+    path = tmp_path / f"{name}.json"
+    text = json.dumps(published_config(name), indent=2)
+    path.write_text(text)
+    open_page(browser, page, options)
+    paste(browser, text)
+    assert errors(browser) == {}
+    assert browser.find_element("name", "model").get_attribute("value") == ""
+    expected = cli_json({"config": str(path), **options})
+    assert_same_figures(shown_figures(browser), expected)
+    # the link carries the pasted text: opening it shows the same figures
+    shown = shown_figures(browser)
+    browser.get(browser.current_url)
+    assert browser.find_element("name", "config").get_attribute("value") == text
+    assert shown_figures(browser) == shown
+
+
+#: A config name that is markup and script.
+HOSTILE_NAME = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=1><b id=injected>"
+
+
+def injected(browser) -> dict:
+    return browser.execute_script(
+        "return {pwned: window.__pwned, imgs: document.images.length, scripts: document.scripts.length,"
+        " injected: document.querySelectorAll('#injected, main b, iframe').length};")
+
+
+@pytest.mark.parametrize("name, options, field", [
+    ("meta-llama-3-8b", {}, None),                                 # taken: the name is text
+    ("qwen1.5-moe-a2.7b", {}, "config"),                           # MoE: the dense report refuses
+    ("gemma-2-9b", {"profile": "llama-hf-eager"}, "profile"),      # a Llama-only profile
+])
+def test_a_pasted_config_is_data(browser, page, tmp_path, monkeypatch, name, options, field):
+    text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
+    open_page(browser, page, options)
+    paste(browser, text)
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 6, "injected": 0}
+    monkeypatch.chdir(tmp_path)
+    if field is None:
+        assert errors(browser) == {}
+        line = browser.find_element("id", "model-line").text
+        assert line.startswith(HOSTILE_NAME + ": layers=32 ")
+    else:
+        assert errors(browser) == {field: cli_on_file(tmp_path, text, options)}
+        assert HOSTILE_NAME in errors(browser)[field]
+        assert shown_figures(browser) == {}
+
+
+#: Broken pastes: (text, what is wrong), each the CLI's line for the same file.
+BAD_PASTES = [
+    (json.dumps({**published_config("mistral-7b-v0.1"), "num_key_value_heads": 5}), "kv heads"),
+    (json.dumps({**published_config("gpt2"), "n_embd": True}), "a bool as a size"),
+    (json.dumps({**published_config("qwen2.5-7b"), "hidden_size": "3584"}), "a string as a size"),
+    (json.dumps({k: v for k, v in published_config("phi-3-mini-4k-instruct").items()
+                 if k != "vocab_size"}), "a missing size"),
+    ('["<img src=x onerror=window.__pwned=1>"]', "no object"),
+    ('{"model_type": "<script>window.__pwned=1</script>"}', "an unknown family"),
+]
+
+
+@pytest.mark.parametrize("text, case", BAD_PASTES, ids=[case for _, case in BAD_PASTES])
+def test_a_bad_paste_shows_the_clis_line(browser, page, tmp_path, monkeypatch, text, case):
+    open_page(browser, page, {})
+    paste(browser, text)
+    monkeypatch.chdir(tmp_path)
+    assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 6, "injected": 0}
+    assert shown_figures(browser) == {}
+
+
+def test_text_that_is_not_json_shows_the_clis_line_with_the_browsers_detail(browser, page, tmp_path,
+                                                                            monkeypatch):
+    open_page(browser, page, {})
+    paste(browser, '{"model_type": "llama",')
+    monkeypatch.chdir(tmp_path)
+    cli = cli_on_file(tmp_path, '{"model_type": "llama",', {})
+    shown = errors(browser)["config"]
+    # the words in parentheses are the JSON parser's: Python's json module, or the browser's
+    assert shown.split(" (")[0] == cli.split(" (")[0] == "--config: pasted.json: config: 'pasted.json' is not JSON"

@@ -11,18 +11,23 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
+from derive.architectures.gemms import flops, gpt_layer_gemms, output_gemms
 from derive.architectures.parameters import model_parameters, parameter_count
-from derive.claims import EXACT, Alternative, decimals, document
+from derive.claims import EXACT, Alternative, decimals, document, significant
 from derive.claims._papers import A100_PEAK, as_printed, gpt
 from derive.conventions import CONVENTIONS
 from derive.symbols import FFN_4H, B, L, V, h, s
 
 claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
                  "Training on GPU Clusters Using Megatron-LM (SC21)",
-                 "Unconfirmed (no verdict): Table 1's percentages of peak and aggregate throughputs "
-                 "except the 1T model's 502 petaFLOP/s: no stored copy of those columns was found "
-                 "(Megatron-LM's README shows Table 1 as an image). Table 1's parameter counts were "
-                 "read in copies of its configuration columns.").claim
+                 "Every claim read in a Markdown transcription of the paper (Table 1 as a table). "
+                 "Not checked: the figures and section 5.3-5.9's throughputs (measurements, not "
+                 "accounts).").claim
+
+#: The paper (sections 1-5, Table 1 with every column, Eq. 2-4, the worked examples) as Markdown.
+PAPER = ("a Markdown transcription of arXiv 2104.04473 (SC21 version; Table 1 with all eleven "
+         "columns, Eq. 2-4 and section 5.1's training-time estimates; search-index file "
+         "63285939983)")
 
 PSGLLM = ("https://github.com/boredengineering/model-parallelism-LNNs (transcribes Eq. 2, P = "
           "12lh^2(1 + 13/12h + (V + s)/12lh), and Eq. 3, F = 96Bslh^2(1 + s/6h + V/16lh)); "
@@ -75,27 +80,29 @@ claim("narayanan.eq2", "5.1, Eq. 2", "parameters: P = 12lh^2 (1 + 13/12h + (V + 
                               "2h), which Eq. 2 leaves out",
                               lambda: model_parameters("gpt").filter(
                                   lambda t: not t.name.startswith("final_layernorm")).numel()
-                              .subs(FFN_4H)), checked_against=PSGLLM)
+                              .subs(FFN_4H)), checked_against=f"{PAPER}; {PSGLLM}")
 claim("narayanan.eq3", "5.1, Eq. 3", "FLOPs per iteration with activation recompute: "
       "96Bslh^2 (1 + s/6h + V/16lh)", 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h)),
       "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H),
-      checked_against=PSGLLM)
+      checked_against=f"{PAPER}; {PSGLLM}")
 claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLOPs per parameter "
       "per token (forward 2, backward 4, recomputed forward 2)", 8, "x", EXACT,
       lambda: sp.limit(flops_per_token("gpt", "full", "full-layers").subs(FFN_4H)
                        / parameter_count("gpt").subs(FFN_4H), h, sp.oo),
       note="8 is the limit of derive's count over P for large h (attention and logits aside)",
-      checked_against=EQ4)
+      checked_against=f"{PAPER}; {EQ4}")
 
 # --- Table 1 -------------------------------------------------------------------------------
 for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
     claim(f"narayanan.table1.{_p}b-parameters", "Table 1", f"{_l} layers, h = {_h}, {_a} heads: "
           f"{_p} billion parameters", float(_p), "billion parameters", as_printed(_p),
           lambda _p=_p: MODELS[_p].parameters,
-          checked_against=TABLE1_LARGEST if _p in ("529.6", "1008.0") else TABLE1_SHAPES)
+          checked_against=f"{PAPER}; "
+                          + (TABLE1_LARGEST if _p in ("529.6", "1008.0") else TABLE1_SHAPES))
     claim(f"narayanan.table1.{_p}b-percent-of-peak", "Table 1", f"{_p}B: {_tflops} teraFLOP/s per "
           f"GPU is {_percent} % of the A100's peak", _percent, "%", decimals(0),
-          lambda _tflops=_tflops: sp.Rational(_tflops * TERA, A100_PEAK))
+          lambda _tflops=_tflops: sp.Rational(_tflops * TERA, A100_PEAK),
+          checked_against=f"{PAPER} (Table 1; the peak: 312 teraFLOP/s, section 5)")
     claim(f"narayanan.table1.{_p}b-aggregate", "Table 1", f"{_p}B: {_gpus} GPUs at {_tflops} "
           f"teraFLOP/s each give {_aggregate} petaFLOP/s", float(_aggregate), "PFLOP/s",
           as_printed(_aggregate),
@@ -103,7 +110,7 @@ for _p, _a, _h, _l, _gpus, _tflops, _percent, _aggregate in ROWS:
           note=(f"Table 1's own {_aggregate} petaFLOP/s over {_gpus} GPUs is "
                 f"{float(_aggregate) * 1000 / _gpus:.1f} teraFLOP/s per GPU, printed as {_tflops}: "
                 "the aggregate was computed before the per-GPU figure was rounded"),
-          checked_against=CONFIRMED.get(f"{_p}b-aggregate", ""))
+          checked_against="; ".join(filter(None, (PAPER, CONFIRMED.get(f"{_p}b-aggregate")))))
 
 
 # --- worked examples (section 5.1) ------------------------------------------------------------
@@ -117,6 +124,12 @@ _EIGHT_P = ("the paper's Eq. 4 (8P FLOPs per token: the attention-score and logi
             "Eq. 3 left out)")
 MODELS["175"] = gpt("narayanan-gpt3-175b", 96, 12288, 96, 51200, 2048,
                     "Narayanan et al. 2021, section 5.1 (GPT-3: 96 layers, h = 12288, 96 heads)")
+for _id, _section, _printed in (("5.1.gpt3-parameters", "5.1", "175"),
+                                ("table2.gpt3-parameters", "Table 2", "174.6")):
+    claim(f"narayanan.{_id}", _section, f"GPT-3 (96 layers, h = 12288, 96 heads): {_printed} "
+          "billion parameters", float(_printed), "billion parameters",
+          significant(3) if _section == "5.1" else as_printed(_printed),
+          lambda: MODELS["175"].parameters, checked_against=PAPER)
 for _id, _model, _tokens, _gpus, _tflops, _printed in (
         ("gpt3-175b-days", "175", 300 * 10**9, 1024, 140, 34),
         ("1t-days", "1008.0", 450 * 10**9, 3072, 163, 84)):
@@ -126,4 +139,62 @@ for _id, _model, _tokens, _gpus, _tflops, _printed in (
           alternative=Alternative(_EIGHT_P, lambda _m=_model, _t=_tokens, _g=_gpus, _x=_tflops:
                                   _days(_m, _t, _g, _x, CONVENTIONS["narayanan-8P"]("gpt"))),
           note="Eq. 3's attention term s/6h adds 1-3 % to 8P at these shapes",
-          checked_against=CONFIRMED.get(_id, ""))
+          checked_against=f"{PAPER}; {CONFIRMED[_id]}")
+
+
+# --- Table 2: training days for 300B tokens (Eq. 3 at the measured throughput) ----------------------
+#: Table 2: scheme, model (MODELS key), GPUs, achieved teraFLOP/s per GPU, days for 300B tokens.
+TABLE2 = (("zero3", "175", 384, 144, 90), ("zero3", "175", 768, 88, 74), ("zero3", "175", 1536, 44, 74),
+          ("zero3", "529.6", 640, 138, 169), ("zero3", "529.6", 1120, 98, 137),
+          ("zero3", "529.6", 2240, 48, 140), ("ptd", "175", 384, 153, 84),
+          ("ptd", "175", 768, 149, 43), ("ptd", "175", 1536, 141, 23),
+          ("ptd", "529.6", 560, 171, 156), ("ptd", "529.6", 1120, 167, 80),
+          ("ptd", "529.6", 2240, 159, 42))
+for _scheme, _model, _gpus, _tflops, _printed in TABLE2:
+    _slow, _fast = (float(_days(_model, 300 * 10**9, _gpus, _x, _RECOMPUTED))
+                    for _x in (_tflops + sp.Rational(1, 2), _tflops - sp.Rational(1, 2)))
+    claim(f"narayanan.table2.{_scheme}-{_model}b-{_gpus}gpu-days", "Table 2",
+          f"{'ZeRO-3' if _scheme == 'zero3' else 'PTD-P'}, {_model}B on {_gpus} GPUs at {_tflops} "
+          f"teraFLOP/s: {_printed} days for 300B tokens", _printed, "days", decimals(0),
+          lambda _m=_model, _g=_gpus, _x=_tflops: _days(_m, 300 * 10**9, _g, _x, _RECOMPUTED),
+          note=f"Eq. 3's count at the printed throughput; {_tflops} +- 0.5 teraFLOP/s (its "
+               f"rounding) gives {_slow:.2f} to {_fast:.2f} days",
+          checked_against=PAPER)
+
+# --- Appendix: the FLOP count, GEMM by GEMM ---------------------------------------------------------
+def _layer(*names: str, passes: tuple[str, ...] = ("forward",)) -> sp.Expr:
+    """B s x the FLOPs of the named GEMMs of derive's GPT layer (full score square, f = 4h)."""
+    layer = gpt_layer_gemms("full").filter(lambda gemm: not names or gemm.name in names)
+    return sp.expand(B * s * flops(layer, *passes).subs(FFN_4H))
+
+
+SCORES, CONTEXT = "attention.scores (Q K^T)", "attention.context (P V)"
+APPENDIX = f"{PAPER} (Appendix: Floating-point operations)"
+for _id, _text, _value, _names in (
+        ("qkv", "key, query and value transformation: 6Bsh^2", 6 * B * s * h**2,
+         ("attention.query_key_value.weight",)),
+        ("scores", "attention matrix computation: 2Bs^2h", 2 * B * s**2 * h, (SCORES,)),
+        ("context", "attention over values: 2Bs^2h", 2 * B * s**2 * h, (CONTEXT,)),
+        ("projection", "post-attention linear projection: 2Bsh^2", 2 * B * s * h**2,
+         ("attention.dense.weight",)),
+        ("ffn", "feed-forward network (h -> 4h -> h): 16Bsh^2", 16 * B * s * h**2,
+         ("mlp.dense_h_to_4h.weight", "mlp.dense_4h_to_h.weight")),
+        ("layer-forward", "each transformer layer: 24Bsh^2 + 4Bs^2h in the forward pass",
+         24 * B * s * h**2 + 4 * B * s**2 * h, ())):
+    claim(f"narayanan.appendix.{_id}", "Appendix", f"forward FLOPs, {_text}", _value, "FLOP", EXACT,
+          lambda _names=_names: _layer(*_names), checked_against=APPENDIX)
+claim("narayanan.appendix.backward-2x", "Appendix", "the backward pass requires double the forward "
+      "FLOPs (gradients of inputs and weights)", 2, "x", EXACT,
+      lambda: sp.cancel(_layer(passes=("dgrad", "wgrad")) / _layer()), checked_against=APPENDIX)
+claim("narayanan.appendix.layer-recompute", "Appendix", "with activation recomputation each layer "
+      "costs 4 x (24Bsh^2 + 4Bs^2h) = 96Bsh^2 (1 + s/6h)", 96 * B * s * h**2 * (1 + s / (6 * h)),
+      "FLOP", EXACT,
+      lambda: sp.expand(B * s * (flops_per_token("gpt", "full", "full-layers")
+                                 - flops(output_gemms("gpt"))).subs(FFN_4H) / L),
+      checked_against=APPENDIX)
+claim("narayanan.appendix.logit-forward", "Appendix", "logit layer: 2BshV FLOPs in the forward pass",
+      2 * B * s * h * V, "FLOP", EXACT,
+      lambda: sp.expand(B * s * flops(output_gemms("gpt"), "forward")), checked_against=APPENDIX)
+claim("narayanan.appendix.logit-total", "Appendix", "logit layer: 4BshV backward, 6BshV in total",
+      6 * B * s * h * V, "FLOP", EXACT, lambda: sp.expand(B * s * flops(output_gemms("gpt"))),
+      checked_against=APPENDIX)

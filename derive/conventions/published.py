@@ -1,4 +1,4 @@
-"""Published per-token FLOP counts (Kaplan, PaLM, Narayanan, Korthikanti, Chinchilla): the CLAIM side, each literal form with its source.
+"""Published per-token FLOP counts (Kaplan, PaLM, Narayanan, Korthikanti, Chinchilla) and ZeRO's activation estimate: the CLAIM side, each literal form with its source.
 
 Called without a family each is the paper's form in its own symbols (N, k, the
 identities prove it); with a family it is read on that family's tables (the
@@ -11,8 +11,9 @@ import sympy as sp
 
 from derive.architectures.gemms import Gemm, flops, model_gemms
 from derive.architectures.parameters import model_parameters, parameter_count
+from derive.dtypes import dtype_bytes
 from derive.inputs import choose
-from derive.symbols import L, N, V, a, f, h, k, s
+from derive.symbols import L, N, V, a, b, f, h, k, s
 
 
 def six_n(family: str | None = None) -> sp.Expr:
@@ -74,3 +75,8 @@ def hoffmann(family: str = "gpt") -> sp.Expr:
 def korthikanti_selective(family: str | None = None) -> sp.Expr:
     """Korthikanti et al. 2022, Appendix A, Eq. 8: 72Bslh^2(1 + s/3h + V/12lh) with selective recompute, per token (/ Bs)."""
     return 72 * L * h**2 * (1 + s / (3 * h) + V / (12 * L * h))
+
+
+def rajbhandari_activations() -> sp.Expr:
+    """Rajbhandari et al. 2020 (ZeRO), section 3.2, footnote 3: 'total activations is about 12 x hidden dim x batch x seq length x transformer layers', in fp16 bytes."""
+    return dtype_bytes("fp16") * 12 * h * b * s * L

@@ -14,8 +14,10 @@ import base64
 import contextlib
 import hashlib
 import io
+import itertools
 import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -26,6 +28,8 @@ from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS, INPUTS, ZERO_STAGES, form
+from derive.hf import DENSE, FAMILIES, Family, published_config
+from derive.hf import MAX_SIZE as CONFIG_MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
 from derive.cli import (
@@ -39,14 +43,16 @@ from derive.cli import (
     main,
 )
 from derive.report import DEFAULT_MFU
-from derive.symbols import b, d, meaning
+from derive.symbols import b, d, k, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
 KATEX = ROOT / "tests" / "katex" / "node_modules" / "katex" / "dist"
 CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
-#: The page's hand-written scripts, in the order they run: parsing, then the calculator.
-HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CALCULATOR)
+#: The pasted config.json's reader: derive.hf's family tables applied (hand-written, no formula).
+CONFIG_READER = ROOT / "templates" / "html" / "config.js"
+#: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
+HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, CALCULATOR)
 PAGE = "index.html"
 #: The form name of a shape given without --model.
 CUSTOM = "custom"
@@ -168,6 +174,84 @@ FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
 INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction": "decimal",
                               "seconds": "decimal"}
 
+#: The file a pasted config stands for: the page's messages are the CLI's for --config pasted.json.
+PASTED = "pasted.json"
+#: A valid config the sentinels below change one field of (llama: every size given).
+SENTINEL_CONFIG: dict[str, object] = {
+    "model_type": "llama", "_name_or_path": "zqname", "hidden_size": 1022117,
+    "num_attention_heads": 1009, "num_key_value_heads": 1009, "num_hidden_layers": 2,
+    "intermediate_size": 5, "vocab_size": 9, "max_position_embeddings": 16}
+#: A pasted config that fails one way -> (its text or JSON, extra argv, placeholders); the CLI's
+#: line for it becomes the page's message ({path}: the file's path, but in REPORT_TIME).
+CONFIG_SENTINELS: dict[str, tuple[object, list[str], dict[str, str]]] = {
+    "not_json": ("zq", [], {"detail": "Expecting value: line 1 column 1 (char 0)"}),
+    "not_object": ([], [], {}),
+    "model_type_missing": ({"hidden_size": 8}, [], {}),
+    "model_type_unknown": ({"model_type": "zq"}, [], {"value": "'zq'"}),
+    "missing": ({k: v for k, v in SENTINEL_CONFIG.items() if k != "vocab_size"}, [],
+                {"field": "vocab_size", "model_type": "llama"}),
+    "size": ({**SENTINEL_CONFIG, "vocab_size": "zq"}, [], {"field": "vocab_size", "value": "'zq'"}),
+    "flag": ({**SENTINEL_CONFIG, "mlp_bias": "zq"}, [], {"field": "mlp_bias", "value": "'zq'"}),
+    "divides": ({**SENTINEL_CONFIG, "num_key_value_heads": 1013}, [],
+                {"field": "num_key_value_heads", "divisor": "1013", "other": "num_attention_heads",
+                 "dividend": "1009"}),
+    "divides_head": ({**SENTINEL_CONFIG, "hidden_size": 1022118}, [],
+                     {"field": "num_attention_heads", "divisor": "1009", "other": "hidden_size",
+                      "dividend": "1022118"}),
+    # the dense report refuses MoE / MLA layers (qwen2_moe: the CLI has no MoE report for it)
+    "dense_only": ({**published_config("qwen1.5-moe-a2.7b"), "_name_or_path": "zqname"}, [],
+                   {"name": "zqname", "model_type": "qwen2_moe"}),
+    # a Llama-only profile on another layer
+    "layer": ({**SENTINEL_CONFIG, "model_type": "gemma2"}, ["--profile=llama-hf-sdpa"],
+              {"profile": "llama-hf-sdpa", "name": "zqname", "model_type": "gemma2"}),
+}
+
+#: Failures the report finds after reading the config: its line names no path.
+REPORT_TIME = ("dense_only", "layer")
+
+
+def config_messages() -> dict[str, str]:
+    """The CLI's line for each CONFIG_SENTINELS failure of ``--config pasted.json``, placeholders marked."""
+    messages = {}
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / PASTED)
+        for failure, (config, argv, placeholders) in CONFIG_SENTINELS.items():
+            text = config if isinstance(config, str) else json.dumps(config)
+            Path(path).write_text(text, encoding="utf-8")
+            named = placeholders if failure in REPORT_TIME else {**placeholders, "path": path}
+            messages[failure] = cli_message([f"--config={path}", *argv], named)
+    return messages
+
+
+def python_reprs() -> dict[str, object]:
+    """How Python's repr() writes what a config's JSON holds, as the page must (the CLI's messages quote it)."""
+    def switch(sign: int) -> int:
+        return next(power * sign for power in itertools.count() if "e" in repr(10.0 ** (power * sign)))
+    return {"true": repr(True), "false": repr(False), "none": repr(None), "inf": repr(float("inf")),
+            "exponent_from": switch(1), "exponent_to": switch(-1)}
+
+
+def config_form(model_type: str, family: Family, flags: tuple[bool, ...], fixed: bool) -> Model:
+    """A model of ``family`` at these config flag values and head width (its sizes do not matter)."""
+    layout = family.layout_for(dict(zip(family.config_flags(), flags)))
+    return Model(f"{model_type}:{form_key(flags, fixed)}", "llama" if layout.gated else "gpt",
+                 1, 1, 1, 1, 1, 1, DEFAULT_SEQ, head_dim=1 if fixed else None, layout=layout,
+                 sizes=(("s_max", 1),) if family.positions else (), model_type=model_type)
+
+
+def form_key(flags: tuple[bool, ...], fixed: bool) -> str:
+    """The key config.js builds for a config: its flags' values and whether it fixes the head width."""
+    return json.dumps([*flags, fixed], separators=(",", ":"))
+
+
+def config_forms() -> dict[str, dict[str, Model]]:
+    """model_type -> form key -> a model of each form a config of a dense family can have."""
+    return {model_type: {form_key(flags, fixed): config_form(model_type, family, flags, fixed)
+                         for flags in itertools.product((False, True), repeat=len(family.config_flags()))
+                         for fixed in ((False, True) if family.head_dim is not None else (False,))}
+            for model_type, family in DENSE.items()}
+
+
 class _Printer(JavascriptCodePrinter):
     """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
 
@@ -238,8 +322,9 @@ def javascript(expr: sp.Expr) -> str:
 
 
 def _candidates() -> dict[str, Model]:
-    """The presets and a custom shape (its sizes do not matter here, only its form)."""
-    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ)}
+    """The presets, a custom shape and every form of a pasted config (sizes do not matter here, only forms)."""
+    configs = {m.name: m for forms in config_forms().values() for m in forms.values()}
+    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs}
 
 
 def form_names() -> dict[str, str]:
@@ -254,6 +339,38 @@ def page_models() -> dict[str, Model]:
     """One model per form the page can meet, by form name."""
     candidates = _candidates()
     return {name: candidates[name] for name in dict.fromkeys(form_names().values())}
+
+
+def refused_profiles() -> dict[str, list[str]]:
+    """Form name -> the profiles the accounts refuse for it (a Llama-only profile on another layer)."""
+    refused: dict[tuple[str, ...], str] = {}
+    for formula in FORMULAS:
+        if formula.uses == ("model", "profile"):
+            for _ in formula.variants(page_models(), refused):
+                pass
+    out: dict[str, list[str]] = {}
+    for name, profile in sorted(refused):
+        if profile not in out.setdefault(name, []):
+            out[name].append(profile)
+    return out
+
+
+def config_data() -> dict[str, object]:
+    """What config.js needs: derive.hf's tables of the dense families, their forms, the CLI's messages."""
+    forms = form_names()
+    return {
+        "families": {model_type: {**DENSE[model_type].data(),
+                                  "forms": {key: forms[m.name] for key, m in by_key.items()},
+                                  "gqa": all(m.family not in NO_GQA for m in by_key.values())}
+                     for model_type, by_key in config_forms().items()},
+        "known": list(FAMILIES),
+        "refused": refused_profiles(),
+        "messages": config_messages(),
+        "repr": python_reprs(),
+        "path": PASTED,
+        "max_size": str(CONFIG_MAX_SIZE),
+        "name": Path(PASTED).stem,
+    }
 
 
 def formula_code() -> tuple[str, list[dict[str, object]]]:
@@ -307,9 +424,11 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "custom": {"form": forms[CUSTOM], "seq": DEFAULT_SEQ},
         "shape": shape_symbols,
         "shape_order": list(shape_symbols),
+        "head_width": k.name,
         "required_shape": list(REQUIRED_SHAPE),
-        "divisibility": [[option, "heads" if option == "kv-heads" else "hidden"]
+        "divisibility": [[option, "heads" if option == "kv-heads" else "hidden", option == "heads"]
                          for option in NOT_DIVIDING],
+        "config": config_data(),
         "inputs": inputs,
         "needs": {name.replace("_", "-"): name for name in INPUTS},
         "page_model": PAGE_MODEL,
@@ -374,7 +493,8 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
                  "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
                                                      else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
-    return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP}
+    return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP,
+             "config": name == FIELDS["model"][1], "families": ", ".join(DENSE)}
             for name, members in groups.items()]
 
 

@@ -11,12 +11,15 @@
   const SHARE = document.getElementById("share-link");
 
   const PARSE = DeriveParse(DATA);
+  const CONFIG = DeriveConfig(DATA, PARSE);
+  const PASTE = FORM.elements.config;
   const parseField = PARSE.parseField;
   const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
 
   function readForm() {
     const texts = {};
     for (const field of DATA.fields) texts[field.option] = FORM.elements[field.option].value;
+    texts.config = PASTE.value;
     return texts;
   }
 
@@ -40,15 +43,30 @@
     const values = {};
     let form;
     let name;
-    if (parsed.model !== null) {
+    let base = null;
+    if (texts.config !== "") {
+      // A pasted config: derive.hf's reading of it (config.js), as `--config pasted.json` reads it.
+      const read = CONFIG.read(texts.config);
+      if ("error" in read) return { errors: { config: read.error } };
+      const custom = read.name + (shapeGiven.length ? " (custom)" : "");
+      if (!read.dense) return { errors: { config: CONFIG.line("dense_only", { name: custom, model_type: read.model_type }) } };
+      for (const [option, symbol] of Object.entries(DATA.shape)) values[symbol] = read.sizes[option.replace("-", "_")];
+      values[DATA.head_width] = read.headDim !== null ? read.headDim : Math.trunc(read.sizes.hidden / read.sizes.heads);
+      Object.assign(values, read.extra);
+      base = { name: read.name, gqa: DATA.config.families[read.model_type].gqa,
+               fixedHead: read.headDim !== null, model_type: read.model_type, form: read.form };
+    } else if (parsed.model !== null) {
       const preset = DATA.presets[parsed.model];
+      base = { name: parsed.model, gqa: preset.gqa, fixedHead: false, form: preset.form };
       Object.assign(values, preset.values);
-      form = preset.form;
-      name = parsed.model + (shapeGiven.length ? " (custom)" : "");
-      if (!preset.gqa) {
-        const heads = parsed.heads !== null ? parsed.heads : preset.values[DATA.shape.heads];
+    }
+    if (base !== null) {
+      form = base.form;
+      name = base.name + (shapeGiven.length ? " (custom)" : "");
+      if (!base.gqa) {
+        const heads = parsed.heads !== null ? parsed.heads : values[DATA.shape.heads];
         if (parsed["kv-heads"] !== null && parsed["kv-heads"] !== heads) {
-          return { errors: { "kv-heads": message("kv-heads", "no_gqa", { name: parsed.model }) } };
+          return { errors: { "kv-heads": message("kv-heads", "no_gqa", { name: base.name }) } };
         }
         values[DATA.shape["kv-heads"]] = heads;
       }
@@ -64,7 +82,8 @@
     }
     for (const option of shapeGiven) values[DATA.shape[option]] = parsed[option];
     const shape = (option) => values[DATA.shape[option]];
-    for (const [option, dividend] of DATA.divisibility) {
+    for (const [option, dividend, headWidth] of DATA.divisibility) {
+      if (headWidth && base !== null && base.fixedHead) continue;  // a config's head_dim: k is not h / a
       if (shape(dividend) % shape(option)) {
         return { errors: { [option]: message(option, "divides", { [option]: String(shape(option)), [dividend]: String(shape(dividend)) }) } };
       }
@@ -72,6 +91,10 @@
     const choices = { model: form };
     for (const option of Object.keys(DATA.choices)) {
       choices[DATA.choices[option]] = parsed[option] !== null ? parsed[option] : FIELDS.get(option).default;
+    }
+    const refused = DATA.config.refused[form] || [];
+    if (refused.includes(choices.profile)) {
+      return { errors: { profile: CONFIG.line("layer", { profile: choices.profile, name, model_type: base.model_type }) } };
     }
     const given = [];
     for (const [option, symbol] of Object.entries(DATA.inputs)) {
@@ -157,12 +180,12 @@
 
   function show(texts) {
     const config = configuration(texts);
-    for (const field of DATA.fields) {
-      const error = config.errors[field.option];
-      const box = document.getElementById("error-" + field.option);
+    for (const option of [...DATA.fields.map((field) => field.option), "config"]) {
+      const error = config.errors[option];
+      const box = document.getElementById("error-" + option);
       box.textContent = error || "";
       box.hidden = !error;
-      FORM.elements[field.option].setAttribute("aria-invalid", error ? "true" : "false");
+      FORM.elements[option].setAttribute("aria-invalid", error ? "true" : "false");
     }
     const shown = Object.keys(config.errors).length ? [] : evaluate(config);
     const byKey = new Map(shown.map((figure) => [figure.formula.key, figure]));
@@ -194,6 +217,8 @@
       const text = texts[field.option];
       if (text !== "" && (text !== field.default || field.option === "model")) params.set(field.option, text);
     }
+    // A pasted config travels as its text: the link is `--config pasted.json` with that file.
+    if (texts.config !== "") params.set("config", texts.config);
     return "?" + params.toString();
   }
 
@@ -216,12 +241,17 @@
     const shapeInQuery = Object.keys(DATA.shape).some((option) => params.has(option));
     for (const field of DATA.fields) {
       let text = params.has(field.option) ? params.get(field.option) : field.default;
-      if (field.option === "model" && !params.has("model") && !shapeInQuery) text = DATA.page_model;
+      if (field.option === "model" && !params.has("model") && !shapeInQuery && !params.has("config")) text = DATA.page_model;
       FORM.elements[field.option].value = text;
     }
+    PASTE.value = params.has("config") ? params.get("config") : "";
     update();
   }
 
+  // A paste replaces the preset (the CLI would report both; the page shows one model).
+  PASTE.addEventListener("input", () => {
+    if (PASTE.value !== "") FORM.elements.model.value = "";
+  });
   FORM.addEventListener("input", update);
   FORM.addEventListener("submit", (event) => event.preventDefault());
   for (const row of FIGURES.querySelectorAll(".figure")) {
