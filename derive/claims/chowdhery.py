@@ -27,7 +27,7 @@ from derive.symbols import L, N, V, a, f, g, h, k, s
 
 claim = document(
     "Chowdhery et al. 2022", "arXiv 2204.02311, PaLM: Scaling Language Modeling with Pathways",
-    "Read in a full-text copy of the paper (search-index file 52968031150). Not registered: "
+    "Read in a full-text copy of the paper. Not registered: "
     "Table 3's GPT-3 (21.3 %, from 24.6 non-attention TFLOP/s per GPU over a V100 peak the paper "
     "does not print: over the V100's 125 TFLOP/s it is 19.7 %, 20.2 % with PaLM's attention term, "
     "so the peak behind 21.3 % is unknown) and Gopher (32.5 %, from 0.0152 steps/s: the batch and "
@@ -42,7 +42,7 @@ LEONERICSSON = ("https://leonericsson.github.io/blog/2023-08-22-palm ('238.3K to
                 "in a model FLOPs utilization of 46.2%', 6144 TPU v4 chips)")
 
 #: Where the paper's own text was read: a full-text copy (ar5iv-style HTML as text).
-FULLTEXT = "a full-text copy of arXiv 2204.02311 (search-index file 52968031150)"
+FULLTEXT = "a full-text copy of arXiv 2204.02311"
 
 
 def _read(where: str) -> str:

@@ -25,7 +25,7 @@ _claim = document(
     "Hoffmann et al. 2022", "arXiv 2203.15556, Training Compute-Optimal Large Language Models "
     "(Chinchilla)",
     "Appendix F is checked term by term against a public transcription of it, Table A4 against a "
-    "full-text copy of the paper (search-index file 56475626276). Table A4's sequence length is not "
+    "full-text copy of the paper. Table A4's sequence length is not "
     "printed: s = 2048 is assumed (nanoGPT's scaling_laws.ipynb reproduces the table with it). Rows "
     "73M and 1.1B are not reproduced by any reading: the ratio needs the unrounded parameter count, "
     "which includes relative-position parameters that derive's GPT table does not hold."
@@ -37,8 +37,7 @@ NOT_A_GEMM = "derive's FLOP count is GEMMs only (derive.architectures.gemms)"
 #: Appendix F, transcribed term by term (and the backward pass as twice the forward: x3 in all).
 APPENDIX_F = ("public Gradio calculator 'described in DeepMind's Chinchilla scaling law paper (see "
               "Appendix F)' (deepmind_flops: embeddings 2 n_ctx n_vocab d_model, QKV, logits, softmax "
-              "3 n_heads n_ctx^2, reductions, project, dense block, final logits; forward x 3; "
-              "search-index file 47364795929)")
+              "3 n_heads n_ctx^2, reductions, project, dense block, final logits; forward x 3)")
 
 
 def claim(*args: object, **kwargs: object) -> object:
@@ -109,7 +108,7 @@ claim("hoffmann.F.backward", "Appendix F", "backward pass = 2 x forward pass", 2
 
 
 # --- Table A4: Appendix F's count over 6ND at six shapes ---------------------------------------
-FULLTEXT = "a full-text copy of arXiv 2203.15556 (ar5iv-style, search-index file 56475626276)"
+FULLTEXT = "a full-text copy of arXiv 2203.15556 (ar5iv-style)"
 TABLE_A4_READ = (f"{FULLTEXT}, Appendix F, Table A4: parameters / layers / d_model / ffw_size / "
                  "heads / k/q size / FLOP ratio (ours/6ND): 73M 10 640 2560 10 64 1.03; 305M 20 1024 "
                  "4096 16 64 1.10; 552M 24 1280 5120 10 128 1.08; 1.1B 26 1792 7168 14 128 1.04; 1.6B "

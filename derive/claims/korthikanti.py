@@ -30,7 +30,7 @@ from derive.units import BYTE_UNITS
 claim = document(
     "Korthikanti et al. 2022", "arXiv 2205.05198, Reducing Activation Recomputation in Large "
     "Transformer Models (MLSys 2023)",
-    "Read in a full-text transcription of the paper (search-index file 69442322288). Not "
+    "Read in a full-text transcription of the paper. Not "
     "registered: Table 4 and section 6.2's per-layer times and their overheads (39, 7, 4, -3, 11, "
     "64 %) and Figure 8's 2 % against 36 %: ratios of measured times in which no count of derive's "
     "enters (section 6.2's expected 33 % is registered); section 6.1's 'under 20 %' and '10 % of "
@@ -43,8 +43,7 @@ STAS_TABLE5 = ("stas00/ml-engineering training/performance/README_zh.md (MFU/HFU
                "published: 22B 41.5/43.7, 175B 51.4/52.8, 530B 56.0/57.0, 1T 56.3/57.0 %)")
 ABSTRACT = "https://mlsys.org/virtual/2023/poster/2445 (abstract: 'reduces activation memory by 5x')"
 #: Where the paper's own text was read: a full-text transcription (Markdown converted from the PDF).
-FULLTEXT = ("a full-text transcription of arXiv 2205.05198 (Markdown converted from the PDF; "
-            "search-index file 69442322288)")
+FULLTEXT = ("a full-text transcription of arXiv 2205.05198 (Markdown converted from the PDF)")
 
 
 def _read(where: str) -> str:
@@ -137,7 +136,7 @@ for _id, _text, _value, _policy, _source in (
         ("tp-sp", "tensor + sequence parallel: sbh(34/t + 5as/ht)",
          SBH * (34 / t + 5 * a * s / (h * t)), {"tensor_parallel": t, "sequence_parallel": True},
          "public code transcribing Table 2 (get_activation_memory, tensor + sequence parallel: "
-         "s b h / t (34 + 5as/h); search-index file 49393662229)"),
+         "s b h / t (34 + 5as/h))"),
         ("tp-selective", "tensor parallel + selective recompute: sbh(10 + 24/t)",
          SBH * (10 + 24 / t), {"tensor_parallel": t, "recompute": "selective"},
          MEGATRON_MEMORY.replace("compute_activation_memory", "compute_activation_memory_without_sp")),
