@@ -41,6 +41,8 @@ UNITS: dict[str, Fraction] = {
     "ZFLOP": Fraction(10**21),
     "FLOP/token": Fraction(1),
     "GFLOP/token": Fraction(10**9),
+    "TFLOP/token": Fraction(10**12),
+    "PFLOP/s-days": Fraction(10**15 * 86400),
     "TFLOP/s": Fraction(10**12),
     "PFLOP/s": Fraction(10**15),
     "s": Fraction(1),

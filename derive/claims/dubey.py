@@ -17,10 +17,22 @@ from derive.conventions import CONVENTIONS
 from derive.presets import Model, hardware
 
 claim = document("Dubey et al. 2024", "arXiv 2407.21783, The Llama 3 Herd of Models",
-                 "Unconfirmed (no verdict): 'almost 50x' Llama 2 and Table 4's 41 % MFU: no stored "
-                 "copy of that sentence or that cell was found.").claim
+                 "Read in a text copy of the paper. Not registered: "
+                 "section 3.2.1's scaling-law extrapolation (402B parameters on 16.55T tokens at "
+                 "3.8 x 10^25 FLOPs), a fit of the paper's own runs rather than a count.").claim
 
-TABLE3_SOURCE = ("https://aarnphm.xyz/thoughts/Llama-3 (Table 3: 8B/70B/405B, layers 32/80/126, "
+#: Where the paper's own text was read: a text copy of the PDF.
+FULLTEXT = "a text copy of arXiv 2407.21783 (the PDF as Markdown)"
+
+
+def _read(where: str) -> str:
+    """``checked_against`` for a value read in the text copy: where, and what it prints."""
+    return f"{FULLTEXT}, {where}"
+
+
+TABLE3_SOURCE = (_read("Table 3: layers 32/80/126, model dimension 4,096/8192/16,384, FFN 14,336/"
+                       "28,672/53,248, heads 32/64/128, 8 key/value heads, vocabulary 128,000") + "; "
+                 "https://aarnphm.xyz/thoughts/Llama-3 (Table 3: 8B/70B/405B, layers 32/80/126, "
                  "d_model 4096/8192/16384, FFN 14336/28672/53248, heads 32/64/128, 8 kv heads); "
                  "vocabulary 128,000: http://sushant-kumar.com/blog/llama3")
 TABLE4_SOURCE = ("https://glennklockwood.com/garden/llama-3.1 (Table 4's rows as presented at SC'24: "
@@ -30,6 +42,13 @@ COMPUTE_SOURCE = ("https://www.notebookcheck.net/Meta-unveils-biggest-smartest-r
                   "405B-AI.866775.0.html ('the 3.8 x 10^25 FLOPs needed to create a 405 "
                   "billion-parameter model'); 15.6T tokens: https://aarnphm.xyz/thoughts/Llama-3")
 MFU_SOURCE = "https://aiportalx.com/meta-ai/llama-3.1-8b ('405B got MFU of between 38-43%')"
+TABLE4_READ = _read("Table 4: GPUs / TP / CP / PP / DP / sequence / batch size per DP / tokens per batch "
+                    "/ TFLOPs per GPU / BF16 MFU: 8,192 8 1 16 64 8,192 32 16M 430 43%; 16,384 8 1 16 "
+                    "128 8,192 16 16M 400 41%; 16,384 8 16 16 4 131,072 16 16M 380 38%")
+INTRO_READ = _read("section 1: 'pre-trained using 3.8 x 10^25 FLOPs, almost 50x more than the largest "
+                   "version of Llama 2 ... 405B trainable parameters on 15.6T text tokens'")
+LLAMA2_SOURCE = ("http://proyectodescartes.org/iCartesiLibri/materiales_didacticos/IA2024/docs/llama2/"
+                 "6.html (Llama 2, Table 1: 70B, 4k context, 2.0T tokens, GQA; vocabulary 32k)")
 
 TABLE3 = "Dubey et al. 2024, Table 3 (vocabulary 128,000)"
 MODELS = {
@@ -48,7 +67,7 @@ TOKENS_405B = 15_600_000_000_000
 TABLE4 = (
     (8, 1, 16, 64, 8192, 32, 430, 8192, 43),
     (8, 1, 16, 128, 8192, 16, 400, 16384, 41),
-    (8, 16, 16, 8, 131072, 16, 380, 16384, 38),
+    (8, 16, 16, 4, 131072, 16, 380, 16384, 38),
 )
 H100_PEAK = sp.Integer(int(hardware("h100").peak_flops))
 MEBI = 2**20
@@ -74,27 +93,38 @@ claim("dubey.1.405b-compute", "1 / 3.2.1", "the 405B was pre-trained on 15.6T to
       alternative=Alternative("6N per token (derive.conventions '6N': the causal attention "
                               "term, 6Lsh, left out)",
                               lambda: _compute(MODELS["405B"], TOKENS_405B, "6N")),
-      checked_against=COMPUTE_SOURCE)
+      checked_against=COMPUTE_SOURCE + "; " + INTRO_READ)
 claim("dubey.1.almost-50x-llama2", "1", "almost 50x the compute of the largest Llama 2 (70B, "
       "2T tokens)", 50, "x", significant(1),
-      lambda: _compute(MODELS["405B"], TOKENS_405B) / _compute(LLAMA2_70B, LLAMA2_TOKENS))
+      lambda: _compute(MODELS["405B"], TOKENS_405B) / _compute(LLAMA2_70B, LLAMA2_TOKENS),
+      checked_against=INTRO_READ + "; Llama 2's 2.0T tokens: " + LLAMA2_SOURCE)
 
+_DP_WHY = ("TP x CP x PP x DP counts each GPU once (derive's world size); the row's printed DP 4 "
+           "gives 8,192 GPUs and 8.4M tokens, half of what it prints")
 for _tp, _cp, _pp, _dp, _seq, _batch, _tflops, _gpus, _mfu in TABLE4:
     _label = f"{_gpus}gpu-s{_seq}"
+    #: the data-parallel size the row's GPU count implies (differs from the printed DP in row 3).
+    _implied = _gpus // (_tp * _cp * _pp)
+    _odd = _implied != _dp
     claim(f"dubey.table4.{_label}.gpus", "Table 4", f"TP {_tp} x CP {_cp} x PP {_pp} x DP {_dp}: "
           f"{_gpus} GPUs", _gpus, "cards", decimals(0),
           lambda _t=_tp, _c=_cp, _p=_pp, _d=_dp: sp.Integer(_t * _c * _p * _d),
-          checked_against=TABLE4_SOURCE)
+          alternative=Alternative(f"DP {_implied} in place of the printed {_dp}",
+                                  lambda _t=_tp, _c=_cp, _p=_pp, _d=_implied:
+                                  sp.Integer(_t * _c * _p * _d)) if _odd else None,
+          note=_DP_WHY if _odd else "", checked_against=TABLE4_SOURCE + "; " + TABLE4_READ)
     claim(f"dubey.table4.{_label}.tokens", "Table 4", f"sequence {_seq} x {_batch} per DP rank x DP "
           f"{_dp}: 16M tokens per batch", 16, "M tokens", significant(2),
           lambda _s=_seq, _b=_batch, _d=_dp: sp.Integer(_s * _b * _d),
-          alternative=Alternative("M read as 2^20 tokens",
-                                  lambda _s=_seq, _b=_batch, _d=_dp:
+          alternative=Alternative(("M read as 2^20 tokens" if not _odd else
+                                   f"DP {_implied} in place of the printed {_dp}, M read as 2^20 "
+                                   "tokens"),
+                                  lambda _s=_seq, _b=_batch, _d=_implied:
                                   sp.Rational(_s * _b * _d, MEBI) * 10**6),
-          checked_against=TABLE4_SOURCE)
+          note=_DP_WHY if _odd else "", checked_against=TABLE4_SOURCE + "; " + TABLE4_READ)
     claim(f"dubey.table4.{_label}.mfu", "Table 4", f"{_tflops} TFLOPs/GPU is {_mfu} % BF16 MFU",
           _mfu, "%", decimals(0), lambda _x=_tflops: mfu(1, _x * 10**12, 1, H100_PEAK),
           alternative=Alternative(f"{_tflops} TFLOPs/GPU read as printed to 2 significant figures "
-                                  f"(at most {_tflops + 5})",
+                                  f"(up to {_tflops + 5})",
                                   lambda _x=_tflops: mfu(1, (_x + 5) * 10**12, 1, H100_PEAK)),
-          checked_against=MFU_SOURCE if _mfu in (43, 38) else "")
+          checked_against=(MFU_SOURCE + "; " if _mfu in (43, 38) else "") + TABLE4_READ)

@@ -15,20 +15,20 @@ import sympy as sp
 
 from derive.architectures.gemms import attention_score_gemms, flops, output_gemms, weight_gemms
 from derive.architectures.parameters import gpt_layer
+from derive.accounts.flops import flops_per_token
 from derive.claims import EXACT, Alternative, document
-from derive.claims._papers import input_embedding_flops
+from derive.claims._papers import as_printed, input_embedding_flops
 from derive.conventions import CONVENTIONS
 from derive.symbols import L, V, a, f, h, k, s
 
 _claim = document(
     "Hoffmann et al. 2022", "arXiv 2203.15556, Training Compute-Optimal Large Language Models "
     "(Chinchilla)",
-    "Appendix F is checked term by term against a public transcription of it. Table A4 "
-    "(Appendix F's count over 6ND for a range of shapes) is not registered: no stored copy of its "
-    "cells or of the shapes they were computed at was found, and its ratio depends on which "
-    "parameters N counts (embeddings or not), which the caption alone does not fix; derive's "
-    "'hoffmann' convention (derive.conventions) evaluates the count at any shape once the table's "
-    "shapes are known.",
+    "Appendix F is checked term by term against a public transcription of it, Table A4 against a "
+    "full-text copy of the paper. Table A4's sequence length is not "
+    "printed: s = 2048 is assumed (nanoGPT's scaling_laws.ipynb reproduces the table with it). Rows "
+    "73M and 1.1B are not reproduced by any reading: the ratio needs the unrounded parameter count, "
+    "which includes relative-position parameters that derive's GPT table does not hold."
 ).claim
 
 QKV, PROJECT = "attention.query_key_value.weight", "attention.dense.weight"
@@ -37,8 +37,7 @@ NOT_A_GEMM = "derive's FLOP count is GEMMs only (derive.architectures.gemms)"
 #: Appendix F, transcribed term by term (and the backward pass as twice the forward: x3 in all).
 APPENDIX_F = ("public Gradio calculator 'described in DeepMind's Chinchilla scaling law paper (see "
               "Appendix F)' (deepmind_flops: embeddings 2 n_ctx n_vocab d_model, QKV, logits, softmax "
-              "3 n_heads n_ctx^2, reductions, project, dense block, final logits; forward x 3; "
-              "search-index file 47364795929)")
+              "3 n_heads n_ctx^2, reductions, project, dense block, final logits; forward x 3)")
 
 
 def claim(*args: object, **kwargs: object) -> object:
@@ -106,3 +105,47 @@ claim("hoffmann.F.backward", "Appendix F", "backward pass = 2 x forward pass", 2
       lambda: sp.cancel((L * s * (flops(weight_gemms(gpt_layer(k)), "dgrad", "wgrad")
                                   + flops(attention_score_gemms("full", a, k), "dgrad"))
                          + s * flops(output_gemms("gpt"), "dgrad", "wgrad")) / _model_forward()))
+
+
+# --- Table A4: Appendix F's count over 6ND at six shapes ---------------------------------------
+FULLTEXT = "a full-text copy of arXiv 2203.15556 (ar5iv-style)"
+TABLE_A4_READ = (f"{FULLTEXT}, Appendix F, Table A4: parameters / layers / d_model / ffw_size / "
+                 "heads / k/q size / FLOP ratio (ours/6ND): 73M 10 640 2560 10 64 1.03; 305M 20 1024 "
+                 "4096 16 64 1.10; 552M 24 1280 5120 10 128 1.08; 1.1B 26 1792 7168 14 128 1.04; 1.6B "
+                 "28 2048 8192 16 128 1.03; 6.8B 40 3584 14336 28 128 0.99; vocabulary 32,000 (Table "
+                 "A8)")
+#: Table A4 as printed: parameters (as named), layers, d_model, ffw_size, heads, key size, ratio.
+TABLE_A4 = (("73M", 73 * 10**6, 10, 640, 2560, 10, 64, "1.03"),
+            ("305M", 305 * 10**6, 20, 1024, 4096, 16, 64, "1.10"),
+            ("552M", 552 * 10**6, 24, 1280, 5120, 10, 128, "1.08"),
+            ("1.1B", 11 * 10**8, 26, 1792, 7168, 14, 128, "1.04"),
+            ("1.6B", 16 * 10**8, 28, 2048, 8192, 16, 128, "1.03"),
+            ("6.8B", 68 * 10**8, 40, 3584, 14336, 28, 128, "0.99"))
+#: Table A8: vocabulary; the sequence length Table A4 assumes is not printed (2048 assumed).
+A4_VOCAB, A4_SEQ = 32000, 2048
+_A4_WHY = ("derive's count is GEMMs only: no softmax (3as^2 per layer) and no embedding product, "
+           "but the output head's 2sVh")
+_A4_UNROUNDED = ("; the ratio needs the unrounded parameter count (the table prints {0}), which "
+                 "includes relative-position parameters derive's GPT table does not hold")
+
+
+def _a4(per_token: sp.Expr, parameters: int, layers: int, hidden: int, ffw: int, heads: int,
+        key: int) -> sp.Expr:
+    """FLOPs of one sequence over 6ND for it (D = s tokens, N = Table A4's parameters)."""
+    values = {L: layers, h: hidden, f: ffw, a: heads, k: key, V: A4_VOCAB, s: A4_SEQ}
+    return per_token.xreplace(values) / (6 * sp.Integer(parameters))
+
+
+for _name, _n, _layers, _hidden, _ffw, _heads, _key, _ratio in TABLE_A4:
+    _shape = (_n, _layers, _hidden, _ffw, _heads, _key)
+    _rounded = _name in ("73M", "1.1B")
+    _claim(f"hoffmann.tableA4.{_name}-ratio", "Table A4", f"{_name} ({_layers} layers, d_model "
+           f"{_hidden}, {_heads} heads of {_key}): Appendix F's count is {_ratio} x 6ND",
+           float(_ratio), "ratio", as_printed(_ratio),
+           lambda _shape=_shape: _a4(flops_per_token("gpt", "full"), *_shape),
+           alternative=Alternative(
+               "Appendix F's count (derive.conventions 'hoffmann') without its embedding and logit "
+               "terms (V = 0), as nanoGPT's scaling_laws.ipynb reports the authors confirmed",
+               lambda _shape=_shape: _a4(CONVENTIONS["hoffmann"]("gpt").subs(V, 0), *_shape)),
+           note=_A4_WHY + (_A4_UNROUNDED.format(_name) if _rounded else ""),
+           checked_against=TABLE_A4_READ)

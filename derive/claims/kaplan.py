@@ -24,12 +24,12 @@ claim = document("Kaplan et al. 2020", "arXiv 2001.08361, Scaling Laws for Neura
 
 #: The paper's section 2.1 and Table 1 (parameters and FLOPs columns), as copied from ar5iv.
 PAPER = ("a Markdown copy of https://ar5iv.labs.arxiv.org/html/2001.08361 (section 2.1 and "
-         "Table 1 with both columns; search-index file 1235014635)")
+         "Table 1 with both columns)")
 
 #: Table 1's FLOPs column, transcribed row by row in public code and discussed on the HF forum.
 TABLE1_FLOPS = ("public code transcribing Table 1's FLOPs column (openai_flops_per_token: embeddings "
                 "4 d_model, QKV, mask 2 n_layer n_ctx d_attn, project, feedforward, logits 2 d_model "
-                "n_vocab; search-index file 22156283504) and "
+                "n_vocab) and "
                 "https://discuss.huggingface.co/t/understanding-flops-per-token-estimates-from-"
                 "openais-scaling-laws/23133 (C_forward = 2N + the mask term; de-embed left out)")
 

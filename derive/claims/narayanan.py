@@ -26,8 +26,7 @@ claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Sca
 
 #: The paper (sections 1-5, Table 1 with every column, Eq. 2-4, the worked examples) as Markdown.
 PAPER = ("a Markdown transcription of arXiv 2104.04473 (SC21 version; Table 1 with all eleven "
-         "columns, Eq. 2-4 and section 5.1's training-time estimates; search-index file "
-         "63285939983)")
+         "columns, Eq. 2-4 and section 5.1's training-time estimates)")
 
 PSGLLM = ("https://github.com/boredengineering/model-parallelism-LNNs (transcribes Eq. 2, P = "
           "12lh^2(1 + 13/12h + (V + s)/12lh), and Eq. 3, F = 96Bslh^2(1 + s/6h + V/16lh)); "
@@ -36,10 +35,9 @@ EQ4 = ("https://github.com/Zenodia/Megatron-LM (Eq. 4's training-time estimate 8
        "T = 300B tokens, n = 1024 GPUs, X = 140 teraFLOP/s)")
 #: Table 1's parameter counts with their shapes, as copied into public code and READMEs.
 TABLE1_SHAPES = ("aws-samples/awsome-distributed-training 3.test_cases/megatron/megatron-lm/slurm/gpt3/"
-                 "README.md (Table 1's 1.7B ... 310.1B with heads, hidden size and layers; search-index "
-                 "file 35229797617)")
+                 "README.md (Table 1's 1.7B ... 310.1B with heads, hidden size and layers)")
 TABLE1_LARGEST = ("public code copying Table 1's shapes ('megatron-gpt-529.6b': 105 layers, h = 20480, "
-                  "128 heads; 'megatron-gpt-1008b': 128, 25600, 160; search-index file 71475095499)")
+                  "128 heads; 'megatron-gpt-1008b': 128, 25600, 160)")
 #: Confirmed rows of Table 1 and section 5.1: claim id suffix -> where the printed value was read.
 CONFIRMED = {
     "1008.0b-aggregate": "https://redlib.fmhy.net/r/mlscaling (Narayanan et al. 2021: '1t-parameter "

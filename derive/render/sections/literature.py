@@ -43,8 +43,7 @@ def not_holding_table(verdicts: list[Verdict]) -> Table:
             continue
         cells = dict(claim_cells(verdict))
         del cells["status"], cells["text"]
-        rows.append({"document": text_cell(verdict.claim.document), **cells,
-                     "checked_against": text_cell(verdict.claim.checked_against)})
+        rows.append({"document": text_cell(verdict.claim.document), **cells})
     return Table(
         "literature_not_holding", "The papers' claims that do not hold",
         (Column("document", "document", width="0.1\\linewidth"),
@@ -53,12 +52,13 @@ def not_holding_table(verdicts: list[Verdict]) -> Table:
          Column("printed", "printed", width="0.1\\linewidth"),
          Column("rounding", "rounding", width="0.07\\linewidth"),
          Column("derived", "derived, as printed", width="0.1\\linewidth"),
-         Column("reason", "why", width="0.22\\linewidth"),
-         Column("checked_against", "printed value read in", width="0.12\\linewidth")),
+         Column("reason", "why", width="0.34\\linewidth")),
         tuple(rows),
         note="A claim holds when derive's value, rounded as the paper rounds it, prints as the paper "
              "prints it. Where a different reading reproduces the printed number, the reason names "
-             "it; conventions the papers use are registered in derive.conventions.",
+             "it; conventions the papers use are registered in derive.conventions. Where each "
+             "printed value was read (checked_against): python -m derive.check --document NAME "
+             "--json.",
     )
 
 
@@ -78,7 +78,8 @@ def literature_section() -> Section:
                "unconfirmed (their printed values were not found in any stored source, so derive "
                "gives its value and no verdict). A claim that does not hold is reported with "
                "derive's value, the reason in derive's terms (which tensor or GEMM the paper counts "
-               "differently, a rounding, an arithmetic slip) and where its printed value was read; "
+               "differently, a rounding, an arithmetic slip); where its printed value was read is in the "
+               "JSON output; "
                "it is never adjusted.",),
         tables={"literature_documents": documents_table(every),
                 "literature_not_holding": not_holding_table(verdicts)},
