@@ -22,6 +22,7 @@ from derive.accounts.activations import PROFILES
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
+from derive.inputs import MAX_SIZE
 from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
 from derive.report import Request, figures, render_json, render_text
 from derive.units import BYTE_UNITS, to_unit
@@ -52,8 +53,6 @@ BUDGET_PATTERN = rf"{SPACE}*([-+]?[0-9]+(?:\.[0-9]+)?){SPACE}*([KMGT]i?B){SPACE}
 CUSTOM_FAMILY = "llama"
 #: A bad value longer than ``longest`` characters is shown as its first ``head`` and last ``tail``.
 SHOWN: dict[str, int] = {"longest": 40, "head": 20, "tail": 8}
-#: The largest size an integer option takes: 2^53, the last integer a float holds exactly.
-MAX_SIZE = 2**53
 #: The largest peak (FLOP/s) and step time (s) taken: far beyond any accelerator or step, and
 #: small enough that every product of the report's inputs stays inside a float's normal range
 #: (counts <= 2^53: G P t <= 2^206), so the web page's float arithmetic agrees with the exact report.

@@ -26,12 +26,9 @@ from typing import Any, Callable, Mapping
 from derive.architectures.decoder import Layout
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
-from derive.inputs import choose
+from derive.inputs import MAX_SIZE, choose
 
 _MISSING = object()
-#: The largest size a config may give: 2^53, the last integer a float holds exactly (the bound of
-#: the CLI's shape options, derive.cli.MAX_SIZE), so the web page's reading is exact too.
-MAX_SIZE = 2**53
 
 
 class Fields:

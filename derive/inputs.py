@@ -8,6 +8,10 @@ import sympy as sp
 
 T = TypeVar("T")
 
+#: The largest size derive reads from a user (an option or a config field): 2^53, the last
+#: integer a float holds exactly, so the web page's float reading of a size is exact too.
+MAX_SIZE = 2**53
+
 
 def positive_int(field: str, value: object) -> int:
     """``value`` as a positive int, or ValueError naming ``field``."""

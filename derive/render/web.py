@@ -29,7 +29,7 @@ from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS, INPUTS, ZERO_STAGES, form
 from derive.hf import DENSE, FAMILIES, Family, published_config
-from derive.hf import MAX_SIZE as CONFIG_MAX_SIZE
+from derive.inputs import MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
 from derive.cli import (
@@ -41,7 +41,6 @@ from derive.cli import (
     INTEGER_PATTERN,
     MAX_PEAK,
     MAX_SECONDS,
-    MAX_SIZE,
     SPACE,
     SHAPE_OPTIONS,
     SHOWN,
@@ -420,7 +419,7 @@ def config_data() -> dict[str, object]:
         "messages": config_messages(),
         "repr": python_reprs(),
         "path": PASTED,
-        "max_size": str(CONFIG_MAX_SIZE),
+        "max_size": str(MAX_SIZE),
         "name": Path(PASTED).stem,
     }
 
