@@ -427,16 +427,17 @@ def config_data() -> dict[str, object]:
 def formula_code() -> tuple[str, list[dict[str, object]]]:
     """(the generated script, the formulas' data): functions listed once, variants by index."""
     functions: dict[str, int] = {}
+    printed: dict[sp.Expr, dict[str, object]] = {}  # many page models share an expression: print it once
     formulas = []
     models = page_models()
     for formula in FORMULAS:
         variants = {}
         for values, expr in formula.variants(models):
-            code = javascript(expr)
-            index = functions.setdefault(code, len(functions))
-            variants["|".join(values)] = {
-                "function": index, "tex": tex(expr),
-                "args": sorted(symbol.name for symbol in expr.free_symbols)}
+            if expr not in printed:
+                printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
+                                 "tex": tex(expr),
+                                 "args": sorted(symbol.name for symbol in expr.free_symbols)}
+            variants["|".join(values)] = dict(printed[expr])
         formulas.append({"key": formula.key, "unit": formula.unit, "label": LABELS[formula.key],
                          "uses": list(formula.uses), "needs": list(formula.needs),
                          "symbol": formula.symbol.name if formula.symbol is not None else None,
