@@ -63,12 +63,9 @@ class Fields:
             raise ValueError(f"{name}: must be true or false, got {value!r}")
         return value
 
-    def first(self, names: tuple[str, ...], default: Any = _MISSING) -> int:
-        """The first of ``names`` present (a field and its transformers-5 alias)."""
-        for name in names:
-            if self.config.get(name) is not None:
-                return self.size(name)
-        return self.size(names[0], default)
+    def first(self, names: tuple[str, ...]) -> int:
+        """The first of ``names`` present (a field and its transformers-5 alias), as a :class:`Read` of them reads it."""
+        return _read(self, Read(names), {})[1]
 
 
 #: What a family reader finds in a config: the keyword arguments of derive.presets.Model

@@ -104,6 +104,12 @@ class Figure:
 #: derive.render.web gives them to the web page, which formats the same way).
 FASTER_FORMATS: dict[str, str] = {"step_time": ".6g", "bound": ".4g", "mfu": ".0%"}
 
+
+def faster_numbers(step_time: float, bound: float) -> dict[str, str]:
+    """The numbers of the error for a step faster than its bound: step time, bound and MFU, as FASTER_FORMATS prints them."""
+    shown = {"step_time": step_time, "bound": bound, "mfu": bound / step_time}
+    return {name: format(value, FASTER_FORMATS[name]) for name, value in shown.items()}
+
 #: The request field a figure's overflow is blamed on (the model's sizes otherwise).
 OVERFLOW_FIELDS = {"time.one_sequence": "peak_flops", "step.lower_bound": "peak_flops",
                    "step.at_target_mfu": "mfu", "observed.tokens_per_second": "step_time",
@@ -137,9 +143,7 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
            for key, (value, expr) in evaluate(choices, values, given).items()]
     found = {fig.key: fig.value for fig in out}
     if request.step_time is not None and request.step_time < found["step.lower_bound"]:
-        bound = found["step.lower_bound"]
-        shown = {"step_time": request.step_time, "bound": bound, "mfu": bound / request.step_time}
-        text = {name: format(value, FASTER_FORMATS[name]) for name, value in shown.items()}
+        text = faster_numbers(request.step_time, found["step.lower_bound"])
         raise ValueError(
             f"step_time: {text['step_time']} s is faster than the hardware allows: "
             f"{request.tokens} tokens on {request.gpus} GPUs take >= {text['bound']} s at 100 % MFU "

@@ -47,7 +47,7 @@ from derive.cli import (
     build_parser,
     main,
 )
-from derive.report import DEFAULT_MFU, FASTER_FORMATS, OVERFLOW_FIELDS, Request, figures
+from derive.report import DEFAULT_MFU, FASTER_FORMATS, OVERFLOW_FIELDS, Request, faster_numbers, figures
 from derive.symbols import b, d, k, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
 
@@ -326,9 +326,7 @@ def _faster_message() -> str:
     """The CLI's line for a step faster than the hardware allows, its numbers as {step_time} {tokens} ..."""
     found = {fig.key: fig.value for fig in figures(MODELS[FASTER["model"]], Request(
         tokens=FASTER["tokens"], gpus=FASTER["gpus"]))}
-    bound = found["step.lower_bound"]
-    shown = {"step_time": FASTER["step_time"], "bound": bound, "mfu": bound / FASTER["step_time"]}
-    placeholders = {name: format(value, FASTER_FORMATS[name]) for name, value in shown.items()}
+    placeholders = faster_numbers(FASTER["step_time"], found[STEP_BOUND])
     placeholders.update(tokens=str(FASTER["tokens"]), gpus=str(FASTER["gpus"]))
     message = cli_message([f"--model={FASTER['model']}", f"--tokens={FASTER['tokens']}",
                            f"--gpus={FASTER['gpus']}", f"--step-time={FASTER['step_time']}"], placeholders)
