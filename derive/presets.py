@@ -16,6 +16,7 @@ from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
 from derive.inputs import choose, divides, positive_int, positive_value
 from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
+from derive.systems import SYSTEMS
 from derive.tensors import Ledger
 
 
@@ -177,21 +178,12 @@ class Hardware:
     source: str
 
 
+#: The report's and sheet's hardware names -> the systems table's (derive.systems): one table.
+HARDWARE_SYSTEMS: dict[str, str] = {"h100": "h100", "a100": "a100-80gb", "h200": "h200", "b200": "b200"}
+
 HARDWARE: dict[str, Hardware] = {
-    hw.name: hw
-    for hw in (
-        Hardware("h100", 989e12, 80 * 10**9,
-                 "NVIDIA H100 SXM5 datasheet: 989 TFLOPS bf16 dense (1979 with sparsity), 80 GB"),
-        Hardware("a100", 312e12, 80 * 10**9,
-                 "NVIDIA A100 SXM4 80GB datasheet: 312 TFLOPS bf16 dense, 80 GB"),
-        Hardware("h200", 989e12, 141 * 10**9,
-                 "NVIDIA H200 SXM datasheet: 1,979 TFLOPS bf16 with sparsity, so 989 dense "
-                 "(the H100's GH100 die), 141 GB HBM3e"),
-        Hardware("b200", 2250e12, 180 * 10**9,
-                 "HGX B200 at 1000 W, per GPU: 2.25 PFLOPS bf16 dense, 4.5 with sparsity (NVIDIA "
-                 "Blackwell datasheet figures as tabulated at glennklockwood.com/garden/processors/"
-                 "B200, not read first-hand); 1,440 GB per 8-GPU HGX board = 180 GB each"),
-    )
+    name: Hardware(name, float(SYSTEMS[key].peaks["bf16"]), SYSTEMS[key].hbm_bytes, SYSTEMS[key].source)
+    for name, key in HARDWARE_SYSTEMS.items()
 }
 
 

@@ -10,6 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "derive"
 LAYERS: dict[str, int] = {
     # notation, element sizes, input checks, byte units
     "symbols": 0, "dtypes": 0, "inputs": 0, "units": 0,
+    # GPUs and their links, each number with its source
+    "systems": 0,
     # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
     "codegen": 0,
     "tensors": 1,
