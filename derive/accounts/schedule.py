@@ -1,0 +1,95 @@
+"""The pipeline schedule and the overlap rules of a training step: what of each collective stays exposed.
+
+Schedule (Narayanan et al. 2021, section 2.2; megatron/core/pipeline_parallel/
+schedules.py): with m micro-batches over p stages of v chunks each, 1F1B
+(v = 1) and interleaved 1F1B (v > 1) take m + (p - 1)/v times the slowest
+stage's time for one micro-batch (forward + backward): the bubble is
+(p - 1)/(v m) of the steady state, warm-up plus cool-down.
+
+Rank order (Megatron's default order string "tp-cp-ep-dp-pp",
+megatron/core/parallel_state.py initialize_model_parallel): tensor-parallel
+ranks are neighbours, then context, expert, data and pipeline. A group's ranks
+span ``SPAN[group]`` consecutive GPUs; a group inside one NVLink domain talks at
+NVLink bandwidth, a larger one over the NIC (``derive.systems.System.link``).
+
+Overlap rules: each is named, documented and switchable (``OVERLAP_RULES``;
+``DEFAULT_OVERLAP`` holds those Megatron turns on by default in its large-run
+recipes: --overlap-grad-reduce, --overlap-param-gather, CP's ring in attention,
+batched p2p with overlap).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from derive.inputs import choose
+
+#: Megatron's rank order, innermost first (parallel_state.py, order="tp-cp-ep-dp-pp").
+RANK_ORDER = ("tp", "cp", "ep", "dp", "pp")
+
+#: Overlap rules by name -> what they hide (each collective row's group selects its rule).
+OVERLAP_RULES: dict[str, str] = {
+    "dp-reduce-with-backward": "gradient reduce-scatter / all-reduce runs bucket by bucket beside the "
+                               "last micro-batch's backward; the last bucket stays exposed "
+                               "(Megatron --overlap-grad-reduce, distributed_data_parallel.py)",
+    "param-gather-with-forward": "the distributed optimizer's / FSDP's parameter all-gather runs beside "
+                                 "the forward; the first bucket stays exposed (--overlap-param-gather)",
+    "tp-comm-overlap": "tensor-parallel all-gather / reduce-scatter split into chunks and hidden "
+                       "behind the linear GEMMs (Transformer Engine userbuffers, --tp-comm-overlap); "
+                       "off by default: TP communication is exposed",
+    "cp-ring-with-attention": "context parallel's K/V ring passes run beside the attention of the "
+                              "previous block (Megatron / TE ring attention)",
+    "pp-send-with-compute": "pipeline sends of the steady state overlap the next micro-batch; only "
+                            "the 2(p - 1) hops of warm-up and cool-down are exposed",
+    "ep-a2a-overlap": "expert-parallel dispatch / combine hidden behind the other micro-batch's "
+                      "compute (DeepSeek-V3's DualPipe, Megatron's --overlap-moe-expert-parallel-comm); "
+                      "off by default",
+}
+DEFAULT_OVERLAP = frozenset({"dp-reduce-with-backward", "param-gather-with-forward",
+                             "cp-ring-with-attention", "pp-send-with-compute"})
+
+#: Megatron DDP's bucket: max(40,000,000, 1,000,000 x dp) parameters
+#: (megatron/core/distributed/distributed_data_parallel.py, bucket_size).
+BUCKET_PARAMETERS, BUCKET_PER_DP_RANK = 40_000_000, 1_000_000
+
+
+def overlap_rules(names: frozenset[str] | set[str] | tuple[str, ...] | None) -> frozenset[str]:
+    """The rule names, each checked (ValueError naming ``overlap``); None: :data:`DEFAULT_OVERLAP`."""
+    if names is None:
+        return DEFAULT_OVERLAP
+    return frozenset(choose("overlap", name, OVERLAP_RULES) for name in names)
+
+
+def span(group: str, sizes: Mapping[str, int]) -> int:
+    """Consecutive GPUs one ``group`` spans under :data:`RANK_ORDER` (edp spans like dp)."""
+    group = "dp" if group == "edp" else choose("group", group, RANK_ORDER)
+    inner = 1
+    for name in RANK_ORDER:
+        if name == "ep":
+            continue  # Megatron carves EP out of DP: e ranks are inside the dp span
+        inner *= sizes.get(name, 1)
+        if name == group:
+            return inner
+        if group == "ep" and name == "cp":
+            return inner * sizes.get("ep", 1)
+    return inner
+
+
+def bubble_fraction(pipeline: int, virtual: int, micro_batches: int) -> float:
+    """(p - 1)/(v m): idle share of the steady state in 1F1B / interleaved 1F1B (Narayanan et al. 2021, 2.2)."""
+    return (pipeline - 1) / (virtual * micro_batches)
+
+
+def pipeline_length(pipeline: int, virtual: int, micro_batches: int) -> float:
+    """Micro-batch times of the slowest stage one step takes: m + (p - 1)/v."""
+    return micro_batches + (pipeline - 1) / virtual
+
+
+def last_bucket_share(local_parameters: float, data_parallel: int) -> float:
+    """Share of a rank's gradient bytes in the last DDP bucket (1 when one bucket holds them all)."""
+    bucket = max(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
+    return min(1.0, bucket / local_parameters) if local_parameters > 0 else 1.0
+
+
+def exposed(seconds: float, window: float, floor: float = 0.0) -> float:
+    """What a collective of ``seconds`` leaves exposed beside ``window`` seconds of compute, at least ``floor``."""
+    return max(floor, seconds - window, 0.0) if seconds > 0 else 0.0

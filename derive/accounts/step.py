@@ -1,0 +1,287 @@
+"""Step time predicted from derive's ledgers: GEMMs at a roofline, element-wise bytes at HBM speed, collectives on their links.
+
+One step on the slowest pipeline stage (``derive.accounts.schedule``):
+
+    step = (m + (p - 1)/v) x stage(micro-batch) + exposed DP + exposed PP + optimizer
+
+where stage(micro-batch) = GEMMs + attention + element-wise work + exposed TP / CP / EP
+communication of one micro-batch on the stage holding ceil(L/(p v)) v layers and the
+output head. Every GEMM of the GEMM ledger (``derive.accounts.workload``) is timed pass
+by pass (forward, dgrad, wgrad; recomputed forwards by the recompute policy) at
+
+    achieved(M, N, K, dtype) = eta_gemm x min(peak_dtype, intensity x HBM bandwidth)
+
+(a roofline, Williams et al. 2009, with intensity 2MNK / (bytes x (MK + KN + MN)),
+times one fitted constant). Attention-score GEMMs run at eta_attention x the bf16 peak
+(a flash kernel's FLOPs, causal halved as the ledger counts them). Element-wise work
+moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
+the optimizer reads and writes every resident state byte once. Communication rows
+(``derive.accounts.comm``) cross the link their group spans at eta_network x its
+bandwidth plus a latency per ring step, and keep what their overlap rule leaves exposed.
+The eta constants are fitted by ``python -m derive.calibrate`` and read from
+``derive/calibration.json``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from derive.accounts.schedule import (
+    exposed,
+    last_bucket_share,
+    overlap_rules,
+    pipeline_length,
+    span,
+)
+from derive.accounts.workload import GemmRow, Workload, workload
+from derive.dtypes import DTYPE_BYTES
+from derive.inputs import choose
+from derive.systems import System
+
+#: The calibration data file the package ships (written by python -m derive.calibrate).
+CALIBRATION = Path(__file__).resolve().parents[1] / "calibration.json"
+
+#: Precisions the predictor takes -> the dtype its linear-layer GEMMs run in. FP8 recipes run the
+#: linear layers in FP8 and keep attention and the output head in BF16 (Transformer Engine's
+#: fp8_autocast wraps te.Linear / LayerNormLinear / LayerNormMLP; DotProductAttention and the
+#: head stay BF16: TransformerEngine docs, "Using FP8 with Transformer Engine"; Megatron keeps
+#: the first and last layers' head in BF16 by default).
+LINEAR_DTYPE: dict[str, str] = {"bf16": "bf16", "fp16": "bf16", "bf16-fp32grad": "bf16",
+                                "fp16-megatron": "bf16", "fp8-delayed": "fp8",
+                                "fp8-current": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8"}
+#: The state-ledger precision (derive.accounts.state) whose bytes the optimizer step moves.
+STATE_PRECISION: dict[str, str] = {"bf16": "bf16-fp32grad", "fp16": "fp16-megatron",
+                                   "bf16-fp32grad": "bf16-fp32grad", "fp16-megatron": "fp16-megatron"}
+#: Element-wise HBM traffic of a saved tensor: written in the forward, read in the backward, its
+#: gradient written and read once (stated reasoning; a recomputed forward writes it once more).
+MEMORY_CROSSINGS = 4
+#: Bytes of a GEMM operand at the roofline: the element size of its dtype (derive.dtypes).
+OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["fp8"]}
+#: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count.
+RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n - 1,
+              "all-gather": lambda n: n - 1, "all-to-all": lambda n: n - 1,
+              "send/recv": lambda n: 1, "broadcast": lambda n: n - 1}
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The fitted constants (each a fraction of a data-sheet figure) and where they come from."""
+
+    gemm: float
+    attention: float
+    memory: float
+    network: float
+    source: str = ""
+
+
+@lru_cache(maxsize=1)
+def calibrated() -> Efficiency:
+    """The constants ``python -m derive.calibrate`` wrote to ``derive/calibration.json``."""
+    data = json.loads(CALIBRATION.read_text())
+    return Efficiency(**data["constants"], source=data["source"])
+
+
+@dataclass
+class StepTime:
+    """A predicted step: seconds, throughput, utilisation under named FLOP conventions, and the breakdown."""
+
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    mfu_full_square: float
+    hfu_full_square: float
+    breakdown: dict[str, float]
+    conventions: dict[str, str] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """The JSON object of ``python -m derive.predict``."""
+        return {"step_time_s": self.step_time_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+                "model_tflops_per_gpu": self.model_tflops_per_gpu, "mfu": self.mfu, "hfu": self.hfu,
+                "mfu_full_square": self.mfu_full_square, "hfu_full_square": self.hfu_full_square,
+                "breakdown": dict(self.breakdown), "conventions": dict(self.conventions)}
+
+
+def achieved_flops(m: float, n: float, k: float, dtype: str, gpu: System, eta: float) -> float:
+    """eta x min(peak, intensity x HBM bandwidth) for C[m, n] = A[m, k] B[k, n] in ``dtype`` (a roofline)."""
+    size = OPERAND_BYTES[choose("dtype", dtype, OPERAND_BYTES)]
+    intensity = 2 * m * n * k / (size * (m * k + k * n + m * n))
+    return eta * min(gpu.peak(dtype), intensity * gpu.hbm_bandwidth)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The sizes of a parallel layout the step model reads (from a derive Parallelism)."""
+
+    t: int
+    p: int
+    v: int
+    c: int
+    e: int
+    d: int
+    etp: int
+    b: int
+    m: int
+    sequence_parallel: bool
+    zero: int
+    recompute: str
+    precision: str
+
+
+def layout_of(parallelism: Any) -> Layout:
+    """A :class:`Layout` from a ``derive.parallelism.Parallelism`` (or anything with its fields)."""
+    etp = parallelism.etp if getattr(parallelism, "etp", None) else parallelism.tp
+    return Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
+                  parallelism.dp, etp, parallelism.micro_batch, parallelism.micro_batches,
+                  bool(parallelism.sequence_parallel), int(parallelism.zero),
+                  choose("recompute", parallelism.recompute, ("none", "selective", "full")),
+                  choose("precision", parallelism.precision, LINEAR_DTYPE))
+
+
+def _stage_share(work: Workload, lay: Layout) -> float:
+    """Layers on the most loaded stage over L: v ceil(L / (p v)) / L (uneven stages, derive.sweep)."""
+    chunks = lay.p * lay.v
+    return lay.v * -(-work.layers // chunks) / work.layers
+
+
+def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
+                  tokens: float) -> tuple[float, float]:
+    """(seconds of one pass over ``tokens`` tokens of one rank, FLOPs of it) for a GEMM row."""
+    if row.kind == "score":
+        flops = tokens * row.flops_per_token / lay.t
+        return flops / (eta.attention * gpu.peak("bf16")), flops
+    dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
+    split = lay.etp if row.kind == "expert" else lay.t
+    n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
+    m = tokens
+    if row.kind == "expert":
+        m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
+    flops = tokens * row.flops_per_token / split
+    return flops / achieved_flops(m, n, k, dtype, gpu, eta.gemm), flops
+
+
+def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, float]:
+    """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind."""
+    tokens = lay.b * work.seq / lay.c
+    share = _stage_share(work, lay)
+    seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
+    flops = {"hardware": 0.0}
+    for row in work.rows:
+        one, f = _gemm_seconds(row, work, lay, gpu, eta, tokens)
+        weight = 1.0 if row.kind == "head" else share
+        kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
+        seconds[kind] += 3 * one * weight  # forward, dgrad, wgrad (score: two dgrads): Gemm.passes
+        flops["hardware"] += 3 * f * weight
+        if lay.recompute in row.recomputed:
+            seconds["recompute"] += one * weight
+            flops["hardware"] += f * weight
+    layers = share * work.layers
+    saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
+    again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
+    element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again)
+    seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
+    seconds["hardware_flops"] = flops["hardware"]
+    return seconds
+
+
+def local_parameters(work: Workload, lay: Layout) -> float:
+    """Parameters one rank holds: dense ones over t p, routed experts over etp e p."""
+    dense = work.parameters - work.expert_parameters
+    return dense / (lay.t * lay.p) + work.expert_parameters / (lay.etp * lay.e * lay.p)
+
+
+def optimizer_seconds(work: Workload, lay: Layout, gpu: System, eta: Efficiency,
+                      state_bytes_per_parameter: float) -> float:
+    """Read and write every resident state byte once (Adam's step, multi-tensor apply), sharded over d under ZeRO."""
+    local = local_parameters(work, lay)
+    return 2 * local * state_bytes_per_parameter / (eta.memory * gpu.hbm_bandwidth)
+
+
+def collective_seconds(row: Any, sizes: dict[str, int], gpu: System, eta: Efficiency) -> float:
+    """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency."""
+    bandwidth, latency = gpu.link(span(row.group, sizes))
+    steps = RING_STEPS.get(row.collective, lambda n: n - 1)(max(int(row.ranks), 2))
+    return row.count * (row.sent / (eta.network * bandwidth) + steps * latency)
+
+
+def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
+                  compute: dict[str, float], rules: frozenset[str]) -> dict[str, float]:
+    """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
+    sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
+    total = {group: 0.0 for group in ("tp", "cp", "ep", "dp-reduce", "dp-gather", "pp")}
+    one = {"pp": 0.0}
+    for row in rows:
+        seconds = collective_seconds(row, sizes, gpu, eta)
+        group = "dp" if row.group == "edp" else row.group
+        if group == "dp":
+            group = "dp-gather" if row.collective == "all-gather" else "dp-reduce"
+        if group == "pp" and row.count:
+            one["pp"] = max(one["pp"], seconds / row.count)
+        total[group] += seconds
+    m = lay.m
+    linear = compute["linear"] + compute["expert"]
+    per_micro = {
+        "tp": exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
+        "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
+        "ep": exposed(total["ep"] / m, compute["expert"] if "ep-a2a-overlap" in rules else 0.0),
+    }
+    backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
+    forward = backward / 2
+    floor = total["dp-reduce"] * last_bucket_share(local_parameters(work, lay), lay.d)
+    dp = exposed(total["dp-reduce"], backward if "dp-reduce-with-backward" in rules else 0.0,
+                 floor if "dp-reduce-with-backward" in rules else 0.0)
+    gather_floor = total["dp-gather"] * last_bucket_share(local_parameters(work, lay), lay.d)
+    dp += exposed(total["dp-gather"], forward * m if "param-gather-with-forward" in rules else 0.0,
+                  gather_floor if "param-gather-with-forward" in rules else 0.0)
+    hops = 2 * (lay.p - 1)
+    pp = min(total["pp"], hops * one["pp"]) if "pp-send-with-compute" in rules else total["pp"]
+    return {**per_micro, "dp": dp, "pp": pp}
+
+
+def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = (),
+              eta: Efficiency | None = None, overlap: Iterable[str] | None = None,
+              state_bytes_per_parameter: float = 16.0) -> StepTime:
+    """The predicted step of ``work`` under ``lay`` on ``gpu`` with the communication ``rows`` (one rank's, per step)."""
+    eta = eta or calibrated()
+    rules = overlap_rules(None if overlap is None else frozenset(overlap))
+    compute = compute_per_micro_batch(work, lay, gpu, eta)
+    comm = communication(rows, work, lay, gpu, eta, compute, rules)
+    gemm = compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]
+    stage = gemm + compute["recompute"] + compute["memory_bound"] + comm["tp"] + comm["cp"] + comm["ep"]
+    m = lay.m
+    length = pipeline_length(lay.p, lay.v, m)
+    breakdown = {"compute": m * gemm, "recompute": m * compute["recompute"],
+                 "memory_bound": m * compute["memory_bound"], "tp": m * comm["tp"],
+                 "cp": m * comm["cp"], "ep": m * comm["ep"], "bubble": (length - m) * stage,
+                 "dp": comm["dp"], "pp": comm["pp"],
+                 "optimizer": optimizer_seconds(work, lay, gpu, eta, state_bytes_per_parameter)}
+    seconds = sum(breakdown.values())
+    gpus = lay.t * lay.p * lay.c * lay.d
+    tokens = lay.b * m * lay.d * work.seq
+    model_flops = 3 * sum(row.flops_per_token for row in work.rows)
+    full_square = 3 * sum(row.flops_per_token * (2 if row.kind == "score" else 1) for row in work.rows)
+    hardware = model_flops + sum(row.flops_per_token for row in work.rows if lay.recompute in row.recomputed)
+    hardware_full = full_square + sum(row.flops_per_token * (2 if row.kind == "score" else 1)
+                                      for row in work.rows if lay.recompute in row.recomputed)
+    peak = gpu.peak("bf16")
+    per_gpu = tokens / seconds / gpus
+    return StepTime(
+        seconds, per_gpu, per_gpu * model_flops / 1e12, per_gpu * model_flops / peak,
+        per_gpu * hardware / peak, per_gpu * full_square / peak, per_gpu * hardware_full / peak,
+        breakdown,
+        {"mfu": "model FLOPs (every GEMM's three passes, causal attention halved) / bf16 dense peak",
+         "hfu": "mfu's FLOPs plus the recomputed forwards",
+         "mfu_full_square": "as mfu with the full s x s score square (Korthikanti et al. 2022, Appendix A)",
+         "hfu_full_square": "as hfu with the full score square",
+         "model_tflops_per_gpu": "mfu's FLOPs per second per GPU / 1e12",
+         "rank_order": "tp, cp, ep, dp, pp (Megatron's order string tp-cp-ep-dp-pp)",
+         "overlap": ", ".join(sorted(rules)) or "none"})
+
+
+def predict_workload(entry: Any) -> Workload:
+    """The workload of a derive Model or MoEModel (cached)."""
+    return workload(entry)

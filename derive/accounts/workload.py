@@ -1,0 +1,181 @@
+"""What one step asks of a GPU, as numbers: the GEMM ledger's rows and the saved-tensor bytes of a model.
+
+The step model (``derive.accounts.step``) times these rows; nothing here is a
+new count. GEMM rows come from ``derive.architectures.gemms`` (dense),
+``derive.architectures.moe_model`` (MoE presets) or a config's layout with its
+routed experts at k_E of E (``derive.architectures.moe.active_rows``); each row
+keeps the per-token (n, k, count) of its forward GEMM and whether each recompute
+policy of ``derive.accounts.flops.RECOMPUTED_GEMMS`` runs it again. The bytes
+of element-wise work come from the saved-for-backward tables
+(``derive.accounts.activations.layer_activations``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import sympy as sp
+
+from derive.accounts.activations import layer_activation_bytes
+from derive.accounts.flops import RECOMPUTED_GEMMS
+from derive.architectures.gemms import Gemm, attention_score_gemms, model_gemms, weight_gemms
+from derive.architectures.moe import active_rows
+from derive.architectures.moe_model import model_gemms as moe_gemms
+from derive.architectures.moe_model import model_parameters as moe_parameters
+from derive.moe_presets import MoEModel
+from derive.presets import Model
+from derive.symbols import E, L, L_E, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
+from derive.tensors import Ledger
+
+#: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head.
+KINDS = ("layer", "expert", "score", "head")
+#: Recompute policy of the activation accounts -> the FLOP account's (Megatron's full recompute
+#: re-runs the layers, not the output head: "full-layers").
+RECOMPUTE_FLOPS = {"none": "none", "selective": "selective", "full": "full-layers"}
+
+
+@dataclass(frozen=True)
+class GemmRow:
+    """One forward GEMM of one token at a model's sizes: [1, k] x [k, n], ``count`` times, and what re-runs it."""
+
+    name: str
+    kind: str
+    n: float
+    k: float
+    count: float
+    recomputed: frozenset[str]
+
+    @property
+    def flops_per_token(self) -> float:
+        """Forward FLOPs per token (2nk per copy)."""
+        return 2 * self.n * self.k * self.count
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model's numbers the step model reads: GEMM rows, sizes, parameters and MoE sizes."""
+
+    name: str
+    rows: tuple[GemmRow, ...]
+    seq: int
+    hidden: int
+    layers: int
+    vocab: int
+    heads: int
+    parameters: int
+    expert_parameters: int
+    experts: int
+    active_experts: int
+    moe_layers: int
+    saved: tuple[tuple[str, float, float], ...]  # (recompute policy, A, B): A + B/t bytes per layer per token
+    saved_sp: tuple[tuple[str, float, float], ...]  # the same under sequence parallelism
+
+    def saved_bytes(self, recompute: str, sequence_parallel: bool, tensor_parallel: int) -> float:
+        """Bytes one layer saves per token on one TP rank: A + B / t (B: the rows the table shards)."""
+        table = {policy: (whole, shared) for policy, whole, shared in
+                 (self.saved_sp if sequence_parallel else self.saved)}
+        whole, shared = table[recompute]
+        return whole + shared / tensor_parallel
+
+    @property
+    def moe(self) -> bool:
+        """Whether any layer routes tokens to experts."""
+        return self.experts > 0
+
+
+def _kind(gemm: Gemm) -> str:
+    if gemm.has("attention_score"):
+        return "score"
+    if gemm.has("routed_expert"):
+        return "expert"
+    if gemm.has("output") or gemm.has("mtp"):
+        return "head"
+    return "layer"
+
+
+def _symbolic(entry: Model | MoEModel) -> Ledger:
+    """Every forward GEMM of one token: dense tables, an MoE preset's, or a config's MoE / MLA layout."""
+    if isinstance(entry, MoEModel):
+        return moe_gemms(entry.features)
+    if entry.dense:
+        return model_gemms(entry.architecture, "causal")
+    layout = entry.layout
+    widths = (k, None) if layout.mla is None else (k_nope + k_rope, k_v)
+    return (weight_gemms(active_rows(entry.parameter_rows))
+            + attention_score_gemms("causal", a, *widths).times(L))
+
+
+def _number(entry: Model | MoEModel, expr: sp.Expr, **extra: int) -> float:
+    value = entry.subs(sp.sympify(expr), **extra)
+    if not value.is_number:
+        raise ValueError(f"model: {entry.name} leaves {sorted(map(str, value.free_symbols))} unset")
+    return float(value)
+
+
+def _sizes(entry: Model | MoEModel) -> dict[str, int]:
+    """s, h, L, V, a of a dense Model or an MoE preset."""
+    if isinstance(entry, Model):
+        return {"seq": entry.seq, "hidden": entry.hidden, "layers": entry.layers,
+                "vocab": entry.vocab, "heads": entry.heads}
+    values = {symbol.name: int(value) for symbol, value in entry.values.items()}
+    return {"seq": values["s"], "hidden": values["h"], "layers": values["L"], "vocab": values["V"],
+            "heads": values["a"]}
+
+
+def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str, float], ...]:
+    """Saved bytes per layer per token (t = 1 share x t) by recompute policy.
+
+    The Llama fused table (flash attention, Megatron + Transformer Engine) for Llama-style layers,
+    Korthikanti's GPT table with materialised scores for the GPT family; an MoE layer reads with f
+    the width its token passes through (k_E f_E, plus f_S for shared experts): the saved rows of a
+    gated MLP scale with f.
+    """
+    gpt = isinstance(entry, Model) and entry.family == "gpt"
+    profile, kernel = ("gpt", "materialised") if gpt else ("llama-fused", "fused")
+    width: dict[str, int] = {}
+    if not (isinstance(entry, Model) and entry.dense):
+        values = entry.values
+        width["f"] = int(values[k_E] * values[f_E] + values.get(f_S, 0))
+    rows = []
+    for policy in RECOMPUTE_FLOPS:
+        options = {} if gpt else {"head_dim": k}
+        per_layer = layer_activation_bytes(profile, kernel, t, sequence_parallel, policy, **options)
+        per_token = per_layer / (s * b)
+
+        def at(ranks: int) -> float:
+            one = per_token.xreplace({b: 1, t: ranks})
+            if isinstance(entry, Model) and entry.dense:
+                return _number(entry, one)
+            moe_share = entry.values.get(L_E, entry.values[L]) / entry.values[L]
+            return ((1 - moe_share) * _number(entry, one)
+                    + moe_share * _number(entry, one.xreplace({f: width["f"]})))
+        shared = 2 * (at(1) - at(2))
+        rows.append((policy, at(1) - shared, shared))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=64)
+def workload(entry: Model | MoEModel) -> Workload:
+    """The numbers of ``entry`` the step model times (cached per model)."""
+    sizes = _sizes(entry)
+    rows = []
+    for gemm in _symbolic(entry):
+        recomputed = frozenset(policy for policy, flops_policy in RECOMPUTE_FLOPS.items()
+                               if RECOMPUTED_GEMMS[flops_policy](gemm))
+        rows.append(GemmRow(gemm.name, _kind(gemm), _number(entry, gemm.n), _number(entry, gemm.k),
+                            _number(entry, gemm.count), recomputed))
+    if isinstance(entry, Model):
+        parameters = entry.parameters
+        table = entry.parameter_rows
+    else:
+        parameters = entry.parameters
+        table = moe_parameters(entry.features).without("mtp")
+    experts = table.where("routed_expert")
+    expert_parameters = int(_number(entry, experts.numel())) if len(experts) else 0
+    values = getattr(entry, "values", {})
+    moe = expert_parameters > 0
+    return Workload(
+        entry.name, tuple(rows), **sizes, parameters=parameters, expert_parameters=expert_parameters,
+        experts=int(values[E]) if moe else 0, active_experts=int(values[k_E]) if moe else 0,
+        moe_layers=int(values.get(L_E, values.get(L, 0))) if moe else 0,
+        saved=_saved(entry, False), saved_sp=_saved(entry, True))
