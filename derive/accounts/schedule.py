@@ -36,6 +36,12 @@ OVERLAP_RULES: dict[str, str] = {
     "tp-comm-overlap": "tensor-parallel all-gather / reduce-scatter split into chunks and hidden "
                        "behind the linear GEMMs (Transformer Engine userbuffers, --tp-comm-overlap); "
                        "off by default: TP communication is exposed",
+    "tp-async-backward": "the backward's tensor-parallel collectives Megatron launches asynchronously "
+                         "(the input re-gathered for the weight gradient beside the data-gradient GEMM, "
+                         "the gradient reduce-scatter beside the weight-gradient GEMM: "
+                         "megatron/core/tensor_parallel/layers.py "
+                         "LinearWithGradAccumulationAndAsyncCommunication.backward) hide behind one "
+                         "GEMM pass; the ledger marks them with an overlap other than 'none'",
     "cp-ring-with-attention": "context parallel's K/V ring passes run beside the attention of the "
                               "previous block (Megatron / TE ring attention)",
     "pp-send-with-compute": "pipeline sends of the steady state overlap the next micro-batch; only "
@@ -44,7 +50,7 @@ OVERLAP_RULES: dict[str, str] = {
                       "compute (DeepSeek-V3's DualPipe, Megatron's --overlap-moe-expert-parallel-comm); "
                       "off by default",
 }
-DEFAULT_OVERLAP = frozenset({"dp-reduce-with-backward", "param-gather-with-forward",
+DEFAULT_OVERLAP = frozenset({"dp-reduce-with-backward", "param-gather-with-forward", "tp-async-backward",
                              "cp-ring-with-attention", "pp-send-with-compute"})
 
 #: Megatron DDP's bucket: max(40,000,000, 1,000,000 x dp) parameters

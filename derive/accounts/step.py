@@ -12,8 +12,9 @@ by pass (forward, dgrad, wgrad; recomputed forwards by the recompute policy) at
     achieved(M, N, K, dtype) = eta_gemm x min(peak_dtype, intensity x HBM bandwidth)
 
 (a roofline, Williams et al. 2009, with intensity 2MNK / (bytes x (MK + KN + MN)),
-times one fitted constant). Attention-score GEMMs run at eta_attention x the bf16 peak
-(a flash kernel's FLOPs, causal halved as the ledger counts them). Element-wise work
+times one fitted constant, times the wave quantization of its output tiles over the SMs).
+Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
+kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16. Element-wise work
 moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
 the optimizer reads and writes every resident state byte once. Communication rows
 (``derive.accounts.comm``) cross the link their group spans at eta_network x its
@@ -36,7 +37,7 @@ from derive.accounts.schedule import (
     pipeline_length,
     span,
 )
-from derive.accounts.workload import GemmRow, Workload, workload
+from derive.accounts.workload import GemmRow, Workload
 from derive.dtypes import DTYPE_BYTES
 from derive.inputs import choose
 from derive.systems import System
@@ -58,12 +59,17 @@ STATE_PRECISION: dict[str, str] = {"bf16": "bf16-fp32grad", "fp16": "fp16-megatr
 #: Element-wise HBM traffic of a saved tensor: written in the forward, read in the backward, its
 #: gradient written and read once (stated reasoning; a recomputed forward writes it once more).
 MEMORY_CROSSINGS = 4
-#: Bytes of a GEMM operand at the roofline: the element size of its dtype (derive.dtypes).
-OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["fp8"]}
+#: Bytes of a GEMM operand at the roofline: the element size of its dtype (derive.dtypes); an FP8
+#: element (E4M3 / E5M2) is one byte, held as uint8 data in Transformer Engine's Float8Tensor.
+OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["uint8"]}
+#: Bytes one element's FP8 cast moves: read in BF16 (2), written in FP8 (1) and FP8 transposed (1).
+FP8_CAST = DTYPE_BYTES["bf16"] + 2 * DTYPE_BYTES["uint8"]
+#: Output tile of one thread block (CUTLASS's default 128 x 256 tensor-core tile on Ampere and Hopper).
+TILE = (128, 256)
 #: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count.
 RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n - 1,
               "all-gather": lambda n: n - 1, "all-to-all": lambda n: n - 1,
-              "send/recv": lambda n: 1, "broadcast": lambda n: n - 1}
+              "send-recv": lambda n: 1, "broadcast": lambda n: n - 1}
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,6 @@ class Efficiency:
     """The fitted constants (each a fraction of a data-sheet figure) and where they come from."""
 
     gemm: float
-    attention: float
     memory: float
     network: float
     source: str = ""
@@ -106,11 +111,28 @@ class StepTime:
                 "breakdown": dict(self.breakdown), "conventions": dict(self.conventions)}
 
 
-def achieved_flops(m: float, n: float, k: float, dtype: str, gpu: System, eta: float) -> float:
-    """eta x min(peak, intensity x HBM bandwidth) for C[m, n] = A[m, k] B[k, n] in ``dtype`` (a roofline)."""
+def wave_efficiency(rows: float, cols: float, gpu: System, batch: float = 1) -> float:
+    """Share of the tile slots a GEMM's output [rows, cols] fills: tiles over whole waves of one tile per SM.
+
+    The output is cut into ``TILE`` tiles (CUTLASS / cuBLAS thread-block tiles), one per streaming
+    multiprocessor at a time; the last wave and the edge tiles run partly empty (NVIDIA, "Matrix
+    Multiplication Background User's Guide": tile and wave quantization).
+    """
+    tile_rows, tile_cols = TILE
+    down, across = -(-rows // tile_rows), -(-cols // tile_cols)
+    tiles = down * across * batch
+    waves = -(-tiles // gpu.sms)
+    return (rows * cols * batch) / (waves * gpu.sms * tile_rows * tile_cols)
+
+
+def achieved_flops(m: float, n: float, k: float, dtype: str, gpu: System, eta: float,
+                   output: tuple[float, float] | None = None, batch: float = 1) -> float:
+    """eta x min(peak, intensity x HBM bandwidth) x wave quantization of the output (default [m, n]) for C[m, n] = A[m, k] B[k, n]."""
     size = OPERAND_BYTES[choose("dtype", dtype, OPERAND_BYTES)]
     intensity = 2 * m * n * k / (size * (m * k + k * n + m * n))
-    return eta * min(gpu.peak(dtype), intensity * gpu.hbm_bandwidth)
+    rows, cols = output or (m, n)
+    return (eta * min(gpu.peak(dtype), intensity * gpu.hbm_bandwidth)
+            * wave_efficiency(max(rows, 1), max(cols, 1), gpu, batch))
 
 
 @dataclass(frozen=True)
@@ -132,16 +154,6 @@ class Layout:
     precision: str
 
 
-def layout_of(parallelism: Any) -> Layout:
-    """A :class:`Layout` from a ``derive.parallelism.Parallelism`` (or anything with its fields)."""
-    etp = parallelism.etp if getattr(parallelism, "etp", None) else parallelism.tp
-    return Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
-                  parallelism.dp, etp, parallelism.micro_batch, parallelism.micro_batches,
-                  bool(parallelism.sequence_parallel), int(parallelism.zero),
-                  choose("recompute", parallelism.recompute, ("none", "selective", "full")),
-                  choose("precision", parallelism.precision, LINEAR_DTYPE))
-
-
 def _stage_share(work: Workload, lay: Layout) -> float:
     """Layers on the most loaded stage over L: v ceil(L / (p v)) / L (uneven stages, derive.sweep)."""
     chunks = lay.p * lay.v
@@ -150,18 +162,30 @@ def _stage_share(work: Workload, lay: Layout) -> float:
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                   tokens: float) -> tuple[float, float]:
-    """(seconds of one pass over ``tokens`` tokens of one rank, FLOPs of it) for a GEMM row."""
+    """(forward seconds, backward seconds) of a GEMM row over ``tokens`` tokens of one rank.
+
+    The three passes of ``derive.architectures.gemms.Gemm.passes``: forward C[M, N] = A[M, K] B[K, N],
+    dgrad [M, K], wgrad [K, N] (same FLOPs, their own output shapes).
+    """
     if row.kind == "score":
-        flops = tokens * row.flops_per_token / lay.t
-        return flops / (eta.attention * gpu.peak("bf16")), flops
+        # one batched GEMM per layer: count / L heads on this rank's share (a / t), each [M, n] x [n, k]
+        heads = row.count / work.layers / lay.t
+        m, n, k = tokens, row.n, row.k
+        one = 2 * m * n * k * heads
+        times = [one / achieved_flops(m, n, k, "bf16", gpu, eta.gemm, shape, heads)
+                 for shape in ((m, n), (m, k), (n, k))]
+        return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
     n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
-    m = tokens
+    m, copies = tokens, row.count
     if row.kind == "expert":
         m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
-    flops = tokens * row.flops_per_token / split
-    return flops / achieved_flops(m, n, k, dtype, gpu, eta.gemm), flops
+        copies = row.count * tokens / m
+    one = 2 * m * n * k
+    forward, dgrad, wgrad = ((m, n), (m, k), (k, n))
+    times = [one / achieved_flops(m, n, k, dtype, gpu, eta.gemm, shape) for shape in (forward, dgrad, wgrad)]
+    return copies * times[0], copies * (times[1] + times[2])
 
 
 def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, float]:
@@ -169,23 +193,38 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     tokens = lay.b * work.seq / lay.c
     share = _stage_share(work, lay)
     seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
-    flops = {"hardware": 0.0}
     for row in work.rows:
-        one, f = _gemm_seconds(row, work, lay, gpu, eta, tokens)
+        forward, backward = _gemm_seconds(row, work, lay, gpu, eta, tokens)
         weight = 1.0 if row.kind == "head" else share
         kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
-        seconds[kind] += 3 * one * weight  # forward, dgrad, wgrad (score: two dgrads): Gemm.passes
-        flops["hardware"] += 3 * f * weight
+        seconds[kind] += (forward + backward) * weight
         if lay.recompute in row.recomputed:
-            seconds["recompute"] += one * weight
-            flops["hardware"] += f * weight
+            seconds["recompute"] += forward * weight
     layers = share * work.layers
+    cast = fp8_cast_bytes(work, lay, tokens) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
-    element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again)
+    element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
     seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
-    seconds["hardware_flops"] = flops["hardware"]
     return seconds
+
+
+def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float) -> float:
+    """HBM bytes of the FP8 casts of one micro-batch's linear GEMMs on one rank, all L layers.
+
+    Each linear GEMM's input [M, K] is cast once in the forward and its output gradient [M, N] once
+    in the backward: read in BF16, written in FP8 row-wise and transposed (Transformer Engine's
+    fused cast_transpose, transformer_engine/common/transpose/cast_transpose.cu): FP8_CAST
+    bytes per element. Weights are cast once per step and left out.
+    """
+    total = 0.0
+    for row in work.rows:
+        if row.kind not in ("layer", "expert"):
+            continue
+        split = lay.etp if row.kind == "expert" else lay.t
+        n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
+        total += tokens * row.count * (n + k) * FP8_CAST
+    return total
 
 
 def local_parameters(work: Workload, lay: Layout) -> float:
@@ -204,28 +243,31 @@ def optimizer_seconds(work: Workload, lay: Layout, gpu: System, eta: Efficiency,
 def collective_seconds(row: Any, sizes: dict[str, int], gpu: System, eta: Efficiency) -> float:
     """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency."""
     bandwidth, latency = gpu.link(span(row.group, sizes))
-    steps = RING_STEPS.get(row.collective, lambda n: n - 1)(max(int(row.ranks), 2))
-    return row.count * (row.sent / (eta.network * bandwidth) + steps * latency)
+    steps = RING_STEPS[row.collective](max(int(row.ranks), 2))
+    return float(row.count) * (float(row.sent) / (eta.network * bandwidth) + steps * latency)
 
 
 def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                   compute: dict[str, float], rules: frozenset[str]) -> dict[str, float]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
     sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
-    total = {group: 0.0 for group in ("tp", "cp", "ep", "dp-reduce", "dp-gather", "pp")}
+    total = {group: 0.0 for group in ("tp", "tp-async", "cp", "ep", "dp-reduce", "dp-gather", "pp")}
     one = {"pp": 0.0}
     for row in rows:
         seconds = collective_seconds(row, sizes, gpu, eta)
         group = "dp" if row.group == "edp" else row.group
         if group == "dp":
             group = "dp-gather" if row.collective == "all-gather" else "dp-reduce"
+        if group == "tp" and row.overlap != "none":
+            group = "tp-async"
         if group == "pp" and row.count:
-            one["pp"] = max(one["pp"], seconds / row.count)
+            one["pp"] = max(one["pp"], seconds / float(row.count))
         total[group] += seconds
     m = lay.m
     linear = compute["linear"] + compute["expert"]
+    hidden = exposed(total["tp-async"] / m, linear / 3 if "tp-async-backward" in rules else 0.0)
     per_micro = {
-        "tp": exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
+        "tp": hidden + exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
         "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
         "ep": exposed(total["ep"] / m, compute["expert"] if "ep-a2a-overlap" in rules else 0.0),
     }
@@ -280,8 +322,3 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
          "model_tflops_per_gpu": "mfu's FLOPs per second per GPU / 1e12",
          "rank_order": "tp, cp, ep, dp, pp (Megatron's order string tp-cp-ep-dp-pp)",
          "overlap": ", ".join(sorted(rules)) or "none"})
-
-
-def predict_workload(entry: Any) -> Workload:
-    """The workload of a derive Model or MoEModel (cached)."""
-    return workload(entry)

@@ -1,0 +1,224 @@
+"""``python -m derive.predict``: one layout's predicted step time, throughput, MFU and breakdown.
+
+The model: --model (a preset, an MoE preset or a shipped config's name), --config PATH (any
+config.json derive reads, MoE included) or --architecture layers=…,hidden=…,ffn=…,heads=…,
+kv-heads=…,vocab=…,mlp=gelu|swiglu (swiglu: a Llama-style layer; gelu: the GPT of the Megatron
+papers, learned positions and LayerNorm). The layout: derive.options' shared options. The
+prediction: ``derive.accounts.prediction.predict`` with the calibrated constants of
+``derive/calibration.json``. A layout that does not divide the model, or whose most loaded
+rank does not fit the GPU's usable memory (dense models: derive.sweep's accounts plus
+derive.accounts.budget's range), is one line and exit status 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.prediction import ledger_precision, predict
+from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
+from derive.accounts.step import LINEAR_DTYPE, StepTime
+from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
+from derive.hf import published_model, published_names
+from derive.moe_presets import MOE_MODELS
+from derive.options import add_layout_options, option_error, parallelism_from
+from derive.parallelism import Parallelism
+from derive.presets import ALIASES, MODELS, Model, model
+from derive.sweep import evaluate
+from derive.symbols import s
+from derive.systems import SYSTEMS, System, system
+
+#: The MoE presets (derive.moe_presets) by the shipped config each reads.
+MOE_CONFIGS = {"mixtral-8x7b": "mixtral-8x7b-v0.1", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
+#: The systems table's names -> derive.accounts.budget's (the GPUs with a measured usable range).
+BUDGETS = {"h100": "h100", "a100-80gb": "a100"}
+#: The architecture fields of --architecture and the Model field each sets.
+ARCHITECTURE_FIELDS = {"layers": "layers", "hidden": "hidden", "ffn": "ffn", "heads": "heads",
+                       "kv-heads": "kv_heads", "vocab": "vocab"}
+MLPS = {"swiglu": "llama", "gelu": "gpt"}
+
+
+def architecture_model(text: str, seq: int | None) -> Model:
+    """A Model from 'layers=…,hidden=…,…,mlp=gelu|swiglu'; UsageError naming --architecture."""
+    fields: dict[str, str] = {}
+    for part in filter(None, (piece.strip() for piece in text.split(","))):
+        key, sign, value = part.partition("=")
+        if not sign or key.strip() not in [*ARCHITECTURE_FIELDS, "mlp"]:
+            raise UsageError(f"--architecture: expected key=value with keys {', '.join([*ARCHITECTURE_FIELDS, 'mlp'])}, "
+                             f"got {part!r}")
+        fields[key.strip()] = value.strip()
+    missing = [key for key in ARCHITECTURE_FIELDS if key not in fields and key != "kv-heads"]
+    if missing:
+        raise UsageError(f"--architecture: {missing[0]}= is needed")
+    if seq is None:
+        raise UsageError("--seq: needed with --architecture (a shape has no sequence length of its own)")
+    mlp = fields.get("mlp", "swiglu")
+    if mlp not in MLPS:
+        raise UsageError(f"--architecture: mlp must be gelu or swiglu, got {mlp!r}")
+    sizes = {}
+    for key, name in ARCHITECTURE_FIELDS.items():
+        value = fields.get(key, fields["heads"] if key == "kv-heads" else None)
+        try:
+            sizes[name] = POSITIVE(value)
+        except Exception:
+            raise UsageError(f"--architecture: {key} must be a positive integer, got {value!r}") from None
+    try:
+        return Model(f"architecture({text})", MLPS[mlp], seq=seq, **sizes,
+                     source="--architecture")
+    except ValueError as error:
+        raise UsageError(f"--architecture: {error}") from None
+
+
+def chosen_model(args) -> Model:
+    """The model of exactly one of --model, --config, --architecture, at --seq."""
+    given = [name for name in ("model", "config", "architecture") if getattr(args, name) is not None]
+    if len(given) != 1:
+        raise UsageError("--model: give exactly one of --model, --config or --architecture")
+    if args.architecture is not None:
+        return architecture_model(args.architecture, args.seq)
+    if args.config is not None:
+        entry = _from_config(args.config)
+    elif args.model in MOE_CONFIGS:
+        entry = published_model(MOE_CONFIGS[args.model], seq=MOE_MODELS[args.model].values[s])
+    elif args.model in published_names() and args.model not in MODELS:
+        entry = published_model(args.model)
+    else:
+        try:
+            entry = model(args.model)
+        except ValueError:
+            known = [*MODELS, *ALIASES, *MOE_CONFIGS, *published_names()]
+            raise UsageError(f"--model: unknown model {args.model!r} (known: {', '.join(known)})") from None
+    return entry if args.seq is None else replace(entry, seq=args.seq)
+
+
+def usable(gpu: System) -> int:
+    """Bytes usable for tensors, low end: the budget's measured range, else the H100's share of HBM."""
+    if gpu.name in BUDGETS and BUDGETS[gpu.name] in DRIVER_CAPACITY:
+        return usable_bytes(BUDGETS[gpu.name])[0]
+    share = usable_bytes("h100")[0] / SYSTEMS["h100"].hbm_bytes
+    return int(gpu.hbm_bytes * share)
+
+
+def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
+    """The most loaded rank's bytes (derive.sweep: Megatron's placement, SP on); None for MoE / ZeRO-2/3."""
+    if not entry.dense or layout.zero > 1:
+        return None
+    profile = "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
+    arrays = {"s": np.array([entry.seq]), "b": np.array([layout.micro_batch]), "t": np.array([layout.tp]),
+              "p": np.array([layout.pp]), "v": np.array([layout.vp]),
+              # the distributed optimizer shards over the data-parallel group with context-parallel
+              # ranks (parallel_state.get_data_parallel_group(with_context_parallel=True)): d c ranks
+              "d": np.array([layout.dp * layout.cp]),
+              "c": np.array([layout.cp]), "m": np.array([layout.micro_batches])}
+    figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),
+                       attention_kernel="fused")
+    return float(figures["memory_per_gpu"][0])
+
+
+def megatron_defaults(args) -> None:
+    """Unset --zero and --sequence-parallel take the settings Megatron's large-run recipes use.
+
+    The distributed optimizer (ZeRO-1) when gradients are reduced over more than one rank
+    (--use-distributed-optimizer), and sequence parallelism with tensor parallelism
+    (--sequence-parallel; required with expert parallelism): examples/gpt3 and
+    examples/llama in Megatron-LM set both. --zero 0 and --no-sequence-parallel turn them off.
+    """
+    replicas = (args.dp or (args.gpus // (args.tp * args.pp * args.cp) if args.gpus else 1)) * args.cp
+    if args.zero is None:
+        args.zero = 1 if replicas > 1 else 0
+    if args.sequence_parallel is None:
+        args.sequence_parallel = args.tp > 1
+
+
+def build_parser() -> OneLineParser:
+    """--model / --config / --architecture, --gpu, --seq, the layout options, --overlap, --json."""
+    parser = OneLineParser(prog="python -m derive.predict", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", metavar="NAME", help="a preset, an MoE preset or a shipped config's name")
+    parser.add_argument("--config", metavar="PATH", help="a Hugging Face config.json (MoE included)")
+    parser.add_argument("--architecture", metavar="SHAPE",
+                        help="layers=…,hidden=…,ffn=…,heads=…,kv-heads=…,vocab=…,mlp=gelu|swiglu")
+    parser.add_argument("--gpu", default="h100", help=", ".join(SYSTEMS))
+    parser.add_argument("--seq", type=POSITIVE, help="sequence length (default: the model's)")
+    add_layout_options(parser)
+    parser.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false",
+                        help="turn sequence parallelism off (predict's default: on when --tp > 1)")
+    parser.set_defaults(zero=None, sequence_parallel=None)
+    parser.add_argument("--overlap", metavar="RULES",
+                        help="comma-separated overlap rules to turn on (default: "
+                             "derive.accounts.schedule.DEFAULT_OVERLAP; 'none' for none): "
+                             + ", ".join(OVERLAP_RULES))
+    parser.add_argument("--no-memory-check", action="store_true", help="predict even if the layout does not fit")
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+    return parser
+
+
+def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
+    """Check and predict the parsed ``args``; UsageError (exit 2, one line) on anything that cannot run."""
+    try:
+        gpu = system(args.gpu)
+    except ValueError:
+        raise UsageError(f"--gpu: unknown GPU {args.gpu!r} (known: {', '.join(SYSTEMS)})") from None
+    if args.precision not in LINEAR_DTYPE:
+        raise UsageError(f"--precision: unknown precision {args.precision!r} (known: {', '.join(LINEAR_DTYPE)})")
+    precision = args.precision_name = args.precision
+    entry = chosen_model(args)
+    args.precision = ledger_precision(precision)
+    megatron_defaults(args)
+    layout = parallelism_from(args, entry)
+    rules = None
+    if args.overlap is not None:
+        names = [] if args.overlap.strip() == "none" else [x.strip() for x in args.overlap.split(",") if x.strip()]
+        try:
+            rules = overlap_rules(names)
+        except ValueError as error:
+            raise option_error(error, {"overlap": "--overlap"}) from None
+    try:
+        result = predict(entry, layout, gpu, precision, rules)
+    except ValueError as error:
+        raise option_error(error, {"model": "--model", "gpu": "--gpu"}) from None
+    if not args.no_memory_check:
+        needed, budget = memory_per_gpu(entry, layout), usable(gpu)
+        if needed is not None and needed > budget:
+            raise UsageError(f"--gpus: the most loaded rank needs {needed / 2**30:.1f} GiB, over the "
+                             f"{budget / 2**30:.1f} GiB usable on a {gpu.name} (derive.accounts.budget): "
+                             "does not fit")
+    return entry, layout, gpu, result
+
+
+def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime) -> str:
+    """The prediction as text: step time, throughput, utilisation, breakdown."""
+    lines = [f"== {entry.name} on {layout.gpus} {gpu.name}: t={layout.tp} p={layout.pp} v={layout.vp} "
+             f"c={layout.cp} e={layout.ep} d={layout.dp} b={layout.micro_batch} m={layout.micro_batches}",
+             f"  step {result.step_time_s:.3f} s, {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, "
+             f"{result.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"]
+    for name, seconds in result.breakdown.items():
+        lines.append(f"  {name:13s} {seconds:10.3f} s  {seconds / result.step_time_s:6.1%}")
+    return "\n".join(lines) + "\n"
+
+
+def run(argv: Sequence[str] | None = None) -> str:
+    """The prediction as text or one JSON object."""
+    args = build_parser().parse_args(argv)
+    entry, layout, gpu, result = prediction(args)
+    if args.json:
+        settings = {"tp": layout.tp, "pp": layout.pp, "vp": layout.vp, "cp": layout.cp, "ep": layout.ep,
+                    "etp": layout.etp, "dp": layout.dp, "micro_batch": layout.micro_batch,
+                    "micro_batches": layout.micro_batches, "global_batch": layout.global_batch,
+                    "zero": layout.zero, "sequence_parallel": layout.sequence_parallel,
+                    "recompute": layout.recompute, "precision": args.precision_name}
+        return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
+                           "layout": settings}, indent=1) + "\n"
+    return render_text(entry, layout, gpu, result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: print the prediction, or one error line and exit status 2."""
+    return serve(run, argv, "derive.predict")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
