@@ -11,8 +11,9 @@ The calibration set (the published runs derive's claims already hold):
 Three constants are fitted (``derive.accounts.step.Efficiency``): the GEMM efficiency against
 the roofline (attention's score GEMMs included), the HBM efficiency of element-wise work and
 the optimizer, and the link efficiency of collectives. The fit minimises the mean over
-the three tables of each table's mean absolute relative error of the step time, by
-coordinate search on a fixed grid (deterministic). The constants, every row's residual and
+the three tables of each table's mean absolute relative error of the step time, with the
+issue's target on Korthikanti's Table 5 (mean <= 3 %, max <= 6 %) as a penalised constraint,
+by coordinate search on a fixed grid (deterministic). The constants, every row's residual and
 each table's mean and max error go to ``derive/calibration.json``, which the predictor reads.
 Layout details the papers leave unstated are assumptions named on each row.
 """
@@ -39,6 +40,9 @@ TERA = 10**12
 #: (--accumulate-allreduce-grads-in-fp32 with bf16 / fp16 main grads) and Llama 3's ("reduce-scatter
 #: gradients in FP32 across data parallel workers in FSDP", Dubey et al. 2024, section 3.3.4).
 MEGATRON_PRECISION = "bf16-fp32grad"
+#: Narayanan et al. 2021 trained in fp16 (section 5) with Megatron's then-default fp16 gradient
+#: all-reduce (--accumulate-allreduce-grads-in-fp32 came later, for bf16).
+NARAYANAN_PRECISION = "fp16"
 
 
 @dataclass(frozen=True)
@@ -83,13 +87,11 @@ def narayanan_runs() -> list[PublishedRun]:
         iteration_flops = batch * entry.seq * float(entry.at(flops_per_token("gpt", "full", "full-layers")))
         seconds = iteration_flops / (gpus * tflops * TERA)
         layout = Parallelism(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=1, global_batch=batch,
-                             recompute="full", zero=0, scatter_gather=True, precision=MEGATRON_PRECISION)
+                             recompute="full", zero=0, scatter_gather=True, precision=NARAYANAN_PRECISION)
         runs.append(PublishedRun(
             "narayanan-table1", f"{params}B", entry, layout, system("a100-80gb"), seconds,
             f"{tflops} teraFLOP/s per GPU (Eq. 3's FLOPs)",
-            "micro-batch 1, no interleaving, no sequence parallelism, fp16 states as bf16; gradients "
-            "all-reduced after the pipeline flush (Megatron of 2021 had no --overlap-grad-reduce)",
-            DEFAULT_OVERLAP - {"dp-reduce-with-backward"}))
+            "micro-batch 1, no interleaving, no sequence parallelism, fp16 gradients all-reduced in fp16"))
     return runs
 
 
@@ -101,9 +103,10 @@ NARAYANAN_LAYOUTS = (("1.7", 1, 1, 512), ("3.6", 2, 1, 512), ("7.5", 4, 1, 512),
 NARAYANAN_SOURCE = ("Narayanan et al. 2021, Table 1 (columns t, p, batch size), as transcribed in "
                     "public notes of the paper")
 
-#: Llama 3's pipeline: interleaved with v = 2 chunks per rank (an assumption: the paper describes an
-#: interleaved schedule with a tunable number of micro-batches but prints no v).
-LLAMA3_VIRTUAL = 2
+#: Llama 3's pipeline: interleaved, v = 4 chunks of two layers per rank (an assumption: the paper
+#: describes an interleaved schedule and 126 = 16 x 8 - 2 layers, one removed from the first and
+#: the last stage, but prints no v; p v <= L keeps derive's layouts to whole chunks).
+LLAMA3_VIRTUAL = 4
 
 
 def dubey_runs() -> list[PublishedRun]:
@@ -139,12 +142,22 @@ def residuals(runs: Sequence[PublishedRun], eta: Efficiency) -> list[float]:
             for run in runs]
 
 
+#: The issue's target on Korthikanti et al. 2022 Table 5 (mean and max absolute error), a constraint
+#: of the fit: Calculon (Isaev et al., SC'23) reaches 3.65 % mean and 8.87 % max on the same rows.
+TARGET = {"table": "korthikanti-table5", "mean": 0.03, "max": 0.06}
+#: Weight of a violated target against the mean error (large: the constraint wins).
+PENALTY = 10
+
+
 def objective(runs: Sequence[PublishedRun], eta: Efficiency) -> float:
-    """Mean over tables of each table's mean absolute relative error."""
+    """Mean over tables of each table's mean absolute relative error, plus PENALTY x any miss of TARGET."""
     errors: dict[str, list[float]] = {}
     for run, error in zip(runs, residuals(runs, eta)):
         errors.setdefault(run.table, []).append(abs(error))
-    return sum(sum(e) / len(e) for e in errors.values()) / len(errors)
+    mean = sum(sum(e) / len(e) for e in errors.values()) / len(errors)
+    held = errors.get(TARGET["table"], [0.0])
+    miss = (max(0.0, sum(held) / len(held) - TARGET["mean"]) + max(0.0, max(held) - TARGET["max"]))
+    return mean + PENALTY * miss
 
 
 #: The grid each constant is searched on (fractions of the data-sheet figure).

@@ -10,8 +10,14 @@ the first stage's in-flight micro-batches with the interleaving factor, the
 logits on the last stage) plus the caching allocator's rounding of every
 state buffer and every saved activation (:mod:`derive.accounts.allocator`),
 judged against the GPU's usable range (:mod:`derive.accounts.budget`): it fits
-at or under the low end. Step time is the compute bound (hardware FLOPs at
-``mfu`` x peak) x (1 + (p - 1)/(v m)). Communication is not modelled.
+at or under the low end. Each layout that fits is timed by the step model
+(:func:`derive.accounts.prediction.predict`: GEMMs, element-wise work, the
+communication ledger's rows on their links with Megatron's overlap, the
+pipeline bubble, the optimizer; sequence parallelism on, as the memory accounts
+assume) and the layouts are ranked by that predicted step time. Ties (equal
+predicted times) go to the lower memory per GPU, then to smaller t, p, v, c, b.
+The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
+kept as the ``bound`` column. Dense models only (the sweep's memory accounts).
 """
 from __future__ import annotations
 
@@ -33,20 +39,28 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
+from derive.accounts.prediction import predict
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
+from derive.parallelism import Parallelism
 from derive.presets import Model, model
 from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, m, p, t, v
+from derive.systems import system
 from derive.units import BYTE_UNITS
 
 GiB = BYTE_UNITS["GiB"]
 #: Micro-batch sizes tried, the most virtual stages per rank, the largest context-parallel size.
 MICRO_BATCHES = (1, 2, 4, 8)
+#: Feasible layouts whose breakdown the text shows.
+BREAKDOWNS = 3
 MAX_VIRTUAL = 8
 MAX_CONTEXT = 16
-COMMUNICATION = ("Communication is not modelled: the step time is the compute bound "
-                 "(hardware FLOPs at the given MFU of peak) x the pipeline bubble 1 + (p-1)/(v m)")
+COMMUNICATION = ("step time predicted by derive.accounts.prediction (GEMMs, element-wise work, the "
+                 "communication ledger on NVLink / NIC with Megatron's overlap rules, bubble, optimizer); "
+                 "ties go to lower memory, then smaller t, p, v, c, b")
+#: derive.accounts.budget's hardware names -> the systems table's.
+SYSTEM_NAMES = {"h100": "h100", "a100": "a100-80gb"}
 
 #: Why a layout is left out, in the order the summary lists them.
 REASONS = {
@@ -165,9 +179,30 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         reason = np.select([~whole, ~schedule, memory > high, memory > low],
                            ["batch", "schedule", "memory", "memory-uncertain"], default="")
         parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
-                      "step_time": time, "feasible": reason == "", "reason": reason})
+                      "bound": time, "feasible": reason == "", "reason": reason})
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    columns["step_time"], columns["breakdown"] = predicted_times(entry, columns, tokens, hardware_name)
     return Plan(entry, gpus, hardware_name, tokens, (low, high), columns)
+
+
+def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, seq: int) -> Parallelism:
+    """The :class:`derive.parallelism.Parallelism` of one plan row (sequence parallelism on)."""
+    return Parallelism(tp=int(columns["t"][row]), pp=int(columns["p"][row]), vp=int(columns["v"][row]),
+                       cp=int(columns["c"][row]), dp=int(columns["d"][row]), micro_batch=int(columns["b"][row]),
+                       global_batch=tokens // seq, recompute=str(columns["recompute"][row]),
+                       zero=int(columns["zero"][row]), sequence_parallel=int(columns["t"][row]) > 1)
+
+
+def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
+                    hardware_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row."""
+    gpu = system(SYSTEM_NAMES.get(hardware_name, hardware_name))
+    times = np.full(columns["t"].size, np.nan)
+    breakdowns = np.full(columns["t"].size, None, dtype=object)
+    for row in np.flatnonzero(columns["feasible"]):
+        result = predict(entry, layout_parallelism(columns, row, tokens, entry.seq), gpu)
+        times[row], breakdowns[row] = result.step_time_s, result.breakdown
+    return times, breakdowns
 
 
 # ---- command line ----
@@ -198,14 +233,9 @@ def render_text(result: Plan, top: int = 10) -> str:
                      f"{c['d'][row]:5d} "
                      f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d}  "
                      f"{_gib(c['memory_per_gpu'][row]):>10s}  {c['step_time'][row]:6.2f}  {bubble:6.1%}")
-    timed = np.flatnonzero(~np.isnan(c["step_time"]))
-    if timed.size:
-        fastest = timed[np.argmin(c["step_time"][timed])]
-        state = "fits" if c["feasible"][fastest] else f"fails: {REASONS[c['reason'][fastest]]}"
-        lines.append(f"  fastest layout ignoring memory: t={c['t'][fastest]} p={c['p'][fastest]} "
-                     f"v={c['v'][fastest]} c={c['c'][fastest]} b={c['b'][fastest]} {c['recompute'][fastest]} "
-                     f"zero={c['zero'][fastest]}: {c['step_time'][fastest]:.2f} s, "
-                     f"{c['memory_per_gpu'][fastest] / GiB:.2f} GiB ({state})")
+    for rank, row in enumerate(order[:min(BREAKDOWNS, feasible)], 1):
+        parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
+        lines.append(f"  #{rank} breakdown (s): {parts}")
     for key, count in result.failures().items():
         lines.append(f"  failed: {count:6d}  {REASONS[key]}")
     return "\n".join(lines) + "\n"
@@ -217,11 +247,13 @@ def render_json(result: Plan) -> str:
     layouts = []
     for row in result.order():
         timed = not np.isnan(c["step_time"][row])
+        measured = not np.isnan(c["memory_per_gpu"][row])
         layouts.append({
             **{key: int(c[key][row]) for key in ("t", "p", "v", "c", "d", "b", "m")},
             "recompute": str(c["recompute"][row]), "zero": int(c["zero"][row]),
-            "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if timed else None,
+            "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
             "step_time": float(c["step_time"][row]) if timed else None,
+            "breakdown": c["breakdown"][row] if timed else None,
             "feasible": bool(c["feasible"][row]),
             "reason": REASONS.get(str(c["reason"][row]), ""),
         })
@@ -229,7 +261,7 @@ def render_json(result: Plan) -> str:
         "model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
         "tokens": result.tokens, "seq": result.model.seq,
         "usable_bytes": {"low": result.usable[0], "high": result.usable[1]},
-        "communication_modelled": False, "note": COMMUNICATION,
+        "communication_modelled": True, "note": COMMUNICATION,
         "failures": result.failures(), "layouts": layouts,
     }, indent=1) + "\n"
 

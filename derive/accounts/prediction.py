@@ -10,11 +10,14 @@ mixed precision with FP32 gradients (``FP8_STATES``).
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable
 
-from derive.accounts.comm import collectives
+import sympy as sp
+
+from derive.accounts.comm_rows import LayoutTerms
+from derive.accounts.comm_rows import rows as comm_rows
 from derive.accounts.state import PRECISIONS, bytes_per_parameter
 from derive.accounts.step import (
     LINEAR_DTYPE,
@@ -28,7 +31,7 @@ from derive.accounts.workload import workload
 from derive.inputs import choose
 from derive.parallelism import Parallelism
 from derive.presets import Model
-from derive.symbols import d
+from derive.symbols import b, c, d, e, m, p, t, t_E, v
 from derive.systems import System
 
 #: The state-ledger precision an FP8 recipe's states and traffic are counted in when the state
@@ -44,9 +47,60 @@ def ledger_precision(precision: str) -> str:
     return precision if precision in PRECISIONS else FP8_STATES
 
 
-@lru_cache(maxsize=4096)
-def _rows(model: Model, parallelism: Parallelism) -> tuple:
-    return tuple(collectives(model, parallelism))
+@dataclass(frozen=True)
+class Row:
+    """A communication ledger row at one layout, as floats (what the step model reads)."""
+
+    name: str
+    group: str
+    collective: str
+    overlap: str
+    ranks: float
+    sent: float
+    count: float
+
+
+#: The layout symbols a ledger template is written in (derive.accounts.comm_rows.LayoutTerms).
+TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
+
+
+@lru_cache(maxsize=256)
+def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
+    """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
+
+    ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
+    most loaded rank's layers min(v ceil(L / (p v)), L), MoE layers first (as
+    derive.accounts.comm.collectives numbers them); p = 1 when ``whole_model`` (every edge on the rank).
+    """
+    layers = sp.Min(v * sp.ceiling(model.layers / (p * v)), model.layers)
+    moe = sp.Min(layers, len(model.moe_layers))
+    terms = LayoutTerms(t=t, p=sp.Integer(1) if whole_model else p, v=v, c=c, d=d, e=e, t_E=t_E, m=m,
+                        dense_layers=layers - moe, moe_layers=moe,
+                        capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
+    compiled = []
+    for row in comm_rows(model.architecture, terms, flags):
+        fields = [sp.sympify(model.at(getattr(row, name))) for name in ("ranks", "sent", "count")]
+        functions = [sp.lambdify(TEMPLATE_SIZES, field, "math") for field in fields]
+        compiled.append((row.name, row.group, row.collective, row.overlap, functions))
+    return tuple(compiled)
+
+
+def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
+    """The rows of ``collectives(model, parallelism)`` as floats, from a template compiled once per flags.
+
+    Equal to derive.accounts.comm.collectives row by row (tests/test_step.py); the planner's speed.
+    """
+    parallelism.check(model)
+    flags = replace(parallelism, tp=1, pp=1, vp=1, cp=1, ep=1, dp=1, etp=1, micro_batch=1, global_batch=1)
+    sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
+             parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
+    found = []
+    for name, group, collective, overlap, functions in _template(model, flags, parallelism.pp == 1):
+        ranks, sent, count = (float(function(*sizes)) for function in functions)
+        if ranks == 1 or count == 0 or sent == 0:
+            continue
+        found.append(Row(name, group, collective, overlap, ranks, sent, count))
+    return found
 
 
 def state_bytes_per_parameter(precision: str, zero: int, data_parallel: int) -> float:
@@ -66,7 +120,7 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
     if LINEAR_DTYPE[precision] not in system.peaks:
         raise ValueError(f"precision: {system.name} has no {LINEAR_DTYPE[precision].upper()} tensor cores")
     counted = replace(parallelism, precision=ledger_precision(precision))
-    rows = _rows(model, counted)
+    rows = ledger_rows(model, counted)
     lay = Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
                  parallelism.dp, parallelism.etp, parallelism.micro_batch, parallelism.micro_batches,
                  parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision)
