@@ -105,16 +105,17 @@ def test_json_lists_every_layout_with_its_fields():
     out = _run("--model", "8b", "--gpus", "64", "--tokens", str(2**20), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert data["communication_modelled"] is False
+    assert data["communication_modelled"] is True
     fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "memory_per_gpu", "step_time",
-              "feasible", "reason"}
+              "breakdown", "feasible", "reason"}
     assert data["layouts"] and all(set(layout) == fields for layout in data["layouts"])
     assert any(layout["feasible"] for layout in data["layouts"])
 
 
-def test_text_says_communication_is_not_modelled():
+def test_text_names_the_step_model_and_shows_breakdowns():
     out = _run("--model", "8b", "--gpus", "64", "--tokens", str(2**20))
-    assert out.returncode == 0 and "Communication is not modelled" in out.stdout
+    assert out.returncode == 0 and "step time predicted by derive.accounts.prediction" in out.stdout
+    assert "#1 breakdown (s): compute" in out.stdout
 
 
 @pytest.mark.parametrize("argv, option", [

@@ -1,0 +1,59 @@
+"""python -m derive.predict: the JSON object the bar reads, exit 2 on layouts that cannot run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from derive.predict import main
+
+CONFIGS = Path(__file__).resolve().parents[1] / "derive" / "configs"
+BAR = ["--model", "llama3-70b", "--gpu", "h100", "--gpus", "64", "--tp", "4", "--pp", "4", "--vp", "5",
+       "--cp", "2", "--seq", "8192", "--micro-batch", "1", "--global-batch", "256", "--precision", "bf16",
+       "--recompute", "selective", "--json"]
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_bar_command(capsys):
+    data = _json(capsys, BAR)
+    assert {"step_time_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu", "breakdown"} <= set(data)
+    assert sum(data["breakdown"].values()) == pytest.approx(data["step_time_s"])
+    # 256 sequences of 8192 tokens over 64 GPUs in one step
+    assert data["tokens_per_s_per_gpu"] == pytest.approx(256 * 8192 / 64 / data["step_time_s"])
+    assert 0.2 < data["mfu"] < 0.7
+    assert data["layout"]["dp"] == 2 and data["layout"]["micro_batches"] == 128
+
+
+def test_architecture_and_moe_config(capsys):
+    gpt = _json(capsys, ["--architecture", "layers=24,hidden=2048,ffn=8192,heads=16,vocab=50257,mlp=gelu",
+                         "--seq", "2048", "--gpu", "a100-80gb", "--gpus", "8", "--global-batch", "64", "--json"])
+    assert gpt["step_time_s"] > 0 and gpt["gpus"] == 8
+    moe = _json(capsys, ["--config", str(CONFIGS / "qwen3-30b-a3b.json"), "--seq", "4096", "--gpu", "h200",
+                         "--gpus", "32", "--tp", "2", "--ep", "8", "--global-batch", "128", "--json"])
+    assert moe["breakdown"]["ep"] > 0
+    fp8 = _json(capsys, ["--model", "llama3-8b", "--gpu", "b200", "--gpus", "8", "--global-batch", "64",
+                         "--precision", "fp8-current", "--json"])
+    assert fp8["layout"]["precision"] == "fp8-current"
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["--model", "llama3-70b", "--gpus", "48", "--tp", "3"], "--tp"),
+    (["--model", "llama3-70b", "--gpus", "60", "--tp", "8"], "--gpus"),
+    (["--model", "llama3-405b", "--gpus", "8", "--tp", "8"], "--gpus"),          # does not fit
+    (["--model", "llama3-8b", "--gpus", "8", "--gpu", "a100-80gb", "--precision", "mxfp8"], "--precision"),
+    (["--model", "llama3-8b", "--gpus", "8", "--gpu", "v100"], "--gpu"),
+    (["--model", "llama3-8b", "--gpus", "64", "--pp", "64"], "--pp"),
+    (["--architecture", "layers=2,hidden=64", "--seq", "128", "--gpus", "1"], "--architecture"),
+    (["--architecture", "layers=2,hidden=64,ffn=128,heads=4,vocab=100,mlp=relu", "--seq", "128"], "--architecture"),
+    (["--model", "llama3-8b", "--gpus", "8", "--overlap", "magic"], "--overlap"),
+    (["--model", "nope", "--gpus", "8"], "--model"),
+])
+def test_layouts_that_cannot_run_exit_2_with_one_line(capsys, argv, option):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and option in err and "Traceback" not in err

@@ -1,0 +1,131 @@
+"""The step model: bubble, roofline and waves by hand, the ledger's rows, breakdowns that sum, overlap switches."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from derive.accounts.comm import collectives
+from derive.accounts.prediction import ledger_rows, predict
+from derive.accounts.schedule import DEFAULT_OVERLAP, bubble_fraction, pipeline_length, span
+from derive.accounts.step import Efficiency, achieved_flops, wave_efficiency
+from derive.hf import published_model
+from derive.parallelism import Parallelism
+from derive.presets import model
+from derive.systems import system
+
+H100, A100 = system("h100"), system("a100-80gb")
+ETA = Efficiency(gemm=0.8, memory=0.9, network=0.8)
+
+
+def test_bubble_by_hand():
+    # Narayanan et al. 2021, 2.2: (p - 1)/(v m); Llama 3 405B at p = 16, v = 4, m = 16: 15/64
+    assert bubble_fraction(16, 4, 16) == 15 / 64
+    assert bubble_fraction(8, 1, 64) == 7 / 64
+    assert pipeline_length(16, 4, 16) == 16 + 15 / 4
+
+
+def test_rank_order_spans_by_hand():
+    sizes = {"tp": 8, "cp": 2, "ep": 4, "dp": 16, "pp": 4}
+    assert [span(g, sizes) for g in ("tp", "cp", "ep", "dp", "edp", "pp")] == [8, 16, 64, 256, 256, 1024]
+    assert H100.link(span("tp", sizes)) == (450e9, H100.nvlink_latency)
+    assert H100.link(span("cp", sizes))[0] == 50e9           # 16 GPUs: two HGX boards, over the NIC
+    assert system("gb200").link(span("ep", sizes))[0] == 900e9  # 64 GPUs inside one NVL72 rack
+
+
+def test_wave_quantization_by_hand():
+    # 2048 x 3072 output in 128 x 256 tiles: 16 x 12 = 192 tiles, two waves of 108 SMs = 216 slots
+    assert wave_efficiency(2048, 3072, A100) == pytest.approx(192 / 216)
+    # 100 x 100 in one tile: 10,000 of 128 x 256 x 108 slots
+    assert wave_efficiency(100, 100, A100) == pytest.approx(100 * 100 / (128 * 256 * 108))
+
+
+def test_roofline_by_hand():
+    # one token's GEMM [1, 8192] x [8192, 8192] in bf16: intensity 2mnk / (2 (mk + kn + mn)) < 1 FLOP/byte
+    m, n, k = 1, 8192, 8192
+    intensity = 2 * m * n * k / (2 * (m * k + k * n + m * n))
+    waves = wave_efficiency(1, 8192, H100)
+    assert achieved_flops(m, n, k, "bf16", H100, 0.5) == pytest.approx(0.5 * intensity * 3.35e12 * waves)
+    # a large square GEMM is compute-bound: eta x peak x waves
+    big = achieved_flops(8192, 8192, 8192, "fp8", H100, 0.5)
+    assert big == pytest.approx(0.5 * 1979e12 * wave_efficiency(8192, 8192, H100))
+
+
+LAYOUTS = [
+    (model("llama3-70b"), Parallelism(tp=4, pp=4, vp=5, cp=2, dp=2, global_batch=256, recompute="selective",
+                                      sequence_parallel=True, zero=1)),
+    (model("llama3-70b"), Parallelism(tp=8, dp=8, global_batch=64, recompute="full")),
+    (model("gpt3-175b"), Parallelism(tp=8, pp=8, dp=2, global_batch=64, scatter_gather=True, recompute="full")),
+    (published_model("qwen3-30b-a3b", seq=4096), Parallelism(tp=2, pp=2, ep=8, dp=8, global_batch=64,
+                                                             sequence_parallel=True, zero=1)),
+]
+
+
+@pytest.mark.parametrize("entry, layout", LAYOUTS, ids=lambda x: getattr(x, "name", ""))
+def test_compiled_rows_equal_the_ledger(entry, layout):
+    exact = [(r.name, r.group, r.collective, float(r.ranks), float(r.sent), float(r.count))
+             for r in collectives(entry, layout)]
+    fast = [(r.name, r.group, r.collective, r.ranks, r.sent, r.count) for r in ledger_rows(entry, layout)]
+    assert fast == exact
+
+
+@pytest.mark.parametrize("entry, layout", LAYOUTS, ids=lambda x: getattr(x, "name", ""))
+def test_breakdown_sums_to_the_step(entry, layout):
+    result = predict(entry, layout, H100, eta=ETA)
+    assert sum(result.breakdown.values()) == pytest.approx(result.step_time_s, rel=1e-12)
+    assert set(result.breakdown) == {"compute", "recompute", "memory_bound", "tp", "cp", "ep", "bubble",
+                                     "dp", "pp", "optimizer"}
+    assert all(value >= 0 for value in result.breakdown.values())
+    gpus = layout.gpus
+    tokens = layout.global_batch * entry.seq
+    assert result.tokens_per_s_per_gpu == pytest.approx(tokens / result.step_time_s / gpus)
+    assert result.model_tflops_per_gpu * 1e12 == pytest.approx(result.mfu * 989e12)
+    assert result.mfu_full_square > result.mfu and result.hfu >= result.mfu
+
+
+def test_the_bubble_is_the_stage_time_times_p_minus_1_over_v():
+    entry, layout = LAYOUTS[0]
+    result = predict(entry, layout, H100, eta=ETA)
+    per_micro = sum(result.breakdown[k] for k in ("compute", "recompute", "memory_bound", "tp", "cp", "ep"))
+    m = layout.micro_batches
+    assert result.breakdown["bubble"] == pytest.approx(per_micro / m * (4 - 1) / 5)
+
+
+def test_overlap_rules_switch():
+    entry = model("llama3-8b")
+    layout = Parallelism(tp=2, dp=32, global_batch=32, sequence_parallel=True)
+    default = predict(entry, layout, H100, eta=ETA)
+    exposed = predict(entry, layout, H100, eta=ETA, overlap=DEFAULT_OVERLAP - {"dp-reduce-with-backward"})
+    hidden = predict(entry, layout, H100, eta=ETA, overlap=DEFAULT_OVERLAP | {"tp-comm-overlap"})
+    assert exposed.breakdown["dp"] > default.breakdown["dp"] > 0
+    assert hidden.breakdown["tp"] < default.breakdown["tp"]
+    with pytest.raises(ValueError, match="overlap"):
+        predict(entry, layout, H100, eta=ETA, overlap={"magic"})
+
+
+def test_moe_has_expert_all_to_all_and_fewer_flops_than_its_parameters():
+    entry, layout = LAYOUTS[3]
+    result = predict(entry, layout, H100, eta=ETA)
+    assert result.breakdown["ep"] > 0
+    dense_like = 6 * entry.parameters * layout.global_batch * entry.seq / result.step_time_s / layout.gpus
+    assert result.model_tflops_per_gpu * 1e12 < dense_like / 5  # 8 of 128 experts per token
+
+
+def test_fp8_runs_linear_layers_at_the_fp8_peak():
+    entry, layout = LAYOUTS[0]
+    bf16 = predict(entry, layout, H100, eta=ETA)
+    fp8 = predict(entry, layout, H100, "fp8-current", eta=ETA)
+    assert fp8.breakdown["compute"] < bf16.breakdown["compute"]
+    assert fp8.breakdown["memory_bound"] > bf16.breakdown["memory_bound"]  # the casts
+    assert fp8.mfu > bf16.mfu  # both against the bf16 peak
+    with pytest.raises(ValueError, match="precision"):
+        predict(entry, layout, A100, "mxfp8", eta=ETA)
+
+
+def test_a_faster_link_never_slows_the_step():
+    entry = model("llama3-70b")
+    layout = Parallelism(tp=8, pp=2, dp=8, global_batch=64, sequence_parallel=True, zero=1)
+    slow = predict(entry, layout, H100, eta=ETA)
+    fast = predict(entry, layout, H100, eta=Efficiency(0.8, 0.9, 1.0))
+    assert fast.step_time_s < slow.step_time_s
+    assert math.isclose(fast.breakdown["compute"], slow.breakdown["compute"])
