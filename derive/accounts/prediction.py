@@ -85,13 +85,28 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
     return tuple(compiled)
 
 
+#: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
+FLAG_FIELDS = ("sequence_parallel", "zero", "reshard_after_forward", "recompute", "precision", "cp_comm",
+               "scatter_gather", "algorithm", "capacity_factor")
+
+
+@lru_cache(maxsize=256)
+def _flags_of(values: tuple) -> Parallelism:
+    return Parallelism(**dict(zip(FLAG_FIELDS, values)))
+
+
+def _flags(parallelism: Parallelism) -> Parallelism:
+    """``parallelism``'s flags on a one-GPU layout (the template's cache key)."""
+    return _flags_of(tuple(getattr(parallelism, name) for name in FLAG_FIELDS))
+
+
 def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     """The rows of ``collectives(model, parallelism)`` as floats, from a template compiled once per flags.
 
     Equal to derive.accounts.comm.collectives row by row (tests/test_step.py); the planner's speed.
     """
     parallelism.check(model)
-    flags = replace(parallelism, tp=1, pp=1, vp=1, cp=1, ep=1, dp=1, etp=1, micro_batch=1, global_batch=1)
+    flags = _flags(parallelism)
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
     found = []
@@ -103,6 +118,7 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     return found
 
 
+@lru_cache(maxsize=1024)
 def state_bytes_per_parameter(precision: str, zero: int, data_parallel: int) -> float:
     """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
     ledger = STATE_PRECISION.get(precision, ledger_precision(precision))

@@ -18,6 +18,7 @@ from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
 from derive.render.sections.published_models import published_models_section
 from derive.render.sections.states import states_section
+from derive.render.sections.step_time import step_time_section
 from derive.render.sections.utilisation import utilisation_section
 from derive.render.sheet import Section, tables_json
 from derive.units import BYTE_UNITS
@@ -35,6 +36,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     budget_section,
     flops_section,
     utilisation_section,
+    step_time_section,
     layouts_section,
     megatron_section,
     moe_section,
