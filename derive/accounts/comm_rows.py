@@ -135,11 +135,11 @@ class _Builder:
                                      overlap, source, self.layout.algorithm))
 
 
-def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism) -> list[Collective]:
-    """Every collective row of the most loaded rank, in the order of a step."""
+def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
+         whole_model: bool) -> list[Collective]:
+    """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge)."""
     build = _Builder(terms, layout)
     dense_layer, moe_layer, edges = _tables(architecture)
-    whole_model = (not terms.symbolic) and terms.p == 1
     shared = moe_layer is None or len(moe_layer.where("shared_expert")) > 0
     _tensor_parallel(build, shared, whole_model)
     _pipeline(build, edges)
