@@ -197,6 +197,7 @@ def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) ->
                       f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
             build.add(f"tp.{block}.backward.regather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "compute",
+                      "Korthikanti et al. 2022, 4.2.2 ('an extra all-gather in the backward pass'); "
                       f"{MEGATRON_LINEAR} LinearWithGradAccumulationAndAsyncCommunication.backward: "
                       "Megatron saves the sequence shard and re-gathers it for the weight gradient "
                       "(convention 'megatron-regather'; PyTorch's SequenceParallel keeps the gathered input)")
