@@ -39,6 +39,9 @@ class Parallelism:
     shard. ``global_batch``: sequences per step (default: one micro-batch per replica).
     ``scatter_gather``: Narayanan et al. 2021 section 4.1 (split the stage output over t before
     the send, all-gather after). ``capacity_factor``: MoE token capacity (None: dropless).
+    ``dp_shard``: HSDP, ZeRO-3 within groups of dp_shard data-parallel ranks, replicated across
+    dp / dp_shard groups (torch.distributed.fsdp.fully_shard on a 2-D mesh; torchtitan's
+    data_parallel_shard_degree); None shards over all of dp.
     """
 
     tp: int = 1
@@ -59,6 +62,7 @@ class Parallelism:
     scatter_gather: bool = False
     algorithm: str = "ring"
     capacity_factor: Fraction | None = None
+    dp_shard: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch"):
@@ -79,6 +83,12 @@ class Parallelism:
                     self.capacity_factor, (int, float, Fraction)) or not self.capacity_factor > 0:
                 raise ValueError(f"capacity_factor: must be a positive number, got {self.capacity_factor!r}")
             object.__setattr__(self, "capacity_factor", Fraction(self.capacity_factor))
+        if self.dp_shard is not None:
+            object.__setattr__(self, "dp_shard", positive_int("dp_shard", self.dp_shard))
+            if self.zero != 3:
+                raise ValueError(f"dp_shard: hybrid sharding (HSDP) shards ZeRO-3 / FSDP, got zero = {self.zero}")
+            if self.dp % self.dp_shard:
+                raise ValueError(f"dp_shard: {self.dp_shard} does not divide dp = {self.dp}")
         if self.global_batch % (self.micro_batch * self.dp):
             raise ValueError(f"global_batch: {self.global_batch} is not a whole number of micro-batches of "
                              f"micro_batch x dp = {self.micro_batch} x {self.dp} sequences "
@@ -108,6 +118,11 @@ class Parallelism:
     def micro_batches(self) -> int:
         """m = global_batch / (micro_batch d), whole by construction."""
         return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def replicas(self) -> int:
+        """HSDP replica groups: dp / dp_shard (1 without HSDP)."""
+        return self.dp // (self.dp_shard or self.dp)
 
     @property
     def expert_data_parallel(self) -> int:

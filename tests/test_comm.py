@@ -157,3 +157,17 @@ def test_layouts_that_do_not_divide_the_model(fields, field):
 def test_layout_properties():
     layout = Parallelism(**BAR)
     assert (layout.gpus, layout.micro_batches, layout.etp) == (1024, 16, 8)
+
+
+def test_hsdp_shards_within_groups_and_all_reduces_the_shard_across_replicas():
+    llama = model("llama3-8b")
+    n = llama.parameters
+    rows = _rows(collectives(llama, Parallelism(dp=8, zero=3, dp_shard=4)))
+    assert rows["dp.params.forward.all-gather"].ranks == 4
+    assert rows["dp.params.forward.all-gather"].sent == 2 * n * 3 // 4
+    # the bf16 gradient shard (2N/4 bytes) all-reduced over 2 replicas: 2(2-1)/2 of it
+    assert rows["dp.grads.replicas.all-reduce"].sent == 2 * n // 4
+    with pytest.raises(ValueError, match="^dp_shard:"):
+        Parallelism(dp=8, zero=1, dp_shard=4)
+    with pytest.raises(ValueError, match="^dp_shard:"):
+        Parallelism(dp=8, zero=3, dp_shard=3)

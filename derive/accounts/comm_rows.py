@@ -87,6 +87,7 @@ class LayoutTerms:
     moe_layers: sp.Expr
     capacity: sp.Expr | None
     symbolic: bool = False
+    replicas: sp.Expr = sp.Integer(1)
 
     def active(self, size: sp.Expr) -> bool:
         """Whether a group of ``size`` ranks moves anything (a symbol may exceed 1)."""
@@ -343,9 +344,9 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
                   "all-reduce", "tp", terms.t, _grad_bytes(norms, layout), 1, "backward", "none",
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")
-    groups = [("dp", terms.d * terms.c, dense)]
+    groups = [("dp", terms.d * terms.c / terms.replicas, dense)]
     if moe_layer is not None:
-        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e), experts))
+        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts))
     for group, ranks, share in groups:
         if not terms.active(ranks) or not len(share):
             continue
@@ -371,3 +372,8 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
                           "FSDP2 reshard_after_forward=True: gathered again for backward; ZeRO 7.2.2")
             build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
                       terms.m, "backward", "backward", "FSDP2 post-backward reduce-scatter; ZeRO 7.2.2")
+            if layout.dp_shard is not None and terms.active(terms.replicas):
+                build.add(f"{group}.grads.replicas.all-reduce", f"{what}gradient shard", "all-reduce", group,
+                          terms.replicas, grads / ranks, terms.m, "backward", "backward",
+                          "FSDP2 HSDP (fully_shard on a (replicate, shard) mesh): the reduce-scattered shard "
+                          "all-reduced across replicas")
