@@ -17,18 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
 from derive.inputs import choose, flag, positive_int, zero_stage
 from derive.presets import Model
 
-#: Recompute policies (derive.accounts.activations.RECOMPUTE_POLICIES; repeated here would be a copy).
-from derive.accounts.activations import RECOMPUTE_POLICIES
-
 #: How context parallelism moves K and V: Transformer Engine's cp_comm_type names
 #: (transformer_engine/pytorch/attention.py: "p2p" ring attention, "all_gather" as Llama 3 does).
 CP_COMMS = ("p2p", "all_gather")
-#: Collective algorithms (derive.accounts.collectives.ALGORITHMS).
-ALGORITHM_NAMES = ("ring", "tree", "nvls")
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,7 @@ class Parallelism:
         choose("recompute", self.recompute, RECOMPUTE_POLICIES)
         choose("precision", self.precision, PRECISIONS)
         choose("cp_comm", self.cp_comm, CP_COMMS)
-        choose("algorithm", self.algorithm, ALGORITHM_NAMES)
+        choose("algorithm", self.algorithm, ALGORITHMS)
         if self.capacity_factor is not None:
             if isinstance(self.capacity_factor, bool) or not isinstance(
                     self.capacity_factor, (int, float, Fraction)) or not self.capacity_factor > 0:
@@ -105,9 +102,6 @@ class Parallelism:
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError("sequence_parallel: expert parallelism with tensor parallelism needs sequence "
                              "parallelism (megatron/training/arguments.py validate_args)")
-        if self.zero == 3 and self.pp > 1:
-            raise ValueError("zero: ZeRO-3 / FSDP full shard with pipeline parallelism is not modelled "
-                             "(Megatron's distributed optimizer is ZeRO-1; use zero 1)")
 
     @property
     def gpus(self) -> int:

@@ -54,7 +54,7 @@ class Collective:
 
     def evaluated(self, at: Callable[[sp.Expr], sp.Expr]) -> "Collective":
         """The row with ``at`` applied to every expression (a model's sizes substituted)."""
-        return replace(self, **{name: sp.nsimplify(at(getattr(self, name))) for name in
+        return replace(self, **{name: sp.sympify(at(getattr(self, name))) for name in
                                 ("ranks", "payload", "sent", "received", "count")})
 
     def record(self) -> dict[str, object]:
@@ -292,7 +292,8 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
 def _expert_parallel(build: _Builder) -> None:
     """Dispatch and combine all-to-alls of the k_E routed copies; the expert-TP gather around the experts."""
     terms, layout = build.terms, build.layout
-    tokens = _activation(terms).divided(terms.t)       # sequence parallel: s / (c t) tokens per rank
+    # sequence parallel: s / (c t) tokens per rank; without it every tensor-parallel rank holds s / c
+    tokens = _activation(terms).divided(terms.t) if layout.sequence_parallel else _activation(terms)
     routed = tokens.times(k_E if terms.capacity is None else k_E * terms.capacity)
     tensor = f"{tokens.name} x k_E routed copies [s b k_E / (c t), h]"
     per_step = terms.m * terms.moe_layers
