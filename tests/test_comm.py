@@ -188,3 +188,10 @@ def test_zero3_with_pipeline_and_full_recompute_repeats_forward_collectives():
     again = {row.name for row in rows if row.pass_ == "recompute"}
     assert {"tp.attention.all-reduce", "tp.mlp.all-reduce"} <= again <= forward
     assert "pp.forward.send" not in again
+
+
+def test_pytorch_sequence_parallel_keeps_the_gathered_input():
+    llama = model("llama3-70b")
+    megatron = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True))["tp"]
+    pytorch = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True, sp_regather=False))["tp"]
+    assert megatron - pytorch == 2 * L70 * 8192 * H70 * 2 * 7 // 8   # two re-gathers per layer, m = 1

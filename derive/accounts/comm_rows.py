@@ -196,12 +196,14 @@ def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) ->
             build.add(f"tp.{block}.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "none",
                       f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
+            if not layout.sp_regather:
+                continue
             build.add(f"tp.{block}.backward.regather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "compute",
                       "Korthikanti et al. 2022, 4.2.2 ('an extra all-gather in the backward pass'); "
                       f"{MEGATRON_LINEAR} LinearWithGradAccumulationAndAsyncCommunication.backward: "
                       "Megatron saves the sequence shard and re-gathers it for the weight gradient "
-                      "(convention 'megatron-regather'; PyTorch's SequenceParallel keeps the gathered input)")
+                      "(Parallelism.sp_regather; PyTorch's SequenceParallel keeps the gathered input)")
         else:
             build.add(f"tp.{block}.backward.all-reduce", tensor, "all-reduce", "tp", terms.t, act.bytes,
                       per_step, "backward", "backward",
