@@ -17,18 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
 from derive.inputs import choose, flag, positive_int, zero_stage
 from derive.presets import Model
 
-#: Recompute policies (derive.accounts.activations.RECOMPUTE_POLICIES; repeated here would be a copy).
-from derive.accounts.activations import RECOMPUTE_POLICIES
-
 #: How context parallelism moves K and V: Transformer Engine's cp_comm_type names
 #: (transformer_engine/pytorch/attention.py: "p2p" ring attention, "all_gather" as Llama 3 does).
 CP_COMMS = ("p2p", "all_gather")
-#: Collective algorithms (derive.accounts.collectives.ALGORITHMS).
-ALGORITHM_NAMES = ("ring", "tree", "nvls")
 
 
 @dataclass(frozen=True)
@@ -39,6 +36,12 @@ class Parallelism:
     shard. ``global_batch``: sequences per step (default: one micro-batch per replica).
     ``scatter_gather``: Narayanan et al. 2021 section 4.1 (split the stage output over t before
     the send, all-gather after). ``capacity_factor``: MoE token capacity (None: dropless).
+    ``dp_shard``: HSDP, ZeRO-3 within groups of dp_shard data-parallel ranks, replicated across
+    dp / dp_shard groups (torch.distributed.fsdp.fully_shard on a 2-D mesh; torchtitan's
+    data_parallel_shard_degree); None shards over all of dp. ``sp_regather``: under sequence
+    parallelism the linear layers keep only their sequence shard and all-gather it again in backward
+    for the weight gradient (Megatron, Korthikanti et al. 2022 section 4.2.2); False: the gathered
+    input is kept (torch.distributed.tensor.parallel's SequenceParallel + ColwiseParallel).
     """
 
     tp: int = 1
@@ -59,6 +62,8 @@ class Parallelism:
     scatter_gather: bool = False
     algorithm: str = "ring"
     capacity_factor: Fraction | None = None
+    dp_shard: int | None = None
+    sp_regather: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch"):
@@ -67,18 +72,24 @@ class Parallelism:
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.micro_batch * self.dp)
         object.__setattr__(self, "global_batch", positive_int("global_batch", self.global_batch))
-        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather"):
+        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather", "sp_regather"):
             flag(name, getattr(self, name))
         object.__setattr__(self, "zero", zero_stage("zero", self.zero))
         choose("recompute", self.recompute, RECOMPUTE_POLICIES)
         choose("precision", self.precision, PRECISIONS)
         choose("cp_comm", self.cp_comm, CP_COMMS)
-        choose("algorithm", self.algorithm, ALGORITHM_NAMES)
+        choose("algorithm", self.algorithm, ALGORITHMS)
         if self.capacity_factor is not None:
             if isinstance(self.capacity_factor, bool) or not isinstance(
                     self.capacity_factor, (int, float, Fraction)) or not self.capacity_factor > 0:
                 raise ValueError(f"capacity_factor: must be a positive number, got {self.capacity_factor!r}")
             object.__setattr__(self, "capacity_factor", Fraction(self.capacity_factor))
+        if self.dp_shard is not None:
+            object.__setattr__(self, "dp_shard", positive_int("dp_shard", self.dp_shard))
+            if self.zero != 3:
+                raise ValueError(f"dp_shard: hybrid sharding (HSDP) shards ZeRO-3 / FSDP, got zero = {self.zero}")
+            if self.dp % self.dp_shard:
+                raise ValueError(f"dp_shard: {self.dp_shard} does not divide dp = {self.dp}")
         if self.global_batch % (self.micro_batch * self.dp):
             raise ValueError(f"global_batch: {self.global_batch} is not a whole number of micro-batches of "
                              f"micro_batch x dp = {self.micro_batch} x {self.dp} sequences "
@@ -95,9 +106,6 @@ class Parallelism:
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError("sequence_parallel: expert parallelism with tensor parallelism needs sequence "
                              "parallelism (megatron/training/arguments.py validate_args)")
-        if self.zero == 3 and self.pp > 1:
-            raise ValueError("zero: ZeRO-3 / FSDP full shard with pipeline parallelism is not modelled "
-                             "(Megatron's distributed optimizer is ZeRO-1; use zero 1)")
 
     @property
     def gpus(self) -> int:
@@ -108,6 +116,11 @@ class Parallelism:
     def micro_batches(self) -> int:
         """m = global_batch / (micro_batch d), whole by construction."""
         return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def replicas(self) -> int:
+        """HSDP replica groups: dp / dp_shard (1 without HSDP)."""
+        return self.dp // (self.dp_shard or self.dp)
 
     @property
     def expert_data_parallel(self) -> int:

@@ -42,7 +42,8 @@ def _numeric_terms(model: Model, layout: Parallelism) -> LayoutTerms:
         c=sp.Integer(layout.cp), d=sp.Integer(layout.dp), e=sp.Integer(layout.ep),
         t_E=sp.Integer(layout.etp), m=sp.Integer(layout.micro_batches),
         dense_layers=sp.Integer(on_rank - moe_on_rank), moe_layers=sp.Integer(moe_on_rank),
-        capacity=None if layout.capacity_factor is None else sp.Rational(layout.capacity_factor))
+        capacity=None if layout.capacity_factor is None else sp.Rational(layout.capacity_factor),
+        replicas=sp.Integer(layout.replicas))
 
 
 def collectives(model: Model, layout: Parallelism) -> list[Collective]:
@@ -55,7 +56,7 @@ def collectives(model: Model, layout: Parallelism) -> list[Collective]:
     if layout.cp > 1 and not model.dense and model.layout is not None and model.layout.mla is not None:
         raise ValueError(f"cp: context parallelism over multi-head latent attention ({model.name}) is not modelled")
     terms = _numeric_terms(model, layout)
-    found = rows(model.architecture, terms, layout)
+    found = rows(model.architecture, terms, layout, layout.pp == 1)
     at = {"b": layout.micro_batch}
     out = []
     for row in found:
@@ -67,18 +68,19 @@ def collectives(model: Model, layout: Parallelism) -> list[Collective]:
 
 
 def symbolic_collectives(architecture: Layout | str = "llama", layout: Parallelism | None = None,
-                         *, moe: bool = False) -> list[Collective]:
+                         *, moe: bool = False, whole_model: bool = False) -> list[Collective]:
     """The rows in symbols: t, p, v, c, d, e, t_E, m, b and the model's (L / p layers per rank; L_E / p MoE ones).
 
     ``layout`` supplies the flags (sequence parallel, ZeRO stage, precision, recompute, CP
     variant, algorithm); its sizes are ignored. With ``moe`` the rank holds L_E / p MoE layers
-    and (L - L_E) / p dense ones.
+    and (L - L_E) / p dense ones. ``whole_model``: the rank holds every edge (p = 1), not the
+    last stage's.
     """
     layout = layout or Parallelism()
     terms = LayoutTerms(t=t, p=p, v=v, c=c, d=d, e=e, t_E=t_E, m=m,
                         dense_layers=(L - L_E) / p if moe else L / p,
                         moe_layers=L_E / p if moe else sp.Integer(0), capacity=None, symbolic=True)
-    return rows(architecture, terms, layout)
+    return rows(architecture, terms, layout, whole_model)
 
 
 def group_bytes(found: list[Collective], group: str, pass_: str | None = None) -> sp.Expr:

@@ -54,7 +54,7 @@ class Collective:
 
     def evaluated(self, at: Callable[[sp.Expr], sp.Expr]) -> "Collective":
         """The row with ``at`` applied to every expression (a model's sizes substituted)."""
-        return replace(self, **{name: sp.nsimplify(at(getattr(self, name))) for name in
+        return replace(self, **{name: sp.sympify(at(getattr(self, name))) for name in
                                 ("ranks", "payload", "sent", "received", "count")})
 
     def record(self) -> dict[str, object]:
@@ -87,6 +87,7 @@ class LayoutTerms:
     moe_layers: sp.Expr
     capacity: sp.Expr | None
     symbolic: bool = False
+    replicas: sp.Expr = sp.Integer(1)
 
     def active(self, size: sp.Expr) -> bool:
         """Whether a group of ``size`` ranks moves anything (a symbol may exceed 1)."""
@@ -135,11 +136,11 @@ class _Builder:
                                      overlap, source, self.layout.algorithm))
 
 
-def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism) -> list[Collective]:
-    """Every collective row of the most loaded rank, in the order of a step."""
+def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
+         whole_model: bool) -> list[Collective]:
+    """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge)."""
     build = _Builder(terms, layout)
     dense_layer, moe_layer, edges = _tables(architecture)
-    whole_model = (not terms.symbolic) and terms.p == 1
     shared = moe_layer is None or len(moe_layer.where("shared_expert")) > 0
     _tensor_parallel(build, shared, whole_model)
     _pipeline(build, edges)
@@ -195,11 +196,14 @@ def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) ->
             build.add(f"tp.{block}.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "none",
                       f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
+            if not layout.sp_regather:
+                continue
             build.add(f"tp.{block}.backward.regather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "compute",
+                      "Korthikanti et al. 2022, 4.2.2 ('an extra all-gather in the backward pass'); "
                       f"{MEGATRON_LINEAR} LinearWithGradAccumulationAndAsyncCommunication.backward: "
                       "Megatron saves the sequence shard and re-gathers it for the weight gradient "
-                      "(convention 'megatron-regather'; PyTorch's SequenceParallel keeps the gathered input)")
+                      "(Parallelism.sp_regather; PyTorch's SequenceParallel keeps the gathered input)")
         else:
             build.add(f"tp.{block}.backward.all-reduce", tensor, "all-reduce", "tp", terms.t, act.bytes,
                       per_step, "backward", "backward",
@@ -290,7 +294,8 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
 def _expert_parallel(build: _Builder) -> None:
     """Dispatch and combine all-to-alls of the k_E routed copies; the expert-TP gather around the experts."""
     terms, layout = build.terms, build.layout
-    tokens = _activation(terms).divided(terms.t)       # sequence parallel: s / (c t) tokens per rank
+    # sequence parallel: s / (c t) tokens per rank; without it every tensor-parallel rank holds s / c
+    tokens = _activation(terms).divided(terms.t) if layout.sequence_parallel else _activation(terms)
     routed = tokens.times(k_E if terms.capacity is None else k_E * terms.capacity)
     tensor = f"{tokens.name} x k_E routed copies [s b k_E / (c t), h]"
     per_step = terms.m * terms.moe_layers
@@ -342,9 +347,9 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
                   "all-reduce", "tp", terms.t, _grad_bytes(norms, layout), 1, "backward", "none",
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")
-    groups = [("dp", terms.d * terms.c, dense)]
+    groups = [("dp", terms.d * terms.c / terms.replicas, dense)]
     if moe_layer is not None:
-        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e), experts))
+        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts))
     for group, ranks, share in groups:
         if not terms.active(ranks) or not len(share):
             continue
@@ -370,3 +375,8 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
                           "FSDP2 reshard_after_forward=True: gathered again for backward; ZeRO 7.2.2")
             build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
                       terms.m, "backward", "backward", "FSDP2 post-backward reduce-scatter; ZeRO 7.2.2")
+            if layout.dp_shard is not None and terms.active(terms.replicas):
+                build.add(f"{group}.grads.replicas.all-reduce", f"{what}gradient shard", "all-reduce", group,
+                          terms.replicas, grads / ranks, terms.m, "backward", "backward",
+                          "FSDP2 HSDP (fully_shard on a (replicate, shard) mesh): the reduce-scattered shard "
+                          "all-reduced across replicas")
