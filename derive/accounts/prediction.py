@@ -16,6 +16,7 @@ from typing import Iterable
 
 import sympy as sp
 
+from derive.accounts.comm import collectives
 from derive.accounts.comm_rows import LayoutTerms
 from derive.accounts.comm_rows import rows as comm_rows
 from derive.accounts.state import PRECISIONS, bytes_per_parameter
@@ -70,7 +71,7 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
     most loaded rank's layers min(v ceil(L / (p v)), L), MoE layers first (as
-    derive.accounts.comm.collectives numbers them); p = 1 when ``whole_model`` (every edge on the rank).
+    derive.accounts.comm.collectives numbers them); ``whole_model`` when p = 1 (every edge on the rank).
     """
     layers = sp.Min(v * sp.ceiling(model.layers / (p * v)), model.layers)
     moe = sp.Min(layers, len(model.moe_layers))
@@ -78,7 +79,7 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
                         dense_layers=layers - moe, moe_layers=moe,
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
     compiled = []
-    for row in comm_rows(model.architecture, terms, flags):
+    for row in comm_rows(model.architecture, terms, flags, whole_model):
         fields = [sp.sympify(model.at(getattr(row, name))) for name in ("ranks", "sent", "count")]
         functions = [sp.lambdify(TEMPLATE_SIZES, field, "math") for field in fields]
         compiled.append((row.name, row.group, row.collective, row.overlap, functions))
@@ -87,7 +88,7 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
 FLAG_FIELDS = ("sequence_parallel", "zero", "reshard_after_forward", "recompute", "precision", "cp_comm",
-               "scatter_gather", "algorithm", "capacity_factor")
+               "scatter_gather", "algorithm", "capacity_factor", "sp_regather")
 
 
 @lru_cache(maxsize=256)
@@ -106,6 +107,9 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     Equal to derive.accounts.comm.collectives row by row (tests/test_step.py); the planner's speed.
     """
     parallelism.check(model)
+    if parallelism.dp_shard is not None:  # HSDP's shard size is a size, not a flag: the exact ledger
+        return [Row(r.name, r.group, r.collective, r.overlap, float(r.ranks), float(r.sent), float(r.count))
+                for r in collectives(model, parallelism)]
     flags = _flags(parallelism)
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
