@@ -55,7 +55,7 @@ def layouts_figure(result: Plan) -> Drawing:
     """formulas/layouts.svg: memory per GPU against step time, every layout with a valid schedule."""
     c = result.columns
     low, high = result.usable
-    points = [Point(float(c["step_time"][row]), float(c["memory_per_gpu"][row]) / GiB,
+    points = [Point(float(c["bound"][row]), float(c["memory_per_gpu"][row]) / GiB,
                     LEGENDS[str(c["reason"][row])])
               for row in range(len(c["t"])) if str(c["reason"][row]) in LEGENDS]
     colours = dict(zip(LEGENDS.values(), (PALETTE[4], PALETTE[1], PALETTE[2])))
@@ -64,11 +64,11 @@ def layouts_figure(result: Plan) -> Drawing:
         f"Every layout of {result.model.name} on {result.gpus} {result.hardware.upper()}s, "
         f"{result.tokens:,} tokens per step",
         "memory on the most loaded rank against the compute-bound step time x pipeline bubble "
-        "(communication not modelled)",
+        "(the table ranks by the predicted step time)",
         "step time (s, log scale)", "memory per GPU (GiB, log scale)", TIME_TICKS, MEMORY_TICKS,
         [(low / GiB, f"usable low {low / GiB:.2f} GiB"), (high / GiB, f"usable high {high / GiB:.2f} GiB")])
     return Drawing("layouts.svg", "svg/scatter.svg.j2",
-                  f"Memory per GPU against predicted step time for every layout of "
+                  f"Memory per GPU against the compute-bound step time for every layout of "
                   f"{result.model.name} on {result.gpus} {result.hardware.upper()}s at "
                   f"{result.tokens:,}-token steps (layouts whose batch or schedule is invalid "
                   "are left out; points beyond the axes sit on the frame).", chart,
