@@ -129,3 +129,12 @@ def test_a_faster_link_never_slows_the_step():
     fast = predict(entry, layout, H100, eta=Efficiency(0.8, 0.9, 1.0))
     assert fast.step_time_s < slow.step_time_s
     assert math.isclose(fast.breakdown["compute"], slow.breakdown["compute"])
+
+
+def test_all_to_all_remote_share_by_hand():
+    from derive.accounts.step import remote_share
+    # 64 expert ranks over 64 consecutive H100s: 8 in the rank's HGX board, 56 of 63 peers remote
+    assert remote_share(64, 64, H100) == pytest.approx(56 / 63)
+    # 8 ranks strided by t = 8 over 64 GPUs: one per board, every peer remote
+    assert remote_share(8, 64, H100) == 1.0
+    assert remote_share(8, 8, H100) == 0.0 and remote_share(64, 64, system("gb200")) == 0.0

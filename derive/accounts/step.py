@@ -66,9 +66,11 @@ OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["uint8"]}
 FP8_CAST = DTYPE_BYTES["bf16"] + 2 * DTYPE_BYTES["uint8"]
 #: Output tile of one thread block (CUTLASS's default 128 x 256 tensor-core tile on Ampere and Hopper).
 TILE = (128, 256)
-#: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count.
+#: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count. An
+#: all-to-all is one round of grouped sends and receives to every peer at once (NCCL's alltoall
+#: is ncclGroupStart / ncclSend / ncclRecv per peer / ncclGroupEnd).
 RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n - 1,
-              "all-gather": lambda n: n - 1, "all-to-all": lambda n: n - 1,
+              "all-gather": lambda n: n - 1, "all-to-all": lambda n: 1,
               "send-recv": lambda n: 1, "broadcast": lambda n: n - 1}
 
 
@@ -240,11 +242,34 @@ def optimizer_seconds(work: Workload, lay: Layout, gpu: System, eta: Efficiency,
     return 2 * local * state_bytes_per_parameter / (eta.memory * gpu.hbm_bandwidth)
 
 
+def remote_share(ranks: int, group_span: int, gpu: System) -> float:
+    """Share of an all-to-all's bytes a rank sends to peers outside its NVLink domain (equal bytes to each peer).
+
+    The group's ``ranks`` are spread evenly over ``group_span`` consecutive GPUs; those of them in the
+    rank's own domain are reached over NVLink, the rest over the NIC.
+    """
+    if group_span <= gpu.nvlink_domain or ranks <= 1:
+        return 0.0
+    local = max(1, ranks * gpu.nvlink_domain // group_span)
+    return (ranks - local) / (ranks - 1)
+
+
 def collective_seconds(row: Any, sizes: dict[str, int], gpu: System, eta: Efficiency) -> float:
-    """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency."""
-    bandwidth, latency = gpu.link(span(row.group, sizes))
-    steps = RING_STEPS[row.collective](max(int(row.ranks), 2))
-    return float(row.count) * (float(row.sent) / (eta.network * bandwidth) + steps * latency)
+    """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency.
+
+    A ring collective spanning nodes runs at the NIC's speed (each rank's ring neighbour may sit
+    across it); an all-to-all sends its remote share over the NIC and the rest over NVLink at once.
+    """
+    group_span = span(row.group, sizes)
+    bandwidth, latency = gpu.link(group_span)
+    ranks = max(int(row.ranks), 2)
+    steps = RING_STEPS[row.collective](ranks)
+    sent = float(row.sent)
+    if row.collective == "all-to-all" and group_span > gpu.nvlink_domain:
+        remote = remote_share(ranks, group_span, gpu)
+        wire = max(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
+        return float(row.count) * (wire / eta.network + steps * latency)
+    return float(row.count) * (sent / (eta.network * bandwidth) + steps * latency)
 
 
 def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
