@@ -6,8 +6,10 @@ kv-heads=…,vocab=…,mlp=gelu|swiglu (swiglu: a Llama-style layer; gelu: the G
 papers, learned positions and LayerNorm). The layout: derive.options' shared options. The
 prediction: ``derive.accounts.prediction.predict`` with the calibrated constants of
 ``derive/calibration.json``. A layout that does not divide the model, or whose most loaded
-rank does not fit the GPU's usable memory (dense models: derive.sweep's accounts plus
-derive.accounts.budget's range), is one line and exit status 2.
+rank needs more than the GPU's HBM (dense models: derive.sweep's accounts), is one line and exit
+status 2; between the usable range's low end (derive.accounts.budget) and the HBM the JSON's
+``conventions.memory`` says it may not fit (a published run that fits is not refused by a
+conservative estimate).
 """
 from __future__ import annotations
 
@@ -180,13 +182,21 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
         result = predict(entry, layout, gpu, precision, rules)
     except ValueError as error:
         raise option_error(error, {"model": "--model", "gpu": "--gpu"}) from None
-    if not args.no_memory_check:
-        needed, budget = memory_per_gpu(entry, layout), usable(gpu)
-        if needed is not None and needed > budget:
-            raise UsageError(f"--gpus: the most loaded rank needs {needed / 2**30:.1f} GiB, over the "
-                             f"{budget / 2**30:.1f} GiB usable on a {gpu.name} (derive.accounts.budget): "
-                             "does not fit")
+    needed = memory_per_gpu(entry, layout)
+    result.conventions["memory"] = memory_note(needed, gpu)
+    if not args.no_memory_check and needed is not None and needed > gpu.hbm_bytes:
+        raise UsageError(f"--gpus: the most loaded rank needs {needed / 2**30:.1f} GiB, more than the "
+                         f"{gpu.hbm_bytes / 2**30:.1f} GiB of HBM on a {gpu.name}: does not fit")
     return entry, layout, gpu, result
+
+
+def memory_note(needed: float | None, gpu: System) -> str:
+    """What the memory accounts say of the layout: its most loaded rank's bytes against the usable range."""
+    if needed is None:
+        return "not checked (MoE, or ZeRO-2/3: derive.sweep covers dense models with ZeRO 0/1)"
+    low = usable(gpu)
+    verdict = "fits" if needed <= low else "above the usable low end, under the HBM: may not fit"
+    return f"{needed / 2**30:.1f} GiB on the most loaded rank; usable low end {low / 2**30:.1f} GiB: {verdict}"
 
 
 def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime) -> str:

@@ -56,6 +56,7 @@ class Row:
     group: str
     collective: str
     overlap: str
+    pass_: str
     ranks: float
     sent: float
     count: float
@@ -82,7 +83,7 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
     for row in comm_rows(model.architecture, terms, flags, whole_model):
         fields = [sp.sympify(model.at(getattr(row, name))) for name in ("ranks", "sent", "count")]
         functions = [sp.lambdify(TEMPLATE_SIZES, field, "math") for field in fields]
-        compiled.append((row.name, row.group, row.collective, row.overlap, functions))
+        compiled.append((row.name, row.group, row.collective, row.overlap, row.pass_, functions))
     return tuple(compiled)
 
 
@@ -108,17 +109,18 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     """
     parallelism.check(model)
     if parallelism.dp_shard is not None:  # HSDP's shard size is a size, not a flag: the exact ledger
-        return [Row(r.name, r.group, r.collective, r.overlap, float(r.ranks), float(r.sent), float(r.count))
+        return [Row(r.name, r.group, r.collective, r.overlap, r.pass_, float(r.ranks), float(r.sent),
+                    float(r.count))
                 for r in collectives(model, parallelism)]
     flags = _flags(parallelism)
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
     found = []
-    for name, group, collective, overlap, functions in _template(model, flags, parallelism.pp == 1):
+    for name, group, collective, overlap, pass_, functions in _template(model, flags, parallelism.pp == 1):
         ranks, sent, count = (float(function(*sizes)) for function in functions)
         if ranks == 1 or count == 0 or sent == 0:
             continue
-        found.append(Row(name, group, collective, overlap, ranks, sent, count))
+        found.append(Row(name, group, collective, overlap, pass_, ranks, sent, count))
     return found
 
 

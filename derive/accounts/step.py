@@ -276,13 +276,18 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
                   compute: dict[str, float], rules: frozenset[str]) -> dict[str, float]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
     sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
-    total = {group: 0.0 for group in ("tp", "tp-async", "cp", "ep", "dp-reduce", "dp-gather", "pp")}
+    total = {group: 0.0 for group in ("tp", "tp-async", "cp", "ep", "pp")}
+    data: dict[tuple[str, str], list[float]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
     one = {"pp": 0.0}
     for row in rows:
         seconds = collective_seconds(row, sizes, gpu, eta)
         group = "dp" if row.group == "edp" else row.group
         if group == "dp":
-            group = "dp-gather" if row.collective == "all-gather" else "dp-reduce"
+            kind = "gather" if row.collective == "all-gather" else "reduce"
+            bucket = data.setdefault((kind, "backward" if row.pass_ == "backward" else "forward"), [0.0, 0.0])
+            bucket[0] += seconds
+            bucket[1] = max(bucket[1], float(row.count))
+            continue
         if group == "tp" and row.overlap != "none":
             group = "tp-async"
         if group == "pp" and row.count:
@@ -297,13 +302,16 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
         "ep": exposed(total["ep"] / m, compute["expert"] if "ep-a2a-overlap" in rules else 0.0),
     }
     backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
-    forward = backward / 2
-    floor = total["dp-reduce"] * last_bucket_share(local_parameters(work, lay), lay.d)
-    dp = exposed(total["dp-reduce"], backward if "dp-reduce-with-backward" in rules else 0.0,
-                 floor if "dp-reduce-with-backward" in rules else 0.0)
-    gather_floor = total["dp-gather"] * last_bucket_share(local_parameters(work, lay), lay.d)
-    dp += exposed(total["dp-gather"], forward * m if "param-gather-with-forward" in rules else 0.0,
-                  gather_floor if "param-gather-with-forward" in rules else 0.0)
+    windows = {"backward": backward, "forward": backward / 2}
+    share = last_bucket_share(local_parameters(work, lay), lay.d)
+    rule = {"reduce": "dp-reduce-with-backward", "gather": "param-gather-with-forward"}
+    dp = 0.0
+    for (kind, pass_), (seconds, count) in sorted(data.items()):
+        # a collective issued once per step overlaps one micro-batch's pass (the last backward, the
+        # first forward); one issued per micro-batch (ZeRO-3 / FSDP) overlaps every micro-batch's
+        on = rule[kind] in rules
+        window = windows[pass_] * min(max(count, 1.0), m) if on else 0.0
+        dp += exposed(seconds, window, seconds * share if on else 0.0)
     hops = 2 * (lay.p - 1)
     pp = min(total["pp"], hops * one["pp"]) if "pp-send-with-compute" in rules else total["pp"]
     return {**per_micro, "dp": dp, "pp": pp}
