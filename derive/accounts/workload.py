@@ -18,6 +18,7 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
+from derive.architectures.saved import layer_input
 from derive.architectures.gemms import Gemm, attention_score_gemms, model_gemms, weight_gemms
 from derive.architectures.moe import active_rows
 from derive.architectures.moe_model import model_gemms as moe_gemms
@@ -128,7 +129,9 @@ def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str,
     The Llama fused table (flash attention, Megatron + Transformer Engine) for Llama-style layers,
     Korthikanti's GPT table with materialised scores for the GPT family; an MoE layer reads with f
     the width its token passes through (k_E f_E, plus f_S for shared experts): the saved rows of a
-    gated MLP scale with f.
+    gated MLP scale with f. An MoE layer also keeps the token's k_E routed copies of the layer input
+    twice, permuted for the experts and before the weighted combine (Megatron's
+    token_dispatcher permute / unpermute), split over t like the sequence-parallel input.
     """
     gpt = isinstance(entry, Model) and entry.family == "gpt"
     profile, kernel = ("gpt", "materialised") if gpt else ("llama-fused", "fused")
@@ -150,7 +153,12 @@ def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str,
             return ((1 - moe_share) * _number(entry, one)
                     + moe_share * _number(entry, one.xreplace({f: width["f"]})))
         shared = 2 * (at(1) - at(2))
-        rows.append((policy, at(1) - shared, shared))
+        routed = 0.0
+        if width and policy != "full":
+            copies = 2 * entry.values[k_E] * layer_input().bytes / (s * b)
+            moe_share = entry.values.get(L_E, entry.values[L]) / entry.values[L]
+            routed = moe_share * _number(entry, copies)
+        rows.append((policy, at(1) - shared, shared + routed))
     return tuple(rows)
 
 
