@@ -154,6 +154,18 @@ def test_layouts_that_do_not_divide_the_model(fields, field):
         collectives(model("llama3-70b"), Parallelism(**fields))
 
 
+def test_etp_must_divide_the_expert_width():
+    with pytest.raises(ValueError, match="^etp: 3 does not divide the expert FFN width f_E = 14336"):
+        Parallelism(tp=8, etp=3, dp=3, sequence_parallel=True).check(published_model("mixtral-8x7b-v0.1"))
+
+
+def test_tp_must_divide_the_ffn_width():
+    from dataclasses import replace
+    odd = replace(model("llama3-8b"), ffn=14335)
+    with pytest.raises(ValueError, match="^tp: 2 does not divide the FFN width"):
+        Parallelism(tp=2).check(odd)
+
+
 def test_layout_properties():
     layout = Parallelism(**BAR)
     assert (layout.gpus, layout.micro_batches, layout.etp) == (1024, 16, 8)
