@@ -208,3 +208,11 @@ def test_pytorch_sequence_parallel_keeps_the_gathered_input():
     megatron = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True))["tp"]
     pytorch = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True, sp_regather=False))["tp"]
     assert megatron - pytorch == 2 * L70 * 8192 * H70 * 2 * 7 // 8   # two re-gathers per layer, m = 1
+
+
+def test_selective_recompute_repeats_only_the_context_parallel_exchange():
+    llama = model("llama3-70b")
+    rows = collectives(llama, Parallelism(tp=8, cp=2, dp=1, recompute="selective"))
+    assert {row.name for row in rows if row.pass_ == "recompute"} == {"cp.kv.send"}
+    assert not [row for row in collectives(llama, Parallelism(tp=8, recompute="selective"))
+                if row.pass_ == "recompute"]

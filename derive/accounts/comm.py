@@ -16,8 +16,8 @@ gradients are reduced over d c ranks (Megatron's data-parallel group with contex
 megatron/core/parallel_state.py). ``received`` equals ``sent`` on every row: ring collectives are
 symmetric, routing is taken as uniform, and a middle pipeline stage receives what it sends.
 Full recompute repeats the forward's tensor-, context- and expert-parallel collectives (pass
-``recompute``); selective recompute re-runs only core attention, which communicates nothing
-without context parallelism, and adds no row.
+``recompute``); selective recompute re-runs only core attention, which moves bytes only under
+context parallelism (its K/V exchange is repeated).
 """
 from __future__ import annotations
 
