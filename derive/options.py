@@ -14,7 +14,7 @@ from fractions import Fraction
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
-from derive.cli import POSITIVE, UsageError, _converter, python_float
+from derive.cli import POSITIVE, UsageError, _converter, _zero_stage, python_float
 from derive.parallelism import CP_COMMS, Parallelism
 from derive.presets import Model
 
@@ -28,14 +28,8 @@ LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": 
                   "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather"}
 
 
-def _zero(text: str) -> int:
-    value = int(text) if text.strip() in ("0", "1", "2", "3") else None
-    if value is None:
-        raise ValueError(text)
-    return value
-
-
 def _positive_fraction(text: str) -> Fraction:
+    """A positive number below 2^53 (derive.cli's float syntax), read exactly."""
     value = python_float(text)
     if not 0 < value < 2**53:
         raise ValueError(text)
@@ -55,7 +49,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--global-batch", type=POSITIVE,
                        help="sequences per step (default: one micro-batch per data-parallel rank)")
     group.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
-    group.add_argument("--zero", type=_converter(_zero, "a ZeRO stage 0, 1, 2 or 3"), default=0,
+    group.add_argument("--zero", type=_converter(_zero_stage, "a ZeRO stage 0, 1, 2 or 3"), default=0,
                        help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP")
     group.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
     group.add_argument("--recompute", default="none", choices=list(RECOMPUTE_POLICIES))

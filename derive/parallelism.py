@@ -134,6 +134,13 @@ class Parallelism:
         if model.kv_heads % self.tp:
             raise ValueError(f"tp: {self.tp} does not divide the {model.kv_heads} key/value heads of "
                              f"{model.name} (Megatron splits query groups over t)")
+        if model.ffn % self.tp:
+            raise ValueError(f"tp: {self.tp} does not divide the FFN width f = {model.ffn} of {model.name} "
+                             "(ColumnParallelLinear splits it: megatron/core/utils.py divide)")
+        expert_width = dict(model.sizes).get("f_E")
+        if expert_width and expert_width % self.etp:
+            raise ValueError(f"etp: {self.etp} does not divide the expert FFN width f_E = {expert_width} "
+                             f"of {model.name}")
         if self.pp * self.vp > model.layers:
             raise ValueError(f"pp: pp x vp = {self.pp} x {self.vp} exceeds the {model.layers} layers of "
                              f"{model.name}")

@@ -77,11 +77,12 @@ def test_sequence_parallel_pairs_and_megatron_regather():
     assert rows["tp.mlp.backward.regather"].pass_ == "backward"
     plain = per_rank_bytes_per_step(llama, Parallelism(tp=8))["tp"]
     sp_ = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True))["tp"]
-    # + 2 re-gathers per layer of (t-1)/t s b h; the embedding's reduce-scatter is half its all-reduce;
-    # the head's input gathered forward and reduce-scattered backward moves its all-reduce's bytes;
-    # the norm weights' gradients (2 per layer and the final norm, bf16) all-reduced over t
+    # + 2 re-gathers per layer of (t-1)/t s b h; the embedding's reduce-scatter and its backward
+    # all-gather move its all-reduce's bytes; the head's input gathered forward and reduce-scattered
+    # backward moves its all-reduce's bytes; the norm weights' gradients (2 per layer and the final
+    # norm, bf16) all-reduced over t
     norms = (2 * L70 + 1) * H70 * 2 * 2 * 7 // 8
-    assert sp_ - plain == 2 * L70 * activation * 7 // 8 - activation * 7 // 8 + norms
+    assert sp_ - plain == 2 * L70 * activation * 7 // 8 + norms
 
 
 def test_pipeline_interleaving_and_scatter_gather():
@@ -154,6 +155,18 @@ def test_layouts_that_do_not_divide_the_model(fields, field):
         collectives(model("llama3-70b"), Parallelism(**fields))
 
 
+def test_etp_must_divide_the_expert_width():
+    with pytest.raises(ValueError, match="^etp: 3 does not divide the expert FFN width f_E = 14336"):
+        Parallelism(tp=8, etp=3, dp=3, sequence_parallel=True).check(published_model("mixtral-8x7b-v0.1"))
+
+
+def test_tp_must_divide_the_ffn_width():
+    from dataclasses import replace
+    odd = replace(model("llama3-8b"), ffn=14335)
+    with pytest.raises(ValueError, match="^tp: 2 does not divide the FFN width"):
+        Parallelism(tp=2).check(odd)
+
+
 def test_layout_properties():
     layout = Parallelism(**BAR)
     assert (layout.gpus, layout.micro_batches, layout.etp) == (1024, 16, 8)
@@ -195,3 +208,11 @@ def test_pytorch_sequence_parallel_keeps_the_gathered_input():
     megatron = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True))["tp"]
     pytorch = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True, sp_regather=False))["tp"]
     assert megatron - pytorch == 2 * L70 * 8192 * H70 * 2 * 7 // 8   # two re-gathers per layer, m = 1
+
+
+def test_selective_recompute_repeats_only_the_context_parallel_exchange():
+    llama = model("llama3-70b")
+    rows = collectives(llama, Parallelism(tp=8, cp=2, dp=1, recompute="selective"))
+    assert {row.name for row in rows if row.pass_ == "recompute"} == {"cp.kv.send"}
+    assert not [row for row in collectives(llama, Parallelism(tp=8, recompute="selective"))
+                if row.pass_ == "recompute"]

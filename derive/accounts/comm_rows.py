@@ -220,6 +220,11 @@ def _vocabulary_parallel(build: _Builder, tensor: str, act: Tensor, whole_model:
         for forward in _forward_passes(layout)[:1]:
             build.add(f"tp.embedding.{kind}", tensor, kind, "tp", terms.t, act.bytes, micro, forward, "none",
                       "megatron/core/tensor_parallel/layers.py VocabParallelEmbedding.forward")
+        if layout.sequence_parallel:
+            # the reduce-scatter's backward gathers the output gradient for the embedding's weight
+            # gradient (validated against PyTorch's RowwiseParallel embedding, derive.validate comm-sp)
+            build.add("tp.embedding.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes, micro,
+                      "backward", "none", f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
     if layout.sequence_parallel:
         build.add("tp.head.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes, micro, "forward",
                   "none", f"{MEGATRON_LINEAR} ColumnParallelLinear (output layer, sequence parallel)")
@@ -272,8 +277,11 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
     chunk = kv.bytes() / (terms.c * terms.t)
     tensor = " and ".join(kv.names) + " [s/c, b, g/t, k]"
     per_step = terms.m * terms.layers
+    # selective recompute re-runs core attention, and with it the K/V exchange
+    # (megatron/core/transformer/attention.py _checkpointed_attention_forward)
+    passes = ("forward", "recompute") if layout.recompute != "none" else ("forward",)
     if layout.cp_comm == "p2p":
-        for forward in _forward_passes(layout):
+        for forward in passes:
             build.add("cp.kv.send", tensor, "send-recv", "cp", terms.c, chunk, (terms.c - 1) * per_step, forward,
                       "attention", f"{TE_CP}: c - 1 ring steps (Liu et al. 2023, ring attention)")
         build.add("cp.backward.kv.send", tensor, "send-recv", "cp", terms.c, chunk, (terms.c - 1) * per_step,
@@ -282,7 +290,7 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
                   (terms.c - 1) * per_step, "backward", "attention",
                   f"{TE_CP} backward: dK/dV accumulators travel with them")
         return
-    for forward in _forward_passes(layout):
+    for forward in passes:
         build.add("cp.kv.all-gather", tensor, "all-gather", "cp", terms.c, chunk * terms.c, per_step, forward,
                   "none", f"{TE_CP}; Dubey et al. 2024 (Llama 3), 3.3.2: K/V all-gathered, local queries")
     build.add("cp.backward.kv.all-gather", tensor, "all-gather", "cp", terms.c, chunk * terms.c, per_step,
