@@ -1,0 +1,231 @@
+"""PyTorch's own parallelism on a tiny Llama and a tiny MoE block, one job per rank (gloo, CPU).
+
+Each job builds ``derive.validate.layers.LlamaModel`` (bf16, seed 0, the model
+``python -m derive.validate --kind llama-model`` measures), wraps it the way a
+PyTorch user does, runs three training steps and returns the collectives of the
+last (steady state: DDP has rebuilt its buckets, FSDP2 has lazily initialised,
+pipelining has inferred its shapes):
+
+* ``ddp``: ``torch.nn.parallel.DistributedDataParallel`` (its reducer's bucketed
+  gradient all-reduce; a comm hook lists the parameters in each bucket);
+* ``fsdp``: ``torch.distributed.fsdp.fully_shard`` on each layer and the root,
+  ``reshard_after_forward`` on or off, bf16 parameters or fp32 parameters with
+  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (torchtitan's);
+* ``tp``: ``torch.distributed.tensor.parallel.parallelize_module`` with
+  ColwiseParallel (q, k, v, gate, up, and the head with ``loss_parallel``),
+  RowwiseParallel (o, down, and the vocabulary-parallel embedding), and with
+  sequence parallelism SequenceParallel on the norms;
+* ``pp``: ``torch.distributed.pipelining`` stages and Schedule1F1B /
+  ScheduleInterleaved1F1B;
+* ``ep``: a tiny MoE block (router, top-k, E SwiGLU experts split over the
+  ranks) whose dispatch and combine are ``all_to_all_single_autograd``
+  (torch.distributed._functional_collectives), as torchtitan's expert parallelism.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from derive.validate.comm_record import Recorder, as_dict
+from derive.validate.layers import DTYPE, LlamaModel
+
+
+def _model(v: Mapping[str, int], dtype: torch.dtype = DTYPE) -> LlamaModel:
+    """The tiny Llama with its parameters in ``dtype`` (the RoPE tables stay bf16)."""
+    torch.manual_seed(0)
+    model = LlamaModel(v["L"], v["V"], v["s"], v["h"], v["a"], v["g"], v["f"])
+    for parameter in model.parameters():
+        parameter.data = parameter.data.to(dtype)
+    return model
+
+
+def _batch(v: Mapping[str, int], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, v["V"], (v["b"], v["s"]), generator=generator)
+    return tokens, torch.randint(0, v["V"], (v["b"], v["s"]), generator=generator)
+
+
+def _steps(recorder: Recorder, step, steps: int = 3) -> list[dict]:
+    """Run ``step(recorder)`` ``steps`` times; the last step's rows."""
+    for _ in range(steps):
+        recorder.rows.clear()
+        with recorder:
+            step(recorder)
+    return as_dict(recorder.rows)
+
+
+def _train(recorder: Recorder, model: nn.Module, loss) -> None:
+    """Forward, backward and an SGD step (lr 0: the weights stay put, the step's collectives run)."""
+    recorder.pass_ = "forward"
+    value = loss()
+    recorder.pass_ = "backward"
+    value.backward()
+    recorder.pass_ = "optimizer"
+    torch.optim.SGD(model.parameters(), lr=0.0, foreach=False).step()
+    model.zero_grad(set_to_none=True)
+
+
+def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float) -> dict[str, Any]:
+    """DistributedDataParallel over all ranks: the reducer's all-reduce of each gradient bucket."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = _model(v)
+    names = {p: n for n, p in model.named_parameters()}
+    wrapped = DistributedDataParallel(model, bucket_cap_mb=bucket_mb)
+    buckets: list[list[str]] = []
+
+    def hook(state, bucket):
+        buckets.append([names[p] for p in bucket.parameters()])
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        return allreduce_hook(None, bucket)
+
+    wrapped.register_comm_hook(None, hook)
+    tokens, targets = _batch(v, rank)
+    recorder = Recorder({dist.group.WORLD.group_name: "dp"})
+
+    def step(rec: Recorder) -> None:
+        buckets.clear()
+        _train(rec, wrapped, lambda: wrapped(tokens, targets))
+
+    rows = _steps(recorder, step)
+    return {"rows": rows, "buckets": buckets,
+            "parameters": {n: [p.numel(), p.element_size()] for n, p in model.named_parameters()}}
+
+
+def fsdp(rank: int, world: int, v: Mapping[str, int], reshard: bool, mixed: bool) -> dict[str, Any]:
+    """fully_shard on each layer, then on the root (embedding, final norm, head)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("cpu", (world,))
+    model = _model(v, torch.float32 if mixed else DTYPE)
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if mixed else MixedPrecisionPolicy())
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    tokens, targets = _batch(v, rank)
+    recorder = Recorder({mesh.get_group().group_name: "dp"})
+    rows = _steps(recorder, lambda rec: _train(rec, model, lambda: model(tokens, targets)))
+    return {"rows": rows, "groups": [[n for n, _ in m.named_parameters()]
+                                     for m in (*model.layers, model)]}
+
+
+def _tp_plan(model: LlamaModel, sequence_parallel: bool) -> dict[str, Any]:
+    """Megatron's split in DTensor styles (torchtitan's llama plan, without its PrepareModuleInput)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   SequenceParallel)
+
+    stream = Shard(1) if sequence_parallel else Replicate()
+    plan: dict[str, Any] = {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=stream),
+        "output": ColwiseParallel(input_layouts=stream, output_layouts=Shard(-1),
+                                  use_local_output=False),
+    }
+    if sequence_parallel:
+        plan["norm"] = SequenceParallel()
+    for i in range(len(model.layers)):
+        for name in ("wq", "wk", "wv", "w1", "w3"):
+            plan[f"layers.{i}.{name}"] = ColwiseParallel(input_layouts=stream)
+        for name in ("wo", "w2"):
+            plan[f"layers.{i}.{name}"] = RowwiseParallel(output_layouts=stream)
+        if sequence_parallel:
+            plan[f"layers.{i}.attention_norm"] = SequenceParallel()
+            plan[f"layers.{i}.ffn_norm"] = SequenceParallel()
+    return plan
+
+
+def tp(rank: int, world: int, v: Mapping[str, int], sequence_parallel: bool) -> dict[str, Any]:
+    """parallelize_module over all ranks (one tensor-parallel group), loss_parallel on the head."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (world,))
+    model = _model(v)
+    parallelize_module(model, mesh, _tp_plan(model, sequence_parallel))
+    for layer in model.layers:
+        layer.heads, layer.kv_heads = layer.heads // world, layer.kv_heads // world
+    tokens, targets = _batch(v, 0)          # one tensor-parallel group sees one batch
+    recorder = Recorder({mesh.get_group().group_name: "tp"})
+
+    def step(rec: Recorder) -> None:
+        with loss_parallel():
+            _train(rec, model, lambda: model(tokens, targets))
+
+    return {"rows": _steps(recorder, step)}
+
+
+class Stage(nn.Module):
+    """One pipeline stage of the tiny Llama: the embedding on the first, norm and head on the last."""
+
+    def __init__(self, model: LlamaModel, layers: range, first: bool, last: bool) -> None:
+        super().__init__()
+        self.tok_embeddings = model.tok_embeddings if first else None
+        self.layers = nn.ModuleList(model.layers[i] for i in layers)
+        self.norm, self.output = (model.norm, model.output) if last else (None, None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tok_embeddings is not None:
+            x = self.tok_embeddings(x)
+        for layer in self.layers:
+            x = layer(x)
+        return x if self.output is None else self.output(self.norm(x))
+
+
+def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def pp(rank: int, world: int, v: Mapping[str, int], micro_batches: int, chunks: int) -> dict[str, Any]:
+    """torch.distributed.pipelining: ``chunks`` stages per rank (1: Schedule1F1B, more: interleaved)."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+
+    model = _model(v)
+    stages_total = world * chunks
+    per_stage = v["L"] // stages_total
+    stages = []
+    for chunk in range(chunks):
+        index = rank + world * chunk
+        module = Stage(model, range(index * per_stage, (index + 1) * per_stage),
+                       index == 0, index == stages_total - 1)
+        stages.append(PipelineStage(module, index, stages_total, torch.device("cpu")))
+    schedule = (Schedule1F1B(stages[0], micro_batches, loss_fn=_cross_entropy) if chunks == 1 else
+                ScheduleInterleaved1F1B(stages, micro_batches, loss_fn=_cross_entropy))
+    recorder = Recorder({dist.group.WORLD.group_name: "pp"})
+    for stage in stages:
+        _label_pipeline_ops(stage, recorder)
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, v["V"], (v["b"] * micro_batches, v["s"]), generator=generator)
+    targets = torch.randint(0, v["V"], (v["b"] * micro_batches, v["s"]), generator=generator)
+
+    def step(rec: Recorder) -> None:
+        rec.pass_ = "pipeline"
+        if rank == 0:
+            schedule.step(tokens, target=targets if world * chunks == 1 else None)
+        elif rank == world - 1:
+            schedule.step(target=targets)
+        else:
+            schedule.step()
+        model.zero_grad(set_to_none=True)
+
+    return {"rows": _steps(recorder, step)}
+
+
+def _label_pipeline_ops(stage: Any, recorder: Recorder) -> None:
+    """Mark the tensors of the stage's forward and backward send/recv ops with their pass."""
+    for method, pass_ in (("get_fwd_send_ops", "forward"), ("get_fwd_recv_ops", "forward"),
+                          ("get_bwd_send_ops", "backward"), ("get_bwd_recv_ops", "backward")):
+        original = getattr(stage, method)
+
+        def labelled(*args, _original=original, _pass=pass_, **kwargs):
+            ops = _original(*args, **kwargs)
+            for op in ops:
+                recorder.tensor_pass[op.tensor.data_ptr()] = _pass
+            return ops
+
+        setattr(stage, method, labelled)
