@@ -217,6 +217,11 @@ def _vocabulary_parallel(build: _Builder, tensor: str, act: Tensor, whole_model:
         for forward in _forward_passes(layout)[:1]:
             build.add(f"tp.embedding.{kind}", tensor, kind, "tp", terms.t, act.bytes, micro, forward, "none",
                       "megatron/core/tensor_parallel/layers.py VocabParallelEmbedding.forward")
+        if layout.sequence_parallel:
+            # the reduce-scatter's backward gathers the output gradient for the embedding's weight
+            # gradient (validated against PyTorch's RowwiseParallel embedding, derive.validate comm-sp)
+            build.add("tp.embedding.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes, micro,
+                      "backward", "none", f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
     if layout.sequence_parallel:
         build.add("tp.head.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes, micro, "forward",
                   "none", f"{MEGATRON_LINEAR} ColumnParallelLinear (output layer, sequence parallel)")

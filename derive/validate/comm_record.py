@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import tempfile
+import time
 import warnings
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -161,35 +162,37 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, job: Callable, args: tuple, folder: str) -> None:
+def _worker(rank: int, world: int, port: int, jobs: list[tuple[Callable, tuple]], folder: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=timedelta(seconds=TIMEOUT_S))
     try:
-        result = job(rank, world, *args)
+        results = [job(rank, world, *args) for job, args in jobs]
         with open(os.path.join(folder, f"{rank}.json"), "w") as out:
-            json.dump(result, out)
+            json.dump(results, out)
     finally:
         dist.destroy_process_group()
 
 
-def spawn(world: int, job: Callable, *args: Any) -> list[Any]:
-    """``job(rank, world, *args)`` in ``world`` gloo processes; each rank's JSON-able result, by rank."""
+def spawn(world: int, jobs: list[tuple[Callable, tuple]]) -> list[list[Any]]:
+    """Each ``job(rank, world, *args)`` in turn in ``world`` gloo processes: results[job][rank]."""
     with tempfile.TemporaryDirectory() as folder:
-        context = mp.start_processes(_worker, args=(world, free_port(), job, args, folder),
+        context = mp.start_processes(_worker, args=(world, free_port(), jobs, folder),
                                      nprocs=world, join=False, start_method="spawn")
         try:
-            while not context.join(timeout=TIMEOUT_S):
-                pass
+            deadline = time.monotonic() + TIMEOUT_S * (len(jobs) + 1)
+            while not context.join(timeout=1):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"world {world}: the gloo processes ran past {deadline:.0f} s")
         finally:
             for process in context.processes:
                 if process.is_alive():
                     process.kill()
-        results = []
+        by_rank = []
         for rank in range(world):
             with open(os.path.join(folder, f"{rank}.json")) as result:
-                results.append(json.load(result))
-    return results
+                by_rank.append(json.load(result))
+    return [[by_rank[rank][job] for rank in range(world)] for job in range(len(jobs))]
 
 
 def as_dict(rows: list[Record]) -> list[dict]:

@@ -229,3 +229,52 @@ def _label_pipeline_ops(stage: Any, recorder: Recorder) -> None:
             return ops
 
         setattr(stage, method, labelled)
+
+
+class MoEBlock(nn.Module):
+    """E SwiGLU experts, E / e on each rank, a softmax router; tokens routed round-robin (balanced)."""
+
+    def __init__(self, h: int, f: int, experts: int, top_k: int, ranks: int) -> None:
+        super().__init__()
+        self.experts, self.top_k, self.local = experts, top_k, experts // ranks
+        self.router = nn.Linear(h, experts, bias=False, dtype=DTYPE)
+        self.w1 = nn.Parameter(torch.randn(self.local, h, f, dtype=DTYPE) / h ** 0.5)
+        self.w3 = nn.Parameter(torch.randn(self.local, h, f, dtype=DTYPE) / h ** 0.5)
+        self.w2 = nn.Parameter(torch.randn(self.local, f, h, dtype=DTYPE) / f ** 0.5)
+
+    def forward(self, x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        from torch.distributed._functional_collectives import all_to_all_single_autograd
+
+        tokens = x.reshape(-1, x.shape[-1])
+        scores = torch.softmax(self.router(tokens).float(), dim=-1)
+        chosen = (torch.arange(tokens.shape[0] * self.top_k) % self.experts).view(-1, self.top_k)
+        weights = scores.gather(1, chosen).to(x.dtype)
+        order = chosen.flatten().argsort(stable=True)
+        copies = tokens.repeat_interleave(self.top_k, 0)[order]
+        per_expert = torch.bincount(chosen.flatten(), minlength=self.experts)
+        received = torch.empty_like(per_expert)
+        dist.all_to_all_single(received, per_expert, group=group)   # token counts first
+        send = per_expert.view(-1, self.local).sum(1).tolist()
+        counts = received.view(-1, self.local)                        # [source rank, local expert]
+        arrived = all_to_all_single_autograd(copies, counts.sum(1).tolist(), send, group)
+        outputs, start = [], 0
+        for source in range(counts.shape[0]):
+            for expert in range(self.local):
+                rows = arrived[start:start + int(counts[source, expert])]
+                start += rows.shape[0]
+                outputs.append((F.silu(rows @ self.w1[expert]) * (rows @ self.w3[expert])) @ self.w2[expert])
+        back = all_to_all_single_autograd(torch.cat(outputs), send, counts.sum(1).tolist(), group)
+        combined = torch.empty_like(back).index_copy(0, order, back)
+        return (combined.view(-1, self.top_k, x.shape[-1]) * weights.unsqueeze(-1)).sum(1).view_as(x)
+
+
+def ep(rank: int, world: int, v: Mapping[str, int]) -> dict[str, Any]:
+    """Expert parallelism over all ranks: dispatch and combine all-to-alls, forward and backward."""
+    torch.manual_seed(rank)
+    block = MoEBlock(v["h"], v["f"], v["E"], v["k"], world)
+    x = torch.randn(v["b"], v["s"], v["h"], dtype=DTYPE, generator=torch.Generator().manual_seed(rank),
+                    requires_grad=True)              # the layer input: its gradient flows back
+    group = dist.group.WORLD
+    recorder = Recorder({group.group_name: "ep"})
+    rows = _steps(recorder, lambda rec: _train(rec, block, lambda: block(x, group).float().square().mean()))
+    return {"rows": rows}
