@@ -41,7 +41,7 @@ class Case:
 
 #: tiny Llamas: even sizes; b = 1 with odd s, V, f and head counts divisible by 3; 4 layers for pipelines
 EVEN = dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50)
-ODD = dict(s=9, b=1, h=24, a=6, g=3, f=40, L=2, V=37)
+ODD = dict(s=9, b=1, h=24, a=6, g=3, f=42, L=2, V=37)
 DEEP = dict(s=6, b=3, h=16, a=2, g=2, f=24, L=4, V=29)
 #: tiny MoE blocks: b s k a multiple of E (round-robin routing is then exactly uniform)
 MOE2 = dict(s=5, b=3, h=32, a=4, g=2, f=24, L=1, V=40, E=4, k=4)

@@ -195,6 +195,22 @@ def spawn(world: int, jobs: list[tuple[Callable, tuple]]) -> list[list[Any]]:
     return [[by_rank[rank][job] for rank in range(world)] for job in range(len(jobs))]
 
 
+def in_process(world: int, jobs: list[tuple[Callable, tuple]]) -> list[list[Any]]:
+    """Each job as rank 0 of ``world`` on PyTorch's fake process group (no peers, no wire): results[job][0].
+
+    The fake backend (torch/testing/_internal/distributed/fake_pg.py) completes every
+    collective at once with the buffers it was given, so rank 0 issues exactly the calls it
+    would issue among real peers wherever no value it receives steers it (DTensor TP, FSDP2).
+    """
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    try:
+        return [[job(0, world, *args)] for job, args in jobs]
+    finally:
+        dist.destroy_process_group()
+
+
 def as_dict(rows: list[Record]) -> list[dict]:
     """Records as JSON-able dicts."""
     return [asdict(row) for row in rows]
