@@ -2,7 +2,7 @@
 
 ``add_layout_options(parser)`` adds --tp --pp --vp --cp --ep --etp --dp --gpus --micro-batch
 --global-batch --precision --zero --sequence-parallel --recompute --cp-comm --scatter-gather
---algorithm --capacity-factor --no-reshard-after-forward; ``parallelism_from(args)`` reads them
+--algorithm --capacity-factor --dp-shard --no-reshard-after-forward; ``parallelism_from(args)`` reads them
 into a :class:`derive.parallelism.Parallelism`, turning its ValueErrors into a UsageError that
 names the option.
 """
@@ -24,7 +24,8 @@ LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": 
                   "global_batch": "--global-batch", "precision": "--precision", "zero": "--zero",
                   "sequence_parallel": "--sequence-parallel", "recompute": "--recompute",
                   "cp_comm": "--cp-comm", "scatter_gather": "--scatter-gather", "algorithm": "--algorithm",
-                  "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward"}
+                  "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward",
+                  "dp_shard": "--dp-shard"}
 
 
 def _zero(text: str) -> int:
@@ -65,6 +66,8 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--algorithm", default="ring", choices=list(ALGORITHMS))
     group.add_argument("--capacity-factor", type=_converter(_positive_fraction, "a positive number"),
                        help="MoE expert capacity factor (default: dropless)")
+    group.add_argument("--dp-shard", type=POSITIVE,
+                       help="HSDP: ZeRO-3 within groups of this many data-parallel ranks, replicated across")
     group.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false",
                        help="ZeRO-3 / FSDP: keep parameters gathered from forward to backward")
     return group
@@ -93,7 +96,8 @@ def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Pa
                              reshard_after_forward=args.reshard_after_forward, micro_batch=args.micro_batch,
                              global_batch=args.global_batch, recompute=args.recompute,
                              precision=args.precision, cp_comm=args.cp_comm, scatter_gather=args.scatter_gather,
-                             algorithm=args.algorithm, capacity_factor=args.capacity_factor)
+                             algorithm=args.algorithm, capacity_factor=args.capacity_factor,
+                             dp_shard=args.dp_shard)
         if model is not None:
             layout.check(model)
     except ValueError as error:

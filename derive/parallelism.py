@@ -17,18 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
 from derive.inputs import choose, flag, positive_int, zero_stage
 from derive.presets import Model
 
-#: Recompute policies (derive.accounts.activations.RECOMPUTE_POLICIES; repeated here would be a copy).
-from derive.accounts.activations import RECOMPUTE_POLICIES
-
 #: How context parallelism moves K and V: Transformer Engine's cp_comm_type names
 #: (transformer_engine/pytorch/attention.py: "p2p" ring attention, "all_gather" as Llama 3 does).
 CP_COMMS = ("p2p", "all_gather")
-#: Collective algorithms (derive.accounts.collectives.ALGORITHMS).
-ALGORITHM_NAMES = ("ring", "tree", "nvls")
 
 
 @dataclass(frozen=True)
@@ -39,6 +36,9 @@ class Parallelism:
     shard. ``global_batch``: sequences per step (default: one micro-batch per replica).
     ``scatter_gather``: Narayanan et al. 2021 section 4.1 (split the stage output over t before
     the send, all-gather after). ``capacity_factor``: MoE token capacity (None: dropless).
+    ``dp_shard``: HSDP, ZeRO-3 within groups of dp_shard data-parallel ranks, replicated across
+    dp / dp_shard groups (torch.distributed.fsdp.fully_shard on a 2-D mesh; torchtitan's
+    data_parallel_shard_degree); None shards over all of dp.
     """
 
     tp: int = 1
@@ -59,6 +59,7 @@ class Parallelism:
     scatter_gather: bool = False
     algorithm: str = "ring"
     capacity_factor: Fraction | None = None
+    dp_shard: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch"):
@@ -73,12 +74,18 @@ class Parallelism:
         choose("recompute", self.recompute, RECOMPUTE_POLICIES)
         choose("precision", self.precision, PRECISIONS)
         choose("cp_comm", self.cp_comm, CP_COMMS)
-        choose("algorithm", self.algorithm, ALGORITHM_NAMES)
+        choose("algorithm", self.algorithm, ALGORITHMS)
         if self.capacity_factor is not None:
             if isinstance(self.capacity_factor, bool) or not isinstance(
                     self.capacity_factor, (int, float, Fraction)) or not self.capacity_factor > 0:
                 raise ValueError(f"capacity_factor: must be a positive number, got {self.capacity_factor!r}")
             object.__setattr__(self, "capacity_factor", Fraction(self.capacity_factor))
+        if self.dp_shard is not None:
+            object.__setattr__(self, "dp_shard", positive_int("dp_shard", self.dp_shard))
+            if self.zero != 3:
+                raise ValueError(f"dp_shard: hybrid sharding (HSDP) shards ZeRO-3 / FSDP, got zero = {self.zero}")
+            if self.dp % self.dp_shard:
+                raise ValueError(f"dp_shard: {self.dp_shard} does not divide dp = {self.dp}")
         if self.global_batch % (self.micro_batch * self.dp):
             raise ValueError(f"global_batch: {self.global_batch} is not a whole number of micro-batches of "
                              f"micro_batch x dp = {self.micro_batch} x {self.dp} sequences "
@@ -95,9 +102,6 @@ class Parallelism:
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError("sequence_parallel: expert parallelism with tensor parallelism needs sequence "
                              "parallelism (megatron/training/arguments.py validate_args)")
-        if self.zero == 3 and self.pp > 1:
-            raise ValueError("zero: ZeRO-3 / FSDP full shard with pipeline parallelism is not modelled "
-                             "(Megatron's distributed optimizer is ZeRO-1; use zero 1)")
 
     @property
     def gpus(self) -> int:
@@ -108,6 +112,11 @@ class Parallelism:
     def micro_batches(self) -> int:
         """m = global_batch / (micro_batch d), whole by construction."""
         return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def replicas(self) -> int:
+        """HSDP replica groups: dp / dp_shard (1 without HSDP)."""
+        return self.dp // (self.dp_shard or self.dp)
 
     @property
     def expert_data_parallel(self) -> int:

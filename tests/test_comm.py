@@ -158,3 +158,34 @@ def test_layouts_that_do_not_divide_the_model(fields, field):
 def test_layout_properties():
     layout = Parallelism(**BAR)
     assert (layout.gpus, layout.micro_batches, layout.etp) == (1024, 16, 8)
+
+
+def test_hsdp_shards_within_groups_and_all_reduces_the_shard_across_replicas():
+    llama = model("llama3-8b")
+    n = llama.parameters
+    rows = _rows(collectives(llama, Parallelism(dp=8, zero=3, dp_shard=4)))
+    assert rows["dp.params.forward.all-gather"].ranks == 4
+    assert rows["dp.params.forward.all-gather"].sent == 2 * n * 3 // 4
+    # the bf16 gradient shard (2N/4 bytes) all-reduced over 2 replicas: 2(2-1)/2 of it
+    assert rows["dp.grads.replicas.all-reduce"].sent == 2 * n // 4
+    with pytest.raises(ValueError, match="^dp_shard:"):
+        Parallelism(dp=8, zero=1, dp_shard=4)
+    with pytest.raises(ValueError, match="^dp_shard:"):
+        Parallelism(dp=8, zero=3, dp_shard=3)
+
+
+def test_tied_embedding_gradients_all_reduced_between_first_and_last_stage():
+    gpt = model("gpt3-175b")                             # word embeddings tied to the head
+    rows = _rows(collectives(gpt, Parallelism(tp=8, pp=8, dp=1, global_batch=8)))
+    row = rows["pp.embedding-grads.all-reduce"]
+    assert (row.ranks, row.payload) == (2, 50257 * 12288 // 8 * 2)   # V h / t bf16 gradients
+    assert row.sent == row.payload                                  # two ranks: 2(2-1)/2
+
+
+def test_zero3_with_pipeline_and_full_recompute_repeats_forward_collectives():
+    llama = model("llama3-70b")
+    rows = collectives(llama, Parallelism(tp=8, pp=4, dp=2, zero=3, recompute="full", global_batch=8))
+    forward = {row.name for row in rows if row.pass_ == "forward"}
+    again = {row.name for row in rows if row.pass_ == "recompute"}
+    assert {"tp.attention.all-reduce", "tp.mlp.all-reduce"} <= again <= forward
+    assert "pp.forward.send" not in again

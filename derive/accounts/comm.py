@@ -42,7 +42,8 @@ def _numeric_terms(model: Model, layout: Parallelism) -> LayoutTerms:
         c=sp.Integer(layout.cp), d=sp.Integer(layout.dp), e=sp.Integer(layout.ep),
         t_E=sp.Integer(layout.etp), m=sp.Integer(layout.micro_batches),
         dense_layers=sp.Integer(on_rank - moe_on_rank), moe_layers=sp.Integer(moe_on_rank),
-        capacity=None if layout.capacity_factor is None else sp.Rational(layout.capacity_factor))
+        capacity=None if layout.capacity_factor is None else sp.Rational(layout.capacity_factor),
+        replicas=sp.Integer(layout.replicas))
 
 
 def collectives(model: Model, layout: Parallelism) -> list[Collective]:

@@ -54,7 +54,7 @@ class Collective:
 
     def evaluated(self, at: Callable[[sp.Expr], sp.Expr]) -> "Collective":
         """The row with ``at`` applied to every expression (a model's sizes substituted)."""
-        return replace(self, **{name: sp.nsimplify(at(getattr(self, name))) for name in
+        return replace(self, **{name: sp.sympify(at(getattr(self, name))) for name in
                                 ("ranks", "payload", "sent", "received", "count")})
 
     def record(self) -> dict[str, object]:
@@ -87,6 +87,7 @@ class LayoutTerms:
     moe_layers: sp.Expr
     capacity: sp.Expr | None
     symbolic: bool = False
+    replicas: sp.Expr = sp.Integer(1)
 
     def active(self, size: sp.Expr) -> bool:
         """Whether a group of ``size`` ranks moves anything (a symbol may exceed 1)."""
@@ -296,7 +297,8 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
 def _expert_parallel(build: _Builder) -> None:
     """Dispatch and combine all-to-alls of the k_E routed copies; the expert-TP gather around the experts."""
     terms, layout = build.terms, build.layout
-    tokens = _activation(terms).divided(terms.t)       # sequence parallel: s / (c t) tokens per rank
+    # sequence parallel: s / (c t) tokens per rank; without it every tensor-parallel rank holds s / c
+    tokens = _activation(terms).divided(terms.t) if layout.sequence_parallel else _activation(terms)
     routed = tokens.times(k_E if terms.capacity is None else k_E * terms.capacity)
     tensor = f"{tokens.name} x k_E routed copies [s b k_E / (c t), h]"
     per_step = terms.m * terms.moe_layers
@@ -348,9 +350,9 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
                   "all-reduce", "tp", terms.t, _grad_bytes(norms, layout), 1, "backward", "none",
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")
-    groups = [("dp", terms.d * terms.c, dense)]
+    groups = [("dp", terms.d * terms.c / terms.replicas, dense)]
     if moe_layer is not None:
-        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e), experts))
+        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts))
     for group, ranks, share in groups:
         if not terms.active(ranks) or not len(share):
             continue
@@ -376,3 +378,8 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
                           "FSDP2 reshard_after_forward=True: gathered again for backward; ZeRO 7.2.2")
             build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
                       terms.m, "backward", "backward", "FSDP2 post-backward reduce-scatter; ZeRO 7.2.2")
+            if layout.dp_shard is not None and terms.active(terms.replicas):
+                build.add(f"{group}.grads.replicas.all-reduce", f"{what}gradient shard", "all-reduce", group,
+                          terms.replicas, grads / ranks, terms.m, "backward", "backward",
+                          "FSDP2 HSDP (fully_shard on a (replicate, shard) mesh): the reduce-scattered shard "
+                          "all-reduced across replicas")

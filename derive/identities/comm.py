@@ -93,6 +93,16 @@ def zero3_vs_zero2() -> sp.Expr:
     return sp.cancel(_dp_step(zero=3) / _dp_step(zero=2))
 
 
+@identity("ZeRO-3 over m micro-batches (FSDP2 gathers per micro-batch): 1.5 x ZeRO-2 departs", topic=TOPIC,
+          claim=sp.Rational(3, 2), where={**LLAMA_N, m: m}, holds=False,
+          source="torch/distributed/fsdp/_fully_shard (unshard in every micro-batch's forward and "
+                 "backward) against megatron/core/distributed/param_and_grad_buffer.py (gradients "
+                 "reduced once per step)",
+          assumptions=("bf16", "m micro-batches per step", RING))
+def zero3_micro_batches() -> sp.Expr:
+    return sp.cancel(_dp_step(zero=3) / _dp_step(zero=2))
+
+
 @identity("ZeRO-3 without resharding after forward = ZeRO-2 (FSDP2 reshard_after_forward=False)",
           topic=TOPIC, claim=sp.Integer(1), where=LLAMA_N,
           source="torch/distributed/fsdp/_fully_shard/_fully_shard.py fully_shard(reshard_after_forward); "
@@ -195,5 +205,5 @@ MOE_LAYOUT = Layout(moe=MoE())
           assumptions=("uniform routing", "dropless (no capacity factor)", "bf16 tokens",
                        "sequence parallel: s b / (c t) tokens per rank"))
 def ep_dispatch() -> sp.Expr:
-    found = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2)
+    found = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2, sequence_parallel=True)
     return _sent(found, "ep.dispatch.all-to-all")
