@@ -113,7 +113,7 @@ def _fsdp_padding(rows: Rows, model: Model, layout: Parallelism) -> Rows:
     table = layer_rows(model.layout).times(model.layers) + edge_rows(model.layout)
     numbers = {symbol: sp.Integer(n) for symbol, n in model.values.items()}
     padded = fsdp2_padded_elements(table.map(lambda w: replace(
-        w, shape=tuple(sp.sympify(n).xreplace(numbers) for n in w.shape))), layout.dp)
+        w, shape=tuple(sp.sympify(n).xreplace(numbers) for n in w.shape))), layout.dp_shard or layout.dp)
     unpadded = sp.sympify(table.numel()).xreplace(numbers)
     for row in rows:
         if row.group == "dp" and row.name.startswith("dp.") and layout.zero == 3:

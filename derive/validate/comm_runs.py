@@ -96,23 +96,37 @@ def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float) -> dict[s
             "parameters": {n: [p.numel(), p.element_size()] for n, p in model.named_parameters()}}
 
 
-def fsdp(rank: int, world: int, v: Mapping[str, int], reshard: bool, mixed: bool) -> dict[str, Any]:
-    """fully_shard on each layer, then on the root (embedding, final norm, head)."""
+def fsdp(rank: int, world: int, v: Mapping[str, int], reshard: bool, mixed: bool,
+         micro_batches: int = 1, replicas: int = 1) -> dict[str, Any]:
+    """fully_shard on each layer, then on the root; HSDP on a (replicas, world / replicas) mesh.
+
+    ``micro_batches`` forward / backward passes accumulate before the optimizer step (FSDP2
+    reduce-scatters after each one, as torchtitan's gradient accumulation does).
+    """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh("cpu", (world,))
+    mesh = (init_device_mesh("cpu", (world,)) if replicas == 1 else
+            init_device_mesh("cpu", (replicas, world // replicas), mesh_dim_names=("replicate", "shard")))
     model = _model(v, torch.float32 if mixed else DTYPE)
     policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
               if mixed else MixedPrecisionPolicy())
     for layer in model.layers:
         fully_shard(layer, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
-    tokens, targets = _batch(v, rank)
-    recorder = Recorder({mesh.get_group().group_name: "dp"})
-    rows = _steps(recorder, lambda rec: _train(rec, model, lambda: model(tokens, targets)))
-    return {"rows": rows, "groups": [[n for n, _ in m.named_parameters()]
-                                     for m in (*model.layers, model)]}
+    batches = [_batch(v, rank * micro_batches + i) for i in range(micro_batches)]
+    recorder = Recorder({group.group_name: "dp" for group in mesh.get_all_groups()})
+
+    def step(rec: Recorder) -> None:
+        for tokens, targets in batches[:-1]:
+            rec.pass_ = "forward"
+            value = model(tokens, targets)
+            rec.pass_ = "backward"
+            value.backward()
+        tokens, targets = batches[-1]
+        _train(rec, model, lambda: model(tokens, targets))
+
+    return {"rows": _steps(recorder, step)}
 
 
 def _tp_plan(model: LlamaModel, sequence_parallel: bool) -> dict[str, Any]:
