@@ -110,3 +110,22 @@ def test_every_convention_has_a_source():
     assert all(c.source and c.statement for c in CONVENTIONS.values())
     used = {key for case in comm.CASES for key in (*case.conventions, *case.excluded)}
     assert used <= set(CONVENTIONS)
+
+
+def test_checkpoint_early_stop_is_the_recompute_departure():
+    # with torch.utils.checkpoint's early stop off, the rerun forward repeats every collective of the
+    # layer, and Megatron's recompute rows hold without the checkpoint-early-stop convention
+    from torch.utils.checkpoint import set_checkpoint_early_stop
+
+    case = next(c for c in FAKE if c.label == "DTensor TP, every layer checkpointed")
+    megatron = replace(case, conventions=tuple(k for k in case.conventions if k != "checkpoint-early-stop"))
+
+    def without_early_stop(rank, world, *args):
+        with set_checkpoint_early_stop(False):
+            return comm_runs.tp(rank, world, *args)
+
+    late = comm_record.in_process(2, [(without_early_stop, (dict(case.shape), *case.args))])[0]
+    assert comm.compare(megatron, late)["passed"]
+    assert not comm.compare(case, late)["passed"]
+    recompute = _totals(comm.compare(megatron, late))["all-reduce", "recompute"]
+    assert recompute == (2 * L * ACTIVATION,) * 2                          # o and down, each layer

@@ -94,6 +94,12 @@ def _lazy_partial_grads(rows: Rows, model: Model, layout: Parallelism) -> Rows:
             if row.name == "tp.replicated-grads.all-reduce" else row for row in rows]
 
 
+def _early_stop(rows: Rows, model: Model, layout: Parallelism) -> Rows:
+    """The recompute pass without the layer's last collective: the MLP's output reduction."""
+    return [row for row in rows if not (row.pass_ == "recompute" and row.name in (
+        "tp.mlp.all-reduce", "tp.mlp.reduce-scatter"))]
+
+
 def fsdp2_padded_elements(table: Ledger, ranks: int) -> sp.Expr:
     """Elements FSDP2 moves for ``table``: each parameter's dim 0 padded to a multiple of ``ranks``.
 
@@ -150,6 +156,15 @@ CONVENTIONS: dict[str, CommConvention] = {c.key: c for c in (
         "torch/distributed/tensor/_dtensor_spec.py Partial; torch/distributed/tensor/parallel/style.py "
         "SequenceParallel",
         _lazy_partial_grads),
+    CommConvention(
+        "checkpoint-early-stop",
+        "full recompute: torch.utils.checkpoint (non-reentrant) stops the rerun forward once the last "
+        "tensor saved for backward is rebuilt, so the layer's final collective (the MLP output's "
+        "all-reduce, or reduce-scatter under sequence parallelism) is not repeated; Megatron's "
+        "tensor_parallel.checkpoint reruns the whole layer",
+        "torch/utils/checkpoint.py _checkpoint_early_stop / _StopRecomputationError; "
+        "megatron/core/tensor_parallel/random.py CheckpointFunction",
+        _early_stop),
     CommConvention(
         "fsdp2-dim0-padding",
         "fully_shard chunks every parameter on dim 0 and pads each shard to ceil(rows/d): the gathered and "

@@ -154,24 +154,49 @@ def _tp_plan(model: LlamaModel, sequence_parallel: bool) -> dict[str, Any]:
     return plan
 
 
-def tp(rank: int, world: int, v: Mapping[str, int], sequence_parallel: bool) -> dict[str, Any]:
-    """parallelize_module over all ranks (one tensor-parallel group), loss_parallel on the head."""
+def tp(rank: int, world: int, v: Mapping[str, int], sequence_parallel: bool,
+       recompute: bool = False) -> dict[str, Any]:
+    """parallelize_module over all ranks (one tensor-parallel group), loss_parallel on the head.
+
+    ``recompute``: every layer under ``torch.utils.checkpoint`` (non-reentrant), whose
+    forward reruns inside backward: its collectives are recorded as the ``recompute`` pass.
+    """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
 
     mesh = init_device_mesh("cpu", (world,))
     model = _model(v)
     parallelize_module(model, mesh, _tp_plan(model, sequence_parallel))
+    recorder = Recorder({mesh.get_group().group_name: "tp"})
     for layer in model.layers:
         layer.heads, layer.kv_heads = layer.heads // world, layer.kv_heads // world
+        if recompute:
+            _checkpoint(layer, recorder)
     tokens, targets = _batch(v, 0)          # one tensor-parallel group sees one batch
-    recorder = Recorder({mesh.get_group().group_name: "tp"})
 
     def step(rec: Recorder) -> None:
         with loss_parallel():
             _train(rec, model, lambda: model(tokens, targets))
 
     return {"rows": _steps(recorder, step)}
+
+
+def _checkpoint(layer: nn.Module, recorder: Recorder) -> None:
+    """Full recompute of ``layer`` (torch.utils.checkpoint); its rerun forward labelled ``recompute``."""
+    from torch.utils.checkpoint import checkpoint
+
+    forward = layer.forward
+
+    def rerun_aware(x: torch.Tensor) -> torch.Tensor:
+        if torch._C._current_graph_task_id() == -1:      # not inside the autograd engine: the first forward
+            return forward(x)
+        previous, recorder.pass_ = recorder.pass_, "recompute"
+        try:
+            return forward(x)
+        finally:
+            recorder.pass_ = previous
+
+    layer.forward = lambda x: checkpoint(rerun_aware, x, use_reentrant=False)
 
 
 class Stage(nn.Module):
