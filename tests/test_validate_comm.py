@@ -33,7 +33,7 @@ def test_tensor_sequence_and_fully_sharded_agree_exactly(fake_runs):
 
 
 def test_tensor_parallel_bytes_by_hand(fake_runs):
-    case = next(c for c in FAKE if c.kind == "comm-tp")
+    case = next(c for c in FAKE if c.label == "DTensor TP + loss_parallel")
     totals = _totals(comm.compare(case, fake_runs[case.label]))
     # forward: the embedding's all-reduce and the o / down projections' (2 per layer); loss_parallel's
     # max and sum of exponentials in fp32 and the target logit in bf16, per token
@@ -43,10 +43,15 @@ def test_tensor_parallel_bytes_by_hand(fake_runs):
     assert column_parallel_linears(comm.model(case), "attention") == 3
 
 
-def test_sequence_parallel_bytes_by_hand(fake_runs):
-    case = next(c for c in FAKE if c.kind == "comm-sp")
+@pytest.mark.parametrize("label, gathers", [
+    ("DTensor TP + SequenceParallel", 3 + 2),                  # q, k, v, gate, up each gather
+    ("torchtitan's plan + SequenceParallel", 1 + 1),           # once per block, as Megatron
+])
+def test_sequence_parallel_bytes_by_hand(fake_runs, label, gathers):
+    case = next(c for c in FAKE if c.label == label)
     totals = _totals(comm.compare(case, fake_runs[case.label]))
-    assert totals["all-gather", "forward"][1] == ((3 + 2) * L + 1) * ACTIVATION        # per linear + head
+    assert totals["all-gather", "forward"][1] == (gathers * L + 1) * ACTIVATION         # + the head's input
+    assert totals["reduce-scatter", "backward"][1] == (gathers * L + 1) * ACTIVATION
     assert totals["all-gather", "backward"][1] == (2 * L + 1) * ACTIVATION             # no re-gather; embedding
     assert totals["reduce-scatter", "forward"][1] == (2 * L + 1) * ACTIVATION          # o, down, embedding
     assert totals["all-reduce", "optimizer"][1] == (2 * L + 1) * H * 2                 # norm weights, bf16
@@ -73,7 +78,7 @@ def test_fsdp2_padding_by_hand():
 
 
 def test_a_wrong_ledger_row_is_caught(fake_runs, monkeypatch):
-    case = next(c for c in FAKE if c.kind == "comm-tp")
+    case = next(c for c in FAKE if c.label == "DTensor TP + loss_parallel")
     honest = comm.ledger(case)
     wrong = [replace(honest[0], payload=honest[0].payload + 1)] + honest[1:]
     monkeypatch.setattr(comm, "ledger", lambda c: wrong)

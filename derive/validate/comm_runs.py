@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from derive.validate.comm_record import Recorder, as_dict
-from derive.validate.layers import DTYPE, LlamaModel
+from derive.validate.layers import DTYPE, LlamaLayer, LlamaModel
 
 
 def _model(v: Mapping[str, int], dtype: torch.dtype = DTYPE) -> LlamaModel:
@@ -154,22 +154,83 @@ def _tp_plan(model: LlamaModel, sequence_parallel: bool) -> dict[str, Any]:
     return plan
 
 
+class _Attention(nn.Module):
+    """A LlamaLayer's attention as a module of its own (torchtitan's layout), sharing its linears and tables."""
+
+    forward = LlamaLayer.attention
+
+    def __init__(self, layer: LlamaLayer) -> None:
+        super().__init__()
+        self.wq, self.wk, self.wv, self.wo = layer.wq, layer.wk, layer.wv, layer.wo
+        self.heads, self.kv_heads, self.head_dim = layer.heads, layer.kv_heads, layer.head_dim
+        self.rope_cos, self.rope_sin = layer.rope_cos, layer.rope_sin
+
+
+class _FeedForward(nn.Module):
+    """A LlamaLayer's MLP as a module of its own, sharing its linears."""
+
+    forward = LlamaLayer.mlp
+
+    def __init__(self, layer: LlamaLayer) -> None:
+        super().__init__()
+        self.w1, self.w2, self.w3 = layer.w1, layer.w2, layer.w3
+
+
+class TitanLayer(nn.Module):
+    """A LlamaLayer regrouped as torchtitan's TransformerBlock: attention and feed_forward modules."""
+
+    def __init__(self, layer: LlamaLayer) -> None:
+        super().__init__()
+        self.attention_norm, self.ffn_norm = layer.attention_norm, layer.ffn_norm
+        self.attention, self.feed_forward = _Attention(layer), _FeedForward(layer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+def _titan_plan(model: LlamaModel, sequence_parallel: bool) -> dict[str, Any]:
+    """torchtitan's llama plan (torchtitan/models/llama3/infra/parallelize.py apply_tp): one input
+    conversion per block (PrepareModuleInput), then ColwiseParallel / RowwiseParallel linears."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel)
+
+    stream = Shard(1) if sequence_parallel else Replicate()
+    plan = {key: style for key, style in _tp_plan(model, sequence_parallel).items()
+            if not key.startswith("layers.")}
+    for i in range(len(model.layers)):
+        for block, column, row in (("attention", ("wq", "wk", "wv"), "wo"), ("feed_forward", ("w1", "w3"), "w2")):
+            plan[f"layers.{i}.{block}"] = PrepareModuleInput(
+                input_layouts=(stream,), desired_input_layouts=(Replicate(),), use_local_output=False)
+            plan.update({f"layers.{i}.{block}.{name}": ColwiseParallel() for name in column})
+            plan[f"layers.{i}.{block}.{row}"] = RowwiseParallel(output_layouts=stream)
+        if sequence_parallel:
+            plan[f"layers.{i}.attention_norm"] = SequenceParallel()
+            plan[f"layers.{i}.ffn_norm"] = SequenceParallel()
+    return plan
+
+
 def tp(rank: int, world: int, v: Mapping[str, int], sequence_parallel: bool,
-       recompute: bool = False) -> dict[str, Any]:
+       recompute: bool = False, titan: bool = False) -> dict[str, Any]:
     """parallelize_module over all ranks (one tensor-parallel group), loss_parallel on the head.
 
     ``recompute``: every layer under ``torch.utils.checkpoint`` (non-reentrant), whose
     forward reruns inside backward: its collectives are recorded as the ``recompute`` pass.
+    ``titan``: the layers regrouped and split by torchtitan's plan (one conversion per block).
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
 
     mesh = init_device_mesh("cpu", (world,))
     model = _model(v)
-    parallelize_module(model, mesh, _tp_plan(model, sequence_parallel))
+    if titan:
+        model.layers = nn.ModuleList(TitanLayer(layer) for layer in model.layers)
+    parallelize_module(model, mesh, (_titan_plan if titan else _tp_plan)(model, sequence_parallel))
     recorder = Recorder({mesh.get_group().group_name: "tp"})
     for layer in model.layers:
-        layer.heads, layer.kv_heads = layer.heads // world, layer.kv_heads // world
+        heads = layer.attention if titan else layer
+        heads.heads, heads.kv_heads = heads.heads // world, heads.kv_heads // world
         if recompute:
             _checkpoint(layer, recorder)
     tokens, targets = _batch(v, 0)          # one tensor-parallel group sees one batch
