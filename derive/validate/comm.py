@@ -167,7 +167,10 @@ def compare(case: Case, ranks: list[dict]) -> dict[str, Any]:
         "calls_measured": len(calls), "calls_ledger": sum(expected_calls.values()),
         "calls_agree": expected_calls == measured_calls,
         "excluded": [{k: r[k] for k in ("collective", "dtype", "bytes", "pass_")} for r in excluded],
+        "measured": calls,
     }
+    if "buckets" in ranks[0]:
+        result["ddp_buckets"] = ranks[0]["buckets"]           # the parameters of each all-reduce, in order
     passed = expected_totals == measured_totals and (case.kind not in PER_CALL or result["calls_agree"])
     if case.kind == "comm-ep":
         result["sent_ledger"] = _int(sum(row.sent * row.count for row in rows))

@@ -12,6 +12,7 @@ returns every rank's rows; a run that does not finish in time is killed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import tempfile
@@ -149,10 +150,8 @@ class Recorder(TorchDispatchMode):
         """Bytes of the split an all-to-all sends to its own rank (no wire)."""
         group = (dist.distributed_c10d._resolve_process_group(args[3]) if functional
                  else next(g for g in map(_process_group, args) if g is not None))
-        rank = group.rank()
-        row = full[0].numel() * full.element_size() if full.dim() else full.element_size()
-        rows = splits[rank] if splits else full.shape[0] // group.size()
-        return rows * row
+        rows = splits[group.rank()] if splits else full.shape[0] // group.size()
+        return rows * math.prod(full.shape[1:]) * full.element_size()
 
 
 def free_port() -> int:

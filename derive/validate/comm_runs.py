@@ -4,17 +4,20 @@ Each job builds ``derive.validate.layers.LlamaModel`` (bf16, seed 0, the model
 ``python -m derive.validate --kind llama-model`` measures), wraps it the way a
 PyTorch user does, runs three training steps and returns the collectives of the
 last (steady state: DDP has rebuilt its buckets, FSDP2 has lazily initialised,
-pipelining has inferred its shapes):
+pipelining has inferred its shapes). A step is forward, backward and an SGD step with
+learning rate 0 (the optimizer's reads of the gradients run their collectives):
 
 * ``ddp``: ``torch.nn.parallel.DistributedDataParallel`` (its reducer's bucketed
   gradient all-reduce; a comm hook lists the parameters in each bucket);
 * ``fsdp``: ``torch.distributed.fsdp.fully_shard`` on each layer and the root,
   ``reshard_after_forward`` on or off, bf16 parameters or fp32 parameters with
-  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (torchtitan's);
+  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (torchtitan's), HSDP on a
+  (replicate, shard) mesh, gradient accumulation over micro-batches;
 * ``tp``: ``torch.distributed.tensor.parallel.parallelize_module`` with
   ColwiseParallel (q, k, v, gate, up, and the head with ``loss_parallel``),
   RowwiseParallel (o, down, and the vocabulary-parallel embedding), and with
-  sequence parallelism SequenceParallel on the norms;
+  sequence parallelism SequenceParallel on the norms; linear by linear, or torchtitan's
+  plan (PrepareModuleInput per block); optionally every layer checkpointed;
 * ``pp``: ``torch.distributed.pipelining`` stages and Schedule1F1B /
   ScheduleInterleaved1F1B;
 * ``ep``: a tiny MoE block (router, top-k, E SwiGLU experts split over the
@@ -91,9 +94,7 @@ def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float) -> dict[s
         buckets.clear()
         _train(rec, wrapped, lambda: wrapped(tokens, targets))
 
-    rows = _steps(recorder, step)
-    return {"rows": rows, "buckets": buckets,
-            "parameters": {n: [p.numel(), p.element_size()] for n, p in model.named_parameters()}}
+    return {"rows": _steps(recorder, step), "buckets": buckets}
 
 
 def fsdp(rank: int, world: int, v: Mapping[str, int], reshard: bool, mixed: bool,
