@@ -2,7 +2,7 @@
 
 ``add_layout_options(parser)`` adds --tp --pp --vp --cp --ep --etp --dp --gpus --micro-batch
 --global-batch --precision --zero --sequence-parallel --recompute --cp-comm --scatter-gather
---algorithm --capacity-factor --dp-shard --no-reshard-after-forward; ``parallelism_from(args)`` reads them
+--algorithm --capacity-factor --dp-shard --no-sp-regather --no-reshard-after-forward; ``parallelism_from(args)`` reads them
 into a :class:`derive.parallelism.Parallelism`, turning its ValueErrors into a UsageError that
 names the option.
 """
@@ -14,7 +14,7 @@ from fractions import Fraction
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
-from derive.cli import POSITIVE, UsageError, _converter, python_float
+from derive.cli import POSITIVE, UsageError, _converter, _zero_stage, python_float
 from derive.parallelism import CP_COMMS, Parallelism
 from derive.presets import Model
 
@@ -25,17 +25,11 @@ LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": 
                   "sequence_parallel": "--sequence-parallel", "recompute": "--recompute",
                   "cp_comm": "--cp-comm", "scatter_gather": "--scatter-gather", "algorithm": "--algorithm",
                   "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward",
-                  "dp_shard": "--dp-shard"}
-
-
-def _zero(text: str) -> int:
-    value = int(text) if text.strip() in ("0", "1", "2", "3") else None
-    if value is None:
-        raise ValueError(text)
-    return value
+                  "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather"}
 
 
 def _positive_fraction(text: str) -> Fraction:
+    """A positive number below 2^53 (derive.cli's float syntax), read exactly."""
     value = python_float(text)
     if not 0 < value < 2**53:
         raise ValueError(text)
@@ -55,7 +49,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--global-batch", type=POSITIVE,
                        help="sequences per step (default: one micro-batch per data-parallel rank)")
     group.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
-    group.add_argument("--zero", type=_converter(_zero, "a ZeRO stage 0, 1, 2 or 3"), default=0,
+    group.add_argument("--zero", type=_converter(_zero_stage, "a ZeRO stage 0, 1, 2 or 3"), default=0,
                        help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP")
     group.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
     group.add_argument("--recompute", default="none", choices=list(RECOMPUTE_POLICIES))
@@ -68,6 +62,8 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
                        help="MoE expert capacity factor (default: dropless)")
     group.add_argument("--dp-shard", type=POSITIVE,
                        help="HSDP: ZeRO-3 within groups of this many data-parallel ranks, replicated across")
+    group.add_argument("--no-sp-regather", dest="sp_regather", action="store_false",
+                       help="sequence parallel: keep the gathered input for backward (PyTorch), no re-gather")
     group.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false",
                        help="ZeRO-3 / FSDP: keep parameters gathered from forward to backward")
     return group
@@ -97,7 +93,7 @@ def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Pa
                              global_batch=args.global_batch, recompute=args.recompute,
                              precision=args.precision, cp_comm=args.cp_comm, scatter_gather=args.scatter_gather,
                              algorithm=args.algorithm, capacity_factor=args.capacity_factor,
-                             dp_shard=args.dp_shard)
+                             dp_shard=args.dp_shard, sp_regather=args.sp_regather)
         if model is not None:
             layout.check(model)
     except ValueError as error:

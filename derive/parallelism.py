@@ -38,7 +38,10 @@ class Parallelism:
     the send, all-gather after). ``capacity_factor``: MoE token capacity (None: dropless).
     ``dp_shard``: HSDP, ZeRO-3 within groups of dp_shard data-parallel ranks, replicated across
     dp / dp_shard groups (torch.distributed.fsdp.fully_shard on a 2-D mesh; torchtitan's
-    data_parallel_shard_degree); None shards over all of dp.
+    data_parallel_shard_degree); None shards over all of dp. ``sp_regather``: under sequence
+    parallelism the linear layers keep only their sequence shard and all-gather it again in backward
+    for the weight gradient (Megatron, Korthikanti et al. 2022 section 4.2.2); False: the gathered
+    input is kept (torch.distributed.tensor.parallel's SequenceParallel + ColwiseParallel).
     """
 
     tp: int = 1
@@ -60,6 +63,7 @@ class Parallelism:
     algorithm: str = "ring"
     capacity_factor: Fraction | None = None
     dp_shard: int | None = None
+    sp_regather: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch"):
@@ -68,7 +72,7 @@ class Parallelism:
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.micro_batch * self.dp)
         object.__setattr__(self, "global_batch", positive_int("global_batch", self.global_batch))
-        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather"):
+        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather", "sp_regather"):
             flag(name, getattr(self, name))
         object.__setattr__(self, "zero", zero_stage("zero", self.zero))
         choose("recompute", self.recompute, RECOMPUTE_POLICIES)
@@ -130,6 +134,13 @@ class Parallelism:
         if model.kv_heads % self.tp:
             raise ValueError(f"tp: {self.tp} does not divide the {model.kv_heads} key/value heads of "
                              f"{model.name} (Megatron splits query groups over t)")
+        if model.ffn % self.tp:
+            raise ValueError(f"tp: {self.tp} does not divide the FFN width f = {model.ffn} of {model.name} "
+                             "(ColumnParallelLinear splits it: megatron/core/utils.py divide)")
+        expert_width = dict(model.sizes).get("f_E")
+        if expert_width and expert_width % self.etp:
+            raise ValueError(f"etp: {self.etp} does not divide the expert FFN width f_E = {expert_width} "
+                             f"of {model.name}")
         if self.pp * self.vp > model.layers:
             raise ValueError(f"pp: pp x vp = {self.pp} x {self.vp} exceeds the {model.layers} layers of "
                              f"{model.name}")

@@ -155,6 +155,18 @@ def test_layouts_that_do_not_divide_the_model(fields, field):
         collectives(model("llama3-70b"), Parallelism(**fields))
 
 
+def test_etp_must_divide_the_expert_width():
+    with pytest.raises(ValueError, match="^etp: 3 does not divide the expert FFN width f_E = 14336"):
+        Parallelism(tp=8, etp=3, dp=3, sequence_parallel=True).check(published_model("mixtral-8x7b-v0.1"))
+
+
+def test_tp_must_divide_the_ffn_width():
+    from dataclasses import replace
+    odd = replace(model("llama3-8b"), ffn=14335)
+    with pytest.raises(ValueError, match="^tp: 2 does not divide the FFN width"):
+        Parallelism(tp=2).check(odd)
+
+
 def test_layout_properties():
     layout = Parallelism(**BAR)
     assert (layout.gpus, layout.micro_batches, layout.etp) == (1024, 16, 8)
@@ -189,3 +201,18 @@ def test_zero3_with_pipeline_and_full_recompute_repeats_forward_collectives():
     again = {row.name for row in rows if row.pass_ == "recompute"}
     assert {"tp.attention.all-reduce", "tp.mlp.all-reduce"} <= again <= forward
     assert "pp.forward.send" not in again
+
+
+def test_pytorch_sequence_parallel_keeps_the_gathered_input():
+    llama = model("llama3-70b")
+    megatron = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True))["tp"]
+    pytorch = per_rank_bytes_per_step(llama, Parallelism(tp=8, sequence_parallel=True, sp_regather=False))["tp"]
+    assert megatron - pytorch == 2 * L70 * 8192 * H70 * 2 * 7 // 8   # two re-gathers per layer, m = 1
+
+
+def test_selective_recompute_repeats_only_the_context_parallel_exchange():
+    llama = model("llama3-70b")
+    rows = collectives(llama, Parallelism(tp=8, cp=2, dp=1, recompute="selective"))
+    assert {row.name for row in rows if row.pass_ == "recompute"} == {"cp.kv.send"}
+    assert not [row for row in collectives(llama, Parallelism(tp=8, recompute="selective"))
+                if row.pass_ == "recompute"]

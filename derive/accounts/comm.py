@@ -13,7 +13,11 @@ The rows are those of the most loaded rank: ceil(L / (p v)) layers in each of it
 head, loss; with p = 1 every edge, embedding included), and for send/recv a rank with both
 neighbours (every rank of an interleaved chain but its two ends). Under context parallelism the
 gradients are reduced over d c ranks (Megatron's data-parallel group with context parallel,
-megatron/core/parallel_state.py).
+megatron/core/parallel_state.py). ``received`` equals ``sent`` on every row: ring collectives are
+symmetric, routing is taken as uniform, and a middle pipeline stage receives what it sends.
+Full recompute repeats the forward's tensor-, context- and expert-parallel collectives (pass
+``recompute``); selective recompute re-runs only core attention, which moves bytes only under
+context parallelism (its K/V exchange is repeated).
 """
 from __future__ import annotations
 

@@ -196,12 +196,14 @@ def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) ->
             build.add(f"tp.{block}.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "none",
                       f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
+            if not layout.sp_regather:
+                continue
             build.add(f"tp.{block}.backward.regather", tensor, "all-gather", "tp", terms.t, act.bytes,
                       per_step, "backward", "compute",
                       "Korthikanti et al. 2022, 4.2.2 ('an extra all-gather in the backward pass'); "
                       f"{MEGATRON_LINEAR} LinearWithGradAccumulationAndAsyncCommunication.backward: "
                       "Megatron saves the sequence shard and re-gathers it for the weight gradient "
-                      "(convention 'megatron-regather'; PyTorch's SequenceParallel keeps the gathered input)")
+                      "(Parallelism.sp_regather; PyTorch's SequenceParallel keeps the gathered input)")
         else:
             build.add(f"tp.{block}.backward.all-reduce", tensor, "all-reduce", "tp", terms.t, act.bytes,
                       per_step, "backward", "backward",
@@ -275,8 +277,11 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
     chunk = kv.bytes() / (terms.c * terms.t)
     tensor = " and ".join(kv.names) + " [s/c, b, g/t, k]"
     per_step = terms.m * terms.layers
+    # selective recompute re-runs core attention, and with it the K/V exchange
+    # (megatron/core/transformer/attention.py _checkpointed_attention_forward)
+    passes = ("forward", "recompute") if layout.recompute != "none" else ("forward",)
     if layout.cp_comm == "p2p":
-        for forward in _forward_passes(layout):
+        for forward in passes:
             build.add("cp.kv.send", tensor, "send-recv", "cp", terms.c, chunk, (terms.c - 1) * per_step, forward,
                       "attention", f"{TE_CP}: c - 1 ring steps (Liu et al. 2023, ring attention)")
         build.add("cp.backward.kv.send", tensor, "send-recv", "cp", terms.c, chunk, (terms.c - 1) * per_step,
@@ -285,7 +290,7 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
                   (terms.c - 1) * per_step, "backward", "attention",
                   f"{TE_CP} backward: dK/dV accumulators travel with them")
         return
-    for forward in _forward_passes(layout):
+    for forward in passes:
         build.add("cp.kv.all-gather", tensor, "all-gather", "cp", terms.c, chunk * terms.c, per_step, forward,
                   "none", f"{TE_CP}; Dubey et al. 2024 (Llama 3), 3.3.2: K/V all-gathered, local queries")
     build.add("cp.backward.kv.all-gather", tensor, "all-gather", "cp", terms.c, chunk * terms.c, per_step,

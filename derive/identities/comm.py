@@ -129,9 +129,9 @@ def tensor_parallel_layer() -> sp.Expr:
 @identity("Sequence parallel moves the same bytes as tensor parallel's all-reduces", topic=TOPIC,
           claim=8 * b * s * h * (t - 1) / t, where=ONE_RANK, source=KORTHIKANTI,
           assumptions=("four all-gathers and four reduce-scatters per layer, forward and backward",
-                       "the backward re-gather of the linear inputs left out", RING))
+                       "the gathered input kept for backward (sp_regather=False, PyTorch's convention)", RING))
 def sequence_parallel_layer() -> sp.Expr:
-    return _layer_rows(_rows(tp=2, sequence_parallel=True), exclude="regather") / ELEMENT
+    return _layer_rows(_rows(tp=2, sequence_parallel=True, sp_regather=False)) / ELEMENT
 
 
 @identity("Sequence parallel with the backward re-gather (Megatron): 8bsh(t-1)/t departs", topic=TOPIC,
