@@ -96,10 +96,12 @@ def test_megatron_rows_without_the_pytorch_conventions_do_not_match(fake_runs):
 def test_gloo_ddp_pipeline_and_experts():
     # DDP and the pipeline need real peers: two gloo processes on localhost
     cases = [next(c for c in comm.CASES if c.world == 2 and c.kind == kind)
-             for kind in ("comm-ddp", "comm-pp", "comm-ep")]
+             for kind in ("comm-ddp", "comm-zero", "comm-pp", "comm-ep")]
     results = comm.run(comm.KINDS, cases)
     assert all(r["passed"] for r in results), [r["totals"] for r in results]
-    ddp, pp, ep = results
+    ddp, zero, pp, ep = results
+    # ZeRO-1 in PyTorch: every gradient all-reduced, every parameter broadcast once by its owner
+    assert _totals(zero)["all-reduce", "backward"] == _totals(zero)["broadcast", "optimizer"] == (2 * N,) * 2
     assert _totals(ddp)["all-reduce", "backward"] == (2 * N, 2 * N)         # every gradient, bf16, once
     assert ddp["calls_measured"] > 1                                        # in several buckets
     assert ddp["excluded"][0]["bytes"] == L * 2 * S * K * 2                 # RoPE cos and sin, each layer

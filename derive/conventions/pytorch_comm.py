@@ -100,6 +100,12 @@ def _early_stop(rows: Rows, model: Model, layout: Parallelism) -> Rows:
         "tp.mlp.all-reduce", "tp.mlp.reduce-scatter"))]
 
 
+def _zero_redundancy(rows: Rows, model: Model, layout: Parallelism) -> Rows:
+    """ZeRO-1 as PyTorch runs it: the gradients all-reduced whole, the stepped parameters broadcast."""
+    kinds = {"dp.grads.reduce-scatter": "all-reduce", "dp.params.all-gather": "broadcast"}
+    return [_with(row, collective=kinds[row.name]) if row.name in kinds else row for row in rows]
+
+
 def fsdp2_padded_elements(table: Ledger, ranks: int) -> sp.Expr:
     """Elements FSDP2 moves for ``table``: each parameter's dim 0 padded to a multiple of ``ranks``.
 
@@ -165,6 +171,14 @@ CONVENTIONS: dict[str, CommConvention] = {c.key: c for c in (
         "torch/utils/checkpoint.py _checkpoint_early_stop / _StopRecomputationError; "
         "megatron/core/tensor_parallel/random.py CheckpointFunction",
         _early_stop),
+    CommConvention(
+        "zero-redundancy-optimizer",
+        "ZeRO-1 in PyTorch (DDP + ZeroRedundancyOptimizer): DDP all-reduces every gradient (Megatron's "
+        "distributed optimizer reduce-scatters them), and after its step each rank broadcasts the "
+        "parameters it owns (Megatron all-gathers): the same payloads, other collectives",
+        "torch/distributed/optim/zero_redundancy_optimizer.py ZeroRedundancyOptimizer._sync_params; "
+        "megatron/core/optimizer/distrib_optimizer.py",
+        _zero_redundancy),
     CommConvention(
         "fsdp2-dim0-padding",
         "fully_shard chunks every parameter on dim 0 and pads each shard to ceil(rows/d): the gathered and "

@@ -36,7 +36,7 @@ class Case:
     args: tuple
     layout: Mapping[str, Any]
     conventions: tuple[str, ...] = ()
-    excluded: Mapping[str, tuple[str, str]] = field(default_factory=dict)   # convention -> (collective, dtype)
+    excluded: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)   # -> (collective, dtype, pass)
 
 
 #: tiny Llamas: even sizes; b = 1 with odd s, V, f and head counts divisible by 3; 4 layers for pipelines
@@ -52,9 +52,15 @@ SP_CONVENTIONS = ("dtensor-per-linear", "pytorch-keeps-gathered-input", "dtensor
                   "dtensor-lazy-partial-grads")
 CASES: tuple[Case, ...] = (
     Case("comm-ddp", "DDP, buckets of 4 KiB", 2, EVEN, "ddp", (0.004,), dict(dp=2, precision="bf16"),
-         ("ddp-buckets",), {"ddp-broadcast-buffers": ("broadcast", "bf16")}),
+         ("ddp-buckets",), {"ddp-broadcast-buffers": ("broadcast", "bf16", "forward")}),
     Case("comm-ddp", "DDP, one bucket", 3, ODD, "ddp", (25.0,), dict(dp=3, precision="bf16"),
-         ("ddp-buckets",), {"ddp-broadcast-buffers": ("broadcast", "bf16")}),
+         ("ddp-buckets",), {"ddp-broadcast-buffers": ("broadcast", "bf16", "forward")}),
+    Case("comm-zero", "DDP + ZeroRedundancyOptimizer", 2, EVEN, "ddp", (25.0, True),
+         dict(dp=2, zero=1, precision="bf16"), ("zero-redundancy-optimizer",),
+         {"ddp-broadcast-buffers": ("broadcast", "bf16", "forward")}),
+    Case("comm-zero", "DDP + ZeroRedundancyOptimizer", 3, ODD, "ddp", (25.0, True),
+         dict(dp=3, zero=1, precision="bf16"), ("zero-redundancy-optimizer",),
+         {"ddp-broadcast-buffers": ("broadcast", "bf16", "forward")}),
     Case("comm-fsdp", "fully_shard bf16, reshard", 2, EVEN, "fsdp", (True, False),
          dict(dp=2, zero=3, precision="bf16"), ("fsdp2-dim0-padding",)),
     Case("comm-fsdp", "fp32 + MixedPrecisionPolicy, no reshard", 2, EVEN, "fsdp", (False, True),
@@ -89,13 +95,13 @@ CASES: tuple[Case, ...] = (
     Case("comm-pp", "Schedule1F1B, m = 3", 3, dict(DEEP, L=3), "pp", (3, 1), dict(pp=3, global_batch=3 * 3),
          ("pipeline-most-loaded-rank",)),
     Case("comm-ep", "all_to_all_single_autograd, top-4 of 4", 2, MOE2, "ep", (), dict(ep=2, dp=2),
-         (), {"moe-count-exchange": ("all-to-all", "int64")}),
+         (), {"moe-count-exchange": ("all-to-all", "int64", "forward")}),
     Case("comm-ep", "all_to_all_single_autograd, top-2 of 6", 3, MOE3, "ep", (), dict(ep=3, dp=3),
-         (), {"moe-count-exchange": ("all-to-all", "int64")}),
+         (), {"moe-count-exchange": ("all-to-all", "int64", "forward")}),
 )
 KINDS = tuple(dict.fromkeys(case.kind for case in CASES))
 #: the ledger groups each kind's job exercises
-GROUPS = {"comm-ddp": ("dp",), "comm-fsdp": ("dp",), "comm-tp": ("tp",), "comm-sp": ("tp",),
+GROUPS = {"comm-ddp": ("dp",), "comm-zero": ("dp",), "comm-fsdp": ("dp",), "comm-tp": ("tp",), "comm-sp": ("tp",),
           "comm-pp": ("pp",), "comm-ep": ("ep",)}
 PER_CALL = {"comm-tp", "comm-sp", "comm-pp", "comm-ep"}
 
@@ -137,8 +143,8 @@ def _measured(case: Case, ranks: list[dict]) -> tuple[list[dict], list[dict]]:
         return calls, []
     rows = ranks[0]["rows"]
     excluded = set(case.excluded.values())
-    return ([r for r in rows if (r["collective"], r["dtype"]) not in excluded],
-            [r for r in rows if (r["collective"], r["dtype"]) in excluded])
+    key = lambda r: (r["collective"], r["dtype"], r["pass_"])  # noqa: E731
+    return [r for r in rows if key(r) not in excluded], [r for r in rows if key(r) in excluded]
 
 
 def compare(case: Case, ranks: list[dict]) -> dict[str, Any]:

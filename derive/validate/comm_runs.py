@@ -61,19 +61,25 @@ def _steps(recorder: Recorder, step, steps: int = 3) -> list[dict]:
     return as_dict(recorder.rows)
 
 
-def _train(recorder: Recorder, model: nn.Module, loss) -> None:
+def _train(recorder: Recorder, model: nn.Module, loss, optimizer: Any = None) -> None:
     """Forward, backward and an SGD step (lr 0: the weights stay put, the step's collectives run)."""
     recorder.pass_ = "forward"
     value = loss()
     recorder.pass_ = "backward"
     value.backward()
     recorder.pass_ = "optimizer"
-    torch.optim.SGD(model.parameters(), lr=0.0, foreach=False).step()
+    (optimizer or torch.optim.SGD(model.parameters(), lr=0.0, foreach=False)).step()
     model.zero_grad(set_to_none=True)
 
 
-def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float) -> dict[str, Any]:
-    """DistributedDataParallel over all ranks: the reducer's all-reduce of each gradient bucket."""
+def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float,
+        zero: bool = False) -> dict[str, Any]:
+    """DistributedDataParallel over all ranks: the reducer's all-reduce of each gradient bucket.
+
+    ``zero``: the optimizer is torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1: each
+    rank steps its share of the parameters, then broadcasts them).
+    """
+    from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel
 
     model = _model(v)
@@ -90,9 +96,12 @@ def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float) -> dict[s
     tokens, targets = _batch(v, rank)
     recorder = Recorder({dist.group.WORLD.group_name: "dp"})
 
+    optimizer = (ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=torch.optim.SGD, lr=0.0)
+                 if zero else None)
+
     def step(rec: Recorder) -> None:
         buckets.clear()
-        _train(rec, wrapped, lambda: wrapped(tokens, targets))
+        _train(rec, wrapped, lambda: wrapped(tokens, targets), optimizer)
 
     return {"rows": _steps(recorder, step), "buckets": buckets}
 
