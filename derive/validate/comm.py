@@ -43,6 +43,7 @@ class Case:
 EVEN = dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50)
 ODD = dict(s=9, b=1, h=24, a=6, g=3, f=42, L=2, V=37)
 HSDP = dict(s=7, b=1, h=32, a=4, g=2, f=48, L=2, V=51)
+ONES = dict(s=1, b=1, h=8, a=2, g=1, f=5, L=1, V=3)
 DEEP = dict(s=6, b=3, h=16, a=2, g=2, f=24, L=4, V=29)
 #: tiny MoE blocks: b s k a multiple of E (round-robin routing is then exactly uniform)
 MOE2 = dict(s=5, b=3, h=32, a=4, g=2, f=24, L=1, V=40, E=4, k=4)
@@ -67,6 +68,8 @@ CASES: tuple[Case, ...] = (
          dict(dp=2, zero=3, reshard_after_forward=False, precision="bf16-fp32grad"), ("fsdp2-dim0-padding",)),
     Case("comm-fsdp", "MixedPrecisionPolicy, reshard, padded", 3, ODD, "fsdp", (True, True),
          dict(dp=3, zero=3, precision="bf16-fp32grad"), ("fsdp2-dim0-padding",)),
+    Case("comm-fsdp", "sizes of 1 (s, b, L, g), odd f and V", 2, ONES, "fsdp", (True, True),
+         dict(dp=2, zero=3, precision="bf16-fp32grad"), ("fsdp2-dim0-padding",)),
     Case("comm-fsdp", "HSDP 2 x 2, MixedPrecisionPolicy, m = 2", 4, HSDP, "fsdp", (True, True, 2, 2),
          dict(dp=4, dp_shard=2, zero=3, precision="bf16-fp32grad", global_batch=2 * 4 * HSDP["b"]),
          ("fsdp2-dim0-padding",)),
@@ -74,6 +77,8 @@ CASES: tuple[Case, ...] = (
          SP_CONVENTIONS[:1] + SP_CONVENTIONS[2:3]),
     Case("comm-tp", "DTensor TP + loss_parallel", 3, ODD, "tp", (False,), dict(tp=3, precision="bf16"),
          SP_CONVENTIONS[:1] + SP_CONVENTIONS[2:3]),
+    Case("comm-tp", "sizes of 1 (s, b, L)", 2, dict(ONES, g=2, f=6, V=4), "tp", (False,),
+         dict(tp=2, precision="bf16"), SP_CONVENTIONS[:1] + SP_CONVENTIONS[2:3]),
     Case("comm-tp", "DTensor TP, every layer checkpointed", 2, EVEN, "tp", (False, True),
          dict(tp=2, precision="bf16", recompute="full"),
          SP_CONVENTIONS[:1] + SP_CONVENTIONS[2:3] + ("checkpoint-early-stop",)),
