@@ -49,13 +49,17 @@ def column_parallel_linears(model: Model, block: str) -> int:
     return sum(int(w.count) for w in layer_rows(model.layout).where("gemm", block) if w.shape[0] == h)
 
 
+#: the rows (after "tp.<block>.") a column-parallel linear's input conversion issues: the
+#: backward all-reduce (TP), the forward / recompute all-gather and backward reduce-scatter (SP)
+CONVERSIONS = ("backward.all-reduce", "all-gather", "backward.reduce-scatter")
+
+
 def _per_linear(rows: Rows, model: Model, layout: Parallelism) -> Rows:
+    """Each conversion row repeated once per column-parallel linear of its block."""
     out = []
     for row in rows:
-        block = row.name.split(".")[1] if row.name.startswith("tp.") else ""
-        converts = (row.name.endswith("backward.all-reduce") or row.name.endswith(".all-gather")
-                    and row.pass_ != "backward" or row.name.endswith("backward.reduce-scatter"))
-        if block in ("attention", "mlp") and converts:
+        block, _, rest = row.name.removeprefix("tp.").partition(".")
+        if row.name.startswith("tp.") and block in ("attention", "mlp") and rest in CONVERSIONS:
             row = _with(row, count=row.count * column_parallel_linears(model, block))
         out.append(row)
     return out
@@ -65,17 +69,25 @@ def _keeps_gathered_input(rows: Rows, model: Model, layout: Parallelism) -> Rows
     return [row for row in rows if not row.name.endswith("backward.regather")]
 
 
+#: loss_parallel's per-token all-reduces and the dtype of each (torch/distributed/tensor/parallel/loss.py:
+#: _log_softmax reduces the max and the sum of exponentials in fp32, _nll_loss_forward the target logit)
+LOSS_PARALLEL = {"max": STATISTICS, "sum of exponentials": STATISTICS, "target logit": "logits"}
+
+
 def _loss_parallel(rows: Rows, model: Model, layout: Parallelism) -> Rows:
-    """Megatron's three fp32 per-token all-reduces: two stay fp32, the target logit's takes the logits' dtype."""
+    """Megatron's per-token fp32 all-reduces (one row, a statistic per ' / ' of its tensor) as loss_parallel's."""
     logits = next(iter(edge_rows(model.layout).where("output"))).dtype    # the head's dtype is the logits'
     out = []
     for row in rows:
-        if row.name == "tp.loss.all-reduce":
-            target = row.payload / dtype_bytes(STATISTICS) * dtype_bytes(logits)
-            out += [_with(row, count=row.count * 2 / 3),
-                    _with(row, name="tp.loss.target-logit.all-reduce", payload=target, count=row.count / 3)]
-        else:
+        if row.name != "tp.loss.all-reduce":
             out.append(row)
+            continue
+        per_statistic = row.count / len(row.tensor.split(" / "))
+        per_token = row.payload / dtype_bytes(STATISTICS)
+        for statistic, dtype in LOSS_PARALLEL.items():
+            payload = per_token * dtype_bytes(logits if dtype == "logits" else dtype)
+            out.append(_with(row, name=f"tp.loss.{statistic.replace(' ', '-')}.all-reduce",
+                             tensor=f"per-token {statistic}", payload=payload, count=per_statistic))
     return out
 
 
