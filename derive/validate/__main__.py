@@ -1,4 +1,4 @@
-"""``python -m derive.validate``: ledger against autograd, shape by shape; exit 1 on any mismatch."""
+"""``python -m derive.validate``: ledgers against autograd and, for comm-* kinds, against PyTorch's collectives; exit 1 on any mismatch."""
 from __future__ import annotations
 
 import argparse
