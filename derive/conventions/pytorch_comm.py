@@ -45,7 +45,7 @@ def _with(row: Collective, **changes) -> Collective:
 
 
 def column_parallel_linears(model: Model, block: str) -> int:
-    """GEMM rows of ``block`` (attention / mlp) that read the block's input [s, b, h]: its column-parallel linears."""
+    """GEMM rows of ``block`` (attention / mlp) reading the block input [s, b, h]: its column-parallel linears."""
     return sum(int(w.count) for w in layer_rows(model.layout).where("gemm", block) if w.shape[0] == h)
 
 
@@ -101,7 +101,8 @@ def _lazy_partial_grads(rows: Rows, model: Model, layout: Parallelism) -> Rows:
     norms = _norm_rows(model)
     calls = sum(int(w.count) for w in norms)
     if len({sp.Mul(*w.shape) for w in norms}) != 1:
-        raise ValueError("model: dtensor-lazy-partial-grads splits the all-reduce evenly; the norms differ in size")
+        raise ValueError("model: dtensor-lazy-partial-grads splits the all-reduce evenly; "
+                         "the norms differ in size")
     return [_with(row, pass_="optimizer", payload=row.payload / calls, count=row.count * calls)
             if row.name == "tp.replicated-grads.all-reduce" else row for row in rows]
 

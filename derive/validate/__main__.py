@@ -1,4 +1,4 @@
-"""``python -m derive.validate``: ledgers against autograd (comm-*: against PyTorch's collectives); exit 1 on a mismatch."""
+"""``python -m derive.validate``: ledgers against autograd (comm-*: PyTorch's collectives); exit 1 on a mismatch."""
 from __future__ import annotations
 
 import argparse
