@@ -54,7 +54,8 @@ SP_CONVENTIONS = ("dtensor-per-linear", "pytorch-keeps-gathered-input", "dtensor
 CASES: tuple[Case, ...] = (
     Case("comm-ddp", "DDP, buckets of 4 KiB", 2, EVEN, "ddp", (0.004,), dict(dp=2, precision="bf16"),
          ("ddp-buckets",), {"ddp-broadcast-buffers": ("broadcast", "bf16", "forward")}),
-    Case("comm-ddp", "DDP, one bucket", 3, ODD, "ddp", (25.0,), dict(dp=3, precision="bf16"),
+    Case("comm-ddp", "DDP, one bucket, m = 3 under no_sync", 3, ODD, "ddp", (25.0, False, 3),
+         dict(dp=3, precision="bf16", global_batch=3 * 3 * ODD["b"]),
          ("ddp-buckets",), {"ddp-broadcast-buffers": ("broadcast", "bf16", "forward")}),
     Case("comm-zero", "DDP + ZeroRedundancyOptimizer", 2, EVEN, "ddp", (25.0, True),
          dict(dp=2, zero=1, precision="bf16"), ("zero-redundancy-optimizer",),

@@ -73,11 +73,12 @@ def _train(recorder: Recorder, model: nn.Module, loss, optimizer: Any = None) ->
 
 
 def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float,
-        zero: bool = False) -> dict[str, Any]:
+        zero: bool = False, micro_batches: int = 1) -> dict[str, Any]:
     """DistributedDataParallel over all ranks: the reducer's all-reduce of each gradient bucket.
 
     ``zero``: the optimizer is torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1: each
-    rank steps its share of the parameters, then broadcasts them).
+    rank steps its share of the parameters, then broadcasts them). ``micro_batches``: all but
+    the last accumulate under ``no_sync`` (DDP's gradient accumulation).
     """
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel
@@ -93,14 +94,20 @@ def ddp(rank: int, world: int, v: Mapping[str, int], bucket_mb: float,
         return allreduce_hook(None, bucket)
 
     wrapped.register_comm_hook(None, hook)
-    tokens, targets = _batch(v, rank)
+    batches = [_batch(v, rank * micro_batches + i) for i in range(micro_batches)]
     recorder = Recorder({dist.group.WORLD.group_name: "dp"})
-
     optimizer = (ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=torch.optim.SGD, lr=0.0)
                  if zero else None)
 
     def step(rec: Recorder) -> None:
         buckets.clear()
+        for tokens, targets in batches[:-1]:
+            with wrapped.no_sync():
+                rec.pass_ = "forward"
+                value = wrapped(tokens, targets)
+                rec.pass_ = "backward"
+                value.backward()
+        tokens, targets = batches[-1]
         _train(rec, wrapped, lambda: wrapped(tokens, targets), optimizer)
 
     return {"rows": _steps(recorder, step), "buckets": buckets}
