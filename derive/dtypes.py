@@ -8,6 +8,10 @@ DTYPE_BYTES: dict[str, int] = {
     "fp32": 4,
     "bf16": 2,
     "fp16": 2,
+    # 8-bit floats (E4M3 / E5M2, torch.float8_e4m3fn / float8_e5m2) and MXFP8's E8M0 block
+    # scales (OCP Microscaling Formats MX v1.0, section 5.3; torch.float8_e8m0fnu)
+    "fp8": 1,
+    "e8m0": 1,
     "int8": 1,
     "uint8": 1,
     "bool": 1,
