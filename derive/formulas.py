@@ -20,7 +20,9 @@ from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, s
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
 from derive.conventions import six_n
 from derive.presets import Model
-from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, a, d, h, k, s, t_step
+from derive.recipes import fp8_weight_counts
+from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, M_act, M_state, a, d, h, k,
+                            n_8, s, t_step)
 
 #: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
 HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
@@ -139,6 +141,10 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("parameters", "parameters", lambda m: m.parameter_rows.numel(), ("model",), symbol=N),
     Formula("gemm_parameters", "parameters", lambda m: m.parameter_rows.where("gemm").numel(),
             ("model",), symbol=N_GEMM),
+    Formula("fp8_parameters", "parameters", lambda m: fp8_weight_counts(m.parameter_rows)[0],
+            ("model",), symbol=N_8),
+    Formula("fp8_tensors", "tensors", lambda m: fp8_weight_counts(m.parameter_rows)[1],
+            ("model",), symbol=n_8),
     Formula("bytes_per_parameter", "B/parameter",
             lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
     Formula("state.params", "B", _state("params"), STATE),

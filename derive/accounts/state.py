@@ -84,6 +84,8 @@ MEGATRON_FP8 = ("Megatron --bf16 with --fp8-recipe {name} (megatron/core/fp8_uti
 for _name, _recipe in RECIPES.items():
     PRECISIONS[_name] = Precision("bf16", "fp32", "fp32", transient_grad="bf16", fp8=_name,
                                   source=MEGATRON_FP8.format(name=_name, framework=_recipe.framework))
+#: The FP8 precisions (their rows depend on N_8 and n_8, not on N alone).
+FP8_PRECISIONS: tuple[str, ...] = tuple(name for name, rule in PRECISIONS.items() if rule.fp8)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,11 @@ OPTIMIZERS: dict[str, Optimizer] = {
         ),
         "Dettmers et al. 2022 (8-bit optimizers); bitsandbytes Adam8bit keeps two uint8 "
         "states and one fp32 absmax per block of 256 elements each (block-wise quantisation)",
+    ),
+    "adamw-bf16": Optimizer(
+        (("exp_avg (bf16)", "bf16", sp.Integer(1)), ("exp_avg_sq (bf16)", "bf16", sp.Integer(1))),
+        "DeepSeek-V3 report, section 3.3.3 (low-precision optimizer states): AdamW's first and "
+        "second moments in BF16; master weights and gradients stay fp32",
     ),
 }
 
