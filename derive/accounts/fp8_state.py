@@ -18,6 +18,11 @@ WEIGHT_COPY = frozenset({"params", "resident", "zero3", "fp8"})
 MODULE_BUFFER = frozenset({"params", "resident", "fp8", "fp8_meta"})
 
 
+#: Row tags: ``params``, ``resident``, ``fp8``; the copy (``row-wise`` / ``column-wise``) on a weight
+#: copy and its block scales; ``zero3`` on what ZeRO-3 shards with the parameters; ``fp8_meta``
+#: on a TE module's delayed-scaling buffers.
+
+
 def fp8_weight_rows(recipe: Recipe, numel: sp.Expr, tensors: sp.Expr,
                     fp8_param_gather: bool = False) -> list[Tensor]:
     """Cached FP8 weight copies and their scales (TE Float8Tensor data / transpose, block scale_inv).
@@ -31,12 +36,12 @@ def fp8_weight_rows(recipe: Recipe, numel: sp.Expr, tensors: sp.Expr,
     for copy in recipe.weight_copies:
         held = "parameters (--fp8-param-gather)" if fp8_param_gather and copy == recipe.weight_copies[0] \
             else "weight cache"
-        rows.append(Tensor(f"{recipe.name} {held}, {copy}", (numel,), recipe.element, WEIGHT_COPY,
-                           note="cached across the micro-batches of a step"))
+        rows.append(Tensor(f"{recipe.name} {held}, {copy}", (numel,), recipe.element,
+                           WEIGHT_COPY | {copy}, note="cached across the micro-batches of a step"))
         if not scaling.per_tensor:
             rows.append(Tensor(f"{recipe.name} {copy} block scales ({scaling.dtype}, one per "
                                f"{scaling.block[0] * scaling.block[1]} elements)",
-                               (scaling.scales(numel, tensors),), scaling.dtype, WEIGHT_COPY))
+                               (scaling.scales(numel, tensors),), scaling.dtype, WEIGHT_COPY | {copy}))
     if scaling.per_tensor:
         rows.append(Tensor(f"{recipe.name} weight scale_inv ({scaling.dtype}, one per tensor)",
                            (scaling.scales(numel, tensors),), scaling.dtype, WEIGHT_COPY,

@@ -24,7 +24,8 @@ from derive.recipes import (
 
 __all__ = ["GEMM_KINDS", "FP8_PEAK_FLOPS", "MFU_PEAKS", "gemm_dtype", "gemm_peak", "mfu_peak",
            "gathered_bytes_per_parameter", "gather_ratio", "gradient_reduction_dtype",
-           "dispatch_dtype", "combine_dtype", "gathered_parameter_dtype", "recipe_of", "flops_by_dtype"]
+           "dispatch_dtype", "combine_dtype", "gathered_parameter_dtype", "recipe_of", "flops_by_dtype",
+           "dispatch_bytes_per_element"]
 
 #: GEMM kinds by name, as the tags of a ``derive.architectures.gemms`` row would carry them.
 GEMM_KINDS: dict[str, frozenset[str]] = {
@@ -129,6 +130,15 @@ def gathered_bytes_per_parameter(precision: str, fp8_param_gather: bool = False)
 def gather_ratio(precision: str, fp8_param_gather: bool = True) -> sp.Expr:
     """Parameter all-gather bytes relative to the bf16 gather: 1/2 per tensor, 33/64 under MXFP8."""
     return gathered_bytes_per_parameter(precision, fp8_param_gather) / dtype_bytes("bf16")
+
+
+def dispatch_bytes_per_element(precision: str) -> sp.Expr:
+    """Bytes per activation element of the MoE dispatch all-to-all: FP8 plus its 1 x 128 tile scales under DeepSeek-V3's recipe, else 16-bit."""
+    name = recipe_of(precision)
+    dtype = dispatch_dtype(name)
+    if dtype != "fp8":
+        return sp.Integer(dtype_bytes(PRECISIONS[precision].compute))
+    return dtype_bytes(dtype) + RECIPES[name].activation.overhead()
 
 
 def gradient_reduction_dtype(precision: str) -> str:
