@@ -123,7 +123,7 @@ def test_the_generated_script_is_only_functions_of_symbols():
     code, _ = formula_code()
     lines = code.strip().splitlines()
     assert lines[0].startswith("//") and lines[1] == "const DERIVE_FUNCTIONS = [" and lines[-1] == "];"
-    entry = re.compile(r"  function \(([A-Za-z_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,<>?:-]+; \},")
+    entry = re.compile(r"  function \(([A-Za-z0-9_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,<>?:-]+; \},")
     for line in lines[2:-1]:
         assert entry.fullmatch(line), line
     assert "Math.ceil" in code and "Math.pow" in code
