@@ -8,6 +8,7 @@ from derive.render.sections.budget import budget_section
 from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
 from derive.render.sections.claims import claims_section
 from derive.render.sections.flops import flops_section
+from derive.render.sections.fp8 import fp8_section
 from derive.render.sections.identities import identities_section
 from derive.render.sections.layouts import layouts_section
 from derive.render.sections.literature import literature_section
@@ -38,6 +39,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     layouts_section,
     megatron_section,
     moe_section,
+    fp8_section,
     claims_section,
     literature_section,
     identities_section,
