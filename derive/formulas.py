@@ -17,7 +17,7 @@ import sympy as sp
 
 from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
-from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
+from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
 from derive.presets import Model
 from derive.recipes import fp8_weight_counts
@@ -151,6 +151,7 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("state.grads", "B", _state("grads"), STATE),
     Formula("state.optimizer", "B", _state("optimizer"), STATE),
     Formula("state.resident", "B", _state("total"), STATE, symbol=M_state),
+    Formula("state.fp8_copies", "B", fp8_resident_bytes, STATE),
     Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("model", "profile")),
     Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
             ("model", "profile")),

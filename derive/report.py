@@ -186,6 +186,10 @@ def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
         f"  params {format_bytes(v('state.params')):>10}  grads {format_bytes(v('state.grads')):>10}"
         f"  optim {format_bytes(v('state.optimizer')):>10}  resident "
         f"{format_bytes(v('state.resident')):>10}",
+        *([f"  {request.precision}: {format_count(v('fp8_parameters'), 'parameters')} in "
+           f"{v('fp8_tensors'):.0f} layer matrices quantised; FP8 weight copies and scales "
+           f"{format_bytes(v('state.fp8_copies'))} (in params, beside the bf16 copy)"]
+          if v("state.fp8_copies") else []),
         f"  activation/layer (b={request.micro_batch}, profile {request.profile}): "
         f"{format_bytes(v('activations.per_layer_fused')):>10} "
         + ("flash | " if materialised else "per layer | ")

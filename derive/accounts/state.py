@@ -201,6 +201,13 @@ def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: in
     return StateBytes(*(resident.where(account).bytes() for account in ACCOUNTS))
 
 
+def fp8_resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
+                       ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> sp.Expr:
+    """Resident bytes per rank of the rows an FP8 precision adds (``fp8`` tag: weight copies, scales, history); 0 otherwise."""
+    held = partitioned(state_ledger(precision, optimizer, params, **fp8), zero_stage, ranks)
+    return held.where("resident", "fp8").bytes()
+
+
 def resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                    ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> sp.Expr:
     """Resident bytes per rank: parameters + gradients + optimizer state, all rows of :func:`state_ledger`."""

@@ -73,6 +73,7 @@ LABELS: dict[str, str] = {
     "state.grads": "Gradients",
     "state.optimizer": "Optimizer state",
     "state.resident": "Resident state",
+    "state.fp8_copies": "FP8 weight copies and scales (in the parameters)",
     "activations.per_layer_fused": "Activations per layer (flash / fused)",
     "activations.per_layer_materialised": "Activations per layer (materialised scores)",
     "activations.all_layers_and_logits": "Activations, all layers + logits",
