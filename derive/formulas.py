@@ -108,6 +108,14 @@ def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
     return build
 
 
+def _fp8_layer(m: Model, profile: str, precision: str) -> sp.Expr | None:
+    """One layer's saved bytes with the linear inputs in FP8: FP8 precisions on the Megatron + TE tables only."""
+    recipe = PRECISIONS[precision].fp8
+    if recipe is None or profile not in FP8_PROFILES:
+        return None
+    return profile_bytes(profile, "fused", m, recipe)[0]
+
+
 def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
     return lambda m: hfu(T / t_step, F, G, P, recompute_factor(policy, m.architecture))
 
@@ -133,6 +141,8 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
 
 
 STATE = ("precision", "optimizer", "zero")
+#: The report profiles whose tables mark the linear inputs an FP8 recipe re-types (saved_fp8).
+FP8_PROFILES = ("gpt", "llama-fused")
 STEP = ("tokens", "gpus")
 OBSERVED = ("tokens", "gpus", "step_time")
 
@@ -155,6 +165,7 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("model", "profile")),
     Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
             ("model", "profile")),
+    Formula("activations.per_layer_fp8", "B", _fp8_layer, ("model", "profile", "precision")),
     Formula("activations.all_layers_and_logits", "B",
             lambda m, profile: profile_bytes(profile, "fused", m)[1], ("model", "profile"),
             symbol=M_act),

@@ -196,6 +196,10 @@ def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
         + (f"{format_bytes(v('activations.per_layer_materialised')):>10} materialised scores | "
            if materialised else "")
         + f"all layers + logits {format_bytes(v('activations.all_layers_and_logits')):>10}",
+        *([f"  activation/layer with {request.precision}'s FP8 linear inputs: "
+           f"{format_bytes(v('activations.per_layer_fp8')):>10} (16-bit: "
+           f"{format_bytes(v('activations.per_layer_fused'))})"]
+          if "activations.per_layer_fp8" in values else []),
         f"  FLOPs/token: 6N = {format_count(v('flops.six_n'), 'FLOP', 0, 10)}, with causal "
         f"attention = {format_count(v('flops.per_token_causal'), 'FLOP', 0, 10)};  one "
         f"{m.seq}-token sequence on one {request.peak_label} >= "

@@ -183,3 +183,24 @@ def test_cli_takes_the_fp8_precisions():
     figures = json.loads(out.stdout)["llama3-70b"]
     assert figures["fp8_parameters"]["value"] == N8
     assert Fraction(str(figures["state.resident"]["value"])) == 18 * N70 + 2 * (N8 + N8 // 32)
+
+
+def test_report_shows_the_fp8_copies_and_the_fp8_layer():
+    out = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b", "--precision",
+                          "fp8-current", "--profile", "llama-fused", "--json"],
+                         capture_output=True, text=True, check=True)
+    figures = json.loads(out.stdout)["llama3-70b"]
+    assert figures["state.fp8_copies"]["value"] == 2 * N8 + 4 * N8_TENSORS
+    s, b, a = 8192, 1, 64
+    sbh = s * b * H
+    bf16 = 2 * (4 * sbh + 2 * s * b * KV + s * b * 2 * F)
+    fp8 = 3 * sbh + s * b * F
+    logsumexp = 4 * b * a * s
+    assert figures["activations.per_layer_fp8"]["value"] == bf16 + fp8 + 16 + logsumexp
+    text = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b", "--precision",
+                           "fp8-current", "--profile", "llama-fused"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "560 layer matrices quantised" in text and "fp8-current's FP8 linear inputs" in text
+    plain = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "quantised" not in plain and "FP8" not in plain

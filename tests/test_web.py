@@ -89,7 +89,7 @@ def test_generated_functions_cover_every_report_figure():
     keys = [f["key"] for f in formulas]
     assert keys[:6] == ["parameters", "gemm_parameters", "fp8_parameters", "fp8_tensors",
                         "bytes_per_parameter", "state.params"]
-    assert len(keys) == 25 and len(set(keys)) == 25
+    assert len(keys) == 26 and len(set(keys)) == 26
     state = next(f for f in formulas if f["key"] == "state.resident")
     # 9 precisions (4 FP8) x 6 optimizers x ZeRO 0-3; Adam's mixed-precision row is the paper's 16N
     # (ZeRO, 5.1); MXFP8 adds 2 x (1 + 1/32) bytes per quantised parameter to Megatron's 18N

@@ -222,14 +222,20 @@ ATTENTION_PROFILES = ("article", "gpt")
 
 
 def profile_bytes(profile: str = "article", attention_kernel: str = "fused",
-                  model: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under a report profile (at ``model``'s head width)."""
+                  model: Model | None = None, recipe: str | None = None) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under a report profile (at ``model``'s head width).
+
+    ``recipe`` keeps the linear inputs in FP8 (the gpt and llama-fused tables: saved_fp8).
+    """
     choose("profile", profile, PROFILES)
     if model is not None:
         model.require_dense("model")
     if profile == "article":
+        if recipe is not None:
+            raise ValueError("profile: the article's convention has no FP8 form; use gpt or llama-fused")
         return article_layer_bytes(attention_kernel), article_model_bytes(attention_kernel)
-    options = {} if model is None else model_layer_options(model, profile)
+    options: dict[str, object] = {} if model is None else model_layer_options(model, profile)
+    options["recipe"] = recipe
     return (layer_activation_bytes(profile, attention_kernel, **options),
             model_activation_bytes(profile, attention_kernel, **options))
 

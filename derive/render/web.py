@@ -76,6 +76,7 @@ LABELS: dict[str, str] = {
     "state.fp8_copies": "FP8 weight copies and scales (in the parameters)",
     "activations.per_layer_fused": "Activations per layer (flash / fused)",
     "activations.per_layer_materialised": "Activations per layer (materialised scores)",
+    "activations.per_layer_fp8": "Activations per layer, linear inputs in FP8 (flash / fused)",
     "activations.all_layers_and_logits": "Activations, all layers + logits",
     "flops.six_n": "FLOPs per token, 6N",
     "flops.per_token_causal": "FLOPs per token, causal attention",
