@@ -39,6 +39,11 @@ MX_BLOCK = 32
 #: weights per 128 x 128 block; TE Float8BlockScaling: x_block_scaling_dim = 1, w = 2.
 TILE = 128
 
+#: NVFP4 block: 16 consecutive elements share one E4M3 scale, weights in 16 x 16 blocks, plus one
+#: fp32 scale per tensor (TE NVFP4BlockScaling; NVIDIA, "Pretraining Large Language Models with
+#: NVFP4", arXiv 2509.25149).
+NV_BLOCK = 16
+
 #: The copies of an FP8 weight a step caches: the row-wise data (forward GEMM) and the
 #: column-wise data (the transpose, for the data-gradient GEMM: Hopper's FP8 tensor cores
 #: take only the TN layout; MX and block scales run along one direction, so TE quantises
@@ -52,6 +57,7 @@ class Scaling:
 
     block: tuple[int, int] | None
     dtype: str
+    tensor_scale: str | None = None
 
     @property
     def per_tensor(self) -> bool:
@@ -63,6 +69,10 @@ class Scaling:
         if self.block is None:
             return sp.sympify(tensors)
         return sp.sympify(numel) / (self.block[0] * self.block[1])
+
+    def tensor_scales(self, tensors: sp.Expr) -> sp.Expr:
+        """Second-level scale elements (one per tensor, NVFP4's fp32 global scale); 0 without one."""
+        return sp.sympify(tensors) if self.tensor_scale else sp.Integer(0)
 
     def overhead(self) -> sp.Expr:
         """Scale bytes per FP8 element under block scaling (0 per tensor: one scale, not per element)."""
@@ -86,6 +96,11 @@ class Recipe:
     weight_copies: tuple[str, ...] = COPIES
     quantizers: tuple[int, int] = TE_QUANTIZERS
     dispatch: str = "bf16"
+
+    @property
+    def element_bytes(self) -> sp.Expr:
+        """Bytes of one quantised element (1 for FP8, 1/2 for FP4)."""
+        return sp.nsimplify(dtype_bytes(self.element))
 
     @property
     def delayed(self) -> bool:
@@ -119,6 +134,13 @@ RECIPES: dict[str, Recipe] = {
                "tiles, 128 x 128 weight blocks, fp32 scales) as TE Float8BlockScaling implements it "
                "(x_block_scaling_dim = 1, w_block_scaling_dim = 2); section 3.3.4: MoE dispatch in FP8",
                dispatch="fp8"),
+        Recipe("nvfp4", "transformer_engine.common.recipe.NVFP4BlockScaling",
+               Scaling((1, NV_BLOCK), "fp8", "fp32"), Scaling((NV_BLOCK, NV_BLOCK), "fp8", "fp32"),
+               Scaling((1, NV_BLOCK), "fp8", "fp32"), 0,
+               "TE NVFP4BlockScaling (Blackwell): E2M1 elements, one E4M3 scale per 16 elements "
+               "(16 x 16 blocks for weights), one fp32 global scale per tensor; row-wise and "
+               "column-wise copies quantised separately (arXiv 2509.25149)",
+               element="fp4"),
     )
 }
 
@@ -155,14 +177,14 @@ def quantised_gemm(name: str, tags: frozenset[str]) -> bool:
 
 
 def gathered_parameter_dtype(name: str | None, fp8_param_gather: bool = False) -> str:
-    """The dtype ZeRO-3 / FSDP / the distributed optimizer all-gathers the FP8 layer matrices in.
+    """The dtype ZeRO-3 / FSDP / the distributed optimizer all-gathers the quantised layer matrices in.
 
-    fp8 only with Megatron's --fp8-param-gather (parameters held in FP8:
+    The recipe's element only with Megatron's --fp8-param-gather (parameters held in FP8:
     megatron/training/arguments.py, TE ``fp8_model_init``); bf16 otherwise.
     """
-    if name is not None:
-        recipe(name)
-    return "fp8" if name is not None and fp8_param_gather else "bf16"
+    if name is None or not fp8_param_gather:
+        return "bf16"
+    return recipe(name).element
 
 
 def dispatch_dtype(name: str | None) -> str:

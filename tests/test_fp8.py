@@ -48,6 +48,8 @@ def test_llama3_70b_counts_by_hand():
     ("mxfp8", 18 * N70 + 2 * (N8 + N8 // 32)),
     # two copies, each 1 byte + one fp32 per 128 x 128 block
     ("fp8-blockwise", 18 * N70 + 2 * (N8 + 4 * (N8 // (128 * 128)))),
+    # two E2M1 copies (half a byte), one E4M3 byte per 16 x 16 block, one fp32 per tensor each
+    ("nvfp4", 18 * N70 + 2 * (N8 // 2 + N8 // 256 + 4 * N8_TENSORS)),
 ])
 def test_resident_bytes_of_llama3_70b(precision, by_hand):
     assert at_70b(resident_bytes(precision, "adam")) == by_hand
@@ -106,6 +108,8 @@ def test_saved_llama3_70b_layer_by_hand():
     assert model("llama3-70b").at(current, b=1) == bf16 + fp8 + 4 * 4
     mx = layer_activation_bytes("llama-fused", recipe="mxfp8", **options)
     assert model("llama3-70b").at(mx, b=1) == bf16 + fp8 + fp8 // 32
+    nv = layer_activation_bytes("llama-fused", recipe="nvfp4", **options)
+    assert model("llama3-70b").at(nv, b=1) == bf16 + fp8 // 2 + fp8 // 16 + 4 * 4
     assert a == 64  # the shape the rows read (h / a = 128)
 
 
@@ -122,13 +126,14 @@ def test_the_eager_profiles_refuse_a_recipe():
 
 
 def test_gemm_dtypes():
+    assert gemm_dtype("nvfp4", "linear") == "fp4"
     for name in FP8_PRECISIONS:
-        assert gemm_dtype(name, "linear") == "fp8"
+        assert gemm_dtype(name, "linear") == ("fp4" if name == "nvfp4" else "fp8")
         assert gemm_dtype(name, "attention") == gemm_dtype(name, "head") == "bf16"
         assert gemm_dtype(name, "router") == "bf16"
         assert gemm_dtype(name, "linear", layer=0, layers=80, bf16_edge_layers=1) == "bf16"
         assert gemm_dtype(name, "linear", layer=79, layers=80, bf16_edge_layers=1) == "bf16"
-        assert gemm_dtype(name, "linear", layer=1, layers=80, bf16_edge_layers=1) == "fp8"
+        assert gemm_dtype(name, "linear", layer=1, layers=80, bf16_edge_layers=1) != "bf16"
     assert gemm_dtype("bf16", "linear") == "bf16" and gemm_dtype("fp32", "linear") == "fp32"
     for args, field in ((("fp8", "linear"), "precision"), (("mxfp8", "conv"), "gemm")):
         with pytest.raises(ValueError, match=f"^{field}: "):
@@ -141,6 +146,7 @@ def test_peaks_and_mfu_conventions():
     assert gemm_peak("fp8-current", "linear", "h100") == 1979e12
     assert gemm_peak("fp8-current", "attention", "h100") == 989e12
     assert mfu_peak("bf16-peak", "b200") == 2250e12 and mfu_peak("fp8-peak", "b200") == 4500e12
+    assert gemm_peak("nvfp4", "linear", "b200") == 9000e12
     with pytest.raises(ValueError, match="^peak: "):
         gemm_peak("fp8-current", "linear", "a100")
 
@@ -155,6 +161,7 @@ def test_traffic_ratios_by_hand():
     assert gather_ratio("mxfp8") == Fraction(1 + Fraction(1, 32), 2)
     assert gather_ratio("fp8-blockwise") == Fraction(1 + Fraction(4, 128 * 128), 2)
     assert gather_ratio("fp8-current", fp8_param_gather=False) == 1
+    assert gather_ratio("nvfp4") == Fraction(Fraction(1, 2) + Fraction(1, 256), 2)
     assert dispatch_bytes_per_element("fp8-blockwise") == 1 + Fraction(4, 128)
     assert dispatch_bytes_per_element("mxfp8") == 2
     assert dispatch_dtype("fp8-blockwise") == "fp8" and combine_dtype("fp8-blockwise") == "bf16"

@@ -91,9 +91,9 @@ def test_generated_functions_cover_every_report_figure():
                         "bytes_per_parameter", "state.params"]
     assert len(keys) == 26 and len(set(keys)) == 26
     state = next(f for f in formulas if f["key"] == "state.resident")
-    # 9 precisions (4 FP8) x 6 optimizers x ZeRO 0-3; Adam's mixed-precision row is the paper's 16N
-    # (ZeRO, 5.1); MXFP8 adds 2 x (1 + 1/32) bytes per quantised parameter to Megatron's 18N
-    assert len(state["variants"]) == 216
+    # 10 precisions (5 FP8 / FP4) x 6 optimizers x ZeRO 0-3; Adam's mixed-precision row is the
+    # paper's 16N (ZeRO, 5.1); MXFP8 adds 2 x (1 + 1/32) bytes per quantised parameter to Megatron's 18N
+    assert len(state["variants"]) == 240
     assert state["variants"]["bf16|adam|0"]["tex"] == "16 N"
     assert state["variants"]["bf16|adam|3"]["tex"] == r"\frac{16 N}{d}"
     assert state["variants"]["mxfp8|adam|0"]["tex"] == r"18 N + \frac{33 N_{8}}{16}"

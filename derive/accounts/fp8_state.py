@@ -42,6 +42,10 @@ def fp8_weight_rows(recipe: Recipe, numel: sp.Expr, tensors: sp.Expr,
             rows.append(Tensor(f"{recipe.name} {copy} block scales ({scaling.dtype}, one per "
                                f"{scaling.block[0] * scaling.block[1]} elements)",
                                (scaling.scales(numel, tensors),), scaling.dtype, WEIGHT_COPY | {copy}))
+        if scaling.tensor_scale:
+            rows.append(Tensor(f"{recipe.name} {copy} global scales ({scaling.tensor_scale}, one per "
+                               "tensor)", (scaling.tensor_scales(tensors),), scaling.tensor_scale,
+                               WEIGHT_COPY | {copy}))
     if scaling.per_tensor:
         rows.append(Tensor(f"{recipe.name} weight scale_inv ({scaling.dtype}, one per tensor)",
                            (scaling.scales(numel, tensors),), scaling.dtype, WEIGHT_COPY,

@@ -21,6 +21,17 @@ from derive.tensors import Ledger, Tensor
 SPLIT_TAGS = frozenset({"tp_shardable", "replicated"})
 
 
+def _scale_rows(data: Tensor, name: str) -> list[Tensor]:
+    """The block (or per-tensor) scales of one saved tensor, and a second-level per-tensor scale where the recipe has one."""
+    scaling = fp8_recipe(name).activation
+    rows = [_scale_row(data, name)]
+    if scaling.tensor_scale:
+        tags = frozenset({"fp8_scale"}) | (data.tags - {"fp8"} - SPLIT_TAGS)
+        rows.append(Tensor(f"{data.name} global scale", (sp.Integer(1),), scaling.tensor_scale, tags,
+                           count=data.count, note="one per saved tensor"))
+    return rows
+
+
 def _scale_row(data: Tensor, name: str) -> Tensor:
     """The scales of one saved FP8 tensor: one per tensor (not split), or one per block (split like the data)."""
     scaling = fp8_recipe(name).activation
@@ -44,12 +55,12 @@ def quantised_saved(table: Ledger, name: str) -> Ledger:
         if row.has("linear_input"):
             data = replace(row, name=f"{row.name} ({recipe.element})", dtype=recipe.element,
                            tags=row.tags | {"fp8"})
-            rows += [data, _scale_row(data, name)]
+            rows += [data, *_scale_rows(data, name)]
         elif row.has("linear_input_shared"):
             data = replace(row, name=f"{row.name} ({recipe.element} copy, the next linear's input)",
                            dtype=recipe.element, tags=(row.tags - {"linear_input_shared"}) | {"fp8"},
                            note="quantised by the linear that reads it; the 16-bit tensor stays for attention")
-            rows += [row, data, _scale_row(data, name)]
+            rows += [row, data, *_scale_rows(data, name)]
         else:
             rows.append(row)
     return Ledger(rows)

@@ -22,7 +22,7 @@ from derive.recipes import (
     quantised_gemm,
 )
 
-__all__ = ["GEMM_KINDS", "FP8_PEAK_FLOPS", "MFU_PEAKS", "gemm_dtype", "gemm_peak", "mfu_peak",
+__all__ = ["GEMM_KINDS", "FP8_PEAK_FLOPS", "FP4_PEAK_FLOPS", "MFU_PEAKS", "gemm_dtype", "gemm_peak", "mfu_peak",
            "gathered_bytes_per_parameter", "gather_ratio", "gradient_reduction_dtype",
            "dispatch_dtype", "combine_dtype", "gathered_parameter_dtype", "recipe_of", "flops_by_dtype",
            "dispatch_bytes_per_element"]
@@ -41,6 +41,14 @@ FP8_PEAK_FLOPS: dict[str, float] = {
     "h200": 1979e12,   # H200 SXM datasheet: 3,958 TFLOPS FP8 with sparsity (GH100 die)
     "b200": 4500e12,   # HGX B200 per GPU: 9 PFLOPS FP8 with sparsity, 4.5 dense
 }
+
+
+#: Dense FP4 tensor-core peaks (FLOP/s), no sparsity: Blackwell only (NVFP4 GEMMs).
+FP4_PEAK_FLOPS: dict[str, float] = {
+    "b200": 9000e12,   # HGX B200 per GPU: 18 PFLOPS FP4 with sparsity, 9 dense
+}
+#: Low-precision element -> its table of dense peaks.
+LOW_PRECISION_PEAKS: dict[str, dict[str, float]] = {"fp8": FP8_PEAK_FLOPS, "fp4": FP4_PEAK_FLOPS}
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ def gemm_dtype(precision: str, gemm: object, layer: int | None = None, layers: i
                bf16_edge_layers: int = 0) -> str:
     """The dtype ``gemm`` (a GEMM row or a kind of :data:`GEMM_KINDS`) runs in under ``precision``.
 
-    FP8 for the layer matrices only (``recipes.quantised_gemm``); attention, the head
+    The recipe's element (fp8, or fp4 under nvfp4) for the layer matrices only (``recipes.quantised_gemm``); attention, the head
     and a router stay at the compute dtype. ``bf16_edge_layers`` keeps the first and
     last that many layers in 16 bits (Megatron's --first-last-layers-bf16 with
     --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16; DeepSeek-V3 section 3.3.1
@@ -86,7 +94,7 @@ def gemm_dtype(precision: str, gemm: object, layer: int | None = None, layers: i
             raise ValueError("layer: bf16_edge_layers needs the GEMM's layer and the layer count")
         if layer < bf16_edge_layers or layer >= layers - bf16_edge_layers:
             return compute
-    return "fp8"
+    return RECIPES[name].element
 
 
 def flops_by_dtype(precision: str, architecture: object = "llama", mask: str = "causal") -> dict[str, sp.Expr]:
@@ -101,11 +109,13 @@ def flops_by_dtype(precision: str, architecture: object = "llama", mask: str = "
 def gemm_peak(precision: str, gemm: object, gpu: str, **edges: int) -> float:
     """The dense peak (FLOP/s) of ``gpu`` for ``gemm``'s dtype under ``precision`` (:func:`gemm_dtype`)."""
     hardware = HARDWARE[choose("peak", gpu, HARDWARE)]
-    if gemm_dtype(precision, gemm, **edges) != "fp8":
+    dtype = gemm_dtype(precision, gemm, **edges)
+    if dtype not in LOW_PRECISION_PEAKS:
         return hardware.peak_flops
-    if gpu not in FP8_PEAK_FLOPS:
-        raise ValueError(f"peak: {gpu} has no FP8 tensor cores (FP8 peaks: {', '.join(FP8_PEAK_FLOPS)})")
-    return FP8_PEAK_FLOPS[gpu]
+    peaks = LOW_PRECISION_PEAKS[dtype]
+    if gpu not in peaks:
+        raise ValueError(f"peak: {gpu} has no {dtype} tensor cores ({dtype} peaks: {', '.join(peaks)})")
+    return peaks[gpu]
 
 
 def mfu_peak(convention: str, gpu: str) -> float:
@@ -122,13 +132,13 @@ def gathered_bytes_per_parameter(precision: str, fp8_param_gather: bool = False)
     flag("fp8_param_gather", fp8_param_gather)
     name = recipe_of(precision)
     dtype = gathered_parameter_dtype(name, fp8_param_gather)
-    if dtype != "fp8":
+    if name is None or dtype != RECIPES[name].element:
         return sp.Integer(dtype_bytes(PRECISIONS[precision].compute))
-    return dtype_bytes(dtype) + RECIPES[name].weight.overhead()
+    return RECIPES[name].element_bytes + RECIPES[name].weight.overhead()
 
 
 def gather_ratio(precision: str, fp8_param_gather: bool = True) -> sp.Expr:
-    """Parameter all-gather bytes relative to the bf16 gather: 1/2 per tensor, 33/64 under MXFP8."""
+    """Parameter all-gather bytes relative to the bf16 gather: 1/2 per tensor, 33/64 under MXFP8, 129/512 under NVFP4."""
     return gathered_bytes_per_parameter(precision, fp8_param_gather) / dtype_bytes("bf16")
 
 
@@ -136,9 +146,9 @@ def dispatch_bytes_per_element(precision: str) -> sp.Expr:
     """Bytes per activation element of the MoE dispatch all-to-all: FP8 plus its 1 x 128 tile scales under DeepSeek-V3's recipe, else 16-bit."""
     name = recipe_of(precision)
     dtype = dispatch_dtype(name)
-    if dtype != "fp8":
+    if name is None or dtype != RECIPES[name].element:
         return sp.Integer(dtype_bytes(PRECISIONS[precision].compute))
-    return dtype_bytes(dtype) + RECIPES[name].activation.overhead()
+    return RECIPES[name].element_bytes + RECIPES[name].activation.overhead()
 
 
 def gradient_reduction_dtype(precision: str) -> str:

@@ -173,3 +173,32 @@ def gather_mxfp8_departure() -> sp.Expr:
           assumptions=("1 x 128 activation tiles with fp32 scales travel with the data",))
 def dispatch_ratio() -> sp.Expr:
     return dispatch_bytes_per_element("fp8-blockwise") / dispatch_bytes_per_element("bf16")
+
+
+NVFP4 = ("transformer_engine/common/recipe/__init__.py NVFP4BlockScaling; NVIDIA, 'Pretraining "
+         "Large Language Models with NVFP4' (arXiv 2509.25149)")
+
+
+@identity("NVFP4 + Adam = 18N + 2(1/2 + 1/256)N_8 + 2 x 4 n_8", topic=TOPIC,
+          claim=18 * N + 2 * (sp.Rational(1, 2) + sp.Rational(1, 256)) * N_8 + 2 * 4 * n_8,
+          source=NVFP4,
+          assumptions=(MEGATRON_BASE, "row-wise and column-wise E2M1 copies, two per byte",
+                       "one E4M3 scale per 16 x 16 weight block", "one fp32 global scale per copy"))
+def nvfp4_adam() -> sp.Expr:
+    return _per_parameter("nvfp4")
+
+
+@identity("llama-fused, NVFP4: sbh(155/16 + 4h_kv/h + 73f/16h) + 16", topic=TOPIC,
+          claim=SBH * (sp.Rational(155, 16) + 4 * g / a + sp.Rational(73, 16) * f / h) + PER_TENSOR_SCALES,
+          source=NVFP4 + "; " + TE_USAGES,
+          assumptions=(LLAMA_FUSED, "half a byte per E2M1 element and one E4M3 byte per 16",
+                       "one fp32 global scale per saved tensor"))
+def llama_fused_nvfp4() -> sp.Expr:
+    return _coefficient("llama-fused", "nvfp4")
+
+
+@identity("NVFP4 parameter all-gather: (1/2 + 1/256)/2 of the bf16 gather", topic=TOPIC,
+          claim=(sp.Rational(1, 2) + sp.Rational(1, 256)) / 2, source=NVFP4,
+          assumptions=("the row-wise copy and its block scales gathered; global scales O(tensors)",))
+def gather_nvfp4() -> sp.Expr:
+    return gather_ratio("nvfp4")

@@ -89,14 +89,15 @@ def gemm_table() -> Table:
     for precision in ("bf16", *FP8_PRECISIONS):
         split = flops_by_dtype(precision, llama70.architecture)
         total = sp.Add(*split.values())
-        share = llama70.at(split.get("fp8", 0) / total, s=llama70.seq)
+        low = RECIPES[precision].element if precision in RECIPES else None
+        share = llama70.at(split.get(low, 0) / total, s=llama70.seq)
         rows.append({"precision": text_cell(precision),
                      **{kind: text_cell(gemm_dtype(precision, kind)) for kind in GEMM_KINDS},
                      "share": decimal_cell(share)})
     return Table(
         "fp8_gemms", "GEMM dtypes by recipe",
         (Column("precision", "precision"), *(Column(kind, kind) for kind in GEMM_KINDS),
-         Column("share", "FP8 share of Llama 3 70B FLOPs (s = 8192)")),
+         Column("share", "FP8 / FP4 share of Llama 3 70B FLOPs (s = 8192)")),
         tuple(rows),
         note="An MFU figure names its peak: the dense BF16 peak (bf16-peak) or the dense FP8 "
              "peak (fp8-peak, twice as high on H100 and B200); derive.conventions.fp8.MFU_PEAKS.",
