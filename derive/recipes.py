@@ -108,6 +108,14 @@ class Recipe:
         return self.amax_history > 0
 
 
+#: What a framework keeps of a linear's input for the weight gradient under FP8 training: Transformer
+#: Engine the column-wise quantised copy (docs/features/low_precision_training/
+#: performance_considerations: "By default, TE saves the columnwise quantized input for the backward
+#: pass"); torchao's Float8Linear the high-precision input, quantised again in backward
+#: (torchao/float8/float8_linear.py, ``ctx.save_for_backward(input_hp, weight_hp_t)``; measured,
+#: tests/reference/torchao_float8.json). The recipes here follow Transformer Engine.
+SAVED_LINEAR_INPUT: dict[str, str] = {"transformer-engine": "quantised", "torchao": "high-precision"}
+
 PER_TENSOR = Scaling(None, "fp32")
 MX = Scaling((1, MX_BLOCK), "e8m0")
 

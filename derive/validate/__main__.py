@@ -185,9 +185,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kind", action="append", choices=list(KINDS), help="only this kind")
     parser.add_argument("--hf", action="store_true",
                         help="compare derive's parameter tables with transformers' models instead")
+    parser.add_argument("--fp8-torchao", action="store_true",
+                        help="print what torchao's float8 training keeps for backward (needs torchao)")
     args = parser.parse_args(argv)
     if args.hf:
         return _main_hf(args.json)
+    if args.fp8_torchao:
+        from derive.validate import fp8
+        try:
+            json.dump(fp8.record(), sys.stdout, indent=1)
+        except ValueError as error:
+            sys.stderr.write(f"python -m derive.validate: error: {error}\n")
+            return 2
+        sys.stdout.write("\n")
+        return 0
     results = run(args.kind or list(KINDS))
     failed = sum(not r["passed"] for r in results)
     if args.json:
