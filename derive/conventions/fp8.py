@@ -24,7 +24,7 @@ from derive.recipes import (
 
 __all__ = ["GEMM_KINDS", "FP8_PEAK_FLOPS", "FP4_PEAK_FLOPS", "MFU_PEAKS", "gemm_dtype", "gemm_peak", "mfu_peak",
            "gathered_bytes_per_parameter", "gather_ratio", "gradient_reduction_dtype",
-           "dispatch_dtype", "combine_dtype", "gathered_parameter_dtype", "recipe_of", "flops_by_dtype",
+           "dispatch_dtype", "combine_dtype", "gathered_parameter_dtype", "recipe_of", "flops_by_dtype", "dense_peak",
            "dispatch_bytes_per_element"]
 
 #: GEMM kinds by name, as the tags of a ``derive.architectures.gemms`` row would carry them.
@@ -106,10 +106,9 @@ def flops_by_dtype(precision: str, architecture: object = "llama", mask: str = "
     return split
 
 
-def gemm_peak(precision: str, gemm: object, gpu: str, **edges: int) -> float:
-    """The dense peak (FLOP/s) of ``gpu`` for ``gemm``'s dtype under ``precision`` (:func:`gemm_dtype`)."""
+def dense_peak(dtype: str, gpu: str) -> float:
+    """``gpu``'s dense peak (FLOP/s) for GEMMs in ``dtype``: FP8 / FP4 from their tables, 16-bit from the hardware preset."""
     hardware = HARDWARE[choose("peak", gpu, HARDWARE)]
-    dtype = gemm_dtype(precision, gemm, **edges)
     if dtype not in LOW_PRECISION_PEAKS:
         return hardware.peak_flops
     peaks = LOW_PRECISION_PEAKS[dtype]
@@ -118,10 +117,14 @@ def gemm_peak(precision: str, gemm: object, gpu: str, **edges: int) -> float:
     return peaks[gpu]
 
 
+def gemm_peak(precision: str, gemm: object, gpu: str, **edges: int) -> float:
+    """The dense peak (FLOP/s) of ``gpu`` for ``gemm``'s dtype under ``precision`` (:func:`gemm_dtype`)."""
+    return dense_peak(gemm_dtype(precision, gemm, **edges), gpu)
+
+
 def mfu_peak(convention: str, gpu: str) -> float:
     """The peak an MFU figure divides by under ``convention`` (:data:`MFU_PEAKS`)."""
-    dtype = MFU_PEAKS[choose("mfu_peak", convention, MFU_PEAKS)].dtype
-    return gemm_peak("fp8-current" if dtype == "fp8" else "bf16", "linear", gpu)
+    return dense_peak(MFU_PEAKS[choose("mfu_peak", convention, MFU_PEAKS)].dtype, gpu)
 
 
 def gathered_bytes_per_parameter(precision: str, fp8_param_gather: bool = False) -> sp.Expr:
