@@ -107,7 +107,7 @@ def flops_by_dtype(precision: str, architecture: object = "llama", mask: str = "
 
 
 def dense_peak(dtype: str, gpu: str) -> float:
-    """``gpu``'s dense peak (FLOP/s) for GEMMs in ``dtype``: FP8 / FP4 from their tables, 16-bit from the hardware preset."""
+    """``gpu``'s dense peak (FLOP/s) for GEMMs in ``dtype``: FP8 / FP4 from their tables, else the preset's bf16 peak (the report's)."""
     hardware = HARDWARE[choose("peak", gpu, HARDWARE)]
     if dtype not in LOW_PRECISION_PEAKS:
         return hardware.peak_flops
