@@ -1,4 +1,4 @@
-"""FP8 training: bytes per parameter and saved-tensor coefficients by recipe, GEMM dtypes and traffic (derive.recipes)."""
+"""FP8 / FP4 training: bytes per parameter and saved-tensor coefficients by recipe, GEMM dtypes and traffic (derive.recipes)."""
 from __future__ import annotations
 
 import sympy as sp
@@ -127,8 +127,8 @@ def fp8_section() -> Section:
     """FP8 and MXFP8 training counted from the recipes' tensors."""
     return Section(
         "fp8", "FP8 training by recipe",
-        intro=("Each recipe (Transformer Engine's delayed, current, MXFP8 and block-wise scaling; "
-               "the last is DeepSeek-V3's 1 x 128 / 128 x 128 scheme) is a named convention in "
+        intro=("Each recipe (Transformer Engine's delayed, current, MXFP8, block-wise and NVFP4 "
+               "scaling; block-wise is DeepSeek-V3's 1 x 128 / 128 x 128 scheme) is a named convention in "
                "derive.recipes; the rows below are sums over the state ledger and the saved-tensor "
                "tables with the quantised rows re-typed, proved in identities.fp8.",),
         tables={"fp8_bytes_per_parameter": state_table(), "fp8_saved_coefficients": saved_table(),
