@@ -18,8 +18,8 @@ from derive.recipes import fp8_weight_counts
 from derive.symbols import FFN_4H, N, N_8, a, b, f, g, h, n_8, s
 
 TOPIC = "FP8 training"
-TE_RECIPES = "transformer_engine/common/recipe/__init__.py (DelayedScaling, Float8CurrentScaling, " \
-             "MXFP8BlockScaling, Float8BlockScaling)"
+TE_RECIPES = ("transformer_engine/common/recipe/__init__.py (the delayed, current, MXFP8 and "
+              "block scaling recipe classes)")
 TE_USAGES = ("TE docs/features/low_precision_training/performance_considerations (Table 2: the "
              "forward GEMM reads the weight row-wise, dgrad column-wise; Hopper transposes "
              "physically; TE saves the column-wise quantised input for wgrad)")
@@ -155,7 +155,7 @@ def gather_halves() -> sp.Expr:
 
 
 @identity("MXFP8 parameter all-gather: 33/64 of the bf16 gather (E8M0 scales travel)", topic=TOPIC,
-          claim=sp.Rational(33, 64), source=TE_RECIPES + " (MXFP8BlockScaling: 32-element blocks)",
+          claim=sp.Rational(33, 64), source=TE_RECIPES + "; MXFP8: 32-element blocks",
           assumptions=("the row-wise copy and its scales gathered",))
 def gather_mxfp8() -> sp.Expr:
     return gather_ratio("mxfp8")
@@ -175,8 +175,8 @@ def dispatch_ratio() -> sp.Expr:
     return dispatch_bytes_per_element("fp8-blockwise") / dispatch_bytes_per_element("bf16")
 
 
-NVFP4 = ("transformer_engine/common/recipe/__init__.py NVFP4BlockScaling; NVIDIA, 'Pretraining "
-         "Large Language Models with NVFP4' (arXiv 2509.25149)")
+NVFP4 = ("transformer_engine/common/recipe/__init__.py (the NVFP4 recipe class); NVIDIA, "
+         "'Pretraining Large Language Models with NVFP4' (arXiv 2509.25149)")
 
 
 @identity("NVFP4 + Adam = 18N + 2(1/2 + 1/256)N_8 + 2 x 4 n_8", topic=TOPIC,
