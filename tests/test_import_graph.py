@@ -19,6 +19,8 @@ LAYERS: dict[str, int] = {
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
     "presets": 3, "configs": 3, "hf": 3, "moe_presets": 3,
     "accounts": 4, "views": 4,
+    # a training layout (t, p, v, c, e, d, ZeRO, batch): reads the precisions of the accounts
+    "parallelism": 4,
     # the claim side: published and framework conventions, Megatron's estimators
     "conventions": 5, "megatron": 5, "megatron_moe": 5,
     "identities": 6,
@@ -27,7 +29,9 @@ LAYERS: dict[str, int] = {
     "formulas": 7,
     # front ends over the registry and the presets
     "check": 8, "render": 8, "report": 8, "report_moe": 8, "cli": 8, "validate": 8, "sweep": 8,
-    "plan": 8, "web": 8, "peers": 8, "__main__": 8, "__init__": 8,
+    "plan": 8, "web": 8, "comm": 8,
+    # the layout options the front ends share (derive.comm, derive.predict)
+    "options": 8, "peers": 8, "__main__": 8, "__init__": 8,
 }
 
 

@@ -40,9 +40,9 @@ COUNTS = {
     "Dubey et al. 2024": (6, 8, 0),
     "Hoffmann et al. 2022": (7, 9, 0),
     "Kaplan et al. 2020": (15, 1, 0),
-    "Korthikanti et al. 2022": (46, 16, 0),
-    "Narayanan et al. 2021": (46, 13, 0),
-    "Rajbhandari et al. 2020": (82, 16, 0),
+    "Korthikanti et al. 2022": (49, 16, 0),
+    "Narayanan et al. 2021": (51, 13, 0),
+    "Rajbhandari et al. 2020": (87, 16, 0),
 }
 
 

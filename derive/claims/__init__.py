@@ -35,6 +35,7 @@ UNITS: dict[str, Fraction] = {
     **{name: Fraction(size) for name, size in BYTE_UNITS.items()},
     "billion parameters": Fraction(10**9),
     "parameters": Fraction(1),
+    "elements": Fraction(1),
     "bytes/parameter": Fraction(1),
     "FLOP": Fraction(1),
     "GFLOP": Fraction(10**9),

@@ -19,7 +19,10 @@ from derive.presets import Model, hardware
 claim = document("Dubey et al. 2024", "arXiv 2407.21783, The Llama 3 Herd of Models",
                  "Read in a text copy of the paper. Not registered: "
                  "section 3.2.1's scaling-law extrapolation (402B parameters on 16.55T tokens at "
-                 "3.8 x 10^25 FLOPs), a fit of the paper's own runs rather than a count.").claim
+                 "3.8 x 10^25 FLOPs), a fit of the paper's own runs rather than a count; section "
+                 "3.3.2's all-gather context parallelism prints no volume: it is a ledger row "
+                 "(derive.accounts.comm, cp_comm 'all_gather') and the identity "
+                 "comm.cp_all_gather_forward (the ring's forward bytes).").claim
 
 #: Where the paper's own text was read: a text copy of the PDF.
 FULLTEXT = "a text copy of arXiv 2407.21783 (the PDF as Markdown)"

@@ -22,6 +22,7 @@ from derive.accounts.flops import flops_per_token, mfu
 from derive.architectures.gemms import flops as gemm_flops
 from derive.architectures.gemms import model_gemms
 from derive.claims import AT_LEAST, EXACT, Alternative, decimals, document, significant
+from derive.claims._comm import ACTIVATION, count_rows, rows, tp_layer_elements
 from derive.claims._papers import A100_PEAK, GB, MEGATRON_MEMORY, SEED_ARTICLE, gpt
 from derive.conventions import CONVENTIONS
 from derive.symbols import FFN_4H, B, L, V, a, b, h, p, s, t, v
@@ -434,3 +435,29 @@ claim("korthikanti.6.2.expected-33", "6.2", "recomputing a full layer should add
       "over forward + backward)", 33, "%", decimals(0), _forward_share,
       checked_against=_read("section 6.2: 'the overhead of 39% for recomputing the full layer (as "
                             "opposed to the expected 33%)'"))
+
+
+# --- section 4.2.2: sequence parallelism's collectives (derive.accounts.comm's rows) -------------
+_LAYER = ("tp.attention", "tp.mlp")
+claim("korthikanti.4.2.2.tp-four-all-reduces", "4.2.2", "tensor parallelism: four all-reduces in a "
+      "single forward and backward pass", 4, "x", EXACT,
+      lambda: count_rows(rows(tp=2), _LAYER, "all-reduce"),
+      checked_against=_read("4.2.2: 'Tensor parallelism requires four all-reduces in a single forward "
+                            "and backward pass'"))
+claim("korthikanti.4.2.2.sp-four-and-four", "4.2.2", "tensor with sequence parallelism: four all-gathers "
+      "and four reduce-scatters in a single forward and backward pass", 8, "x", EXACT,
+      lambda: sum(count_rows(rows(tp=2, sequence_parallel=True), tuple(f"{block}.{kind}" for block in _LAYER)
+                             + tuple(f"{block}.backward.{kind}" for block in _LAYER), kind)
+                  for kind in ("all-gather", "reduce-scatter")),
+      note="the backward re-gather of the stored shard (the same section's extra all-gather) counted apart",
+      checked_against=_read("4.2.2: 'four all-gathers and four reduce-scatters in a single forward and "
+                            "backward pass'"))
+claim("korthikanti.4.2.2.same-bandwidth", "4.2.2", "the communication bandwidth of tensor parallelism and "
+      "of tensor with sequence parallelism are the same", 1, "ratio", EXACT,
+      lambda: sp.cancel(sum(row.sent for row in rows(tp=2, sequence_parallel=True)
+                            if row.name.startswith(_LAYER) and "regather" not in row.name)
+                        / (tp_layer_elements(tp=2) * ACTIVATION)),
+      note="the g / g-bar pairs against the all-reduces; with the extra all-gather of the stored shard "
+           "per block that the next paragraph adds (Megatron's re-gather), SP moves 5/4 of TP's bytes",
+      checked_against=_read("4.2.2: 'the communication bandwidth used for tensor parallelism and tensor "
+                            "together with sequence parallelism are the same'"))

@@ -14,9 +14,10 @@ from derive.accounts.flops import flops_per_token
 from derive.architectures.gemms import flops, gpt_layer_gemms, output_gemms
 from derive.architectures.parameters import model_parameters, parameter_count
 from derive.claims import EXACT, Alternative, decimals, document, significant
+from derive.claims._comm import ACTIVATION, rows, sent, tp_layer_elements
 from derive.claims._papers import A100_PEAK, as_printed, gpt
 from derive.conventions import CONVENTIONS
-from derive.symbols import FFN_4H, B, L, V, h, s
+from derive.symbols import FFN_4H, B, L, V, b, d, h, m, p, s, t
 
 claim = document("Narayanan et al. 2021", "arXiv 2104.04473, Efficient Large-Scale Language Model "
                  "Training on GPU Clusters Using Megatron-LM (SC21)",
@@ -196,3 +197,34 @@ claim("narayanan.appendix.logit-forward", "Appendix", "logit layer: 2BshV FLOPs 
 claim("narayanan.appendix.logit-total", "Appendix", "logit layer: 4BshV backward, 6BshV in total",
       6 * B * s * h * V, "FLOP", EXACT, lambda: sp.expand(B * s * flops(output_gemms("gpt"))),
       checked_against=APPENDIX)
+
+
+# --- sections 3.2, 3.3.1 and 4.1: communication volumes (derive.accounts.comm's rows) ----------
+#: Where sections 3.2-4.1 were read: a Markdown text of the paper in stored public repository content.
+COMM_TEXT = ("a Markdown text of arXiv 2104.04473 (sections 3.2-4.1, found by exact-string search of "
+             "public repository content)")
+claim("narayanan.3.2.pipeline-bsh", "3.2", "pipeline parallelism: bsh between consecutive devices per "
+      "micro-batch, forward or backward", b * s * h, "elements", EXACT,
+      lambda: sent(rows(pp=2), "pp.forward.send") / ACTIVATION,
+      checked_against=COMM_TEXT + ": 'for each microbatch is bsh, where s is the sequence length and h "
+                                  "is the hidden size'")
+claim("narayanan.3.2.tensor-8bsh", "3.2", "tensor parallelism: 8bsh(t-1)/t per layer per device for "
+      "each micro-batch", 8 * b * s * h * (t - 1) / t, "elements", EXACT,
+      lambda: tp_layer_elements(tp=2),
+      checked_against=COMM_TEXT + ": 'leading to a total communication of 8bsh((t-1)/t) per layer per "
+                                  "device for each microbatch'")
+claim("narayanan.3.2.tensor-stage", "3.2", "per micro-batch a stage of l^stage = L/p layers moves "
+      "l^stage x 8bsh(t-1)/t", L / p * 8 * b * s * h * (t - 1) / t, "elements", EXACT,
+      lambda: sp.Add(*(row.sent * row.count for row in rows(tp=2, pp=2)
+                       if row.name.startswith(("tp.attention", "tp.mlp")))) / (m * ACTIVATION),
+      checked_against=COMM_TEXT + ": 'l^stage . (8bsh((t-1)/t))'")
+claim("narayanan.3.3.1.ring-d", "3.3.1", "a ring-based all-reduce's time scales with (d-1)/d", (d - 1) / d,
+      "ratio", EXACT,
+      lambda: next(sp.cancel(row.sent / (2 * row.payload)) for row in rows(dp=2, whole_model=True)
+                   if row.name == "dp.grads.all-reduce"),
+      checked_against=COMM_TEXT + ": 'the communication time for a ring-based implementation scales "
+                                  "with (d-1)/d = 1 - 1/d'")
+claim("narayanan.4.1.scatter-gather-bsh-t", "4.1", "with the scatter/gather optimisation, bsh/t between "
+      "consecutive stages", b * s * h / t, "elements", EXACT,
+      lambda: sent(rows(pp=2, tp=2, scatter_gather=True), "pp.forward.send") / ACTIVATION,
+      checked_against=COMM_TEXT + ": 'is reduced to bsh/t, where t is the tensor-model-parallel size'")

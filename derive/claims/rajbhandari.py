@@ -16,17 +16,18 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.state import bytes_per_parameter, resident_bytes, state_bytes
 from derive.claims import AT_LEAST, EXACT, Alternative, decimals, document, significant
+from derive.claims._comm import dp_elements, tp_layer_elements
 from derive.claims._papers import GB, as_printed, gpt, truncated
 from derive.conventions.published import rajbhandari_activations
 from derive.dtypes import dtype_bytes
-from derive.symbols import L, N, b, d, h, s
+from derive.symbols import L, N, b, d, h, s, t
 
 claim = document("Rajbhandari et al. 2020", "arXiv 1910.02054, ZeRO: Memory Optimizations Toward "
                  "Training Trillion Parameter Models (SC20)",
                  "Every claim read in a text extraction of the paper (arXiv v3). Not checked: "
                  "Table 2's measured sizes and Figures 2-8 (measurements, not accounts); section "
-                 "7's communication volumes 2 Psi / 3 Psi (derive keeps no communication "
-                 "account); the checkpointed-activation figures of sections 3.2 and 6.1 (8 GB, 33 GB, "
+                 "8's partitioned activation checkpoints (ZeRO-R's P_a: derive.accounts.comm has no "
+                 "row for them); the checkpointed-activation figures of sections 3.2 and 6.1 (8 GB, 33 GB, "
                  "2 GB: what is checkpointed and the 100B model's layer count are not stated "
                  "fully).").claim
 
@@ -206,3 +207,31 @@ claim("rajbhandari.3.2.gpt2-activations-60gb", "3.2", "GPT-2 (1.5B), sequence 1K
            "bytes per sbh per layer at this shape (sbh(34 + 5as/h), Korthikanti et al. 2022, "
            "Table 2)",
       checked_against=ZERO_TEXT + " section 3.2 and footnote 3")
+
+# --- section 7 and 8: communication volumes (derive.accounts.comm's rows) -----------------------
+#: Where section 7's and 8's text was read: a text extraction in stored public repository content.
+COMM_TEXT = ("a text extraction of arXiv 1910.02054 (sections 7.1-8, found by exact-string search of "
+             "public repository content)")
+RING_LIMIT = "the ring's (N_d - 1)/N_d taken as 1, the paper's large-N_d reading"
+claim("rajbhandari.7.1.dp-2psi", "7.1", "standard data parallelism moves 2 Psi per step (reduce-scatter "
+      "then all-gather of the gradients, Psi elements each)", 2 * N, "elements", EXACT,
+      lambda: dp_elements(0), note=RING_LIMIT,
+      checked_against=COMM_TEXT + ": 'the standard DP incurs 2Psi data movement during each training step'")
+claim("rajbhandari.7.2.1.os-g-2psi", "7.2.1", "P_os+g: a reduce-scatter of the gradients and an all-gather "
+      "of the parameters, Psi + Psi = 2 Psi, exactly the baseline's", 2 * N, "elements", EXACT,
+      lambda: dp_elements(2), note=RING_LIMIT,
+      checked_against=COMM_TEXT + ": 'the total communication volume per training step is Psi + Psi = "
+                                  "2Psi, exactly the same as the baseline DP'")
+claim("rajbhandari.7.2.2.os-g-p-3psi", "7.2.2", "P_os+g+p: parameters all-gathered for forward and again "
+      "for backward, gradients reduce-scattered: 3 Psi", 3 * N, "elements", EXACT,
+      lambda: dp_elements(3), note=RING_LIMIT,
+      checked_against=COMM_TEXT + ": 'The total volume is therefore 3Psi'")
+claim("rajbhandari.7.2.2.os-g-p-1.5x", "7.2.2", "P_os+g+p moves 1.5x the baseline's volume", 1.5, "x",
+      decimals(1), lambda: sp.cancel(dp_elements(3) / dp_elements(0)),
+      checked_against=COMM_TEXT + ": 'which is 1.5x compared to the baseline'")
+claim("rajbhandari.8.megatron-recompute-12sh", "8", "Megatron with activation checkpointing: two "
+      "all-reduces forward, two in recomputation, two backward, 12 x seq x hidden per block",
+      12 * s * h, "elements", EXACT,
+      lambda: sp.limit(tp_layer_elements(tp=2, recompute="full"), t, sp.oo).subs(b, 1),
+      note="b = 1 (the paper leaves the batch out of the product) and the ring's 2(t-1)/t taken as 2",
+      checked_against=COMM_TEXT + ": 'The total communication per block is 12 x seq_length x hidden_dim'")

@@ -7,6 +7,7 @@ from derive.render.sections.activations import activations_section
 from derive.render.sections.budget import budget_section
 from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
 from derive.render.sections.claims import claims_section
+from derive.render.sections.communication import communication_section
 from derive.render.sections.flops import flops_section
 from derive.render.sections.fp8 import fp8_section
 from derive.render.sections.identities import identities_section
@@ -37,6 +38,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     flops_section,
     utilisation_section,
     layouts_section,
+    communication_section,
     megatron_section,
     moe_section,
     fp8_section,

@@ -5,6 +5,7 @@ import sympy as sp
 
 from derive.identities import Proof, all_identities, prove
 from derive.identities.megatron import DEPARTURES, LAYOUT, sizes
+from derive.identities.comm import TOPIC as COMMUNICATION_TOPIC
 from derive.identities.megatron import TOPIC as WEIGHTS_TOPIC
 from derive.presets import LLAMA3_MODELS, model
 from derive.render.quantities import json_number, number_cell
@@ -71,9 +72,13 @@ def _unit(topic: str) -> str:
 
 
 def other_departures() -> list[Proof]:
-    """Registry departures outside the weights topic whose source is Megatron-LM's code."""
+    """Registry departures outside the weights topic whose source is Megatron-LM's code.
+
+    Communication departures (bytes on a wire, not Megatron's estimator forms) are listed with the
+    other identities.
+    """
     return [prove(entry) for entry in all_identities()
-            if not entry.holds and entry.topic != WEIGHTS_TOPIC
+            if not entry.holds and entry.topic not in (WEIGHTS_TOPIC, COMMUNICATION_TOPIC)
             and MEGATRON_CODE in entry.source.lower()]
 
 

@@ -1,0 +1,394 @@
+"""The communication ledger's rows, built from the parameter, saved-tensor and state tables.
+
+One builder serves the numeric ledger (sizes as integers) and the symbolic one (t, p, d, ...);
+:mod:`derive.accounts.comm` calls it. Sources name the Megatron-LM / Transformer Engine / PyTorch
+function that issues each collective, or the paper section that counts it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import sympy as sp
+
+from derive.accounts.collectives import sent_factor
+from derive.accounts.experts import model_parallel_share
+from derive.accounts.state import state_ledger
+from derive.architectures.decoder import Layout, edge_rows, layer_rows
+from derive.architectures.parameters import FAMILIES
+from derive.architectures.saved import HEAD, STATISTICS, gpt_layer_saved, layer_input, llama_layer_saved, output_saved
+from derive.parallelism import Parallelism
+from derive import symbols
+from derive.symbols import k, k_E
+from derive.tensors import Ledger, Tensor
+
+MEGATRON_TP = "megatron/core/tensor_parallel/mappings.py"
+MEGATRON_LINEAR = "megatron/core/tensor_parallel/layers.py"
+MEGATRON_DDP = "megatron/core/distributed/param_and_grad_buffer.py"
+TE_CP = "transformer_engine/pytorch/attention (AttnFuncWithCPAndKVP2P / AttnFuncWithCPAndKVAllGather)"
+MOE_DISPATCH = "megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher"
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a step: what it moves, over which group, how often, in which pass."""
+
+    name: str
+    tensor: str
+    collective: str
+    group: str
+    ranks: sp.Expr
+    payload: sp.Expr
+    sent: sp.Expr
+    received: sp.Expr
+    count: sp.Expr
+    pass_: str
+    overlap: str
+    source: str
+    algorithm: str = "ring"
+
+    @property
+    def sent_per_step(self) -> sp.Expr:
+        """Bytes one rank sends through this row in one step."""
+        return self.sent * self.count
+
+    def evaluated(self, at: Callable[[sp.Expr], sp.Expr]) -> "Collective":
+        """The row with ``at`` applied to every expression (a model's sizes substituted)."""
+        return replace(self, **{name: sp.sympify(at(getattr(self, name))) for name in
+                                ("ranks", "payload", "sent", "received", "count")})
+
+    def record(self) -> dict[str, object]:
+        """A JSON-ready row: numbers as int (or float when not whole), expressions as text."""
+        def value(expr: sp.Expr) -> object:
+            expr = sp.sympify(expr)
+            if expr.is_Integer:
+                return int(expr)
+            return float(expr) if expr.is_number else sp.sstr(expr)
+        return {"name": self.name, "tensor": self.tensor, "collective": self.collective,
+                "group": self.group, "ranks": value(self.ranks), "payload": value(self.payload),
+                "sent": value(self.sent), "received": value(self.received), "count": value(self.count),
+                "sent_per_step": value(self.sent_per_step), "pass": self.pass_,
+                "overlap": self.overlap, "algorithm": self.algorithm, "source": self.source}
+
+
+@dataclass(frozen=True)
+class LayoutTerms:
+    """The sizes a row is written in: numbers (a layout on a model) or symbols (identities)."""
+
+    t: sp.Expr
+    p: sp.Expr
+    v: sp.Expr
+    c: sp.Expr
+    d: sp.Expr
+    e: sp.Expr
+    t_E: sp.Expr
+    m: sp.Expr
+    dense_layers: sp.Expr
+    moe_layers: sp.Expr
+    capacity: sp.Expr | None
+    symbolic: bool = False
+    replicas: sp.Expr = sp.Integer(1)
+
+    def active(self, size: sp.Expr) -> bool:
+        """Whether a group of ``size`` ranks moves anything (a symbol may exceed 1)."""
+        return self.symbolic or sp.sympify(size) != 1
+
+    @property
+    def layers(self) -> sp.Expr:
+        """Layers on the rank."""
+        return self.dense_layers + self.moe_layers
+
+
+def _tables(architecture: Layout | str) -> tuple[Ledger, Ledger | None, Ledger]:
+    """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout."""
+    if isinstance(architecture, str):
+        layer, edges = FAMILIES[architecture]
+        return layer(), None, edges()
+    moe = layer_rows(architecture, True) if architecture.moe is not None else None
+    return layer_rows(architecture), moe, edge_rows(architecture)
+
+
+def _last_stage_edges(edges: Ledger) -> Ledger:
+    """What Megatron's last pipeline stage holds of the edges: final norm, output head (a tied copy)."""
+    return edges.filter(lambda w: w.has("output") or not (w.has("embedding") or w.has("position")))
+
+
+def _kv(architecture: Layout | str) -> Ledger:
+    """K and V of one layer, one micro-batch, from the saved tables (Megatron + TE fused profile)."""
+    if architecture == "gpt":
+        table = gpt_layer_saved("fused")
+        return Ledger([table["K"], table["V"]])
+    table = llama_layer_saved("fused", k if isinstance(architecture, Layout) else HEAD)
+    return Ledger([table["k"], table["v"]])
+
+
+class _Builder:
+    """Collects rows for one layout; ``add`` applies the algorithm's factor to the payload."""
+
+    def __init__(self, terms: LayoutTerms, layout: Parallelism) -> None:
+        self.terms, self.layout, self.found = terms, layout, []
+
+    def add(self, name: str, tensor: str, collective: str, group: str, ranks: sp.Expr,
+            payload: sp.Expr, count: sp.Expr, pass_: str, overlap: str, source: str) -> None:
+        sent = sp.expand(payload * sent_factor(collective, ranks, self.layout.algorithm))
+        self.found.append(Collective(name, tensor, collective, group, sp.sympify(ranks),
+                                     sp.expand(payload), sent, sent, sp.sympify(count), pass_,
+                                     overlap, source, self.layout.algorithm))
+
+
+def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
+         whole_model: bool) -> list[Collective]:
+    """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge)."""
+    build = _Builder(terms, layout)
+    dense_layer, moe_layer, edges = _tables(architecture)
+    shared = moe_layer is None or len(moe_layer.where("shared_expert")) > 0
+    _tensor_parallel(build, shared, whole_model)
+    _pipeline(build, edges)
+    _context_parallel(build, architecture)
+    if moe_layer is not None:
+        _expert_parallel(build)
+    _data_parallel(build, dense_layer, moe_layer, edges, whole_model)
+    return build.found
+
+
+def _activation(terms: LayoutTerms) -> Tensor:
+    """The layer input [s, b, h] on one context-parallel rank: s / c tokens."""
+    return layer_input().divided(terms.c)
+
+
+def _forward_passes(layout: Parallelism) -> tuple[str, ...]:
+    """Forward, and again in the recompute pass under full recompute (Korthikanti et al. 2022, section 5)."""
+    return ("forward", "recompute") if layout.recompute == "full" else ("forward",)
+
+
+def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) -> None:
+    """Megatron's f/g all-reduces, or SP's all-gather / reduce-scatter pairs; vocabulary-parallel edges."""
+    terms, layout = build.terms, build.layout
+    if not build.terms.active(terms.t):
+        return
+    act = _activation(terms)
+    tensor = f"{act.name} [s/c, b, h]"
+    # attention in every layer; the dense MLP (and an MoE layer's shared expert) in its layers; the
+    # routed experts' tokens move in _expert_parallel
+    counts = {"attention": terms.m * terms.layers,
+              "mlp": terms.m * (terms.layers if shared_expert else terms.dense_layers)}
+    blocks = [block for block, count in counts.items() if count != 0]
+    for forward in _forward_passes(layout):
+        for block in blocks:
+            per_step = counts[block]
+            if layout.sequence_parallel:
+                build.add(f"tp.{block}.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes,
+                          per_step, forward, "none",
+                          f"{MEGATRON_TP} gather_from_sequence_parallel_region (Korthikanti et al. 2022, 4.2.2: g)")
+                build.add(f"tp.{block}.reduce-scatter", tensor, "reduce-scatter", "tp", terms.t, act.bytes,
+                          per_step, forward, "none",
+                          f"{MEGATRON_TP} reduce_scatter_to_sequence_parallel_region (4.2.2: g-bar)")
+            else:
+                build.add(f"tp.{block}.all-reduce", tensor, "all-reduce", "tp", terms.t, act.bytes,
+                          per_step, forward, "none",
+                          f"{MEGATRON_TP} reduce_from_tensor_model_parallel_region (Shoeybi et al. 2019, g)")
+    for block in blocks:
+        per_step = counts[block]
+        if layout.sequence_parallel:
+            build.add(f"tp.{block}.backward.reduce-scatter", tensor, "reduce-scatter", "tp", terms.t,
+                      act.bytes, per_step, "backward", "backward",
+                      f"{MEGATRON_TP} _GatherFromSequenceParallelRegion.backward")
+            build.add(f"tp.{block}.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes,
+                      per_step, "backward", "none",
+                      f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
+            if not layout.sp_regather:
+                continue
+            build.add(f"tp.{block}.backward.regather", tensor, "all-gather", "tp", terms.t, act.bytes,
+                      per_step, "backward", "compute",
+                      "Korthikanti et al. 2022, 4.2.2 ('an extra all-gather in the backward pass'); "
+                      f"{MEGATRON_LINEAR} LinearWithGradAccumulationAndAsyncCommunication.backward: "
+                      "Megatron saves the sequence shard and re-gathers it for the weight gradient "
+                      "(Parallelism.sp_regather; PyTorch's SequenceParallel keeps the gathered input)")
+        else:
+            build.add(f"tp.{block}.backward.all-reduce", tensor, "all-reduce", "tp", terms.t, act.bytes,
+                      per_step, "backward", "backward",
+                      f"{MEGATRON_TP} copy_to_tensor_model_parallel_region backward (Shoeybi et al. 2019, f)")
+    _vocabulary_parallel(build, tensor, act, whole_model)
+
+
+def _vocabulary_parallel(build: _Builder, tensor: str, act: Tensor, whole_model: bool) -> None:
+    """Embedding output reduced, head input gathered, cross entropy's three per-token all-reduces."""
+    terms, layout = build.terms, build.layout
+    micro = terms.m
+    if whole_model:
+        kind = "reduce-scatter" if layout.sequence_parallel else "all-reduce"
+        for forward in _forward_passes(layout)[:1]:
+            build.add(f"tp.embedding.{kind}", tensor, kind, "tp", terms.t, act.bytes, micro, forward, "none",
+                      "megatron/core/tensor_parallel/layers.py VocabParallelEmbedding.forward")
+        if layout.sequence_parallel:
+            # the reduce-scatter's backward gathers the output gradient for the embedding's weight
+            # gradient (validated against PyTorch's RowwiseParallel embedding, derive.validate comm-sp)
+            build.add("tp.embedding.backward.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes, micro,
+                      "backward", "none", f"{MEGATRON_TP} _ReduceScatterToSequenceParallelRegion.backward")
+    if layout.sequence_parallel:
+        build.add("tp.head.all-gather", tensor, "all-gather", "tp", terms.t, act.bytes, micro, "forward",
+                  "none", f"{MEGATRON_LINEAR} ColumnParallelLinear (output layer, sequence parallel)")
+        build.add("tp.head.backward.reduce-scatter", tensor, "reduce-scatter", "tp", terms.t, act.bytes,
+                  micro, "backward", "backward", f"{MEGATRON_LINEAR} ColumnParallelLinear backward")
+    else:
+        build.add("tp.head.backward.all-reduce", tensor, "all-reduce", "tp", terms.t, act.bytes, micro,
+                  "backward", "backward", f"{MEGATRON_LINEAR} ColumnParallelLinear backward (f)")
+    targets = output_saved()["targets"]
+    statistic = Tensor("per-token logit max / predicted logit / sum of exp", targets.shape, STATISTICS)
+    build.add("tp.loss.all-reduce", f"{statistic.name} [s/c, b] fp32", "all-reduce", "tp", terms.t,
+              statistic.bytes / terms.c, 3 * micro, "forward", "none",
+              "megatron/core/tensor_parallel/cross_entropy.py VocabParallelCrossEntropy "
+              "(all-reduces of the max, the predicted logit and the sum of exponentials)")
+
+
+def _pipeline(build: _Builder, edges: Ledger) -> None:
+    """Stage-boundary sends: activations forward, their gradients backward, v times per micro-batch."""
+    terms, layout = build.terms, build.layout
+    if not terms.active(terms.p):
+        return
+    act = _activation(terms)
+    split = layout.sequence_parallel or layout.scatter_gather
+    payload = act.bytes / terms.t if split else act.bytes
+    tensor = f"{act.name} [s/c, b, h]" + (" / t" if split else "")
+    crossings = terms.m * terms.v
+    source = "megatron/core/pipeline_parallel/p2p_communication.py; Narayanan et al. 2021, 3.2"
+    if layout.scatter_gather and not layout.sequence_parallel:
+        source += " and 4.1 (scatter/gather)"
+    build.add("pp.forward.send", tensor, "send-recv", "pp", 2, payload, crossings, "forward", "compute", source)
+    build.add("pp.backward.send", tensor, "send-recv", "pp", 2, payload, crossings, "backward", "compute", source)
+    if layout.scatter_gather and not layout.sequence_parallel and terms.active(terms.t):
+        build.add("pp.received.all-gather", f"{act.name} [s/c, b, h]", "all-gather", "tp", terms.t, act.bytes,
+                  2 * crossings, "forward", "compute",
+                  "Narayanan et al. 2021, 4.1: the received 1/t pieces all-gathered over NVLink")
+    tied = edges.where("tied")
+    if len(tied):
+        grads = _grad_bytes(Ledger(w.divided(terms.t) for w in tied), layout)
+        build.add("pp.embedding-grads.all-reduce", "tied embedding gradient", "all-reduce", "pp", 2, grads,
+                  1, "backward", "none",
+                  "megatron/core/distributed/finalize_model_grads.py _allreduce_word_embedding_grads")
+
+
+def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
+    """Ring attention's K/V passes (p2p) or Llama 3's K/V all-gather, forward and backward."""
+    terms, layout = build.terms, build.layout
+    if not terms.active(terms.c):
+        return
+    kv = _kv(architecture)
+    chunk = kv.bytes() / (terms.c * terms.t)
+    tensor = " and ".join(kv.names) + " [s/c, b, g/t, k]"
+    per_step = terms.m * terms.layers
+    # selective recompute re-runs core attention, and with it the K/V exchange
+    # (megatron/core/transformer/attention.py _checkpointed_attention_forward)
+    passes = ("forward", "recompute") if layout.recompute != "none" else ("forward",)
+    if layout.cp_comm == "p2p":
+        for forward in passes:
+            build.add("cp.kv.send", tensor, "send-recv", "cp", terms.c, chunk, (terms.c - 1) * per_step, forward,
+                      "attention", f"{TE_CP}: c - 1 ring steps (Liu et al. 2023, ring attention)")
+        build.add("cp.backward.kv.send", tensor, "send-recv", "cp", terms.c, chunk, (terms.c - 1) * per_step,
+                  "backward", "attention", f"{TE_CP} backward: K/V travel the ring again")
+        build.add("cp.backward.dkv.send", f"gradients of {tensor}", "send-recv", "cp", terms.c, chunk,
+                  (terms.c - 1) * per_step, "backward", "attention",
+                  f"{TE_CP} backward: dK/dV accumulators travel with them")
+        return
+    for forward in passes:
+        build.add("cp.kv.all-gather", tensor, "all-gather", "cp", terms.c, chunk * terms.c, per_step, forward,
+                  "none", f"{TE_CP}; Dubey et al. 2024 (Llama 3), 3.3.2: K/V all-gathered, local queries")
+    build.add("cp.backward.kv.all-gather", tensor, "all-gather", "cp", terms.c, chunk * terms.c, per_step,
+              "backward", "none", f"{TE_CP} backward: K/V gathered again")
+    build.add("cp.backward.dkv.reduce-scatter", f"gradients of {tensor}", "reduce-scatter", "cp", terms.c,
+              chunk * terms.c, per_step, "backward", "none", f"{TE_CP} backward: dK/dV reduce-scattered")
+
+
+def _expert_parallel(build: _Builder) -> None:
+    """Dispatch and combine all-to-alls of the k_E routed copies; the expert-TP gather around the experts."""
+    terms, layout = build.terms, build.layout
+    # sequence parallel: s / (c t) tokens per rank; without it every tensor-parallel rank holds s / c
+    tokens = _activation(terms).divided(terms.t) if layout.sequence_parallel else _activation(terms)
+    routed = tokens.times(k_E if terms.capacity is None else k_E * terms.capacity)
+    tensor = f"{tokens.name} x k_E routed copies [s b k_E / (c t), h]"
+    per_step = terms.m * terms.moe_layers
+    passes = [*(("dispatch", f) for f in _forward_passes(layout)), *(("combine", f) for f in _forward_passes(layout)),
+              ("combine", "backward"), ("dispatch", "backward")]
+    if terms.active(terms.e):
+        for step, pass_ in passes:
+            name = f"ep.{step}.all-to-all" if pass_ != "backward" else f"ep.{step}.backward.all-to-all"
+            build.add(name, tensor, "all-to-all", "ep", terms.e, routed.bytes, per_step, pass_, "none",
+                      f"{MOE_DISPATCH} token_permutation / token_unpermutation (uniform routing)")
+    if terms.active(terms.t_E):
+        gathered = routed.bytes * terms.t_E
+        for step, pass_ in passes:
+            kind = "all-gather" if (step == "dispatch") == (pass_ != "backward") else "reduce-scatter"
+            build.add(f"ep.{step}.{pass_}.etp.{kind}", tensor, kind, "tp", terms.t_E, gathered, per_step, pass_,
+                      "none", f"{MOE_DISPATCH}: tokens gathered over the expert-TP group")
+
+
+def _grad_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
+    """Bytes of the gradients of ``share`` as the precision keeps them (fp32 main grads for bf16-fp32grad)."""
+    return state_ledger(layout.precision, "sgd", share.numel()).where("grads", "resident").bytes()
+
+
+def _param_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
+    """Bytes of the compute copy of ``share`` (what ZeRO-3 / the distributed optimizer gathers).
+
+    An FP8 precision's cached FP8 copies (rows tagged ``fp8``) are not gathered: the bf16 copy is
+    (derive.recipes.gathered_parameter_dtype, bf16 unless Megatron's --fp8-param-gather).
+    """
+    return state_ledger(layout.precision, "sgd", share.numel()).where("params").without("fp8").bytes()
+
+
+def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
+                whole_model: bool) -> tuple[Ledger, Ledger]:
+    """(the rank's non-expert parameters, its routed-expert parameters): t / t_E e shares of its layers."""
+    terms = build.terms
+    at = {symbols.t: terms.t, symbols.e: terms.e, symbols.t_E: terms.t_E}
+    held = edges if whole_model else _last_stage_edges(edges)
+    table = dense_layer.times(terms.dense_layers) + held
+    if moe_layer is not None:
+        table = table + moe_layer.times(terms.moe_layers)
+    share = model_parallel_share(table).map(lambda w: replace(w, count=w.count.xreplace(at)))
+    return share.without("routed_expert"), share.where("routed_expert")
+
+
+def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
+                   whole_model: bool) -> None:
+    """Gradient all-reduce, ZeRO-1/2 reduce-scatter + all-gather, ZeRO-3 / FSDP gathers; EDP for experts."""
+    terms, layout = build.terms, build.layout
+    dense, experts = _rank_share(build, dense_layer, moe_layer, edges, whole_model)
+    if layout.sequence_parallel and terms.active(terms.t):
+        norms = dense.filter(lambda w: w.has("norm") or w.has("router"))
+        build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
+                  "all-reduce", "tp", terms.t, _grad_bytes(norms, layout), 1, "backward", "none",
+                  "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")
+    groups = [("dp", terms.d * terms.c / terms.replicas, dense)]
+    if moe_layer is not None:
+        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts))
+    for group, ranks, share in groups:
+        if not terms.active(ranks) or not len(share):
+            continue
+        grads, params = _grad_bytes(share, layout), _param_bytes(share, layout)
+        what = "expert " if group == "edp" else ""
+        if layout.zero == 0:
+            build.add(f"{group}.grads.all-reduce", f"{what}gradients", "all-reduce", group, ranks, grads, 1,
+                      "backward", "backward", f"{MEGATRON_DDP} (bucketed, overlap_grad_reduce); "
+                      "torch/nn/parallel/distributed.py DDP")
+        elif layout.zero in (1, 2):
+            build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads, 1,
+                      "backward", "backward", f"{MEGATRON_DDP} (distributed optimizer); Rajbhandari et al. 2020, 7.2.1")
+            build.add(f"{group}.params.all-gather", f"{what}parameters", "all-gather", group, ranks, params, 1,
+                      "optimizer", "forward", "megatron/core/optimizer/distrib_optimizer.py (overlap_param_gather); "
+                      "Rajbhandari et al. 2020, 7.2.1")
+        else:
+            build.add(f"{group}.params.forward.all-gather", f"{what}parameters", "all-gather", group, ranks, params,
+                      terms.m, "forward", "forward",
+                      "torch/distributed/fsdp/_fully_shard (FSDP2 unshard per micro-batch); ZeRO 7.2.2")
+            if layout.reshard_after_forward:
+                build.add(f"{group}.params.backward.all-gather", f"{what}parameters", "all-gather", group, ranks,
+                          params, terms.m, "backward", "backward",
+                          "FSDP2 reshard_after_forward=True: gathered again for backward; ZeRO 7.2.2")
+            build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
+                      terms.m, "backward", "backward", "FSDP2 post-backward reduce-scatter; ZeRO 7.2.2")
+            if layout.dp_shard is not None and terms.active(terms.replicas):
+                build.add(f"{group}.grads.replicas.all-reduce", f"{what}gradient shard", "all-reduce", group,
+                          terms.replicas, grads / ranks, terms.m, "backward", "backward",
+                          "FSDP2 HSDP (fully_shard on a (replicate, shard) mesh): the reduce-scattered shard "
+                          "all-reduced across replicas")

@@ -1,0 +1,101 @@
+"""The layout options every front end shares (``derive.comm``, ``derive.predict``): one parser group, one reader.
+
+``add_layout_options(parser)`` adds --tp --pp --vp --cp --ep --etp --dp --gpus --micro-batch
+--global-batch --precision --zero --sequence-parallel --recompute --cp-comm --scatter-gather
+--algorithm --capacity-factor --dp-shard --no-sp-regather --no-reshard-after-forward; ``parallelism_from(args)`` reads them
+into a :class:`derive.parallelism.Parallelism`, turning its ValueErrors into a UsageError that
+names the option.
+"""
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.collectives import ALGORITHMS
+from derive.accounts.state import PRECISIONS
+from derive.cli import POSITIVE, UsageError, _converter, _zero_stage, python_float
+from derive.parallelism import CP_COMMS, Parallelism
+from derive.presets import Model
+
+#: Parallelism fields -> the option that sets them (error lines name the option).
+LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": "--ep", "etp": "--etp",
+                  "dp": "--dp", "gpus": "--gpus", "micro_batch": "--micro-batch",
+                  "global_batch": "--global-batch", "precision": "--precision", "zero": "--zero",
+                  "sequence_parallel": "--sequence-parallel", "recompute": "--recompute",
+                  "cp_comm": "--cp-comm", "scatter_gather": "--scatter-gather", "algorithm": "--algorithm",
+                  "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward",
+                  "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather"}
+
+
+def _positive_fraction(text: str) -> Fraction:
+    """A positive number below 2^53 (derive.cli's float syntax), read exactly."""
+    value = python_float(text)
+    if not 0 < value < 2**53:
+        raise ValueError(text)
+    return Fraction(text.strip().replace("_", ""))
+
+
+def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The layout options, in one group of ``parser``."""
+    group = parser.add_argument_group("layout (derive.parallelism.Parallelism)")
+    for field, meaning in (("tp", "tensor"), ("pp", "pipeline"), ("vp", "virtual pipeline (chunks per rank)"),
+                           ("cp", "context"), ("ep", "expert")):
+        group.add_argument(f"--{field}", type=POSITIVE, default=1, help=f"{meaning}-parallel size (default 1)")
+    group.add_argument("--etp", type=POSITIVE, help="expert tensor-parallel size (default: --tp)")
+    group.add_argument("--dp", type=POSITIVE, help="data-parallel size (or --gpus; both must agree)")
+    group.add_argument("--gpus", type=POSITIVE, help="GPUs in all = tp pp cp dp (dp derived)")
+    group.add_argument("--micro-batch", type=POSITIVE, default=1, help="sequences per micro-batch (b)")
+    group.add_argument("--global-batch", type=POSITIVE,
+                       help="sequences per step (default: one micro-batch per data-parallel rank)")
+    group.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
+    group.add_argument("--zero", type=_converter(_zero_stage, "a ZeRO stage 0, 1, 2 or 3"), default=0,
+                       help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP")
+    group.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
+    group.add_argument("--recompute", default="none", choices=list(RECOMPUTE_POLICIES))
+    group.add_argument("--cp-comm", default="p2p", choices=list(CP_COMMS),
+                       help="context-parallel K/V exchange: p2p ring or Llama 3's all_gather")
+    group.add_argument("--scatter-gather", action="store_true",
+                       help="Narayanan et al. 2021 4.1: pipeline sends split over t")
+    group.add_argument("--algorithm", default="ring", choices=list(ALGORITHMS))
+    group.add_argument("--capacity-factor", type=_converter(_positive_fraction, "a positive number"),
+                       help="MoE expert capacity factor (default: dropless)")
+    group.add_argument("--dp-shard", type=POSITIVE,
+                       help="HSDP: ZeRO-3 within groups of this many data-parallel ranks, replicated across")
+    group.add_argument("--no-sp-regather", dest="sp_regather", action="store_false",
+                       help="sequence parallel: keep the gathered input for backward (PyTorch), no re-gather")
+    group.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false",
+                       help="ZeRO-3 / FSDP: keep parameters gathered from forward to backward")
+    return group
+
+
+def option_error(error: ValueError, fields: dict[str, str] | None = None) -> UsageError:
+    """A library ValueError 'field: why' as a UsageError naming the option."""
+    field, _, rest = str(error).partition(": ")
+    option = {**LAYOUT_OPTIONS, **(fields or {})}.get(field, field)
+    return UsageError(f"{option}: {rest}")
+
+
+def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Parallelism:
+    """The :class:`Parallelism` of the parsed layout options (checked against ``model`` if given)."""
+    per_replica = args.tp * args.pp * args.cp
+    dp = args.dp
+    if args.gpus is not None:
+        if args.gpus % per_replica:
+            raise UsageError(f"--gpus: {args.gpus} is not a multiple of tp x pp x cp = {per_replica}")
+        if dp is not None and dp * per_replica != args.gpus:
+            raise UsageError(f"--gpus: {args.gpus} GPUs disagree with tp x pp x cp x dp = {dp * per_replica}")
+        dp = args.gpus // per_replica
+    try:
+        layout = Parallelism(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp or 1,
+                             etp=args.etp, sequence_parallel=args.sequence_parallel, zero=args.zero,
+                             reshard_after_forward=args.reshard_after_forward, micro_batch=args.micro_batch,
+                             global_batch=args.global_batch, recompute=args.recompute,
+                             precision=args.precision, cp_comm=args.cp_comm, scatter_gather=args.scatter_gather,
+                             algorithm=args.algorithm, capacity_factor=args.capacity_factor,
+                             dp_shard=args.dp_shard, sp_regather=args.sp_regather)
+        if model is not None:
+            layout.check(model)
+    except ValueError as error:
+        raise option_error(error) from None
+    return layout
