@@ -211,3 +211,15 @@ def test_report_shows_the_fp8_copies_and_the_fp8_layer():
     plain = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b"],
                            capture_output=True, text=True, check=True).stdout
     assert "quantised" not in plain and "FP8" not in plain
+
+
+def test_the_communication_ledger_gathers_the_bf16_copy_under_an_fp8_precision():
+    from derive.accounts.comm import per_rank_bytes_per_step
+    from derive.parallelism import Parallelism
+
+    layout = dict(tp=8, pp=4, dp=8, zero=3)
+    fp8 = per_rank_bytes_per_step(model("llama3-70b"), Parallelism(**layout, precision="mxfp8"))
+    megatron = per_rank_bytes_per_step(model("llama3-70b"), Parallelism(**layout, precision="bf16-fp32grad"))
+    bf16 = per_rank_bytes_per_step(model("llama3-70b"), Parallelism(**layout, precision="bf16"))
+    assert fp8 == megatron            # FP8 caches do not travel; fp32 gradients as Megatron's bf16
+    assert fp8["dp"] > bf16["dp"] and fp8["tp"] == bf16["tp"]
