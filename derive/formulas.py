@@ -108,6 +108,13 @@ def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
     return build
 
 
+def _fp8_copies(precision: str, optimizer: str, zero: int) -> sp.Expr | None:
+    """The FP8 weight copies, scales and history an FP8 precision holds; no figure for the others."""
+    if PRECISIONS[precision].fp8 is None:
+        return None
+    return fp8_resident_bytes(precision, optimizer, zero)
+
+
 def _fp8_layer(m: Model, profile: str, precision: str) -> sp.Expr | None:
     """One layer's saved bytes with the linear inputs in FP8: FP8 precisions on the Megatron + TE tables only."""
     recipe = PRECISIONS[precision].fp8
@@ -161,7 +168,7 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("state.grads", "B", _state("grads"), STATE),
     Formula("state.optimizer", "B", _state("optimizer"), STATE),
     Formula("state.resident", "B", _state("total"), STATE, symbol=M_state),
-    Formula("state.fp8_copies", "B", fp8_resident_bytes, STATE),
+    Formula("state.fp8_copies", "B", _fp8_copies, STATE),
     Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("model", "profile")),
     Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
             ("model", "profile")),

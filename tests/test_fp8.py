@@ -207,7 +207,7 @@ def test_report_shows_the_fp8_copies_and_the_fp8_layer():
     text = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b", "--precision",
                            "fp8-current", "--profile", "llama-fused"],
                           capture_output=True, text=True, check=True).stdout
-    assert "560 layer matrices quantised" in text and "fp8-current's FP8 linear inputs" in text
+    assert "560 layer matrices quantised" in text and "fp8-current's quantised linear inputs" in text
     plain = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b"],
                            capture_output=True, text=True, check=True).stdout
     assert "quantised" not in plain and "FP8" not in plain
