@@ -15,6 +15,8 @@ LAYERS: dict[str, int] = {
     # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
     "codegen": 0,
     "tensors": 1,
+    # FP8 recipes as data (block shapes, scale dtypes, cached copies; the accounts read them)
+    "recipes": 1,
     "architectures": 2,
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
     "presets": 3, "configs": 3, "hf": 3, "moe_presets": 3,

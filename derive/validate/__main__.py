@@ -187,9 +187,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only this kind (comm-*: the communication ledger against PyTorch's collectives)")
     parser.add_argument("--hf", action="store_true",
                         help="compare derive's parameter tables with transformers' models instead")
+    parser.add_argument("--fp8-torchao", action="store_true",
+                        help="print what torchao's float8 training keeps for backward (needs torchao)")
     args = parser.parse_args(argv)
     if args.hf:
         return _main_hf(args.json)
+    if args.fp8_torchao:
+        from derive.validate import fp8
+        try:
+            json.dump(fp8.record(), sys.stdout, indent=1)
+        except ValueError as error:
+            sys.stderr.write(f"python -m derive.validate: error: {error}\n")
+            return 2
+        sys.stdout.write("\n")
+        return 0
     kinds = args.kind or [*KINDS, *comm.KINDS]
     results = run([kind for kind in kinds if kind in KINDS])
     communication = comm.run([kind for kind in kinds if kind in comm.KINDS])
