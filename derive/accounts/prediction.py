@@ -125,10 +125,15 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
 
 
 @lru_cache(maxsize=1024)
-def state_bytes_per_parameter(precision: str, zero: int, data_parallel: int) -> float:
-    """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
+def _state_bytes_per_parameter(precision: str, zero: int) -> sp.Expr:
+    """Resident state bytes per parameter, symbolic in d (and N_8 / N, n_8 / N under an FP8 recipe)."""
     ledger = STATE_PRECISION.get(precision, ledger_precision(precision))
-    return float(bytes_per_parameter(ledger, "adam", min(zero, 3), d).subs(d, data_parallel))
+    return bytes_per_parameter(ledger, "adam", min(zero, 3), d)
+
+
+def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_parallel: int) -> float:
+    """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
+    return float(model.at(_state_bytes_per_parameter(precision, zero), d=data_parallel))
 
 
 def predict(model: Model, parallelism: Parallelism, system: System, precision: str | None = None,
@@ -148,4 +153,4 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
                  parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision)
     replicas = parallelism.dp * parallelism.cp if parallelism.zero else 1
     return step_time(workload(model), lay, system, rows, eta, overlap,
-                     state_bytes_per_parameter(precision, parallelism.zero, replicas))
+                     state_bytes_per_parameter(model, precision, parallelism.zero, replicas))
