@@ -103,10 +103,10 @@ NARAYANAN_LAYOUTS = (("1.7", 1, 1, 512), ("3.6", 2, 1, 512), ("7.5", 4, 1, 512),
 NARAYANAN_SOURCE = ("Narayanan et al. 2021, Table 1 (columns t, p, batch size), as transcribed in "
                     "public notes of the paper")
 
-#: Llama 3's pipeline: interleaved, v = 4 chunks of two layers per rank (an assumption: the paper
-#: describes an interleaved schedule and 126 = 16 x 8 - 2 layers, one removed from the first and
-#: the last stage, but prints no v; p v <= L keeps derive's layouts to whole chunks).
-LLAMA3_VIRTUAL = 4
+#: Llama 3's pipeline (Dubey et al. 2024, section 3.3.2): interleaved and balanced, "the first model
+#: chunk on the first stage has only the embedding, and the last model chunk on the last stage has
+#: only output projection and loss calculation": one layer per chunk, so 16 x v = 126 + 2, v = 8.
+LLAMA3_VIRTUAL = 8
 
 
 def dubey_runs() -> list[PublishedRun]:
@@ -122,11 +122,12 @@ def dubey_runs() -> list[PublishedRun]:
         seconds = batch * seq * per_token / (gpus * tflops * TERA)
         layout = Parallelism(tp=tp, pp=pp, vp=LLAMA3_VIRTUAL, cp=cp, dp=dp, micro_batch=1,
                              global_batch=batch, recompute="none", sequence_parallel=True, zero=1,
-                             precision=MEGATRON_PRECISION)
+                             precision=MEGATRON_PRECISION, balanced=True)
         runs.append(PublishedRun(
             "dubey-table4", f"405B {gpus} GPUs", entry, layout, system("h100"), seconds,
             f"{tflops} TFLOPs per GPU (model FLOPs, causal)",
-            f"v = {LLAMA3_VIRTUAL}, micro-batch 1, no recompute, FSDP as the distributed optimizer"))
+            f"v = {LLAMA3_VIRTUAL}, balanced stages (embedding and loss one layer slot each), "
+            "micro-batch 1, no recompute, FSDP as the distributed optimizer"))
     return runs
 
 

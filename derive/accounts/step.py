@@ -154,12 +154,24 @@ class Layout:
     zero: int
     recompute: str
     precision: str
+    balanced: bool = False
 
 
-def _stage_share(work: Workload, lay: Layout) -> float:
-    """Layers on the most loaded stage over L: v ceil(L / (p v)) / L (uneven stages, derive.sweep)."""
+def stage_loads(layers: int, lay: Layout) -> tuple[tuple[int, int], ...]:
+    """(transformer layers, output heads) of each stage that may be the slowest.
+
+    Even split (derive.sweep): ceil(L / (p v)) layers per chunk and the output head on the last
+    stage. Balanced (Parallelism.balanced, Dubey et al. 2024 section 3.3.2): L + 2 slots, the
+    embedding and the loss each take one, so a middle stage (p > 2) holds v ceil((L + 2)/(p v))
+    layers and the last stage one layer fewer plus the head (the first stage, one fewer and the
+    embedding lookup, is never slower than the last).
+    """
     chunks = lay.p * lay.v
-    return lay.v * -(-work.layers // chunks) / work.layers
+    if not lay.balanced:
+        return ((min(lay.v * -(-layers // chunks), layers), 1),)
+    full = lay.v * -(-(layers + 2) // chunks)
+    last = (full - 1, 1)
+    return ((full, 0), last) if lay.p > 2 else (last,)
 
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
@@ -193,22 +205,25 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
 def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, float]:
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind."""
     tokens = lay.b * work.seq / lay.c
-    share = _stage_share(work, lay)
-    seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
-    for row in work.rows:
-        forward, backward = _gemm_seconds(row, work, lay, gpu, eta, tokens)
-        weight = 1.0 if row.kind == "head" else share
-        kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
-        seconds[kind] += (forward + backward) * weight
-        if lay.recompute in row.recomputed:
-            seconds["recompute"] += forward * weight
-    layers = share * work.layers
+    timed = [(row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows]
     cast = fp8_cast_bytes(work, lay, tokens) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
-    element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
-    seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
-    return seconds
+    slowest: dict[str, float] = {}
+    for layers, heads in stage_loads(work.layers, lay):
+        share = layers / work.layers
+        seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
+        for row, forward, backward in timed:
+            weight = heads if row.kind == "head" else share
+            kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
+            seconds[kind] += (forward + backward) * weight
+            if lay.recompute in row.recomputed:
+                seconds["recompute"] += forward * weight
+        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
+        seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
+        if sum(seconds.values()) > sum(slowest.values()):
+            slowest = seconds
+    return slowest
 
 
 def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float) -> float:
