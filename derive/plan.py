@@ -20,7 +20,8 @@ pipeline bubble, the optimizer; sequence parallelism on, as the memory accounts
 assume) and the layouts are ranked by that predicted step time. Ties (equal
 predicted times) go to the lower memory per GPU, then to smaller t, p, v, c, b, unbalanced first.
 The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
-kept as the ``bound`` column. Dense models only (the sweep's memory accounts).
+kept as the ``bound`` column. Dense models here; the MoE presets (``--model mixtral-8x7b``,
+``qwen3-30b-a3b``, ``deepseek-v3``) go to :mod:`derive.plan_moe` (the e axis, expert accounts).
 """
 from __future__ import annotations
 
@@ -322,6 +323,14 @@ FIELD_OPTIONS = {"model": "--model", "config": "--config", "profile": "--profile
 def run(argv: Sequence[str] | None = None) -> str:
     """The plan as text or JSON; UsageError (or argparse's exit 2) on bad input."""
     args = build_parser().parse_args(argv)
+    from derive.plan_moe import CONFIGS as MOE_PRESETS, moe_json, plan_moe, render_moe_plan
+    if args.model in MOE_PRESETS:  # MoE presets: derive.plan_moe (expert accounts, e axis)
+        try:
+            moe = plan_moe(args.model, args.gpus, args.tokens, args.gpu, args.seq, args.fit)
+        except ValueError as error:
+            field, _, rest = str(error).partition(": ")
+            raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
+        return moe_json(moe) if args.json else render_moe_plan(moe, args.top)
     try:
         entry = model(args.model) if args.model else from_config(args.config)
         result = plan(entry, args.gpus, args.tokens, args.gpu, args.seq,
