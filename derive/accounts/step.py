@@ -202,10 +202,18 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
     return copies * times[0], copies * (times[1] + times[2])
 
 
+@lru_cache(maxsize=4096)
+def _timed_rows(work: Workload, gpu: System, eta: Efficiency, t: int, etp: int, e: int, precision: str,
+                tokens: float) -> tuple[tuple[GemmRow, float, float], ...]:
+    """(row, forward s, backward s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
+    lay = Layout(t, 1, 1, 1, e, 1, etp, 1, 1, False, 0, "none", precision)
+    return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
+
+
 def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, float]:
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind."""
     tokens = lay.b * work.seq / lay.c
-    timed = [(row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows]
+    timed = _timed_rows(work, gpu, eta, lay.t, lay.etp, lay.e, lay.precision, tokens)
     cast = fp8_cast_bytes(work, lay, tokens) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
