@@ -9,10 +9,10 @@ communication of one micro-batch on the stage holding ceil(L/(p v)) v layers and
 output head. Every GEMM of the GEMM ledger (``derive.accounts.workload``) is timed pass
 by pass (forward, dgrad, wgrad; recomputed forwards by the recompute policy) at
 
-    achieved(M, N, K, dtype) = eta_gemm x min(peak_dtype, intensity x HBM bandwidth)
+    achieved(M, N, K, dtype) = eta_gemm(generation) x min(peak_dtype, intensity x HBM bandwidth)
 
 (a roofline, Williams et al. 2009, with intensity 2MNK / (bytes x (MK + KN + MN)),
-times one fitted constant, times the wave quantization of its output tiles over the SMs).
+times one fitted constant per GPU generation, times the wave quantization of its output tiles over the SMs).
 Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
 kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16. Element-wise work
 moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
@@ -74,14 +74,35 @@ RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n
               "send-recv": lambda n: 1, "broadcast": lambda n: n - 1}
 
 
+#: Which fitted GEMM efficiency a GPU generation takes (``System.generation``). Blackwell takes
+#: Hopper's until a published Blackwell run joins the calibration set (stated assumption: the
+#: same cuBLAS / CUTLASS warp-specialised kernels and the same power-limited boost clocks).
+GEMM_GENERATION = {"ampere": "ampere", "hopper": "hopper", "blackwell": "hopper"}
+
+
 @dataclass(frozen=True)
 class Efficiency:
-    """The fitted constants (each a fraction of a data-sheet figure) and where they come from."""
+    """The fitted constants (each a fraction of a data-sheet figure) and where they come from.
+
+    ``gemm`` is Ampere's GEMM efficiency, ``gemm_hopper`` Hopper's (and Blackwell's,
+    ``GEMM_GENERATION``). Stated reasoning, not a sourced clock: the data-sheet peaks are the
+    tensor cores' rate at the boost clock, and H100 tripled A100's dense peak (989 vs 312
+    TFLOP/s) at 1.75 times its power limit (700 vs 400 W), so under sustained GEMMs it keeps a
+    smaller share of that peak; one fitted share per generation absorbs it (and the kernels'
+    own difference). ``None`` means Ampere's figure for every generation.
+    """
 
     gemm: float
     memory: float
     network: float
+    gemm_hopper: float | None = None
     source: str = ""
+
+    def gemm_for(self, gpu: System) -> float:
+        """The GEMM efficiency of ``gpu``'s generation (``GEMM_GENERATION``)."""
+        if GEMM_GENERATION[gpu.generation] == "hopper" and self.gemm_hopper is not None:
+            return self.gemm_hopper
+        return self.gemm
 
 
 @lru_cache(maxsize=1)
@@ -186,7 +207,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         heads = row.count / work.layers / lay.t
         m, n, k = tokens, row.n, row.k
         one = 2 * m * n * k * heads
-        times = [one / achieved_flops(m, n, k, "bf16", gpu, eta.gemm, shape, heads)
+        times = [one / achieved_flops(m, n, k, "bf16", gpu, eta.gemm_for(gpu), shape, heads)
                  for shape in ((m, n), (m, k), (n, k))]
         return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
@@ -198,7 +219,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         copies = row.count * tokens / m
     one = 2 * m * n * k
     forward, dgrad, wgrad = ((m, n), (m, k), (k, n))
-    times = [one / achieved_flops(m, n, k, dtype, gpu, eta.gemm, shape) for shape in (forward, dgrad, wgrad)]
+    times = [one / achieved_flops(m, n, k, dtype, gpu, eta.gemm_for(gpu), shape) for shape in (forward, dgrad, wgrad)]
     return copies * times[0], copies * (times[1] + times[2])
 
 
