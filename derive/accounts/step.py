@@ -89,7 +89,11 @@ class Efficiency:
     tensor cores' rate at the boost clock, and H100 tripled A100's dense peak (989 vs 312
     TFLOP/s) at 1.75 times its power limit (700 vs 400 W), so under sustained GEMMs it keeps a
     smaller share of that peak; one fitted share per generation absorbs it (and the kernels'
-    own difference). ``None`` means Ampere's figure for every generation.
+    own difference). The peaks' clocks: A100 312 TFLOP/s = 108 SMs x 2048 FLOPs x 1.41 GHz, H100
+    989 = 132 x 4096 x 1.83 GHz (not the 1.98 GHz boost); NVIDIA's HPL Rpeak for A100 used the
+    clock sustained at the power limit, 1.305 GHz (G. Lockwood, "Peak FLOPS", glennklockwood.com).
+    No sustained H100 tensor clock was found to source, hence a fitted constant per generation.
+    ``None`` means Ampere's figure for every generation.
     """
 
     gemm: float
