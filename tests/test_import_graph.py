@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "formulas": 7,
     # front ends over the registry and the presets
     "check": 8, "render": 8, "report": 8, "report_moe": 8, "cli": 8, "validate": 8, "sweep": 8,
-    "plan": 8, "web": 8, "comm": 8, "calibrate": 8, "predict": 8,
+    "plan": 8, "plan_moe": 8, "web": 8, "comm": 8, "calibrate": 8, "predict": 8,
     # the layout options the front ends share (derive.comm, derive.predict)
     "options": 8, "peers": 8, "__main__": 8, "__init__": 8,
 }
