@@ -2,7 +2,8 @@
 
 ``add_layout_options(parser)`` adds --tp --pp --vp --cp --ep --etp --dp --gpus --micro-batch
 --global-batch --precision --zero --sequence-parallel --recompute --cp-comm --scatter-gather
---algorithm --capacity-factor --dp-shard --no-sp-regather --no-reshard-after-forward --balanced;
+--algorithm --capacity-factor --dp-shard --no-sp-regather --no-reshard-after-forward --balanced
+--fp8-param-gather;
 ``parallelism_from(args)`` reads them
 into a :class:`derive.parallelism.Parallelism`, turning its ValueErrors into a UsageError that
 names the option.
@@ -26,7 +27,8 @@ LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": 
                   "sequence_parallel": "--sequence-parallel", "recompute": "--recompute",
                   "cp_comm": "--cp-comm", "scatter_gather": "--scatter-gather", "algorithm": "--algorithm",
                   "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward",
-                  "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather", "balanced": "--balanced"}
+                  "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather", "balanced": "--balanced",
+                  "fp8_param_gather": "--fp8-param-gather"}
 
 
 def _positive_fraction(text: str) -> Fraction:
@@ -70,6 +72,9 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--balanced", action="store_true",
                        help="pipeline: the embedding and the loss take one layer slot each (Llama 3; "
                             "Megatron's --account-for-embedding/loss-in-pipeline-split)")
+    group.add_argument("--fp8-param-gather", action="store_true",
+                       help="FP8 precisions with --zero >= 1: all-gather the layer matrices in FP8 "
+                            "(Megatron's --fp8-param-gather)")
     return group
 
 
@@ -98,7 +103,8 @@ def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Pa
                              precision=args.precision, cp_comm=args.cp_comm, scatter_gather=args.scatter_gather,
                              algorithm=args.algorithm, capacity_factor=args.capacity_factor,
                              dp_shard=args.dp_shard, sp_regather=args.sp_regather,
-                             balanced=getattr(args, "balanced", False))
+                             balanced=getattr(args, "balanced", False),
+                             fp8_param_gather=getattr(args, "fp8_param_gather", False))
         if model is not None:
             layout.check(model)
     except ValueError as error:

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
-from derive.accounts.state import PRECISIONS
+from derive.accounts.state import FP8_PRECISIONS, PRECISIONS
 from derive.inputs import choose, flag, positive_int, zero_stage
 from derive.presets import Model
 
@@ -46,7 +46,9 @@ class Parallelism:
     L + 2 slots over p v chunks and the first and last stage hold one layer fewer (Dubey et al. 2024,
     section 3.3.2; Megatron's --account-for-embedding-in-pipeline-split and
     --account-for-loss-in-pipeline-split, megatron/core/transformer/transformer_block.py
-    get_num_layers_to_build); needs pp > 1.
+    get_num_layers_to_build); needs pp > 1. ``fp8_param_gather``: Megatron's --fp8-param-gather
+    (megatron/training/arguments.py: parameters kept in FP8 and all-gathered so by the distributed
+    optimizer / FSDP); needs an FP8 precision and zero >= 1.
     """
 
     tp: int = 1
@@ -70,6 +72,7 @@ class Parallelism:
     dp_shard: int | None = None
     sp_regather: bool = True
     balanced: bool = False
+    fp8_param_gather: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch"):
@@ -78,13 +81,20 @@ class Parallelism:
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.micro_batch * self.dp)
         object.__setattr__(self, "global_batch", positive_int("global_batch", self.global_batch))
-        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather", "sp_regather", "balanced"):
+        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather", "sp_regather", "balanced",
+                     "fp8_param_gather"):
             flag(name, getattr(self, name))
         object.__setattr__(self, "zero", zero_stage("zero", self.zero))
         choose("recompute", self.recompute, RECOMPUTE_POLICIES)
         choose("precision", self.precision, PRECISIONS)
         choose("cp_comm", self.cp_comm, CP_COMMS)
         choose("algorithm", self.algorithm, ALGORITHMS)
+        if self.fp8_param_gather and not PRECISIONS[self.precision].fp8:
+            raise ValueError(f"fp8_param_gather: needs an FP8 precision ({', '.join(FP8_PRECISIONS)}), "
+                             f"got {self.precision}")
+        if self.fp8_param_gather and self.zero == 0:
+            raise ValueError("fp8_param_gather: gathers parameters sharded by the distributed optimizer / "
+                             "ZeRO / FSDP, needs zero >= 1")
         if self.capacity_factor is not None:
             if isinstance(self.capacity_factor, bool) or not isinstance(
                     self.capacity_factor, (int, float, Fraction)) or not self.capacity_factor > 0:

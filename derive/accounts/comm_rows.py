@@ -13,6 +13,7 @@ import sympy as sp
 
 from derive.accounts.collectives import sent_factor
 from derive.accounts.experts import model_parallel_share
+from derive.accounts.fp8_comm import fp8_tensor_count, gathered_parameters, routed_payload
 from derive.accounts.state import state_ledger
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.parameters import FAMILIES
@@ -312,8 +313,10 @@ def _expert_parallel(build: _Builder) -> None:
     if terms.active(terms.e):
         for step, pass_ in passes:
             name = f"ep.{step}.all-to-all" if pass_ != "backward" else f"ep.{step}.backward.all-to-all"
-            build.add(name, tensor, "all-to-all", "ep", terms.e, routed.bytes, per_step, pass_, "none",
-                      f"{MOE_DISPATCH} token_permutation / token_unpermutation (uniform routing)")
+            into_experts = (step == "dispatch") == (pass_ != "backward")
+            build.add(name, tensor, "all-to-all", "ep", terms.e, routed_payload(routed, layout.precision, into_experts),
+                      per_step, pass_, "none", f"{MOE_DISPATCH} token_permutation / token_unpermutation (uniform "
+                      "routing); dtype: derive.recipes.dispatch_dtype / combine_dtype")
     if terms.active(terms.t_E):
         gathered = routed.bytes * terms.t_E
         for step, pass_ in passes:
@@ -327,18 +330,18 @@ def _grad_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
     return state_ledger(layout.precision, "sgd", share.numel()).where("grads", "resident").bytes()
 
 
-def _param_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
-    """Bytes of the compute copy of ``share`` (what ZeRO-3 / the distributed optimizer gathers).
+def _param_bytes(share: Ledger, tensors: sp.Expr, layout: Parallelism) -> sp.Expr:
+    """Bytes ZeRO-3 / the distributed optimizer gathers of ``share`` (``tensors`` quantised matrices on the rank).
 
-    An FP8 precision's cached FP8 copies (rows tagged ``fp8``) are not gathered: the bf16 copy is
-    (derive.recipes.gathered_parameter_dtype, bf16 unless Megatron's --fp8-param-gather).
+    The compute copy; the quantised matrices' FP8 copy and scales under Parallelism.fp8_param_gather
+    (derive.accounts.fp8_comm.gathered_parameters).
     """
-    return state_ledger(layout.precision, "sgd", share.numel()).where("params").without("fp8").bytes()
+    return gathered_parameters(share, tensors, layout.precision, layout.fp8_param_gather).bytes()
 
 
 def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
-                whole_model: bool) -> tuple[Ledger, Ledger]:
-    """(the rank's non-expert parameters, its routed-expert parameters): t / t_E e shares of its layers."""
+                whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
+    """((non-expert parameters, their quantised matrices n_8), (routed-expert ones, theirs)): t / t_E e shares."""
     terms = build.terms
     at = {symbols.t: terms.t, symbols.e: terms.e, symbols.t_E: terms.t_E}
     held = edges if whole_model else _last_stage_edges(edges)
@@ -346,26 +349,30 @@ def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, 
     if moe_layer is not None:
         table = table + moe_layer.times(terms.moe_layers)
     share = model_parallel_share(table).map(lambda w: replace(w, count=w.count.xreplace(at)))
-    return share.without("routed_expert"), share.where("routed_expert")
+    # quantised matrices per rank (one scale each under per-tensor scaling): experts over e
+    tensors = (fp8_tensor_count(table.without("routed_expert")),
+               fp8_tensor_count(table.where("routed_expert")) / symbols.e)
+    dense_n, experts_n = (sp.sympify(n).xreplace(at) for n in tensors)
+    return (share.without("routed_expert"), dense_n), (share.where("routed_expert"), experts_n)
 
 
 def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
                    whole_model: bool) -> None:
     """Gradient all-reduce, ZeRO-1/2 reduce-scatter + all-gather, ZeRO-3 / FSDP gathers; EDP for experts."""
     terms, layout = build.terms, build.layout
-    dense, experts = _rank_share(build, dense_layer, moe_layer, edges, whole_model)
+    (dense, dense_n), (experts, experts_n) = _rank_share(build, dense_layer, moe_layer, edges, whole_model)
     if layout.sequence_parallel and terms.active(terms.t):
         norms = dense.filter(lambda w: w.has("norm") or w.has("router"))
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
                   "all-reduce", "tp", terms.t, _grad_bytes(norms, layout), 1, "backward", "none",
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")
-    groups = [("dp", terms.d * terms.c / terms.replicas, dense)]
+    groups = [("dp", terms.d * terms.c / terms.replicas, dense, dense_n)]
     if moe_layer is not None:
-        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts))
-    for group, ranks, share in groups:
+        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts, experts_n))
+    for group, ranks, share, tensors in groups:
         if not terms.active(ranks) or not len(share):
             continue
-        grads, params = _grad_bytes(share, layout), _param_bytes(share, layout)
+        grads, params = _grad_bytes(share, layout), _param_bytes(share, tensors, layout)
         what = "expert " if group == "edp" else ""
         if layout.zero == 0:
             build.add(f"{group}.grads.all-reduce", f"{what}gradients", "all-reduce", group, ranks, grads, 1,

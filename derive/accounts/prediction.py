@@ -90,7 +90,7 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
 FLAG_FIELDS = ("sequence_parallel", "zero", "reshard_after_forward", "recompute", "precision", "cp_comm",
-               "scatter_gather", "algorithm", "capacity_factor", "sp_regather", "balanced")
+               "scatter_gather", "algorithm", "capacity_factor", "sp_regather", "balanced", "fp8_param_gather")
 
 
 @lru_cache(maxsize=256)
@@ -126,15 +126,19 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
 
 
 @lru_cache(maxsize=1024)
-def _state_bytes_per_parameter(precision: str, zero: int) -> sp.Expr:
-    """Resident state bytes per parameter, symbolic in d (and N_8 / N, n_8 / N under an FP8 recipe)."""
+def _state_bytes_per_parameter(precision: str, zero: int, fp8_param_gather: bool = False) -> sp.Expr:
+    """Resident state bytes per parameter, symbolic in d (and N_8 / N, n_8 / N under an FP8 recipe).
+
+    ``fp8_param_gather``: the layer matrices held in FP8, not bf16 (the ledger's gathered rows, one table).
+    """
     ledger = STATE_PRECISION.get(precision, ledger_precision(precision))
-    return bytes_per_parameter(ledger, "adam", min(zero, 3), d)
+    return bytes_per_parameter(ledger, "adam", min(zero, 3), d, fp8_param_gather=fp8_param_gather)
 
 
-def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_parallel: int) -> float:
+def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_parallel: int,
+                              fp8_param_gather: bool = False) -> float:
     """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
-    return float(model.at(_state_bytes_per_parameter(precision, zero), d=data_parallel))
+    return float(model.at(_state_bytes_per_parameter(precision, zero, fp8_param_gather), d=data_parallel))
 
 
 def predict(model: Model, parallelism: Parallelism, system: System, precision: str | None = None,
@@ -155,4 +159,5 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
                  parallelism.balanced)
     replicas = parallelism.dp * parallelism.cp if parallelism.zero else 1
     return step_time(workload(model), lay, system, rows, eta, overlap,
-                     state_bytes_per_parameter(model, precision, parallelism.zero, replicas))
+                     state_bytes_per_parameter(model, precision, parallelism.zero, replicas,
+                                               parallelism.fp8_param_gather))

@@ -15,7 +15,7 @@ from derive.architectures.parameters import parameter_count
 from derive.architectures.saved import layer_input
 from derive.identities import identity
 from derive.parallelism import Parallelism
-from derive.symbols import E, L, L_E, N, a, b, c, d, e, g, h, k_E, m, p, s, t, v
+from derive.symbols import E, L, L_E, N, a, b, c, d, e, f, g, h, k_E, m, p, s, t, v
 
 TOPIC = "communication"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), section 7"
@@ -207,3 +207,72 @@ MOE_LAYOUT = Layout(moe=MoE())
 def ep_dispatch() -> sp.Expr:
     found = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2, sequence_parallel=True)
     return _sent(found, "ep.dispatch.all-to-all")
+
+
+MEGATRON_FP8_GATHER = ("Megatron --fp8-param-gather (megatron/training/arguments.py; "
+                       "megatron/core/distributed/param_and_grad_buffer.py gathers the FP8 parameter data)")
+#: One Llama layer's quantised matrices on a tensor-parallel rank: W_q, W_o (h x h), W_k, W_v (h x g h / a),
+#: gate, up, down (h x f) (the layer matrices of TE's Linear modules).
+LLAMA_MATRICES = (2 * h**2 + 2 * g * h**2 / a + 3 * h * f) / t
+#: Seven quantised matrices per Llama layer.
+LLAMA_LAYER_TENSORS = 7
+
+
+def _gather_saving(precision: str) -> sp.Expr:
+    """bf16 parameter all-gather minus the --fp8-param-gather one (ZeRO-1, per occurrence)."""
+    plain = _rows(zero=1, dp=2, precision=precision)
+    fp8 = _rows(zero=1, dp=2, precision=precision, fp8_param_gather=True)
+    return sp.expand(_sent(plain, "dp.params.all-gather") - _sent(fp8, "dp.params.all-gather"))
+
+
+@identity("FP8 parameter gather (per-tensor): saves (cd-1)/cd [h(2h + 2gh/a + 3f)/t - 4 x 7] L/p bytes",
+          topic=TOPIC,
+          claim=(c * d - 1) / (c * d) * (2 * (1 - sp.Rational(1, 2)) * LLAMA_MATRICES - 4 * LLAMA_LAYER_TENSORS) * L / p,
+          source=MEGATRON_FP8_GATHER + "; TE Float8CurrentScaling",
+          assumptions=("the layer matrices gathered at 1 B instead of 2 B, one fp32 scale_inv per matrix with them",
+                       "norms, embedding and head stay bf16", RING))
+def fp8_gather_per_tensor() -> sp.Expr:
+    return _gather_saving("fp8-current")
+
+
+@identity("MXFP8 parameter gather: saves (cd-1)/cd (1 - 33/64) 2 h(2h + 2gh/a + 3f)/t L/p bytes",
+          topic=TOPIC, claim=(c * d - 1) / (c * d) * (1 - sp.Rational(33, 64)) * 2 * LLAMA_MATRICES * L / p,
+          source=MEGATRON_FP8_GATHER + "; TE MXFP8BlockScaling (one E8M0 byte per 32 elements)",
+          assumptions=("the row-wise copy and its scales gathered; the column-wise one made after",
+                       "norms, embedding and head stay bf16", RING))
+def fp8_gather_mxfp8() -> sp.Expr:
+    return _gather_saving("mxfp8")
+
+
+@identity("FP8 parameter gather leaves the gradient reduce-scatter unchanged (fp32 main gradients)",
+          topic=TOPIC, claim=sp.Integer(1), source=MEGATRON_FP8_GATHER,
+          assumptions=("gradients reduced in the precision's gradient dtype",))
+def fp8_gather_gradients() -> sp.Expr:
+    plain = _rows(zero=1, dp=2, precision="fp8-current")
+    fp8 = _rows(zero=1, dp=2, precision="fp8-current", fp8_param_gather=True)
+    return sp.simplify(_sent(fp8, "dp.grads.reduce-scatter") / _sent(plain, "dp.grads.reduce-scatter"))
+
+
+DEEPSEEK_COMM = ("DeepSeek-V3 technical report (arXiv 2412.19437), section 3.3.4: tokens dispatched in FP8 "
+                 "(activations before the up-projections, activation gradients before the down-projections), "
+                 "forward and backward combine in BF16")
+
+
+def _ep_ratio(prefix: str) -> sp.Expr:
+    """An expert all-to-all's bytes under fp8-blockwise over its bf16 bytes."""
+    fp8 = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2, sequence_parallel=True, precision="fp8-blockwise")
+    plain = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2, sequence_parallel=True, precision="bf16")
+    return sp.simplify(_sent(fp8, prefix) / _sent(plain, prefix))
+
+
+@identity("FP8 dispatch all-to-all: (1 + 4/128)/2 of the bf16 one", topic=TOPIC,
+          claim=(1 + sp.Rational(4, 128)) / 2, source=DEEPSEEK_COMM,
+          assumptions=("1 x 128 activation tiles, one fp32 scale each, travel with the data",))
+def ep_dispatch_fp8() -> sp.Expr:
+    return _ep_ratio("ep.dispatch.all-to-all")
+
+
+@identity("FP8 recipe: the combine all-to-all stays bf16", topic=TOPIC, claim=sp.Integer(1),
+          source=DEEPSEEK_COMM, assumptions=("combine (and the dispatch's backward) in BF16",))
+def ep_combine_fp8() -> sp.Expr:
+    return _ep_ratio("ep.combine.all-to-all")
