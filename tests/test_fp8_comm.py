@@ -127,3 +127,8 @@ def test_predict_takes_the_flag_and_gathers_less(capsys):
     assert predict_main([*argv, "--fp8-param-gather"]) == 0
     gathered = json.loads(capsys.readouterr().out)
     assert gathered["step_time_s"] < plain["step_time_s"]
+
+
+def test_fp32_training_gathers_fp32_parameters():
+    rows = _rows(collectives(model("llama3-70b"), Parallelism(dp=32, zero=1, precision="fp32")))
+    assert rows["dp.params.all-gather"].payload == (MATRICES + REST) * 4

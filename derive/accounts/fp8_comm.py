@@ -36,7 +36,7 @@ def gathered_parameters(share: Ledger, tensors: sp.Expr, precision: str, fp8_par
     numel = share.numel()
     quantised = fp8_weights(share).numel()
     gathered = gathered_parameter_dtype(rule.fp8, fp8_param_gather)
-    if gathered == rule.compute or quantised == 0:
+    if rule.fp8 is None or quantised == 0 or gathered != RECIPES[rule.fp8].element:
         return state_ledger(precision, "sgd", numel).where("params").without("fp8")
     recipe = RECIPES[rule.fp8]
     held = state_ledger(precision, "sgd", numel, fp8_params=quantised, fp8_tensors=tensors,

@@ -13,6 +13,7 @@ from derive.architectures.decoder import Layout
 from derive.architectures.moe import MoE
 from derive.architectures.parameters import parameter_count
 from derive.architectures.saved import layer_input
+from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
 from derive.identities import identity
 from derive.parallelism import Parallelism
 from derive.symbols import E, L, L_E, N, a, b, c, d, e, f, g, h, k_E, m, p, s, t, v
@@ -226,8 +227,8 @@ def _gather_saving(precision: str) -> sp.Expr:
 
 
 @identity("FP8 parameter gather (per-tensor): saves (cd-1)/cd [h(2h + 2gh/a + 3f)/t - 4 x 7] L/p bytes",
-          topic=TOPIC,
-          claim=(c * d - 1) / (c * d) * (2 * (1 - sp.Rational(1, 2)) * LLAMA_MATRICES - 4 * LLAMA_LAYER_TENSORS) * L / p,
+          topic=TOPIC,  # gather_ratio: 1/2 per tensor, 33/64 MXFP8 (derive.identities.fp8)
+          claim=(c * d - 1) / (c * d) * (2 * (1 - gather_ratio("fp8-current")) * LLAMA_MATRICES - 4 * LLAMA_LAYER_TENSORS) * L / p,
           source=MEGATRON_FP8_GATHER + "; TE Float8CurrentScaling",
           assumptions=("the layer matrices gathered at 1 B instead of 2 B, one fp32 scale_inv per matrix with them",
                        "norms, embedding and head stay bf16", RING))
@@ -236,7 +237,7 @@ def fp8_gather_per_tensor() -> sp.Expr:
 
 
 @identity("MXFP8 parameter gather: saves (cd-1)/cd (1 - 33/64) 2 h(2h + 2gh/a + 3f)/t L/p bytes",
-          topic=TOPIC, claim=(c * d - 1) / (c * d) * (1 - sp.Rational(33, 64)) * 2 * LLAMA_MATRICES * L / p,
+          topic=TOPIC, claim=(c * d - 1) / (c * d) * (1 - gather_ratio("mxfp8")) * 2 * LLAMA_MATRICES * L / p,
           source=MEGATRON_FP8_GATHER + "; TE MXFP8BlockScaling (one E8M0 byte per 32 elements)",
           assumptions=("the row-wise copy and its scales gathered; the column-wise one made after",
                        "norms, embedding and head stay bf16", RING))
@@ -266,7 +267,8 @@ def _ep_ratio(prefix: str) -> sp.Expr:
 
 
 @identity("FP8 dispatch all-to-all: (1 + 4/128)/2 of the bf16 one", topic=TOPIC,
-          claim=(1 + sp.Rational(4, 128)) / 2, source=DEEPSEEK_COMM,
+          claim=dispatch_bytes_per_element("fp8-blockwise") / dispatch_bytes_per_element("bf16"),
+          source=DEEPSEEK_COMM + "; the ratio derive.conventions.fp8.dispatch_bytes_per_element states",
           assumptions=("1 x 128 activation tiles, one fp32 scale each, travel with the data",))
 def ep_dispatch_fp8() -> sp.Expr:
     return _ep_ratio("ep.dispatch.all-to-all")
