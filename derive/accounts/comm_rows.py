@@ -350,9 +350,8 @@ def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, 
         table = table + moe_layer.times(terms.moe_layers)
     share = model_parallel_share(table).map(lambda w: replace(w, count=w.count.xreplace(at)))
     # quantised matrices per rank (one scale each under per-tensor scaling): experts over e
-    tensors = (fp8_tensor_count(table.without("routed_expert")),
-               fp8_tensor_count(table.where("routed_expert")) / symbols.e)
-    dense_n, experts_n = (sp.sympify(n).xreplace(at) for n in tensors)
+    dense_n, experts_n = (sp.sympify(n).xreplace(at) for n in (
+        fp8_tensor_count(table.without("routed_expert")), fp8_tensor_count(table.where("routed_expert")) / symbols.e))
     return (share.without("routed_expert"), dense_n), (share.where("routed_expert"), experts_n)
 
 

@@ -228,7 +228,8 @@ def _gather_saving(precision: str) -> sp.Expr:
 
 @identity("FP8 parameter gather (per-tensor): saves (cd-1)/cd [h(2h + 2gh/a + 3f)/t - 4 x 7] L/p bytes",
           topic=TOPIC,  # gather_ratio: 1/2 per tensor, 33/64 MXFP8 (derive.identities.fp8)
-          claim=(c * d - 1) / (c * d) * (2 * (1 - gather_ratio("fp8-current")) * LLAMA_MATRICES - 4 * LLAMA_LAYER_TENSORS) * L / p,
+          claim=(c * d - 1) / (c * d) * L / p
+          * (2 * (1 - gather_ratio("fp8-current")) * LLAMA_MATRICES - 4 * LLAMA_LAYER_TENSORS),
           source=MEGATRON_FP8_GATHER + "; TE Float8CurrentScaling",
           assumptions=("the layer matrices gathered at 1 B instead of 2 B, one fp32 scale_inv per matrix with them",
                        "norms, embedding and head stay bf16", RING))
