@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.budget import usable_low_end
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import LINEAR_DTYPE, StepTime
@@ -36,8 +36,6 @@ from derive.systems import SYSTEMS, System, system
 
 #: The MoE presets (derive.moe_presets) by the shipped config each reads.
 MOE_CONFIGS = {"mixtral-8x7b": "mixtral-8x7b-v0.1", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
-#: The systems table's names -> derive.accounts.budget's (the GPUs with a measured usable range).
-BUDGETS = {"h100": "h100", "a100-80gb": "a100"}
 #: The architecture fields of --architecture and the Model field each sets.
 ARCHITECTURE_FIELDS = {"layers": "layers", "hidden": "hidden", "ffn": "ffn", "heads": "heads",
                        "kv-heads": "kv_heads", "vocab": "vocab"}
@@ -98,11 +96,8 @@ def chosen_model(args) -> Model:
 
 
 def usable(gpu: System) -> int:
-    """Bytes usable for tensors, low end: the budget's measured range, else the H100's share of HBM."""
-    if gpu.name in BUDGETS and BUDGETS[gpu.name] in DRIVER_CAPACITY:
-        return usable_bytes(BUDGETS[gpu.name])[0]
-    share = usable_bytes("h100")[0] / SYSTEMS["h100"].hbm_bytes
-    return int(gpu.hbm_bytes * share)
+    """Bytes usable for tensors, low end (derive.accounts.budget.usable_low_end)."""
+    return usable_low_end(gpu)
 
 
 def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:

@@ -11,12 +11,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from conftest import missing_tool
 
 from derive.hf import published_config
 from derive.render.web import PASTED, cli_message
 from derive.report import run
 
-INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
 DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 #: Configurations as CLI long options (each loaded by link and through the form).
@@ -100,7 +100,7 @@ def cli_error(options: dict[str, str]) -> str:
 def browser():
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver is None:
-        pytest.fail(f"chromium / chromedriver not found: {INSTALL}")
+        missing_tool("chromium" if chromium is None else "chromedriver")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
