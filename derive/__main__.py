@@ -33,7 +33,7 @@ COMMANDS: dict[str, Command] = {
                          "derive calibrate"),
     "check": Command("derive.check", "prove every identity (--claims: every published claim)",
                      "derive check --claims"),
-    "validate": Command("derive.validate", "measure the ledgers against PyTorch (needs derive[validate])",
+    "validate": Command("derive.validate.__main__", "measure the ledgers against PyTorch (needs derive[validate])",
                         "derive validate --hf"),
     "render": Command("derive.render.__main__", "write the formula sheet and its web page",
                       "derive render --out /tmp/formulas"),

@@ -139,7 +139,7 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("parameters", "parameters", lambda m: m.parameter_rows.numel(), ("model",), symbol=N),
     Formula("gemm_parameters", "parameters", lambda m: m.parameter_rows.where("gemm").numel(),
             ("model",), symbol=N_GEMM),
-    Formula("bytes_per_parameter", "B/parameter",
+    Formula("bytes_per_parameter", "B/param",
             lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
     Formula("state.params", "B", _state("params"), STATE),
     Formula("state.grads", "B", _state("grads"), STATE),

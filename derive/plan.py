@@ -234,7 +234,7 @@ def render_text(result: Plan, top: int = 10) -> str:
                      f"{c['d'][row]:5d} "
                      f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d}  "
                      f"{_gib(c['memory_per_gpu'][row]):>10s}  {c['step_time'][row]:6.2f}  {bubble:6.1%}")
-    for rank, row in enumerate(order[:min(BREAKDOWNS, feasible)], 1):
+    for rank, row in enumerate(order[:min(BREAKDOWNS, top, feasible)], 1):
         parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
         lines.append(f"  #{rank} breakdown (s): {parts}")
     for key, count in result.failures().items():

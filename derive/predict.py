@@ -201,7 +201,11 @@ def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime
              f"  step {result.step_time_s:.3f} s, {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, "
              f"{result.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"]
     for name, seconds in result.breakdown.items():
-        lines.append(f"  {name:13s} {seconds:10.3f} s  {seconds / result.step_time_s:6.1%}")
+        if seconds:
+            lines.append(f"  {name:13s} {seconds:10.3f} s  {seconds / result.step_time_s:6.1%}")
+    zero = [name for name, seconds in result.breakdown.items() if not seconds]
+    if zero:
+        lines.append(f"  0 s: {', '.join(zero)}")
     return "\n".join(lines) + "\n"
 
 
