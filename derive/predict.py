@@ -25,17 +25,13 @@ from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import LINEAR_DTYPE, StepTime
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
-from derive.hf import published_model, published_names
-from derive.moe_presets import MOE_MODELS
+from derive.names import named_model
 from derive.options import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
-from derive.presets import ALIASES, MODELS, Model, model
+from derive.presets import Model
 from derive.sweep import evaluate
-from derive.symbols import s
 from derive.systems import SYSTEMS, System, system
 
-#: The MoE presets (derive.moe_presets) by the shipped config each reads.
-MOE_CONFIGS = {"mixtral-8x7b": "mixtral-8x7b-v0.1", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
 #: The architecture fields of --architecture and the Model field each sets.
 ARCHITECTURE_FIELDS = {"layers": "layers", "hidden": "hidden", "ffn": "ffn", "heads": "heads",
                        "kv-heads": "kv_heads", "vocab": "vocab"}
@@ -82,16 +78,11 @@ def chosen_model(args) -> Model:
         return architecture_model(args.architecture, args.seq)
     if args.config is not None:
         entry = _from_config(args.config)
-    elif args.model in MOE_CONFIGS:
-        entry = published_model(MOE_CONFIGS[args.model], seq=MOE_MODELS[args.model].values[s])
-    elif args.model in published_names() and args.model not in MODELS:
-        entry = published_model(args.model)
     else:
         try:
-            entry = model(args.model)
-        except ValueError:
-            known = [*MODELS, *ALIASES, *MOE_CONFIGS, *published_names()]
-            raise UsageError(f"--model: unknown model {args.model!r} (known: {', '.join(known)})") from None
+            entry = named_model(args.model, moe=True)[0]
+        except ValueError as error:
+            raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
     return entry if args.seq is None else replace(entry, seq=args.seq)
 
 
