@@ -88,7 +88,8 @@ def cli_json(options: dict[str, str]) -> dict[str, float]:
     argv = [word for option, text in options.items() for word in (f"--{option}", text)]
     report = json.loads(run([*argv, "--json"]))
     (figures,) = report.values()
-    return {key: figure["value"] for key, figure in figures.items()}
+    # "seq" is the input the figures are computed at, with where it came from; the page has it as a field
+    return {key: figure["value"] for key, figure in figures.items() if key != "seq"}
 
 
 def cli_error(options: dict[str, str]) -> str:
