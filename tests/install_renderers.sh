@@ -4,6 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# katex: the version pinned in tests/katex/package-lock.json, into tests/katex/node_modules (no root needed).
+install_katex() {
+    local pinned installed
+    pinned=$(node -p 'require("./tests/katex/package.json").dependencies.katex')
+    installed=$(node -p 'try { require("./tests/katex/node_modules/katex/package.json").version } catch (e) { "" }')
+    if [ "$pinned" != "$installed" ]; then
+        (cd tests/katex && npm ci --no-audit --no-fund)
+    fi
+}
+
 # apt-get needs root: as root run it, with sudo use sudo, else say what to run and leave the rest to
 # the tests (without CI=true they skip what needs a missing tool, naming it and this script).
 APT="env DEBIAN_FRONTEND=noninteractive apt-get"
@@ -20,7 +30,7 @@ if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" -ne 0 ]; then
         echo "  (or as root: bash tests/install_renderers.sh); the tests needing them skip until then (fail under CI=true)" >&2
         if [ "${CI:-}" = "true" ]; then exit 1; fi
         if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
-            (cd tests/katex && npm ci --no-audit --no-fund)
+            install_katex
         fi
         exit 0
     fi
@@ -42,10 +52,5 @@ if ! command -v node >/dev/null 2>&1; then
     $APT update
     $APT install -y --no-install-recommends nodejs npm
 fi
-# katex: the version pinned in tests/katex/package-lock.json, into tests/katex/node_modules.
-pinned=$(node -p 'require("./tests/katex/package.json").dependencies.katex')
-installed=$(node -p 'try { require("./tests/katex/node_modules/katex/package.json").version } catch (e) { "" }')
-if [ "$pinned" != "$installed" ]; then
-    (cd tests/katex && npm ci --no-audit --no-fund)
-fi
+install_katex
 
