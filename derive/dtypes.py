@@ -3,11 +3,17 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-#: dtype name -> bytes per element (IEEE/PyTorch storage sizes).
-DTYPE_BYTES: dict[str, int] = {
+#: dtype name -> bytes per element (IEEE/PyTorch storage sizes; a 4-bit element is half a byte).
+DTYPE_BYTES: dict[str, int | Fraction] = {
     "fp32": 4,
     "bf16": 2,
     "fp16": 2,
+    # 8-bit floats (E4M3 / E5M2, torch.float8_e4m3fn / float8_e5m2) and MXFP8's E8M0 block
+    # scales (OCP Microscaling Formats MX v1.0, section 5.3; torch.float8_e8m0fnu)
+    "fp8": 1,
+    "e8m0": 1,
+    # 4-bit floats (E2M1, two per byte: NVFP4 / MXFP4; OCP MX v1.0, section 5.3.3)
+    "fp4": Fraction(1, 2),
     "int8": 1,
     "uint8": 1,
     "bool": 1,
@@ -16,7 +22,7 @@ DTYPE_BYTES: dict[str, int] = {
 }
 
 
-def dtype_bytes(dtype: str) -> int:
+def dtype_bytes(dtype: str) -> int | Fraction:
     """Bytes per element of ``dtype``; ValueError naming the dtype if unknown."""
     try:
         return DTYPE_BYTES[dtype]

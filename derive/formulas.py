@@ -17,10 +17,12 @@ import sympy as sp
 
 from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
-from derive.accounts.state import OPTIMIZERS, PRECISIONS, state_bytes
+from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
 from derive.presets import Model
-from derive.symbols import F, G, M_GPU, MFU_target, N, N_GEMM, P, T, M_act, M_state, a, d, h, k, s, t_step
+from derive.recipes import fp8_weight_counts
+from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, M_act, M_state, a, d, h, k,
+                            n_8, s, t_step)
 
 #: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
 HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
@@ -106,6 +108,21 @@ def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
     return build
 
 
+def _fp8_copies(precision: str, optimizer: str, zero: int) -> sp.Expr | None:
+    """The FP8 weight copies, scales and history an FP8 precision holds; no figure for the others."""
+    if PRECISIONS[precision].fp8 is None:
+        return None
+    return fp8_resident_bytes(precision, optimizer, zero)
+
+
+def _fp8_layer(m: Model, profile: str, precision: str) -> sp.Expr | None:
+    """One layer's saved bytes with the linear inputs in FP8: FP8 precisions on the Megatron + TE tables only."""
+    recipe = PRECISIONS[precision].fp8
+    if recipe is None or profile not in FP8_PROFILES:
+        return None
+    return profile_bytes(profile, "fused", m, recipe)[0]
+
+
 def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
     return lambda m: hfu(T / t_step, F, G, P, recompute_factor(policy, m.architecture))
 
@@ -131,6 +148,8 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
 
 
 STATE = ("precision", "optimizer", "zero")
+#: The report profiles whose tables mark the linear inputs an FP8 recipe re-types (saved_fp8).
+FP8_PROFILES = ("gpt", "llama-fused")
 STEP = ("tokens", "gpus")
 OBSERVED = ("tokens", "gpus", "step_time")
 
@@ -139,15 +158,21 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("parameters", "parameters", lambda m: m.parameter_rows.numel(), ("model",), symbol=N),
     Formula("gemm_parameters", "parameters", lambda m: m.parameter_rows.where("gemm").numel(),
             ("model",), symbol=N_GEMM),
+    Formula("fp8_parameters", "parameters", lambda m: fp8_weight_counts(m.parameter_rows)[0],
+            ("model",), symbol=N_8),
+    Formula("fp8_tensors", "tensors", lambda m: fp8_weight_counts(m.parameter_rows)[1],
+            ("model",), symbol=n_8),
     Formula("bytes_per_parameter", "B/param",
             lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
     Formula("state.params", "B", _state("params"), STATE),
     Formula("state.grads", "B", _state("grads"), STATE),
     Formula("state.optimizer", "B", _state("optimizer"), STATE),
     Formula("state.resident", "B", _state("total"), STATE, symbol=M_state),
+    Formula("state.fp8_copies", "B", _fp8_copies, STATE),
     Formula("activations.per_layer_fused", "B", _per_layer("fused"), ("model", "profile")),
     Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
             ("model", "profile")),
+    Formula("activations.per_layer_fp8", "B", _fp8_layer, ("model", "profile", "precision")),
     Formula("activations.all_layers_and_logits", "B",
             lambda m, profile: profile_bytes(profile, "fused", m)[1], ("model", "profile"),
             symbol=M_act),

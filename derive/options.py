@@ -2,7 +2,8 @@
 
 ``add_layout_options(parser)`` adds --tp --pp --vp --cp --ep --etp --dp --gpus --micro-batch
 --global-batch --precision --zero --sequence-parallel --recompute --cp-comm --scatter-gather
---algorithm --capacity-factor --dp-shard --no-sp-regather --no-reshard-after-forward; ``parallelism_from(args)`` reads them
+--algorithm --capacity-factor --dp-shard --no-sp-regather --no-reshard-after-forward --balanced;
+``parallelism_from(args)`` reads them
 into a :class:`derive.parallelism.Parallelism`, turning its ValueErrors into a UsageError that
 names the option.
 """
@@ -25,7 +26,7 @@ LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": 
                   "sequence_parallel": "--sequence-parallel", "recompute": "--recompute",
                   "cp_comm": "--cp-comm", "scatter_gather": "--scatter-gather", "algorithm": "--algorithm",
                   "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward",
-                  "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather"}
+                  "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather", "balanced": "--balanced"}
 
 
 def _positive_fraction(text: str) -> Fraction:
@@ -66,6 +67,9 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
                        help="sequence parallel: keep the gathered input for backward (PyTorch), no re-gather")
     group.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false", default=None,
                        help="ZeRO-3 / FSDP: keep parameters gathered from forward to backward")
+    group.add_argument("--balanced", action="store_true",
+                       help="pipeline: the embedding and the loss take one layer slot each (Llama 3; "
+                            "Megatron's --account-for-embedding/loss-in-pipeline-split)")
     return group
 
 
@@ -115,7 +119,8 @@ def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Pa
                              precision=args.precision, cp_comm=args.cp_comm or "p2p",
                              scatter_gather=args.scatter_gather,
                              algorithm=args.algorithm, capacity_factor=args.capacity_factor,
-                             dp_shard=args.dp_shard, sp_regather=args.sp_regather is not False)
+                             dp_shard=args.dp_shard, sp_regather=args.sp_regather is not False,
+                             balanced=getattr(args, "balanced", False))
         if model is not None:
             layout.check(model)
     except ValueError as error:

@@ -42,6 +42,11 @@ class Parallelism:
     parallelism the linear layers keep only their sequence shard and all-gather it again in backward
     for the weight gradient (Megatron, Korthikanti et al. 2022 section 4.2.2); False: the gathered
     input is kept (torch.distributed.tensor.parallel's SequenceParallel + ColwiseParallel).
+    ``balanced``: the embedding and the loss each take one layer slot of the pipeline split, so
+    L + 2 slots over p v chunks and the first and last stage hold one layer fewer (Dubey et al. 2024,
+    section 3.3.2; Megatron's --account-for-embedding-in-pipeline-split and
+    --account-for-loss-in-pipeline-split, megatron/core/transformer/transformer_block.py
+    get_num_layers_to_build); needs pp > 1.
     """
 
     tp: int = 1
@@ -64,6 +69,7 @@ class Parallelism:
     capacity_factor: Fraction | None = None
     dp_shard: int | None = None
     sp_regather: bool = True
+    balanced: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch"):
@@ -72,7 +78,7 @@ class Parallelism:
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.micro_batch * self.dp)
         object.__setattr__(self, "global_batch", positive_int("global_batch", self.global_batch))
-        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather", "sp_regather"):
+        for name in ("sequence_parallel", "reshard_after_forward", "scatter_gather", "sp_regather", "balanced"):
             flag(name, getattr(self, name))
         object.__setattr__(self, "zero", zero_stage("zero", self.zero))
         choose("recompute", self.recompute, RECOMPUTE_POLICIES)
@@ -141,9 +147,12 @@ class Parallelism:
         if expert_width and expert_width % self.etp:
             raise ValueError(f"etp: {self.etp} does not divide the expert FFN width f_E = {expert_width} "
                              f"of {model.name}")
-        if self.pp * self.vp > model.layers:
-            raise ValueError(f"pp: pp x vp = {self.pp} x {self.vp} exceeds the {model.layers} layers of "
-                             f"{model.name}")
+        if self.balanced and self.pp == 1:
+            raise ValueError("balanced: the embedding and loss slots need pp > 1")
+        slots = model.layers + (2 if self.balanced else 0)
+        if self.pp * self.vp > slots:
+            raise ValueError(f"pp: pp x vp = {self.pp} x {self.vp} exceeds the {slots} layer slots of "
+                             f"{model.name}" + (" (L + 2: embedding and loss)" if self.balanced else ""))
         if self.cp > 1 and model.seq % (2 * self.cp):
             raise ValueError(f"cp: 2 x cp = {2 * self.cp} does not divide seq = {model.seq} (causal load "
                              "balancing splits the sequence into 2c chunks: megatron/core/utils.py "

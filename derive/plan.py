@@ -1,23 +1,27 @@
 """``python -m derive.plan``: every layout of a model on N GPUs, the ones that fit, ranked by step time.
 
-A layout is (t, p, v, c, d, b, recompute, ZeRO): t divides the query and kv
+A layout is (t, p, v, c, d, b, recompute, ZeRO, balanced): t divides the query and kv
 heads, c (context parallel, profiles without score matrices) divides s, t p c
 divides the GPUs (d = GPUs / (t p c)), p v <= L (uneven stages: the
-most loaded holds ceil(L / (p v)) layers per chunk), m = T / (s b d) whole,
+most loaded holds ceil(L / (p v)) layers per chunk); at p > 1 each layout is also tried
+balanced (:attr:`derive.parallelism.Parallelism.balanced`, Llama 3's pipeline: the embedding and
+the loss take one layer slot each, p v <= L + 2, memory judged at L + 2 slots with the
+embedding on the first stage, one layer too many there: conservative), m = T / (s b d) whole,
 and interleaving (v > 1) needs m a multiple of p (Megatron's check). Memory is
 the most loaded rank's (:mod:`derive.sweep`: the framework placement's states,
 the first stage's in-flight micro-batches with the interleaving factor, the
 logits on the last stage) plus the caching allocator's rounding of every
 state buffer and every saved activation (:mod:`derive.accounts.allocator`),
 judged against the GPU's usable range (:mod:`derive.accounts.budget`): it fits
-at or under the low end. Each layout that fits is timed by the step model
+at or under the low end (``fit="high"``: at or under the high end). Each layout that fits is timed by the step model
 (:func:`derive.accounts.prediction.predict`: GEMMs, element-wise work, the
 communication ledger's rows on their links with Megatron's overlap, the
 pipeline bubble, the optimizer; sequence parallelism on, as the memory accounts
 assume) and the layouts are ranked by that predicted step time. Ties (equal
-predicted times) go to the lower memory per GPU, then to smaller t, p, v, c, b.
+predicted times) go to the lower memory per GPU, then to smaller t, p, v, c, b, unbalanced first.
 The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
-kept as the ``bound`` column. Dense models only (the sweep's memory accounts).
+kept as the ``bound`` column. Dense models here; the MoE presets (``--model mixtral-8x7b``,
+``qwen3-30b-a3b``, ``deepseek-v3``) go to :mod:`derive.plan_moe` (the e axis, expert accounts).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
 from derive.accounts.prediction import predict
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
+from derive.inputs import choose
 from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
@@ -63,6 +68,9 @@ COMMUNICATION = ("step time predicted by derive.accounts.prediction (GEMMs, elem
 #: derive.accounts.budget's hardware names -> the systems table's.
 SYSTEM_NAMES = {"h100": "h100", "a100": "a100-80gb"}
 
+#: Where a layout's most loaded rank must land in the usable range (derive.accounts.budget).
+FITS = {"low": "at or under the usable range's low end", "high": "at or under its high end"}
+
 #: Why a layout is left out, in the order the summary lists them.
 REASONS = {
     "memory": "memory over the GPU's usable range (above its high end)",
@@ -80,17 +88,19 @@ def divisors(n: int) -> list[int]:
 
 def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
             contexts: Sequence[int] = (1,)) -> dict[str, np.ndarray]:
-    """Every candidate layout as int64 columns t, p, v, c, d, b, zero (recompute is crossed later)."""
+    """Every candidate layout as int64 columns t, p, v, c, d, b, zero, balanced (recompute is crossed later)."""
     rows = []
     for tp in divisors(gcd(entry.heads, entry.kv_heads)):
         for cc in (k for k in contexts if gpus % (tp * k) == 0):
-            for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers):
-                for vv in range(1, MAX_VIRTUAL + 1 if pp > 1 else 2):
-                    if pp * vv > entry.layers:
-                        break
-                    rows += [(tp, pp, vv, cc, gpus // (tp * pp * cc), bb, zero)
-                             for bb in MICRO_BATCHES for zero in zero_stages]
-    names = ("t", "p", "v", "c", "d", "b", "zero")
+            for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers + 2):
+                for balanced in (0, 1) if pp > 1 else (0,):
+                    slots = entry.layers + 2 * balanced
+                    for vv in range(1, MAX_VIRTUAL + 1 if pp > 1 else 2):
+                        if pp * vv > slots:
+                            break
+                        rows += [(tp, pp, vv, cc, gpus // (tp * pp * cc), bb, zero, balanced)
+                                 for bb in MICRO_BATCHES for zero in zero_stages]
+    names = ("t", "p", "v", "c", "d", "b", "zero", "balanced")
     table = np.array(rows, dtype=np.int64).reshape(-1, len(names))
     return {name: table[:, index] for index, name in enumerate(names)}
 
@@ -132,13 +142,15 @@ class Plan:
     tokens: int
     usable: tuple[int, int]
     columns: dict[str, np.ndarray]
+    fit: str = "low"
 
     def order(self) -> np.ndarray:
         """Row indices: feasible layouts by step time (then memory), then the rest."""
         c = self.columns
         time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
         memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
-        return np.lexsort((c["b"], c["c"], c["v"], c["p"], c["t"], memory, time, ~c["feasible"]))
+        return np.lexsort((c["balanced"], c["b"], c["c"], c["v"], c["p"], c["t"], memory, time,
+                           ~c["feasible"]))
 
     def failures(self) -> dict[str, int]:
         """How many layouts failed for each reason."""
@@ -148,8 +160,12 @@ class Plan:
 
 def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
          profile: str = "llama-fused", placement_name: str = "megatron", mfu: float = 1.0,
-         max_context: int = MAX_CONTEXT) -> Plan:
-    """Every layout of ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
+         max_context: int = MAX_CONTEXT, fit: str = "low") -> Plan:
+    """Every layout of ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed.
+
+    ``fit``: a layout fits at or under the usable range's ``low`` end (default) or its ``high`` end.
+    """
+    choose("fit", fit, FITS)
     if seq is not None:
         entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
@@ -169,7 +185,8 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         for zero in np.unique(part["zero"]):
             rows = (part["zero"] == zero) & whole
             layout = {k: part[k][rows] for k in ("t", "p", "v", "c", "d", "b")}
-            layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows])
+            layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows],
+                          L=entry.layers + 2 * part["balanced"][rows])  # balanced: L + 2 slots
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
                                hardware_name=hardware_name, mfu=mfu, placement_name=placement_name,
                                names=("memory_per_gpu",))
@@ -177,13 +194,14 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
             memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
                 entry, recompute, int(zero), profile, placement_name, values)
             time[rows] = figures["step_time"]
-        reason = np.select([~whole, ~schedule, memory > high, memory > low],
+        limit = low if fit == "low" else high
+        reason = np.select([~whole, ~schedule, memory > high, memory > limit],
                            ["batch", "schedule", "memory", "memory-uncertain"], default="")
         parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
                       "bound": time, "feasible": reason == "", "reason": reason})
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     columns["step_time"], columns["breakdown"] = predicted_times(entry, columns, tokens, hardware_name)
-    return Plan(entry, gpus, hardware_name, tokens, (low, high), columns)
+    return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)
 
 
 def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, seq: int) -> Parallelism:
@@ -191,7 +209,8 @@ def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, se
     return Parallelism(tp=int(columns["t"][row]), pp=int(columns["p"][row]), vp=int(columns["v"][row]),
                        cp=int(columns["c"][row]), dp=int(columns["d"][row]), micro_batch=int(columns["b"][row]),
                        global_batch=tokens // seq, recompute=str(columns["recompute"][row]),
-                       zero=int(columns["zero"][row]), sequence_parallel=int(columns["t"][row]) > 1)
+                       zero=int(columns["zero"][row]), sequence_parallel=int(columns["t"][row]) > 1,
+                       balanced=bool(columns["balanced"][row]))
 
 
 def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
@@ -222,17 +241,18 @@ def render_text(result: Plan, top: int = 10) -> str:
         f"== {entry.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step "
         f"(s = {entry.seq})",
         f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); "
-        f"a layout fits at or under {low / GiB:.2f} GiB on its most loaded rank",
+        f"a layout fits at or under {(low if result.fit == 'low' else high) / GiB:.2f} GiB on its most "
+        f"loaded rank",
         f"  {COMMUNICATION}",
         f"  {len(order)} layouts, {feasible} fit",
     ]
     if feasible:
-        lines.append("  rank   t   p  v  c     d  b     m  recompute  zero  memory GiB  step s  bubble")
+        lines.append("  rank   t   p  v  c     d  b     m  recompute  zero bal  memory GiB  step s  bubble")
     for rank, row in enumerate(order[:min(top, feasible)], 1):
         bubble = (c["p"][row] - 1) / (c["v"][row] * c["m"][row])
         lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
                      f"{c['d'][row]:5d} "
-                     f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d}  "
+                     f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d} {c['balanced'][row]:3d}  "
                      f"{_gib(c['memory_per_gpu'][row]):>10s}  {c['step_time'][row]:6.2f}  {bubble:6.1%}")
     for rank, row in enumerate(order[:min(BREAKDOWNS, top, feasible)], 1):
         parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
@@ -252,6 +272,7 @@ def render_json(result: Plan) -> str:
         layouts.append({
             **{key: int(c[key][row]) for key in ("t", "p", "v", "c", "d", "b", "m")},
             "recompute": str(c["recompute"][row]), "zero": int(c["zero"][row]),
+            "balanced": bool(c["balanced"][row]),
             "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
             "step_time": float(c["step_time"][row]) if timed else None,
             "breakdown": c["breakdown"][row] if timed else None,
@@ -290,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="not taken: the planner ranks by the step model's predicted time, not a target MFU")
     parser.add_argument("--max-cp", type=POSITIVE, default=MAX_CONTEXT,
                         help=f"largest context-parallel size tried (default {MAX_CONTEXT}; 1: none)")
+    parser.add_argument("--fit", default="low", choices=sorted(FITS),
+                        help="judge memory at the usable range's low end (default) or high end")
     parser.add_argument("--top", type=POSITIVE, default=10, help="feasible layouts to show")
     parser.add_argument("--json", action="store_true", help="every layout as JSON")
     return parser
@@ -300,17 +323,25 @@ FIELD_OPTIONS = {"model": "--model", "config": "--config", "profile": "--profile
                  "peak": "--gpu", "hardware_name": "--gpu", "placement": "--placement"}
 
 
-def planned(argv: Sequence[str] | None = None) -> tuple[Plan, argparse.Namespace]:
-    """The plan of the parsed ``argv``; UsageError (or argparse's exit 2) on bad input."""
+def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Namespace]:
+    """The plan of the parsed ``argv`` (an MoE preset's: derive.plan_moe's text); UsageError on bad input."""
     args = build_parser().parse_args(argv)
     if args.mfu is not None:
         raise UsageError("--mfu: the planner ranks layouts by the step model's predicted time "
                          "(derive.accounts.prediction), not by a target MFU; derive report takes --mfu")
     hardware_name = {name: budget for budget, name in SYSTEM_NAMES.items()}.get(args.gpu, args.gpu)
+    from derive.plan_moe import CONFIGS as MOE_PRESETS, moe_json, plan_moe, render_moe_plan
+    if args.model in MOE_PRESETS:  # MoE presets: derive.plan_moe (expert accounts, e axis)
+        try:
+            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit)
+        except ValueError as error:
+            field, _, rest = str(error).partition(": ")
+            raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
+        return (moe_json(moe) if args.json else render_moe_plan(moe, args.top)), args
     try:
         entry = named_model(args.model)[0] if args.model else from_config(args.config)
         result = plan(entry, args.gpus, args.tokens, hardware_name, args.seq,
-                      args.profile, args.placement, 1.0, args.max_cp)
+                      args.profile, args.placement, 1.0, args.max_cp, args.fit)
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
         options = {**FIELD_OPTIONS, "model": "--config"} if args.config else FIELD_OPTIONS
@@ -321,6 +352,8 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan, argparse.Namespace
 def run(argv: Sequence[str] | None = None) -> str:
     """The plan as text or JSON (no layout fitting: the reason and the nearest question that has an answer)."""
     result, args = planned(argv)
+    if isinstance(result, str):
+        return result
     empty = None if result.columns["feasible"].any() else nearest(result)
     if args.json:
         text = render_json(result)

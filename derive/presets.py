@@ -15,7 +15,8 @@ from derive.architectures.moe import active_parameter_count
 from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
 from derive.inputs import choose, divides, positive_int, positive_value
-from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
+from derive.recipes import fp8_weight_counts
+from derive.symbols import BY_NAME, N_8, N_GEMM, L, N, V, a, f, g, h, k, n_8, s
 from derive.systems import SYSTEMS
 from derive.tensors import Ledger
 
@@ -88,6 +89,8 @@ class Model:
             counts["N"] = self.parameters
         if expr.has(N_GEMM):
             counts["N_GEMM"] = self.gemm_parameters
+        if expr.has(N_8) or expr.has(n_8):
+            counts["N_8"], counts["n_8"] = self.fp8_weights
         return self.subs(expr, **{**counts, **extra})
 
     @property
@@ -124,6 +127,12 @@ class Model:
         if dict(self.sizes).get("E") and "k_E" not in dict(self.sizes):
             raise ValueError(f"num_experts_per_tok: {self.name}'s config leaves top-k unset")
         return int(self.subs(active))
+
+    @property
+    def fp8_weights(self) -> tuple[int, int]:
+        """(N_8, n_8): elements and tensors of the layer matrices an FP8 recipe quantises (recipes.fp8_weights)."""
+        numel, tensors = fp8_weight_counts(self.parameter_rows)
+        return int(self.subs(numel)), int(self.subs(tensors))
 
     @property
     def gemm_parameters(self) -> int:

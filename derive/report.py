@@ -191,12 +191,20 @@ def render_text(m: Model, request: Request, values: dict[str, Figure], seq_from:
         f"  params {format_bytes(v('state.params')):>10}  grads {format_bytes(v('state.grads')):>10}"
         f"  optim {format_bytes(v('state.optimizer')):>10}  resident "
         f"{format_bytes(v('state.resident')):>10}",
+        *([f"  {request.precision}: {format_count(v('fp8_parameters'), 'parameters')} in "
+           f"{v('fp8_tensors'):.0f} layer matrices quantised; quantised weight copies and scales "
+           f"{format_bytes(v('state.fp8_copies'))} (in params, beside the bf16 copy)"]
+          if "state.fp8_copies" in values else []),
         f"  activation/layer (b={request.micro_batch}, profile {request.profile}): "
         f"{format_bytes(v('activations.per_layer_fused')):>10} "
         + ("flash | " if materialised else "per layer | ")
         + (f"{format_bytes(v('activations.per_layer_materialised')):>10} materialised scores | "
            if materialised else "")
         + f"all layers + logits {format_bytes(v('activations.all_layers_and_logits')):>10}",
+        *([f"  activation/layer with {request.precision}'s quantised linear inputs: "
+           f"{format_bytes(v('activations.per_layer_fp8')):>10} (16-bit: "
+           f"{format_bytes(v('activations.per_layer_fused'))})"]
+          if "activations.per_layer_fp8" in values else []),
         f"  FLOPs/token: 6N = {format_count(v('flops.six_n'), 'FLOP', 0, 10)}, with causal "
         f"attention = {format_count(v('flops.per_token_causal'), 'FLOP', 0, 10)};  one "
         f"{m.seq}-token sequence on one {request.peak_label} >= "

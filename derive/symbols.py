@@ -44,6 +44,9 @@ k = _size("k")
 # parameters (the ZeRO paper writes Psi)
 N = _size("N")
 N_GEMM = _size("N_GEMM", r"N_{\mathrm{GEMM}}")
+# low-precision training (derive.recipes): the layer matrices an FP8 recipe quantises
+N_8 = _size("N_8", r"N_{8}")
+n_8 = _size("n_8", r"n_{8}")
 # parallel sizes and pipeline schedule
 t = _size("t")
 p = _size("p")
@@ -107,6 +110,9 @@ NOTATION: tuple[Notation, ...] = (
     Notation(k_g, "groups a token may route to (DeepSeek-V3's topk_group)", "moe"),
     Notation(N, "parameters (Psi in the ZeRO paper)", "count"),
     Notation(N_GEMM, "parameters that sit in a GEMM (layer matrices and output head)", "count"),
+    Notation(N_8, "parameters in the layer matrices an FP8 recipe quantises (not the embedding, "
+             "norms nor output head)", "count"),
+    Notation(n_8, "layer matrices an FP8 recipe quantises (weight tensors, L per layer row)", "count"),
     Notation(N_active, "parameters one token passes through (routed experts: k_E of E)", "count"),
     Notation(t, "tensor-parallel size", "parallel"),
     Notation(p, "pipeline-parallel size", "parallel"),

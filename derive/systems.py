@@ -21,6 +21,9 @@ TERA, GIGA = 10**12, 10**9
 
 #: Dtypes a peak may be given for; "fp4" only where the GPU sells it.
 PEAK_DTYPES = ("bf16", "fp8", "fp4")
+#: NVIDIA's architecture names (each data sheet / whitepaper names its GPU's): A100 is Ampere
+#: (GA100), H100 and H200 are Hopper (GH100), B200 and GB200 are Blackwell (GB100 dies).
+GENERATIONS = ("ampere", "hopper", "blackwell")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class System:
     nvlink_latency: float
     nic_latency: float
     sms: int
+    generation: str
     source: str
     link_source: str
 
@@ -44,6 +48,7 @@ class System:
         """Peaks only for known dtypes, and a bf16 one; ``sms`` streaming multiprocessors (the GEMM tiles' waves)."""
         for dtype in self.peaks:
             choose("dtype", dtype, PEAK_DTYPES)
+        choose("generation", self.generation, GENERATIONS)
         if "bf16" not in self.peaks:
             raise ValueError(f"peaks: {self.name} needs a bf16 peak")
 
@@ -83,31 +88,31 @@ SYSTEMS: dict[str, System] = {
     system.name: system
     for system in (
         System("a100-40gb", {"bf16": 312 * TERA}, 40 * GIGA, 1555 * GIGA, 300 * GIGA, 8,
-               200 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 108,
+               200 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 108, "ampere",
                "NVIDIA A100 Tensor Core GPU data sheet, A100 40GB SXM: BF16 Tensor Core 312 TFLOPS "
                "(624 with sparsity), 40 GB HBM2 at 1,555 GB/s; no FP8; 108 SMs (NVIDIA A100 Tensor Core GPU "
                "Architecture whitepaper)", _HGX_NVLINK3),
         System("a100-80gb", {"bf16": 312 * TERA}, 80 * GIGA, 2039 * GIGA, 300 * GIGA, 8,
-               200 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 108,
+               200 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 108, "ampere",
                "NVIDIA A100 Tensor Core GPU data sheet, A100 80GB SXM: BF16 Tensor Core 312 TFLOPS "
                "dense (624 with sparsity), 80 GB HBM2e at 2,039 GB/s; no FP8; 108 SMs (A100 whitepaper)", _HGX_NVLINK3),
         System("h100", {"bf16": 989 * TERA, "fp8": 1979 * TERA}, 80 * GIGA, 3350 * GIGA,
-               450 * GIGA, 8, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 132,
+               450 * GIGA, 8, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 132, "hopper",
                "NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: BF16 1,979 and FP8 3,958 TFLOPS "
                "with sparsity, so 989 and 1,979 dense; 80 GB HBM3 at 3.35 TB/s; 132 SMs (NVIDIA H100 Tensor "
                "Core GPU Architecture whitepaper, SXM5)", _HGX_NVLINK4),
         System("h200", {"bf16": 989 * TERA, "fp8": 1979 * TERA}, 141 * GIGA, 4800 * GIGA,
-               450 * GIGA, 8, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 132,
+               450 * GIGA, 8, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 132, "hopper",
                "NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: BF16 1,979 and FP8 3,958 TFLOPS "
                "with sparsity (989 and 1,979 dense, the H100's GH100 die, 132 SMs); 141 GB HBM3e at 4.8 TB/s",
                _HGX_NVLINK4),
         System("b200", {"bf16": 2250 * TERA, "fp8": 4500 * TERA, "fp4": 9000 * TERA}, 180 * GIGA,
-               8000 * GIGA, 900 * GIGA, 8, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 148,
+               8000 * GIGA, 900 * GIGA, 8, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 148, "blackwell",
                "NVIDIA HGX B200 data sheet, per GPU (the 8-GPU board's figures / 8): FP4 18, FP8 9, "
                "BF16 4.5 PFLOPS with sparsity, so 9, 4.5 and 2.25 dense; 1,440 GB HBM3e per board "
                "= 180 GB per GPU, 8 TB/s per GPU; 148 SMs (CUDA's device properties for a B200)", _NVLINK5),
         System("gb200", {"bf16": 2500 * TERA, "fp8": 5000 * TERA, "fp4": 10000 * TERA}, 186 * GIGA,
-               8000 * GIGA, 900 * GIGA, 72, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 148,
+               8000 * GIGA, 900 * GIGA, 72, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 148, "blackwell",
                "NVIDIA GB200 NVL72 data sheet, per GPU (the rack's figures / 72): FP4 1,440, FP8 720, "
                "BF16 360 PFLOPS with sparsity, so 10, 5 and 2.5 PFLOPS dense per GPU; 13.4 TB HBM3e "
                "= 186 GB per GPU, 576 TB/s = 8 TB/s per GPU; 148 SMs (the B200 die)", _NVLINK5),

@@ -8,6 +8,7 @@ filtered by tag and grouped; the closed forms of the sheet are its sums.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Callable, Iterable, Iterator
 
 import sympy as sp
@@ -57,7 +58,7 @@ class Tensor(TaggedRow):
         return self.count * sp.Mul(*self.shape)
 
     @property
-    def element_bytes(self) -> int:
+    def element_bytes(self) -> int | Fraction:
         """Bytes of one element."""
         return dtype_bytes(self.dtype)
 

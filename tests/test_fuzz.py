@@ -37,7 +37,7 @@ NASTY = ["", " ", "0", "-1", "-0", "1.5", "1e400", "1e-300", "nan", "inf", "-inf
          "\u0661\u0662", "None", "True", "3", "4.5", "1024", "4194304", "llama3-70b", "gpt"]
 OPTIONS = {
     "--model": ["8b", "70b", "405b", "175b", "1.3b", "llama9"],
-    "--precision": ["bf16", "fp16", "bf16-fp32grad", "fp8"],
+    "--precision": ["bf16", "fp16", "bf16-fp32grad", "fp8", "mxfp8", "fp8-delayed"],
     "--optimizer": ["adam", "sgd", "adam-8bit", "lion"],
     "--micro-batch": [], "--tokens": [], "--gpus": [], "--peak": ["h100", "a100", "tpu"],
     "--mfu": ["0.4", "1", "1.01"], "--step-time": ["4.5", "0.01"],

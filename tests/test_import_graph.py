@@ -15,6 +15,8 @@ LAYERS: dict[str, int] = {
     # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
     "codegen": 0,
     "tensors": 1,
+    # FP8 recipes as data (block shapes, scale dtypes, cached copies; the accounts read them)
+    "recipes": 1,
     "architectures": 2,
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
     "presets": 3, "configs": 3, "hf": 3, "moe_presets": 3,
@@ -31,7 +33,7 @@ LAYERS: dict[str, int] = {
     "formulas": 7,
     # front ends over the registry and the presets
     "check": 8, "render": 8, "report": 8, "report_moe": 8, "cli": 8, "validate": 8, "sweep": 8,
-    "plan": 8, "web": 8, "comm": 8, "calibrate": 8, "predict": 8,
+    "plan": 8, "plan_moe": 8, "web": 8, "comm": 8, "calibrate": 8, "predict": 8,
     # the layout options the front ends share (derive.comm, derive.predict)
     "options": 8, "peers": 8, "__main__": 8, "__init__": 8,
 }

@@ -35,6 +35,7 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
     recompute, zero = str(row["recompute"]), int(row["zero"])
     terms = sweep.accounts(entry.family, "llama-fused", recompute, "megatron", bool(zero))
     values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
+    values[L] = entry.layers + 2 * int(row["balanced"])  # balanced: L + 2 slots (embedding, loss)
     at = {symbol: sp.Integer(value) for symbol, value in values.items()}
     total = terms.columns()["memory_per_gpu"].xreplace(at)
     stage = (terms.parameters["single"] if row["p"] == 1
@@ -91,7 +92,8 @@ def test_every_layout_is_valid_and_accounted(result):
     assert np.all(entry.heads % c["t"] == 0) and np.all(entry.kv_heads % c["t"] == 0)
     assert np.all(c["t"] * c["p"] * c["c"] * c["d"] == 1024)
     assert np.all(entry.seq % c["c"] == 0) and set(np.unique(c["c"])) == {1, 2, 4, 8, 16}
-    assert np.all(c["p"] * c["v"] <= entry.layers)
+    assert np.all(c["p"] * c["v"] <= entry.layers + 2 * c["balanced"])
+    assert np.all(c["balanced"][c["p"] == 1] == 0)
     whole = c["reason"] != "batch"
     assert np.all(c["m"][whole] * entry.seq * c["b"][whole] * c["d"][whole] == TOKENS_70B)
     assert set(np.unique(c["reason"])) <= {"", *REASONS}
@@ -106,7 +108,7 @@ def test_json_lists_every_layout_with_its_fields():
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["communication_modelled"] is True
-    fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "memory_per_gpu", "step_time",
+    fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced", "memory_per_gpu", "step_time",
               "breakdown", "feasible", "reason"}
     assert data["layouts"] and all(set(layout) == fields for layout in data["layouts"])
     assert any(layout["feasible"] for layout in data["layouts"])

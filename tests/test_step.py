@@ -138,3 +138,22 @@ def test_all_to_all_remote_share_by_hand():
     # 8 ranks strided by t = 8 over 64 GPUs: one per board, every peer remote
     assert remote_share(8, 64, H100) == 1.0
     assert remote_share(8, 8, H100) == 0.0 and remote_share(64, 64, system("gb200")) == 0.0
+
+
+def test_gemm_efficiency_by_generation():
+    # A100 is Ampere, H100 / H200 Hopper, B200 / GB200 Blackwell (which takes Hopper's constant)
+    assert [system(name).generation for name in ("a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200")] == [
+        "ampere", "ampere", "hopper", "hopper", "blackwell", "blackwell"]
+    eta = Efficiency(gemm=0.8, memory=0.9, network=0.8, gemm_hopper=0.6)
+    assert [eta.gemm_for(system(name)) for name in ("a100-80gb", "h100", "h200", "b200", "gb200")] == [
+        0.8, 0.6, 0.6, 0.6, 0.6]
+    assert ETA.gemm_for(H100) == 0.8  # no Hopper constant: Ampere's for every generation
+    # compute-bound: 8192 x 8192 x 8192 on an H100 fills whole waves (64 x 32 tiles = 2048 of 16 x 132)
+    assert achieved_flops(8192, 8192, 8192, "bf16", H100, eta.gemm_for(H100)) == pytest.approx(
+        0.6 * 989e12 * 2048 / (16 * 132))
+    entry = model("llama3-70b")
+    layout = Parallelism(tp=8, pp=2, dp=8, global_batch=64, sequence_parallel=True, zero=1)
+    ampere_rate = predict(entry, layout, H100, eta=ETA)
+    hopper_rate = predict(entry, layout, H100, eta=eta)
+    assert hopper_rate.breakdown["compute"] == pytest.approx(ampere_rate.breakdown["compute"] * 0.8 / 0.6, rel=1e-2)
+    assert predict(entry, layout, A100, eta=eta).step_time_s == predict(entry, layout, A100, eta=ETA).step_time_s

@@ -18,25 +18,29 @@ def small():
 
 
 def _brute_force(entry, gpus: int, max_context: int) -> set[tuple]:
-    """Every (t, p, v, c, d, b, zero, recompute) that divides: written out, no helper of derive.plan."""
+    """Every (t, p, v, c, d, b, zero, recompute, balanced) that divides: written out, no helper of derive.plan.
+
+    Balanced pipelines (embedding and loss one layer slot each) need p > 1 and allow p v <= L + 2.
+    """
     found = set()
     for t, c, p in itertools.product(range(1, gpus + 1), repeat=3):
         if entry.heads % t or entry.kv_heads % t or entry.seq % c or c > max_context:
             continue
-        if gpus % (t * c * p) or p > entry.layers:
+        if gpus % (t * c * p):
             continue
-        for v in range(1, MAX_VIRTUAL + 1):
-            if p * v > entry.layers or (v > 1 and p == 1):
+        for v, balanced in itertools.product(range(1, MAX_VIRTUAL + 1), (0, 1)):
+            if p * v > entry.layers + 2 * balanced or (v > 1 and p == 1) or (balanced and p == 1):
                 continue
             for b, zero, recompute in itertools.product((1, 2, 4, 8), (0, 1), ("none", "selective", "full")):
-                found.add((t, p, v, c, gpus // (t * c * p), b, zero, recompute))
+                found.add((t, p, v, c, gpus // (t * c * p), b, zero, recompute, balanced))
     return found
 
 
 def test_candidates_are_exactly_the_brute_force_set(small):
     c = small.columns
     planned = {(int(c["t"][i]), int(c["p"][i]), int(c["v"][i]), int(c["c"][i]), int(c["d"][i]),
-                int(c["b"][i]), int(c["zero"][i]), str(c["recompute"][i])) for i in range(c["t"].size)}
+                int(c["b"][i]), int(c["zero"][i]), str(c["recompute"][i]), int(c["balanced"][i]))
+               for i in range(c["t"].size)}
     assert len(planned) == c["t"].size  # no duplicates
     assert planned == _brute_force(small.model, GPUS, 4)
 
@@ -47,6 +51,38 @@ def test_p_times_v_equal_to_l_and_micro_batch_8_are_tried():
     c = result.columns
     assert np.any((c["p"] * c["v"] == 32))
     assert np.any(c["b"] == 8)
+
+
+def test_balanced_pipelines_reach_l_plus_2_chunks():
+    # Llama 3 8B, L = 32: p = 2, v = 17 is out of MAX_VIRTUAL; on 34 = 2 x 17 GPUs p = 17 pairs with
+    # v = 2 only balanced (34 = 32 + 2 slots), never in the even split (34 > 32)
+    result = plan(model("llama3-8b"), 34, 34 * 8192, max_context=1)
+    c = result.columns
+    reach = (c["p"] == 17) & (c["v"] == 2)
+    assert np.any(reach) and np.all(c["balanced"][reach] == 1)
+
+
+def test_balanced_stage_drops_the_head_from_the_slowest_stage():
+    # p = 16, Llama 3 405B (L = 126, s = 8192): the even split's last stage runs ceil(126/16) = 8
+    # layers and the output head; balanced, 128 slots: a middle stage runs 8 layers, the last 7 and
+    # the head. Per token a layer is 2(h(h + 2 g k) + h^2 + 3 h f) + 2 s h (causal scores) = 6.64 GFLOP,
+    # the head 2 h V = 4.20 GFLOP: the balanced micro-batch takes 8 x 6.64 / (8 x 6.64 + 4.20)
+    from dataclasses import replace
+
+    from derive.accounts.prediction import predict
+    from derive.parallelism import Parallelism
+    from derive.systems import system
+    entry = replace(model("llama3-405b"), seq=8192)
+    h, f, kv, vocab, s = 16384, 53248, 8 * 128, 128256, 8192
+    layer = 2 * (h * (h + 2 * kv) + h * h + 3 * h * f) + 2 * s * h
+    even = Parallelism(tp=8, pp=16, dp=128, global_batch=2048, sequence_parallel=True)
+    balanced = replace(even, vp=8, balanced=True)
+    with pytest.raises(ValueError, match="pp x vp"):
+        replace(balanced, balanced=False).check(entry)
+    slow = predict(entry, even, system("h100")).breakdown["compute"]
+    fast = predict(entry, replace(even, balanced=True), system("h100")).breakdown["compute"]
+    assert fast / slow == pytest.approx(8 * layer / (8 * layer + 2 * h * vocab), rel=0.01)
+    assert predict(entry, balanced, system("h100")).breakdown["compute"] == pytest.approx(fast)
 
 
 def test_interleaving_is_checked_against_p_not_v(small):

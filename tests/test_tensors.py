@@ -34,6 +34,6 @@ def test_filters_and_groups():
 
 def test_unknown_dtype_and_name():
     with pytest.raises(ValueError, match="^dtype:"):
-        Tensor("y", (h,), "fp8")
+        Tensor("y", (h,), "fp6")
     with pytest.raises(KeyError):
         _ledger()["nope"]

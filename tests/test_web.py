@@ -88,13 +88,16 @@ def test_generated_functions_equal_sympy_on_random_inputs(tmp_path):
 def test_generated_functions_cover_every_report_figure():
     _, formulas = formula_code()
     keys = [f["key"] for f in formulas]
-    assert keys[:4] == ["parameters", "gemm_parameters", "bytes_per_parameter", "state.params"]
-    assert len(keys) == 22 and len(set(keys)) == 22
+    assert keys[:6] == ["parameters", "gemm_parameters", "fp8_parameters", "fp8_tensors",
+                        "bytes_per_parameter", "state.params"]
+    assert len(keys) == 26 and len(set(keys)) == 26
     state = next(f for f in formulas if f["key"] == "state.resident")
-    # 5 precisions x 5 optimizers x ZeRO 0-3; Adam's mixed-precision row is the paper's 16N (ZeRO, 5.1)
-    assert len(state["variants"]) == 100
+    # 10 precisions (5 FP8 / FP4) x 6 optimizers x ZeRO 0-3; Adam's mixed-precision row is the
+    # paper's 16N (ZeRO, 5.1); MXFP8 adds 2 x (1 + 1/32) bytes per quantised parameter to Megatron's 18N
+    assert len(state["variants"]) == 240
     assert state["variants"]["bf16|adam|0"]["tex"] == "16 N"
     assert state["variants"]["bf16|adam|3"]["tex"] == r"\frac{16 N}{d}"
+    assert state["variants"]["mxfp8|adam|0"]["tex"] == r"18 N + \frac{33 N_{8}}{16}"
 
 
 def js_without_strings_and_comments(text: str) -> str:
@@ -121,7 +124,7 @@ def test_the_generated_script_is_only_functions_of_symbols():
     code, _ = formula_code()
     lines = code.strip().splitlines()
     assert lines[0].startswith("//") and lines[1] == "const DERIVE_FUNCTIONS = [" and lines[-1] == "];"
-    entry = re.compile(r"  function \(([A-Za-z_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,<>?:-]+; \},")
+    entry = re.compile(r"  function \(([A-Za-z0-9_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,<>?:-]+; \},")
     for line in lines[2:-1]:
         assert entry.fullmatch(line), line
     assert "Math.ceil" in code and "Math.pow" in code

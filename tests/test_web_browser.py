@@ -28,6 +28,9 @@ CONFIGURATIONS = [
     {"model": "gpt3-1.3b", "optimizer": "sgd", "precision": "fp32", "profile": "gpt"},
     {"model": "8b", "optimizer": "adam-8bit", "zero": "2", "dp": "8", "budget": "h100"},
     {"model": "70b", "precision": "fp16-megatron", "zero": "1", "dp": "16", "peak": "a100"},
+    {"model": "70b", "precision": "mxfp8", "optimizer": "adamw-bf16", "zero": "3", "dp": "64"},
+    {"layers": "12", "hidden": "768", "heads": "12", "ffn": "3072", "vocab": "50257", "seq": "1024",
+     "precision": "fp8-delayed"},
     {"model": "405b", "tokens": "16777216", "gpus": "16384", "mfu": "0.38", "peak": "b200"},
     {"model": "70b", "tokens": "1000000", "gpus": "512", "step-time": "2.25", "peak": "1.5e15"},
     {"model": "llama3-70b", "seq": "32768", "micro-batch": "2", "profile": "llama-eager"},
@@ -279,14 +282,14 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, page, options):
 def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
-    assert len(summaries) == 22
+    assert len(summaries) == 24       # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions)
     for summary in summaries:
         summary.click()
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
         " e.querySelector('annotation').textContent]);")
-    assert len(rendered) == 22 and all(ok for _, ok, _ in rendered)
+    assert len(rendered) == 24 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
     # the sheet's LaTeX (derive/render/printer.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"

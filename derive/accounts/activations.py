@@ -15,6 +15,7 @@ import sympy as sp
 from derive.accounts.state import state_bytes
 from derive.architectures.decoder import PRE_NORMS, Layout
 from derive.architectures.parameters import FAMILIES
+from derive.architectures.saved_fp8 import quantised_saved
 from derive.architectures.saved import (
     ARCHITECTURES,
     ATTENTION_KERNELS,
@@ -57,13 +58,16 @@ def layer_activations(profile: str = "gpt", attention_kernel: str = "materialise
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
                       softmax_statistics: bool = True, head_dim: sp.Expr = HEAD,
-                      qk_norm: bool = False) -> Ledger:
+                      qk_norm: bool = False, recipe: str | None = None) -> Ledger:
     """The rows of ``layer_saved(profile)`` (gpt_layer_saved / llama_layer_saved) one layer keeps on one TP rank.
 
-    ``head_dim`` and ``qk_norm`` (Llama profiles) describe a model read from its config.
+    ``head_dim`` and ``qk_norm`` (Llama profiles) describe a model read from its config;
+    ``recipe`` (an FP8 recipe of ``derive.recipes``) re-types the linear inputs (saved_fp8).
     """
     choose("recompute", recompute, RECOMPUTE_POLICIES)
     table = layer_saved(profile, attention_kernel, head_dim=head_dim, qk_norm=qk_norm)
+    if recipe is not None:
+        table = quantised_saved(table, recipe)
     if recompute == "full":
         table = Ledger([layer_input()])
     elif recompute == "selective":
@@ -76,11 +80,11 @@ def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
                            softmax_statistics: bool = True, head_dim: sp.Expr = HEAD,
-                           qk_norm: bool = False) -> sp.Expr:
+                           qk_norm: bool = False, recipe: str | None = None) -> sp.Expr:
     """Sum of :func:`layer_activations`' rows: the 34 of sbh(34 + 5as/h) is gpt_layer_saved's rows at f = 4h (Korthikanti, Table 2)."""
     return layer_activations(profile, attention_kernel, tensor_parallel, sequence_parallel,
                              recompute, norm_statistics, softmax_statistics=softmax_statistics,
-                             head_dim=head_dim, qk_norm=qk_norm).bytes()
+                             head_dim=head_dim, qk_norm=qk_norm, recipe=recipe).bytes()
 
 
 def model_layer_options(model: Model, profile: str) -> dict[str, object]:
@@ -118,13 +122,14 @@ def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
                            logits: bool = True, *, softmax_statistics: bool = True,
-                           head_dim: sp.Expr = HEAD, qk_norm: bool = False) -> sp.Expr:
-    """L layers of one micro-batch, plus the logits (the article, section 4.3)."""
+                           head_dim: sp.Expr = HEAD, qk_norm: bool = False,
+                           recipe: str | None = None) -> sp.Expr:
+    """L layers of one micro-batch, plus the logits (the article, section 4.3); the head stays 16-bit under ``recipe``."""
     flag("logits", logits)
     layers = L * layer_activation_bytes(profile, attention_kernel, tensor_parallel,
                                         sequence_parallel, recompute, norm_statistics,
                                         softmax_statistics=softmax_statistics,
-                                        head_dim=head_dim, qk_norm=qk_norm)
+                                        head_dim=head_dim, qk_norm=qk_norm, recipe=recipe)
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
@@ -217,14 +222,20 @@ ATTENTION_PROFILES = ("article", "gpt")
 
 
 def profile_bytes(profile: str = "article", attention_kernel: str = "fused",
-                  model: Model | None = None) -> tuple[sp.Expr, sp.Expr]:
-    """(one layer, all layers + logits) bytes of one micro-batch under a report profile (at ``model``'s head width)."""
+                  model: Model | None = None, recipe: str | None = None) -> tuple[sp.Expr, sp.Expr]:
+    """(one layer, all layers + logits) bytes of one micro-batch under a report profile (at ``model``'s head width).
+
+    ``recipe`` keeps the linear inputs in FP8 (the gpt and llama-fused tables: saved_fp8).
+    """
     choose("profile", profile, PROFILES)
     if model is not None:
         model.require_dense("model")
     if profile == "article":
+        if recipe is not None:
+            raise ValueError("profile: the article's convention has no FP8 form; use gpt or llama-fused")
         return article_layer_bytes(attention_kernel), article_model_bytes(attention_kernel)
-    options = {} if model is None else model_layer_options(model, profile)
+    options: dict[str, object] = {} if model is None else model_layer_options(model, profile)
+    options["recipe"] = recipe
     return (layer_activation_bytes(profile, attention_kernel, **options),
             model_activation_bytes(profile, attention_kernel, **options))
 

@@ -328,8 +328,12 @@ def _grad_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
 
 
 def _param_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
-    """Bytes of the compute copy of ``share`` (what ZeRO-3 / the distributed optimizer gathers)."""
-    return state_ledger(layout.precision, "sgd", share.numel()).where("params").bytes()
+    """Bytes of the compute copy of ``share`` (what ZeRO-3 / the distributed optimizer gathers).
+
+    An FP8 precision's cached FP8 copies (rows tagged ``fp8``) are not gathered: the bf16 copy is
+    (derive.recipes.gathered_parameter_dtype, bf16 unless Megatron's --fp8-param-gather).
+    """
+    return state_ledger(layout.precision, "sgd", share.numel()).where("params").without("fp8").bytes()
 
 
 def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,

@@ -71,10 +71,11 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
     """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
-    most loaded rank's layers min(v ceil(L / (p v)), L), MoE layers first (as
+    most loaded rank's layers min(v ceil(L / (p v)), L) (L + 2 slots when balanced), MoE layers first (as
     derive.accounts.comm.collectives numbers them); ``whole_model`` when p = 1 (every edge on the rank).
     """
-    layers = sp.Min(v * sp.ceiling(model.layers / (p * v)), model.layers)
+    slots = model.layers + (2 if flags.balanced else 0)  # Parallelism.balanced: embedding and loss slots
+    layers = sp.Min(v * sp.ceiling(slots / (p * v)), model.layers)
     moe = sp.Min(layers, len(model.moe_layers))
     terms = LayoutTerms(t=t, p=sp.Integer(1) if whole_model else p, v=v, c=c, d=d, e=e, t_E=t_E, m=m,
                         dense_layers=layers - moe, moe_layers=moe,
@@ -89,7 +90,7 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
 FLAG_FIELDS = ("sequence_parallel", "zero", "reshard_after_forward", "recompute", "precision", "cp_comm",
-               "scatter_gather", "algorithm", "capacity_factor", "sp_regather")
+               "scatter_gather", "algorithm", "capacity_factor", "sp_regather", "balanced")
 
 
 @lru_cache(maxsize=256)
@@ -125,10 +126,15 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
 
 
 @lru_cache(maxsize=1024)
-def state_bytes_per_parameter(precision: str, zero: int, data_parallel: int) -> float:
-    """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
+def _state_bytes_per_parameter(precision: str, zero: int) -> sp.Expr:
+    """Resident state bytes per parameter, symbolic in d (and N_8 / N, n_8 / N under an FP8 recipe)."""
     ledger = STATE_PRECISION.get(precision, ledger_precision(precision))
-    return float(bytes_per_parameter(ledger, "adam", min(zero, 3), d).subs(d, data_parallel))
+    return bytes_per_parameter(ledger, "adam", min(zero, 3), d)
+
+
+def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_parallel: int) -> float:
+    """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
+    return float(model.at(_state_bytes_per_parameter(precision, zero), d=data_parallel))
 
 
 def predict(model: Model, parallelism: Parallelism, system: System, precision: str | None = None,
@@ -145,7 +151,8 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
     rows = ledger_rows(model, counted)
     lay = Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
                  parallelism.dp, parallelism.etp, parallelism.micro_batch, parallelism.micro_batches,
-                 parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision)
+                 parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision,
+                 parallelism.balanced)
     replicas = parallelism.dp * parallelism.cp if parallelism.zero else 1
     return step_time(workload(model), lay, system, rows, eta, overlap,
-                     state_bytes_per_parameter(precision, parallelism.zero, replicas))
+                     state_bytes_per_parameter(model, precision, parallelism.zero, replicas))

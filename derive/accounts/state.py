@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.inputs import choose, positive_size, zero_stage
-from derive.symbols import N, d
+from derive.accounts.fp8_state import fp8_weight_rows
+from derive.inputs import choose, flag, positive_size, zero_stage
+from derive.recipes import RECIPES
+from derive.symbols import N, N_8, d, n_8
 from derive.tensors import Ledger, Tensor
 
 ACCOUNTS = ("params", "grads", "optimizer")
@@ -32,6 +34,7 @@ class Precision:
     transient_grad: str | None = None
     optimizer_grad: str | None = None
     source: str = ""
+    fp8: str | None = None
 
 
 PRECISIONS: dict[str, Precision] = {
@@ -74,6 +77,16 @@ PRECISIONS: dict[str, Precision] = {
     ),
 }
 
+#: Megatron's FP8 training (--fp8-format with a --fp8-recipe) keeps its bf16 recipe (bf16
+#: parameters, fp32 main gradients, fp32 master) and adds the recipe's rows (derive.recipes).
+MEGATRON_FP8 = ("Megatron --bf16 with --fp8-recipe {name} (megatron/core/fp8_utils.py, "
+                "TE's {framework}): bf16-fp32grad's rows plus the recipe's FP8 weight copies")
+for _name, _recipe in RECIPES.items():
+    PRECISIONS[_name] = Precision("bf16", "fp32", "fp32", transient_grad="bf16", fp8=_name,
+                                  source=MEGATRON_FP8.format(name=_name, framework=_recipe.framework))
+#: The FP8 precisions (their rows depend on N_8 and n_8, not on N alone).
+FP8_PRECISIONS: tuple[str, ...] = tuple(name for name, rule in PRECISIONS.items() if rule.fp8)
+
 
 @dataclass(frozen=True)
 class Optimizer:
@@ -106,17 +119,32 @@ OPTIMIZERS: dict[str, Optimizer] = {
         "Dettmers et al. 2022 (8-bit optimizers); bitsandbytes Adam8bit keeps two uint8 "
         "states and one fp32 absmax per block of 256 elements each (block-wise quantisation)",
     ),
+    "adamw-bf16": Optimizer(
+        (("exp_avg (bf16)", "bf16", sp.Integer(1)), ("exp_avg_sq (bf16)", "bf16", sp.Integer(1))),
+        "DeepSeek-V3 report, section 3.3.3 (low-precision optimizer states): AdamW's first and "
+        "second moments in BF16; master weights and gradients stay fp32",
+    ),
 }
 
 
-def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Expr = N) -> Ledger:
-    """The per-parameter table of ``precision`` x ``optimizer`` for ``params`` parameters."""
+def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Expr = N, *,
+                 fp8_params: sp.Expr = N_8, fp8_tensors: sp.Expr = n_8,
+                 fp8_param_gather: bool = False) -> Ledger:
+    """The per-parameter table of ``precision`` x ``optimizer`` for ``params`` parameters.
+
+    An FP8 precision adds :func:`fp8_weight_rows` over ``fp8_params`` elements in
+    ``fp8_tensors`` layer matrices (N_8, n_8; a model's from ``recipes.fp8_weight_counts``).
+    """
     params = positive_size("params", params)
     recipe = PRECISIONS[choose("precision", precision, PRECISIONS)]
     rule = OPTIMIZERS[choose("optimizer", optimizer, OPTIMIZERS)]
+    if flag("fp8_param_gather", fp8_param_gather) and not recipe.fp8:
+        raise ValueError(f"fp8_param_gather: {precision} is not an FP8 precision "
+                         f"(FP8 ones: {', '.join(RECIPES)})")
+    compute = params - fp8_params if fp8_param_gather else params
     rows = [
-        Tensor(f"{recipe.compute} parameters", (params,), recipe.compute,
-               frozenset({"params", "resident", "zero3"})),
+        Tensor(f"{recipe.compute} parameters" + (" (not quantised)" if fp8_param_gather else ""),
+               (compute,), recipe.compute, frozenset({"params", "resident", "zero3"})),
         Tensor(f"{recipe.grad} gradients", (params,), recipe.grad,
                frozenset({"grads", "resident", "zero2"})),
     ]
@@ -134,6 +162,9 @@ def state_ledger(precision: str = "bf16", optimizer: str = "adam", params: sp.Ex
     for name, dtype, per_param in rule.slots:
         rows.append(Tensor(f"{optimizer} {name}", (params * per_param,), dtype,
                            frozenset({"optimizer", "resident", "zero1"})))
+    if recipe.fp8:
+        rows += fp8_weight_rows(RECIPES[recipe.fp8], positive_size("fp8_params", fp8_params),
+                                positive_size("fp8_tensors", fp8_tensors), fp8_param_gather)
     return Ledger(rows)
 
 
@@ -160,20 +191,30 @@ class StateBytes:
 
 
 def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
-                ranks: sp.Expr = d, params: sp.Expr = N) -> StateBytes:
-    """Resident bytes per rank of each account: the rows of :func:`state_ledger` (precision x optimizer table) by tag."""
-    held = partitioned(state_ledger(precision, optimizer, params), zero_stage, ranks)
+                ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> StateBytes:
+    """Resident bytes per rank of each account: the rows of :func:`state_ledger` (precision x optimizer table) by tag.
+
+    ``fp8`` passes ``fp8_params``, ``fp8_tensors`` and ``fp8_param_gather`` to :func:`state_ledger`.
+    """
+    held = partitioned(state_ledger(precision, optimizer, params, **fp8), zero_stage, ranks)
     resident = held.where("resident")
     return StateBytes(*(resident.where(account).bytes() for account in ACCOUNTS))
 
 
+def fp8_resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
+                       ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> sp.Expr:
+    """Resident bytes per rank of the rows an FP8 precision adds (``fp8`` tag: weight copies, scales, history); 0 otherwise."""
+    held = partitioned(state_ledger(precision, optimizer, params, **fp8), zero_stage, ranks)
+    return held.where("resident", "fp8").bytes()
+
+
 def resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
-                   ranks: sp.Expr = d, params: sp.Expr = N) -> sp.Expr:
+                   ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> sp.Expr:
     """Resident bytes per rank: parameters + gradients + optimizer state, all rows of :func:`state_ledger`."""
-    return state_bytes(precision, optimizer, zero_stage, ranks, params).total
+    return state_bytes(precision, optimizer, zero_stage, ranks, params, **fp8).total
 
 
 def bytes_per_parameter(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
-                        ranks: sp.Expr = d) -> sp.Expr:
-    """Resident bytes per parameter (per rank when sharded)."""
-    return sp.expand(resident_bytes(precision, optimizer, zero_stage, ranks) / N)
+                        ranks: sp.Expr = d, **fp8: object) -> sp.Expr:
+    """Resident bytes per parameter (per rank when sharded); FP8 precisions in N_8 / N and n_8 / N."""
+    return sp.expand(resident_bytes(precision, optimizer, zero_stage, ranks, **fp8) / N)

@@ -9,10 +9,10 @@ communication of one micro-batch on the stage holding ceil(L/(p v)) v layers and
 output head. Every GEMM of the GEMM ledger (``derive.accounts.workload``) is timed pass
 by pass (forward, dgrad, wgrad; recomputed forwards by the recompute policy) at
 
-    achieved(M, N, K, dtype) = eta_gemm x min(peak_dtype, intensity x HBM bandwidth)
+    achieved(M, N, K, dtype) = eta_gemm(generation) x min(peak_dtype, intensity x HBM bandwidth)
 
 (a roofline, Williams et al. 2009, with intensity 2MNK / (bytes x (MK + KN + MN)),
-times one fitted constant, times the wave quantization of its output tiles over the SMs).
+times one fitted constant per GPU generation, times the wave quantization of its output tiles over the SMs).
 Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
 kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16. Element-wise work
 moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
@@ -74,14 +74,39 @@ RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n
               "send-recv": lambda n: 1, "broadcast": lambda n: n - 1}
 
 
+#: Which fitted GEMM efficiency a GPU generation takes (``System.generation``). Blackwell takes
+#: Hopper's until a published Blackwell run joins the calibration set (stated assumption: the
+#: same cuBLAS / CUTLASS warp-specialised kernels and the same power-limited boost clocks).
+GEMM_GENERATION = {"ampere": "ampere", "hopper": "hopper", "blackwell": "hopper"}
+
+
 @dataclass(frozen=True)
 class Efficiency:
-    """The fitted constants (each a fraction of a data-sheet figure) and where they come from."""
+    """The fitted constants (each a fraction of a data-sheet figure) and where they come from.
+
+    ``gemm`` is Ampere's GEMM efficiency, ``gemm_hopper`` Hopper's (and Blackwell's,
+    ``GEMM_GENERATION``). Stated reasoning, not a sourced clock: the data-sheet peaks are the
+    tensor cores' rate at the boost clock, and H100 tripled A100's dense peak (989 vs 312
+    TFLOP/s) at 1.75 times its power limit (700 vs 400 W), so under sustained GEMMs it keeps a
+    smaller share of that peak; one fitted share per generation absorbs it (and the kernels'
+    own difference). The peaks' clocks: A100 312 TFLOP/s = 108 SMs x 2048 FLOPs x 1.41 GHz, H100
+    989 = 132 x 4096 x 1.83 GHz (not the 1.98 GHz boost); NVIDIA's HPL Rpeak for A100 used the
+    clock sustained at the power limit, 1.305 GHz (G. Lockwood, "Peak FLOPS", glennklockwood.com).
+    No sustained H100 tensor clock was found to source, hence a fitted constant per generation.
+    ``None`` means Ampere's figure for every generation.
+    """
 
     gemm: float
     memory: float
     network: float
+    gemm_hopper: float | None = None
     source: str = ""
+
+    def gemm_for(self, gpu: System) -> float:
+        """The GEMM efficiency of ``gpu``'s generation (``GEMM_GENERATION``)."""
+        if GEMM_GENERATION[gpu.generation] == "hopper" and self.gemm_hopper is not None:
+            return self.gemm_hopper
+        return self.gemm
 
 
 @lru_cache(maxsize=1)
@@ -154,12 +179,24 @@ class Layout:
     zero: int
     recompute: str
     precision: str
+    balanced: bool = False
 
 
-def _stage_share(work: Workload, lay: Layout) -> float:
-    """Layers on the most loaded stage over L: v ceil(L / (p v)) / L (uneven stages, derive.sweep)."""
+def stage_loads(layers: int, lay: Layout) -> tuple[tuple[int, int], ...]:
+    """(transformer layers, output heads) of each stage that may be the slowest.
+
+    Even split (derive.sweep): ceil(L / (p v)) layers per chunk and the output head on the last
+    stage. Balanced (Parallelism.balanced, Dubey et al. 2024 section 3.3.2): L + 2 slots, the
+    embedding and the loss each take one, so a middle stage (p > 2) holds v ceil((L + 2)/(p v))
+    layers and the last stage one layer fewer plus the head (the first stage, one fewer and the
+    embedding lookup, is never slower than the last).
+    """
     chunks = lay.p * lay.v
-    return lay.v * -(-work.layers // chunks) / work.layers
+    if not lay.balanced:
+        return ((min(lay.v * -(-layers // chunks), layers), 1),)
+    full = lay.v * -(-(layers + 2) // chunks)
+    last = (full - 1, 1)
+    return ((full, 0), last) if lay.p > 2 else (last,)
 
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
@@ -174,7 +211,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         heads = row.count / work.layers / lay.t
         m, n, k = tokens, row.n, row.k
         one = 2 * m * n * k * heads
-        times = [one / achieved_flops(m, n, k, "bf16", gpu, eta.gemm, shape, heads)
+        times = [one / achieved_flops(m, n, k, "bf16", gpu, eta.gemm_for(gpu), shape, heads)
                  for shape in ((m, n), (m, k), (n, k))]
         return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
@@ -186,29 +223,40 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         copies = row.count * tokens / m
     one = 2 * m * n * k
     forward, dgrad, wgrad = ((m, n), (m, k), (k, n))
-    times = [one / achieved_flops(m, n, k, dtype, gpu, eta.gemm, shape) for shape in (forward, dgrad, wgrad)]
+    times = [one / achieved_flops(m, n, k, dtype, gpu, eta.gemm_for(gpu), shape) for shape in (forward, dgrad, wgrad)]
     return copies * times[0], copies * (times[1] + times[2])
+
+
+@lru_cache(maxsize=4096)
+def _timed_rows(work: Workload, gpu: System, eta: Efficiency, t: int, etp: int, e: int, precision: str,
+                tokens: float) -> tuple[tuple[GemmRow, float, float], ...]:
+    """(row, forward s, backward s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
+    lay = Layout(t, 1, 1, 1, e, 1, etp, 1, 1, False, 0, "none", precision)
+    return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
 
 
 def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, float]:
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind."""
     tokens = lay.b * work.seq / lay.c
-    share = _stage_share(work, lay)
-    seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
-    for row in work.rows:
-        forward, backward = _gemm_seconds(row, work, lay, gpu, eta, tokens)
-        weight = 1.0 if row.kind == "head" else share
-        kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
-        seconds[kind] += (forward + backward) * weight
-        if lay.recompute in row.recomputed:
-            seconds["recompute"] += forward * weight
-    layers = share * work.layers
+    timed = _timed_rows(work, gpu, eta, lay.t, lay.etp, lay.e, lay.precision, tokens)
     cast = fp8_cast_bytes(work, lay, tokens) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
-    element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
-    seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
-    return seconds
+    slowest: dict[str, float] = {}
+    for layers, heads in stage_loads(work.layers, lay):
+        share = layers / work.layers
+        seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
+        for row, forward, backward in timed:
+            weight = heads if row.kind == "head" else share
+            kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
+            seconds[kind] += (forward + backward) * weight
+            if lay.recompute in row.recomputed:
+                seconds["recompute"] += forward * weight
+        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
+        seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
+        if sum(seconds.values()) > sum(slowest.values()):
+            slowest = seconds
+    return slowest
 
 
 def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float) -> float:

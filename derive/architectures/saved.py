@@ -8,7 +8,10 @@ every row:
   ``score_matrix`` for the [b, a, s, s] tensors; ``recomputed_selective`` for
   what Korthikanti's selective recompute drops; ``norm_statistics`` for a
   norm's per-token mean/rstd; ``softmax_statistics`` for the fused kernel's
-  logsumexp; ``layer_input`` for the tensor full recompute keeps; ``dropout`` for masks; the block
+  logsumexp; ``layer_input`` for the tensor full recompute keeps; ``dropout`` for masks;
+  ``linear_input`` for a layer matrix's input kept only by that linear, ``linear_input_shared``
+  for one another op keeps too (the attention output: an FP8 recipe re-types the first and adds
+  an FP8 copy of the second, ``derive.architectures.saved_fp8``); the block
   (``norm``, ``attention``, ``mlp``). The op that keeps a tensor is in ``note``.
 
 f is kept a symbol: f = 4h is an assumption applied by substitution, so
@@ -82,7 +85,7 @@ def gpt_layer_saved(attention_kernel: str = "materialised", statistics_dtype: st
                      note="kept by LayerNorm 2 (the residual sum)")
     rows = _layer_norm("input_layernorm", layer_input(), statistics_dtype, ("mean", "rstd"))
     rows += [
-        _row("QKV projection input", (s, b, h), ACTIVATION, "replicated", "attention",
+        _row("QKV projection input", (s, b, h), ACTIVATION, "replicated", "attention", "linear_input",
              note="LayerNorm 1 output, kept by the fused QKV linear"),
         _row("Q", (b, a, s, HEAD), ACTIVATION, "tp_shardable", "attention",
              note="kept by QK^T" if attention_kernel == "materialised" else "kept by the fused kernel"),
@@ -101,12 +104,12 @@ def gpt_layer_saved(attention_kernel: str = "materialised", statistics_dtype: st
             _row("attention dropout output", (b, a, s, s), ACTIVATION, *score,
                  note="kept by attention over V"),
             _row("output projection input", (s, b, h), ACTIVATION, "tp_shardable", "attention",
-                 note="the attention output, kept by the output projection"),
+                 "linear_input", note="the attention output, kept by the output projection"),
         ]
     else:
         rows += [
             _row("attention output", (s, b, h), ACTIVATION, "tp_shardable", "attention",
-                 note="kept by the fused kernel; the same storage is the output "
+                 "linear_input_shared", note="kept by the fused kernel; the same storage is the output "
                       "projection's input"),
             _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
                  "attention", note="kept by the fused kernel to recompute the scores in backward"),
@@ -115,11 +118,11 @@ def gpt_layer_saved(attention_kernel: str = "materialised", statistics_dtype: st
                      "attention", note="kept by dropout after the output projection"))
     rows += _layer_norm("post_attention_layernorm", ln2_input, statistics_dtype, ("mean", "rstd"))
     rows += [
-        _row("fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp",
+        _row("fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp", "linear_input",
              note="LayerNorm 2 output, kept by fc1"),
         _row("GELU input", (s, b, f), ACTIVATION, "tp_shardable", "mlp",
              note="fc1 output, kept by GELU"),
-        _row("fc2 input", (s, b, f), ACTIVATION, "tp_shardable", "mlp",
+        _row("fc2 input", (s, b, f), ACTIVATION, "tp_shardable", "mlp", "linear_input",
              note="GELU output, kept by fc2"),
         _row("MLP dropout mask", (s, b, h), MASK, "replicated", "dropout", "mlp",
              note="kept by dropout after fc2"),
@@ -183,7 +186,7 @@ def _llama_fused(head: sp.Expr = HEAD) -> list[Tensor]:
     """Megatron + Transformer Engine: fused RMSNorm, flash attention, fused SwiGLU (bias_swiglu)."""
     rows = _fused_rms_norm("input_layernorm", layer_input())
     rows += [
-        _row("linear_qkv input", (s, b, h), ACTIVATION, "replicated", "attention",
+        _row("linear_qkv input", (s, b, h), ACTIVATION, "replicated", "attention", "linear_input",
              note="input_layernorm output, kept by linear_qkv"),
         _row("q", (s, b, a, head), ACTIVATION, "tp_shardable", "attention",
              note="after RoPE, kept by flash attention"),
@@ -192,7 +195,7 @@ def _llama_fused(head: sp.Expr = HEAD) -> list[Tensor]:
         _row("v", (s, b, g, head), ACTIVATION, "tp_shardable", "attention",
              note="g heads, kept by flash attention"),
         _row("attention output", (s, b, a * head), ACTIVATION, "tp_shardable", "attention",
-             note="kept by flash attention; the same tensor is linear_proj's input"),
+             "linear_input_shared", note="kept by flash attention; the same tensor is linear_proj's input"),
         _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
              "attention", note="kept by flash attention"),
     ]
@@ -200,11 +203,11 @@ def _llama_fused(head: sp.Expr = HEAD) -> list[Tensor]:
                             _row("pre_mlp_layernorm input", (s, b, h), ACTIVATION, "replicated",
                                  "norm", note="the residual sum, kept by the fused RMSNorm"))
     rows += [
-        _row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp",
+        _row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp", "linear_input",
              note="pre_mlp_layernorm output, kept by linear_fc1"),
         _row("linear_fc1 output (gate and up)", (s, b, 2 * f), ACTIVATION, "tp_shardable", "mlp",
              note="the only tensor the fused SwiGLU keeps"),
-        _row("linear_fc2 input", (s, b, f), ACTIVATION, "tp_shardable", "mlp",
+        _row("linear_fc2 input", (s, b, f), ACTIVATION, "tp_shardable", "mlp", "linear_input",
              note="SwiGLU output, kept by linear_fc2"),
     ]
     return rows

@@ -9,6 +9,7 @@ from derive.render.sections.bytes_per_parameter import bytes_per_parameter_secti
 from derive.render.sections.claims import claims_section
 from derive.render.sections.communication import communication_section
 from derive.render.sections.flops import flops_section
+from derive.render.sections.fp8 import fp8_section
 from derive.render.sections.identities import identities_section
 from derive.render.sections.layouts import layouts_section
 from derive.render.sections.literature import literature_section
@@ -42,6 +43,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     communication_section,
     megatron_section,
     moe_section,
+    fp8_section,
     claims_section,
     literature_section,
     identities_section,

@@ -66,13 +66,17 @@ CUSTOM = "custom"
 LABELS: dict[str, str] = {
     "parameters": "Parameters",
     "gemm_parameters": "Parameters in GEMMs",
+    "fp8_parameters": "Parameters in layer matrices (FP8 under an FP8 precision)",
+    "fp8_tensors": "Layer matrices (tensors an FP8 recipe quantises)",
     "bytes_per_parameter": "Bytes per parameter",
     "state.params": "Parameters (resident)",
     "state.grads": "Gradients",
     "state.optimizer": "Optimizer state",
     "state.resident": "Resident state",
+    "state.fp8_copies": "Quantised weight copies and scales (in the parameters)",
     "activations.per_layer_fused": "Activations per layer (flash / fused)",
     "activations.per_layer_materialised": "Activations per layer (materialised scores)",
+    "activations.per_layer_fp8": "Activations per layer, linear inputs quantised (flash / fused)",
     "activations.all_layers_and_logits": "Activations, all layers + logits",
     "flops.six_n": "FLOPs per token, 6N",
     "flops.per_token_causal": "FLOPs per token, causal attention",
@@ -191,7 +195,8 @@ APPROXIMATE = "\u2248 "
 PAGE_CSS = ROOT / "templates" / "html" / "page.css"
 #: Figure groups on the page: heading -> the --json key prefixes it holds.
 FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
-    "Model and state": ("parameters", "gemm_parameters", "bytes_per_parameter", "state."),
+    "Model and state": ("parameters", "gemm_parameters", "fp8_parameters", "fp8_tensors",
+                        "bytes_per_parameter", "state."),
     "Activations": ("activations.",),
     "FLOPs and time": ("flops.", "time.", "step."),
     "Observed step": ("observed.",),

@@ -5,7 +5,9 @@ eager (bfloat16, CPU) over a grid of small shapes, records every tensor saved
 for backward and FlopCounterMode's forward + backward FLOPs, and compares them
 exactly with the ledgers. torch is imported only by the measuring modules
 (``derive.validate.measure``, ``derive.validate.layers``), never by the rest of
-derive; the predictions need only SymPy.
+derive; the predictions need only SymPy. The ``comm-*`` kinds (``derive.validate.comm``)
+run PyTorch's DDP, FSDP2, DTensor TP / SP, pipelining and an expert-parallel MoE block in
+gloo processes and compare every collective with the communication ledger.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m derive.validate``: ledger against autograd, shape by shape; exit 1 on any mismatch."""
+"""``python -m derive.validate``: ledgers against autograd (comm-*: PyTorch's collectives); exit 1 on a mismatch."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +18,8 @@ except ModuleNotFoundError as missing:
     sys.stderr.write(f"python -m derive.validate: error: {NO_TORCH}\n")
     sys.exit(2)
 Saved, measured_flops, saved_tensors = measure.Saved, measure.measured_flops, measure.saved_tensors
-from derive.validate.predicted import (
+from derive.validate import comm  # noqa: E402
+from derive.validate.predicted import (  # noqa: E402
     HF_KINDS,
     KINDS,
     Row,
@@ -182,21 +183,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m derive.validate", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--tensors", action="store_true", help="list every saved tensor")
-    parser.add_argument("--kind", action="append", choices=list(KINDS), help="only this kind")
+    parser.add_argument("--kind", action="append", choices=list(KINDS) + list(comm.KINDS),
+                        help="only this kind (comm-*: the communication ledger against PyTorch's collectives)")
     parser.add_argument("--hf", action="store_true",
                         help="compare derive's parameter tables with transformers' models instead")
+    parser.add_argument("--fp8-torchao", action="store_true",
+                        help="print what torchao's float8 training keeps for backward (needs torchao)")
     args = parser.parse_args(argv)
     if args.hf:
         return _main_hf(args.json)
-    results = run(args.kind or list(KINDS))
-    failed = sum(not r["passed"] for r in results)
+    if args.fp8_torchao:
+        from derive.validate import fp8
+        try:
+            json.dump(fp8.record(), sys.stdout, indent=1)
+        except ValueError as error:
+            sys.stderr.write(f"python -m derive.validate: error: {error}\n")
+            return 2
+        sys.stdout.write("\n")
+        return 0
+    kinds = args.kind or [*KINDS, *comm.KINDS]
+    results = run([kind for kind in kinds if kind in KINDS])
+    communication = comm.run([kind for kind in kinds if kind in comm.KINDS])
+    failed = sum(not r["passed"] for r in results + communication)
+    passed = len(results) + len(communication) - failed
     if args.json:
-        json.dump({"results": results, "notes": list(NOTES), "passed": len(results) - failed,
-                   "failed": failed}, sys.stdout, indent=2)
+        json.dump({"results": results, "notes": list(NOTES), "communication": communication,
+                   "passed": passed, "failed": failed}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        _print_table(results, args.tensors)
-        print(f"{len(results) - failed} passed, {failed} failed")
+        if results:
+            _print_table(results, args.tensors)
+        if communication:
+            print("\nthe communication ledger against PyTorch's collectives (gloo, CPU):")
+            comm.print_table(communication)
+        print(f"{passed} passed, {failed} failed")
     if not args.json and not args.kind:
         from derive.validate import moe  # transformers' MoE / MLA code against the eager MoE tables
         print("\ntransformers MoE and MLA layers (eager) against derive.architectures.saved_moe:")

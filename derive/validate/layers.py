@@ -102,10 +102,13 @@ class LlamaLayer(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
+    def mlp(self, normed: torch.Tensor) -> torch.Tensor:
+        """SiLU(gate) * up, then the down projection."""
+        return self.w2(F.silu(self.w1(normed)) * self.w3(normed))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x))
-        normed = self.ffn_norm(x)
-        return x + self.w2(F.silu(self.w1(normed)) * self.w3(normed))
+        return x + self.mlp(self.ffn_norm(x))
 
 
 class LlamaModel(nn.Module):

@@ -27,7 +27,8 @@ from derive.validate.hf import causal_lm
 from derive.validate.predicted import HF_KINDS, checked_shape
 
 DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
-               torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int64: "int64"}
+               torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int64: "int64",
+               torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8"}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import (
+    FP8_PRECISIONS,
     OPTIMIZERS,
     PRECISIONS,
     bytes_per_parameter,
@@ -39,7 +40,8 @@ def bytes_per_parameter_table() -> Table:
          *(Column(f"zero{stage}", STAGE_NAMES[stage], unit=PER_RANK) for stage in STAGES)),
         rows,
         note="d data-parallel ranks; ZeRO-1 partitions optimizer state (fp32 master included), "
-             "ZeRO-2 also gradients, ZeRO-3 also parameters.",
+             "ZeRO-2 also gradients, ZeRO-3 also parameters. FP8 precisions: N_8 parameters in "
+             "n_8 layer matrices are quantised (the FP8 section gives them at each model).",
     )
 
 
@@ -63,9 +65,12 @@ def megatron_table() -> Table:
 
 
 def composition_bars(optimizer: str = "adam", ranks: int = FIGURE_RANKS) -> list[Bar]:
-    """One bar per precision x ZeRO stage: each resident tensor's bytes/parameter at ``ranks`` ranks."""
+    """One bar per precision x ZeRO stage: each resident tensor's bytes/parameter at ``ranks`` ranks.
+
+    The FP8 precisions are drawn in the FP8 section, at a model (their rows depend on N_8 / N).
+    """
     bars = []
-    for precision in PRECISIONS:
+    for precision in (name for name in PRECISIONS if name not in FP8_PRECISIONS):
         for stage in STAGES:
             held = partitioned(state_ledger(precision, optimizer), stage).where("resident")
             segments = tuple(

@@ -32,10 +32,12 @@ def top_table(result: Plan, top: int = TOP) -> Table:
             **{key: int_cell(int(c[key][row])) for key in ("t", "p", "v", "c", "d", "b", "m")},
             "recompute": text_cell(str(c["recompute"][row])),
             "zero": int_cell(int(c["zero"][row])),
+            "balanced": int_cell(int(c["balanced"][row])),
             "memory": bytes_cell(int(round(c["memory_per_gpu"][row])), "GiB"),
             "step_time": _seconds(c["step_time"][row]),
         })
-    columns = tuple(Column(key, key) for key in ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero"))
+    columns = tuple(Column(key, key) for key in ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero",
+                                                 "balanced"))
     return Table("plan_top_layouts", f"Fastest layouts that fit: {result.model.name} on "
                  f"{result.gpus} {result.hardware.upper()}s, {result.tokens:,} tokens per step",
                  columns + (Column("memory", "memory per GPU", unit="B"),
@@ -84,7 +86,9 @@ def layouts_section() -> Section:
         title="Layouts that fit",
         intro=(
             "python -m derive.plan enumerates every layout (t dividing the query and kv heads, "
-            "p up to L with uneven stages, v virtual stages, context parallel c, d = GPUs / (t p c), "
+            "p up to L with uneven stages, v virtual stages, each p > 1 layout also balanced (the "
+            "embedding and the loss one layer slot each, Llama 3's pipeline: p v up to L + 2), "
+            "context parallel c, d = GPUs / (t p c), "
             "micro-batch b and "
             "m = T / (s b d), recompute none / selective / full, Megatron's distributed optimizer "
             "on or off) and computes the most loaded rank's memory: the placement's states, the "

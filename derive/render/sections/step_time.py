@@ -27,12 +27,13 @@ def systems_table() -> Table:
          Column("fp4", "fp4", unit="FLOP/s"), Column("hbm", "HBM", unit="B"),
          Column("bandwidth", "HBM bandwidth", unit="B/s"), Column("nvlink", "NVLink each way", unit="B/s"),
          Column("domain", "NVLink domain", unit="GPUs"), Column("nic", "NIC each way", unit="B/s"),
-         Column("sms", "SMs")),
+         Column("sms", "SMs"), Column("generation", "generation")),
         tuple({"gpu": text_cell(gpu.name), "bf16": peak(gpu, "bf16"), "fp8": peak(gpu, "fp8"),
                "fp4": peak(gpu, "fp4"), "hbm": bytes_cell(gpu.hbm_bytes, "GB"),
                "bandwidth": number_cell(gpu.hbm_bandwidth, 2, "TB/s", 1e12),
                "nvlink": number_cell(gpu.nvlink_bandwidth, 0, "GB/s", 1e9), "domain": int_cell(gpu.nvlink_domain),
-               "nic": number_cell(gpu.nic_bandwidth, 0, "GB/s", 1e9), "sms": int_cell(gpu.sms)}
+               "nic": number_cell(gpu.nic_bandwidth, 0, "GB/s", 1e9), "sms": int_cell(gpu.sms),
+               "generation": text_cell(gpu.generation)}
               for gpu in SYSTEMS.values()),
         note="Dense tensor-core peaks (the data sheets' sparse figures halved); links unidirectional "
              "(NVLink's bidirectional figure halved, a NIC's Gb/s over 8). Sources: derive.systems.",
@@ -77,11 +78,12 @@ def step_time_section() -> Section:
     return Section(
         "step_time", "Step time, predicted",
         intro=("The step time is predicted from derive's ledgers (derive.accounts.step): every GEMM of the GEMM "
-               "ledger pass by pass on a roofline times one fitted efficiency and the wave quantization of its "
+               "ledger pass by pass on a roofline times one fitted efficiency per GPU generation (Ampere; Hopper, "
+               "which Blackwell takes until a Blackwell run is calibrated) and the wave quantization of its "
                "output tiles, element-wise work from the saved-tensor bytes at HBM bandwidth, every row of the "
                "communication ledger on the link its group spans (ranks ordered tp, cp, ep, dp, pp as Megatron "
                "does) with a named overlap rule, the 1F1B / interleaved bubble (p - 1)/(v m) of the slowest "
-               "stage, and the optimizer's state bytes. Three constants are fitted on the runs below.",),
+               "stage, and the optimizer's state bytes. Four constants are fitted on the runs below.",),
         tables={"systems": systems_table(), "step_constants": constants_table(),
                 "published_runs": published_runs_table()},
     )
