@@ -201,7 +201,7 @@ def test_the_moe_report_refuses_what_it_does_not_model():
 LAYOUT = {"--vp": ["2"], "--cp": ["2"], "--ep": ["2"], "--etp": ["1"], "--micro-batch": ["2"],
           "--precision": ["fp16"], "--zero": ["3"], "--recompute": ["full"], "--cp-comm": ["all_gather"],
           "--scatter-gather": [], "--algorithm": ["tree"], "--capacity-factor": ["1.25"], "--dp-shard": ["2"],
-          "--no-sp-regather": [], "--no-reshard-after-forward": [], "--seq": ["4096"]}
+          "--no-sp-regather": [], "--no-reshard-after-forward": [], "--seq": ["4096"], "--balanced": []}
 LAYOUT_BASES = {
     "dense": ["--model", "70b", "--tp", "8", "--pp", "4", "--dp", "4", "--global-batch", "64", "--json"],
     "moe": ["--model", "mixtral-8x7b", "--tp", "2", "--sequence-parallel", "--ep", "4", "--dp", "4",
@@ -277,3 +277,13 @@ def test_install_renderers_checks_for_root_first():
     script = (ROOT / "tests" / "install_renderers.sh").read_text()
     assert script.index('"$(id -u)" -ne 0') < script.index("$APT update")
     assert "sudo apt-get install -y --no-install-recommends texlive-latex-base" in script
+
+
+def test_every_layout_option_is_tried():
+    from derive.options import add_layout_options
+    from derive.cli import OneLineParser
+    parser = OneLineParser()
+    add_layout_options(parser)
+    options = {action.option_strings[-1] for action in parser._actions if action.option_strings} - {"--help"}
+    # the sizes the bases set themselves
+    assert options - set(LAYOUT) == {"--tp", "--pp", "--dp", "--gpus", "--global-batch", "--sequence-parallel"}
