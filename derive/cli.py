@@ -19,12 +19,14 @@ from typing import Callable, Sequence
 import sympy as sp
 
 from derive.accounts.activations import PROFILES
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
 from derive.inputs import MAX_SIZE
-from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
+from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named_model
+from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
 from derive.report import Request, figures, render_json, render_text
+from derive.systems import SYSTEMS, system
 from derive.units import BYTE_UNITS, to_unit
 
 DEFAULT_BUDGET = "70GiB"
@@ -202,9 +204,14 @@ FRACTION = _converter(_fraction, "a fraction in (0, 1]")
 def build_parser() -> argparse.ArgumentParser:
     """The command line, with the article's cli.py options and more."""
     parser = OneLineParser(prog="derive", description=__doc__)
-    names = [*MODELS, *ALIASES]
     parser.add_argument("--model", action="append", metavar="NAME",
-                        help=f"preset (repeatable; default: the three Llama 3 models): {', '.join(names)}")
+                        help="a preset or a shipped config's name, MoE included (repeatable; default: the "
+                             "three Llama 3 models; --list-models prints them)")
+    parser.add_argument("--list-models", action="store_true",
+                        help="print every name --model takes (presets, then derive/configs) and exit")
+    parser.add_argument("--gpu", metavar="NAME",
+                        help=f"a GPU of derive.systems ({', '.join(SYSTEMS)}): its bf16 peak and its usable "
+                             "memory low end (derive.accounts.budget); --peak and --budget override it")
     parser.add_argument("--config", action="append", metavar="PATH",
                         help="a Hugging Face config.json (repeatable; the shape options override it)")
     parser.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
@@ -212,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=POSITIVE, default=1)
     parser.add_argument("--tokens", type=POSITIVE, help="tokens per step (global batch; with --gpus)")
     parser.add_argument("--gpus", type=POSITIVE, help="GPUs of the step (with --tokens)")
-    parser.add_argument("--peak", default="h100", help="hardware preset or FLOP/s")
+    parser.add_argument("--peak", default="h100",
+                        help="override: FLOP/s (or a hardware preset; default: --gpu's, else h100)")
     parser.add_argument("--mfu", type=FRACTION,
                         help="target MFU of the step bound (default 0.4; with --tokens --gpus)")
     parser.add_argument("--step-time", type=_converter(_seconds, "a positive number of seconds up to 2^53"),
@@ -223,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default=0, help="ZeRO stage 0-3 (needs --dp)")
     parser.add_argument("--dp", type=POSITIVE, help="data-parallel ranks ZeRO shards over")
     parser.add_argument("--budget", default=DEFAULT_BUDGET,
-                        help="memory per GPU with its unit (70GiB, 80GB) or a hardware name "
+                        help="override: memory per GPU with its unit (70GiB, 80GB) or a hardware name "
                              f"({', '.join(DRIVER_CAPACITY)}: the low end of its usable range); "
-                             "default 70GiB")
+                             "default: --gpu's usable low end, else 70GiB")
     shape = parser.add_argument_group("custom shape (overrides the preset; without --model, "
                                       "--layers --hidden --heads --ffn --vocab are required)")
     for field, option in SHAPE_OPTIONS.items():
@@ -295,27 +303,41 @@ def _from_config(path: str) -> Model:
         raise UsageError(f"--config: {path}: {error}") from None
 
 
+def _named(name: str) -> tuple[Model, str]:
+    """A dense model by --model name (derive.names) and where its s comes from; UsageError if unknown."""
+    try:
+        return named_model(name)
+    except ValueError as error:
+        raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
+
+
 def models(args: argparse.Namespace) -> list[Model]:
     """The presets named by --model and the configs of --config (default: Llama 3), with the custom shape laid over them."""
+    return [entry for entry, _ in sourced_models(args)]
+
+
+def sourced_models(args: argparse.Namespace) -> list[tuple[Model, str]]:
+    """:func:`models` with where each one's sequence length comes from (--seq, preset, a config field, default)."""
     overrides = {field: getattr(args, field) for field in SHAPE_OPTIONS
                  if getattr(args, field) is not None}
     if not (args.model or args.config):
         if not overrides:
-            return [MODELS[name] for name in LLAMA3_MODELS]
+            return [(MODELS[name], "preset") for name in LLAMA3_MODELS]
         missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
                    if field not in overrides]
         if missing:
             raise UsageError(f"{missing[0]}: required for a custom shape without --model")
         heads = overrides["heads"]
-        return [Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
-                      overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
-                      overrides.get("seq", DEFAULT_SEQ), "command line")]
-    bases = [model(name) for name in args.model or ()]
-    bases += [_from_config(path) for path in args.config or ()]
+        return [(Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
+                       overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
+                       overrides.get("seq", DEFAULT_SEQ), "command line"),
+                 "--seq" if "seq" in overrides else f"default {DEFAULT_SEQ}")]
+    bases = [_named(name) for name in args.model or ()]
+    bases += [(_from_config(path), SEQ_FROM_CONFIG) for path in args.config or ()]
     if not overrides:
         return bases
     shaped = []
-    for base in bases:
+    for base, seq_from in bases:
         changes = dict(overrides)
         if base.family == "gpt":
             if changes.get("kv_heads", changes.get("heads", base.heads)) != changes.get(
@@ -323,14 +345,30 @@ def models(args: argparse.Namespace) -> list[Model]:
                 raise UsageError(f"--kv-heads: {base.name} has no grouped-query attention "
                                  "(GPT: kv heads = heads); set --heads instead")
             changes["kv_heads"] = changes.get("heads", base.heads)
-        shaped.append(replace(base, name=f"{base.name} (custom)", **changes))
+        shaped.append((replace(base, name=f"{base.name} (custom)", **changes),
+                       "--seq" if "seq" in overrides else seq_from))
     return shaped
 
 
-def request(args: argparse.Namespace) -> Request:
-    """The validated :class:`Request` of the parsed options."""
+def _gpu(name: str):
+    """The derive.systems GPU of --gpu; UsageError listing the names if unknown."""
+    try:
+        return system(hardware_name(name))
+    except ValueError:
+        raise UsageError(f"--gpu: unknown GPU {shown(name)!r} (known: {', '.join(SYSTEMS)})") from None
+
+
+def request(args: argparse.Namespace, given: frozenset[str] = frozenset()) -> Request:
+    """The validated :class:`Request` of the parsed options (--gpu sets peak and budget unless overridden)."""
     peak, peak_label = parse_peak(args.peak)
     budget, budget_label = parse_budget(args.budget)
+    if args.gpu is not None:
+        gpu = _gpu(args.gpu)
+        if "peak" not in given:
+            peak, peak_label = float(gpu.peak("bf16")), gpu.name.upper()
+        if "budget" not in given:
+            budget = usable_low_end(gpu)
+            budget_label = f"{gpu.name} usable low end {to_unit(budget, 'GiB'):.2f} GiB"
     return Request(precision=args.precision, optimizer=args.optimizer, profile=args.profile,
                    micro_batch=args.micro_batch, tokens=args.tokens, gpus=args.gpus,
                    mfu=args.mfu, step_time=args.step_time, peak_flops=peak,
@@ -338,28 +376,69 @@ def request(args: argparse.Namespace) -> Request:
                    budget_label=budget_label)
 
 
+#: The dense report's options the MoE report (Megatron bf16, distributed optimizer) does not read.
+DENSE_ONLY = ("precision", "optimizer", "profile", "tokens", "gpus", "mfu", "step_time", "zero", "budget",
+              "peak", "gpu", *(field for field in SHAPE_OPTIONS if field != "seq"))
+_UNSET = object()
+
+
+def given_options(argv: Sequence[str] | None) -> frozenset[str]:
+    """The destinations ``argv`` sets itself (a second parse with every default unset)."""
+    parser = build_parser()
+    parser.set_defaults(**{action.dest: None if isinstance(action, argparse._AppendAction) else _UNSET
+                           for action in parser._actions if action.dest != "help"})
+    return frozenset(dest for dest, value in vars(parser.parse_args(argv)).items()
+                     if value is not _UNSET and value is not None)
+
+
+def list_models() -> str:
+    """--list-models: every name --model takes, one a line, with what it is."""
+    names = model_names()
+    width = max(map(len, names))
+    return "".join(f"{name:<{width}}  {kind}\n" for name, kind in names.items())
+
+
 def run(argv: Sequence[str] | None = None) -> str:
     """The report as text or JSON; raises UsageError (or exits 2 from argparse) on bad input."""
     args = build_parser().parse_args(argv)
-    if args.moe:
-        return _moe_report(args, [args.moe], "--moe")
+    given = given_options(argv)
+    if args.list_models:
+        others = sorted(given - {"list_models"})
+        if others:
+            raise UsageError(f"--list-models: takes no other option (got --{others[0].replace('_', '-')})")
+        return list_models()
+    moe_names = [name for name in args.model or () if is_moe(name)]
     moe_configs = _moe_configs(args)
-    if moe_configs and not args.model and len(moe_configs) == len(args.config):
-        return _moe_report(args, moe_configs, "--config")
+    moe = ([args.moe] if args.moe else []) + [moe_source(name) for name in moe_names] + moe_configs
+    if moe:
+        dense = [name for name in args.model or () if name not in moe_names]
+        dense += [path for path in args.config or () if path not in moe_configs]
+        if dense:
+            raise UsageError(f"--model: {dense[0]} is dense and the others are MoE; "
+                             "report dense and MoE models in separate runs")
+        for field in DENSE_ONLY:
+            if field in given:
+                option = FIELD_OPTIONS.get(field, "--" + field.replace("_", "-"))
+                raise UsageError(f"{option}: the MoE report (derive.report_moe: Megatron bf16, distributed "
+                                 "optimizer) does not take it")
+        option = "--moe" if args.moe else "--model" if moe_names else "--config"
+        return _moe_report(args, moe, option)
     for option in (*MOE_PARALLEL, "--moe-profile"):
         if getattr(args, option.lstrip("-").replace("-", "_")) is not None:
-            raise UsageError(f"{option}: only the MoE report (--moe, or an MoE --config) reads it")
+            raise UsageError(f"{option}: only the MoE report (--moe, or an MoE --model or --config) reads it")
     try:
-        asked = request(args)
-        reports = [(m, figures(m, asked)) for m in models(args)]
+        asked = request(args, given)
+        chosen = sourced_models(args)
+        reports = [(m, figures(m, asked)) for m, _ in chosen]
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
         option = ("--config" if field == "model" and args.config and not args.model
                   else FIELD_OPTIONS.get(field, field))
         raise UsageError(f"{option}: {rest}") from None
+    seq_from = {m.name: source for m, source in chosen}
     if args.json:
-        return render_json(reports)
-    return "\n".join(render_text(m, asked, {fig.key: fig for fig in values})
+        return render_json(reports, seq_from)
+    return "\n".join(render_text(m, asked, {fig.key: fig for fig in values}, seq_from[m.name])
                      for m, values in reports)
 
 

@@ -17,7 +17,8 @@ from derive.accounts.comm import GROUPS, collectives, group_bytes
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
 from derive.options import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
-from derive.presets import ALIASES, MODELS, Model, model
+from derive.names import named_model
+from derive.presets import Model
 from derive.units import BYTE_UNITS
 
 PASSES = ("forward", "recompute", "backward", "optimizer")
@@ -26,7 +27,8 @@ PASSES = ("forward", "recompute", "backward", "optimizer")
 def build_parser() -> OneLineParser:
     """--model or --config, --seq, the layout options, --json."""
     parser = OneLineParser(prog="python -m derive.comm", description=__doc__)
-    parser.add_argument("--model", metavar="NAME", help=f"preset: {', '.join([*MODELS, *ALIASES])}")
+    parser.add_argument("--model", metavar="NAME",
+                        help="a preset, alias or shipped config, MoE included (derive report --list-models)")
     parser.add_argument("--config", metavar="PATH", help="a Hugging Face config.json")
     parser.add_argument("--seq", type=POSITIVE, help="sequence length (default: the model's)")
     add_layout_options(parser)
@@ -39,7 +41,7 @@ def _model(args) -> Model:
     if (args.model is None) == (args.config is None):
         raise UsageError("--model: give one of --model or --config")
     try:
-        chosen = model(args.model) if args.model is not None else None
+        chosen = named_model(args.model, moe=True)[0] if args.model is not None else None
     except ValueError as error:
         raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
     chosen = chosen or _from_config(args.config)

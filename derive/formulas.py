@@ -162,7 +162,7 @@ FORMULAS: tuple[Formula, ...] = (
             ("model",), symbol=N_8),
     Formula("fp8_tensors", "tensors", lambda m: fp8_weight_counts(m.parameter_rows)[1],
             ("model",), symbol=n_8),
-    Formula("bytes_per_parameter", "B/parameter",
+    Formula("bytes_per_parameter", "B/param",
             lambda precision, optimizer, zero: state_bytes(precision, optimizer, zero).total / N, STATE),
     Formula("state.params", "B", _state("params"), STATE),
     Formula("state.grads", "B", _state("grads"), STATE),

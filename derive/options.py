@@ -56,8 +56,8 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
                        help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP")
     group.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
     group.add_argument("--recompute", default="none", choices=list(RECOMPUTE_POLICIES))
-    group.add_argument("--cp-comm", default="p2p", choices=list(CP_COMMS),
-                       help="context-parallel K/V exchange: p2p ring or Llama 3's all_gather")
+    group.add_argument("--cp-comm", choices=list(CP_COMMS),
+                       help="context-parallel K/V exchange: p2p ring (default) or Llama 3's all_gather (needs --cp > 1)")
     group.add_argument("--scatter-gather", action="store_true",
                        help="Narayanan et al. 2021 4.1: pipeline sends split over t")
     group.add_argument("--algorithm", default="ring", choices=list(ALGORITHMS))
@@ -65,9 +65,9 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
                        help="MoE expert capacity factor (default: dropless)")
     group.add_argument("--dp-shard", type=POSITIVE,
                        help="HSDP: ZeRO-3 within groups of this many data-parallel ranks, replicated across")
-    group.add_argument("--no-sp-regather", dest="sp_regather", action="store_false",
+    group.add_argument("--no-sp-regather", dest="sp_regather", action="store_false", default=None,
                        help="sequence parallel: keep the gathered input for backward (PyTorch), no re-gather")
-    group.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false",
+    group.add_argument("--no-reshard-after-forward", dest="reshard_after_forward", action="store_false", default=None,
                        help="ZeRO-3 / FSDP: keep parameters gathered from forward to backward")
     group.add_argument("--balanced", action="store_true",
                        help="pipeline: the embedding and the loss take one layer slot each (Llama 3; "
@@ -85,8 +85,28 @@ def option_error(error: ValueError, fields: dict[str, str] | None = None) -> Usa
     return UsageError(f"{option}: {rest}")
 
 
+def not_applying(args: argparse.Namespace, model: Model | None) -> None:
+    """UsageError naming an option given where it changes nothing (no silent choice)."""
+    experts = model is not None and bool(dict(model.sizes).get("E"))
+    if model is not None and not experts:
+        for option, value in (("--etp", args.etp), ("--capacity-factor", args.capacity_factor)):
+            if value is not None:
+                raise UsageError(f"{option}: {model.name} has no routed experts")
+    if args.cp_comm is not None and args.cp == 1:
+        raise UsageError("--cp-comm: the context-parallel K/V exchange needs --cp > 1")
+    if args.scatter_gather and (args.pp == 1 or args.tp == 1):
+        raise UsageError("--scatter-gather: splits pipeline sends over t; needs --pp > 1 and --tp > 1")
+    if args.scatter_gather and args.sequence_parallel:
+        raise UsageError("--scatter-gather: sequence parallelism already splits the pipeline sends over t")
+    if args.sp_regather is False and not args.sequence_parallel:
+        raise UsageError("--no-sp-regather: needs sequence parallelism (--sequence-parallel with --tp > 1)")
+    if args.reshard_after_forward is False and args.zero != 3:
+        raise UsageError("--no-reshard-after-forward: needs --zero 3 (ZeRO-3 / FSDP)")
+
+
 def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Parallelism:
     """The :class:`Parallelism` of the parsed layout options (checked against ``model`` if given)."""
+    not_applying(args, model)
     per_replica = args.tp * args.pp * args.cp
     dp = args.dp
     if args.gpus is not None:
@@ -98,11 +118,13 @@ def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Pa
     try:
         layout = Parallelism(tp=args.tp, pp=args.pp, vp=args.vp, cp=args.cp, ep=args.ep, dp=dp or 1,
                              etp=args.etp, sequence_parallel=args.sequence_parallel, zero=args.zero,
-                             reshard_after_forward=args.reshard_after_forward, micro_batch=args.micro_batch,
+                             reshard_after_forward=args.reshard_after_forward is not False,
+                             micro_batch=args.micro_batch,
                              global_batch=args.global_batch, recompute=args.recompute,
-                             precision=args.precision, cp_comm=args.cp_comm, scatter_gather=args.scatter_gather,
+                             precision=args.precision, cp_comm=args.cp_comm or "p2p",
+                             scatter_gather=args.scatter_gather,
                              algorithm=args.algorithm, capacity_factor=args.capacity_factor,
-                             dp_shard=args.dp_shard, sp_regather=args.sp_regather,
+                             dp_shard=args.dp_shard, sp_regather=args.sp_regather is not False,
                              balanced=getattr(args, "balanced", False),
                              fp8_param_gather=getattr(args, "fp8_param_gather", False))
         if model is not None:

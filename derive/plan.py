@@ -48,7 +48,8 @@ from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_u
 from derive.hf import from_config
 from derive.inputs import choose
 from derive.parallelism import Parallelism
-from derive.presets import Model, model
+from derive.names import named_model
+from derive.presets import Model
 from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, m, p, t, v
 from derive.systems import system
@@ -253,7 +254,7 @@ def render_text(result: Plan, top: int = 10) -> str:
                      f"{c['d'][row]:5d} "
                      f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d} {c['balanced'][row]:3d}  "
                      f"{_gib(c['memory_per_gpu'][row]):>10s}  {c['step_time'][row]:6.2f}  {bubble:6.1%}")
-    for rank, row in enumerate(order[:min(BREAKDOWNS, feasible)], 1):
+    for rank, row in enumerate(order[:min(BREAKDOWNS, top, feasible)], 1):
         parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
         lines.append(f"  #{rank} breakdown (s): {parts}")
     for key, count in result.failures().items():
@@ -293,19 +294,21 @@ _GPUS = positive_up_to(2**20, "a positive integer up to 2^20")
 
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m derive.plan``."""
-    parser = OneLineParser(prog="derive.plan", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="derive.plan", description=__doc__.split("\n\n")[0],
+                           epilog=f"ranking: {COMMUNICATION}. No layout fitting exits 1 with the reason.")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="preset name or alias (8b, 70b, 405b, ...)")
+    which.add_argument("--model", help="a dense preset, alias or shipped config (derive report --list-models)")
     which.add_argument("--config", metavar="FILE",
                        help="a Hugging Face config.json of a dense model (derive.hf.from_config)")
     parser.add_argument("--gpus", type=_GPUS, required=True)
-    parser.add_argument("--gpu", default="h100", choices=sorted(DRIVER_CAPACITY),
-                        help="hardware with a usable-memory budget (derive.accounts.budget)")
+    parser.add_argument("--gpu", default="h100", choices=sorted({*SYSTEM_NAMES.values(), *DRIVER_CAPACITY}),
+                        help="a derive.systems GPU with a measured usable-memory range (derive.accounts.budget)")
     parser.add_argument("--tokens", type=POSITIVE, required=True, help="tokens per step")
     parser.add_argument("--seq", type=POSITIVE, help="sequence length (default: the model's)")
     parser.add_argument("--profile", default="llama-fused", help="layer profile of the saved-for-backward table")
     parser.add_argument("--placement", default="megatron", choices=sorted(PLACEMENTS))
-    parser.add_argument("--mfu", type=FRACTION, default=1.0, help="fraction of peak (default 1)")
+    parser.add_argument("--mfu", type=FRACTION,
+                        help="not taken: the planner ranks by the step model's predicted time, not a target MFU")
     parser.add_argument("--max-cp", type=POSITIVE, default=MAX_CONTEXT,
                         help=f"largest context-parallel size tried (default {MAX_CONTEXT}; 1: none)")
     parser.add_argument("--fit", default="low", choices=sorted(FITS),
@@ -320,31 +323,82 @@ FIELD_OPTIONS = {"model": "--model", "config": "--config", "profile": "--profile
                  "peak": "--gpu", "hardware_name": "--gpu", "placement": "--placement"}
 
 
-def run(argv: Sequence[str] | None = None) -> str:
-    """The plan as text or JSON; UsageError (or argparse's exit 2) on bad input."""
+def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Namespace]:
+    """The plan of the parsed ``argv`` (an MoE preset's: derive.plan_moe's text); UsageError on bad input."""
     args = build_parser().parse_args(argv)
+    if args.mfu is not None:
+        raise UsageError("--mfu: the planner ranks layouts by the step model's predicted time "
+                         "(derive.accounts.prediction), not by a target MFU; derive report takes --mfu")
+    hardware_name = {name: budget for budget, name in SYSTEM_NAMES.items()}.get(args.gpu, args.gpu)
     from derive.plan_moe import CONFIGS as MOE_PRESETS, moe_json, plan_moe, render_moe_plan
     if args.model in MOE_PRESETS:  # MoE presets: derive.plan_moe (expert accounts, e axis)
         try:
-            moe = plan_moe(args.model, args.gpus, args.tokens, args.gpu, args.seq, args.fit)
+            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit)
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
             raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
-        return moe_json(moe) if args.json else render_moe_plan(moe, args.top)
+        return (moe_json(moe) if args.json else render_moe_plan(moe, args.top)), args
     try:
-        entry = model(args.model) if args.model else from_config(args.config)
-        result = plan(entry, args.gpus, args.tokens, args.gpu, args.seq,
-                      args.profile, args.placement, args.mfu, args.max_cp, args.fit)
+        entry = named_model(args.model)[0] if args.model else from_config(args.config)
+        result = plan(entry, args.gpus, args.tokens, hardware_name, args.seq,
+                      args.profile, args.placement, 1.0, args.max_cp, args.fit)
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
         options = {**FIELD_OPTIONS, "model": "--config"} if args.config else FIELD_OPTIONS
         raise UsageError(f"{options.get(field, field)}: {rest}") from None
-    return render_json(result) if args.json else render_text(result, args.top)
+    return result, args
+
+
+def run(argv: Sequence[str] | None = None) -> str:
+    """The plan as text or JSON (no layout fitting: the reason and the nearest question that has an answer)."""
+    result, args = planned(argv)
+    if isinstance(result, str):
+        return result
+    empty = None if result.columns["feasible"].any() else nearest(result)
+    if args.json:
+        text = render_json(result)
+        return text if empty is None else json.dumps({**json.loads(text), "no_layout_fits": empty}, indent=1) + "\n"
+    return render_text(result, args.top) + ("" if empty is None else f"  no layout fits: {empty}\n")
+
+
+def nearest(result: Plan) -> str:
+    """Why no layout fits, and the nearest question that has an answer (GPUs or tokens that divide)."""
+    failures = result.failures()
+    reason = max(failures, key=failures.get) if failures else "batch"
+    seq, gpus, tokens = result.model.seq, result.gpus, result.tokens
+    if reason == "batch":
+        if tokens % seq:
+            below, above = tokens // seq * seq, (tokens // seq + 1) * seq
+            return (f"global batch {tokens:,} tokens is not a multiple of s = {seq}; "
+                    f"{below or above:,} or {above:,} tokens would divide")
+        sequences = tokens // seq
+        counts = sorted({d * t for d in divisors(sequences) for t in TENSOR_SIZES if d * t != gpus},
+                        key=lambda n: (abs(n - gpus), -n))
+        multiple = -(-tokens // (gpus * seq)) * gpus * seq
+        return (f"global batch {tokens:,} tokens is not a multiple of {gpus} x {seq} (GPUs x s) for any "
+                f"t p c that divides the model; {counts[0]:,} GPUs or a global batch of {multiple:,} tokens "
+                "would divide")
+    if reason in ("memory", "memory-uncertain"):
+        smallest = np.nanmin(result.columns["memory_per_gpu"])
+        return (f"no layout fits in memory: the smallest needs {smallest / GiB:.2f} GiB on its most loaded rank, "
+                f"over the usable low end {result.usable[0] / GiB:.2f} GiB; more GPUs or a larger --gpu")
+    return f"no layout fits: {REASONS[reason]}"
+
+
+#: Tensor-parallel sizes the nearest-question search tries (a GPU count is d x t).
+TENSOR_SIZES = (1, 2, 4, 8)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: print the plan, or one error line and exit status 2."""
-    return serve(run, argv, "derive.plan")
+    """Entry point: print the plan (exit 1 when no layout fits), or one error line and exit status 2."""
+    printed: list[str] = []
+
+    def keep(given: Sequence[str] | None) -> str:
+        printed.append(run(given))
+        return printed[0]
+
+    code = serve(keep, argv, "derive.plan")
+    return 1 if code == 0 and ("no layout fits" in printed[0] or '"no_layout_fits"' in printed[0]) else code
 
 
 if __name__ == "__main__":

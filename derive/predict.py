@@ -20,24 +20,18 @@ from typing import Sequence
 
 import numpy as np
 
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.budget import usable_low_end
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import LINEAR_DTYPE, StepTime
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
-from derive.hf import published_model, published_names
-from derive.moe_presets import MOE_MODELS
+from derive.names import named_model
 from derive.options import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
-from derive.presets import ALIASES, MODELS, Model, model
+from derive.presets import Model
 from derive.sweep import evaluate
-from derive.symbols import s
 from derive.systems import SYSTEMS, System, system
 
-#: The MoE presets (derive.moe_presets) by the shipped config each reads.
-MOE_CONFIGS = {"mixtral-8x7b": "mixtral-8x7b-v0.1", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
-#: The systems table's names -> derive.accounts.budget's (the GPUs with a measured usable range).
-BUDGETS = {"h100": "h100", "a100-80gb": "a100"}
 #: The architecture fields of --architecture and the Model field each sets.
 ARCHITECTURE_FIELDS = {"layers": "layers", "hidden": "hidden", "ffn": "ffn", "heads": "heads",
                        "kv-heads": "kv_heads", "vocab": "vocab"}
@@ -84,25 +78,17 @@ def chosen_model(args) -> Model:
         return architecture_model(args.architecture, args.seq)
     if args.config is not None:
         entry = _from_config(args.config)
-    elif args.model in MOE_CONFIGS:
-        entry = published_model(MOE_CONFIGS[args.model], seq=MOE_MODELS[args.model].values[s])
-    elif args.model in published_names() and args.model not in MODELS:
-        entry = published_model(args.model)
     else:
         try:
-            entry = model(args.model)
-        except ValueError:
-            known = [*MODELS, *ALIASES, *MOE_CONFIGS, *published_names()]
-            raise UsageError(f"--model: unknown model {args.model!r} (known: {', '.join(known)})") from None
+            entry = named_model(args.model, moe=True)[0]
+        except ValueError as error:
+            raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
     return entry if args.seq is None else replace(entry, seq=args.seq)
 
 
 def usable(gpu: System) -> int:
-    """Bytes usable for tensors, low end: the budget's measured range, else the H100's share of HBM."""
-    if gpu.name in BUDGETS and BUDGETS[gpu.name] in DRIVER_CAPACITY:
-        return usable_bytes(BUDGETS[gpu.name])[0]
-    share = usable_bytes("h100")[0] / SYSTEMS["h100"].hbm_bytes
-    return int(gpu.hbm_bytes * share)
+    """Bytes usable for tensors, low end (derive.accounts.budget.usable_low_end)."""
+    return usable_low_end(gpu)
 
 
 def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
@@ -208,7 +194,11 @@ def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime
              f"  step {result.step_time_s:.3f} s, {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, "
              f"{result.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"]
     for name, seconds in result.breakdown.items():
-        lines.append(f"  {name:13s} {seconds:10.3f} s  {seconds / result.step_time_s:6.1%}")
+        if seconds:
+            lines.append(f"  {name:13s} {seconds:10.3f} s  {seconds / result.step_time_s:6.1%}")
+    zero = [name for name, seconds in result.breakdown.items() if not seconds]
+    if zero:
+        lines.append(f"  0 s: {', '.join(zero)}")
     return "\n".join(lines) + "\n"
 
 

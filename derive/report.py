@@ -171,15 +171,20 @@ def _fit_line(request: Request, values: dict[str, Figure]) -> str:
                    f"{values['fit.gpus_for_state_and_activations'].value:.0f}")
 
 
-def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
-    """The article's cli.py block for one model."""
+#: A sequence length's origin -> the words the text header states it with (a preset's is its own).
+SEQ_STATED = {"max_position_embeddings": "the config's max_position_embeddings; --seq sets it"}
+
+
+def render_text(m: Model, request: Request, values: dict[str, Figure], seq_from: str = "preset") -> str:
+    """The article's cli.py block for one model; a sequence length taken from a config says so."""
     def v(key: str) -> float:
         return values[key].value
 
     materialised = "activations.per_layer_materialised" in values
+    stated = SEQ_STATED.get(seq_from, seq_from if seq_from.startswith("default") else "")
     lines = [
         f"== {m.name}: L={m.layers} h={m.hidden} a={m.heads} kv={m.kv_heads} f={m.ffn} "
-        f"V={m.vocab} s={m.seq}",
+        f"V={m.vocab} s={m.seq}" + (f" ({stated})" if stated else ""),
         f"  N = {format_count(v('parameters'), 'parameters')}   ({request.precision} + "
         f"{request.optimizer}: {v('bytes_per_parameter'):.4g} B/param"
         + (f", ZeRO-{request.zero} over {request.dp} ranks" if request.zero else "") + ")",
@@ -221,9 +226,13 @@ def render_text(m: Model, request: Request, values: dict[str, Figure]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]]) -> str:
-    """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON)."""
+def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]],
+                seq_from: dict[str, str] | None = None) -> str:
+    """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON), and ``seq``
+    as ``{"value", "unit", "from"}``: --seq, preset, max_position_embeddings or the default."""
     data = {m.name: {fig.key: fig.as_json() for fig in values} for m, values in reports}
+    for m, _ in reports:
+        data[m.name]["seq"] = {"value": m.seq, "unit": "tokens", "from": (seq_from or {}).get(m.name, "preset")}
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

@@ -15,12 +15,39 @@ settings.load_profile("ci" if os.environ.get("CI") else "derive")
 
 from derive.render.__main__ import render
 
+#: The system tools some tests run, and what brings each (tests/install_renderers.sh runs these as root).
+TOOLS = {
+    "pdflatex": "sudo apt-get install texlive-latex-base texlive-latex-recommended",
+    "node": "sudo apt-get install nodejs npm",
+    "chromium": "sudo apt-get install chromium chromium-driver",
+    "chromedriver": "sudo apt-get install chromium-driver",
+    "katex": "cd tests/katex && npm ci",
+}
+
+
+def in_ci() -> bool:
+    """True under CI=true (or 1): there a missing tool fails the test instead of skipping it."""
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def missing_tool(tool: str, detail: str = "") -> None:
+    """A test needs ``tool``, which is missing: one line naming it and its install; fail under CI, else skip."""
+    message = f"{tool} {detail or 'not found'}: {TOOLS[tool]} (or, as root, bash tests/install_renderers.sh)"
+    if in_ci():
+        pytest.fail(message)
+    pytest.skip(message)
+
 
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory) -> Path:
     """formulas/ as make derive would write it now, in a temporary folder."""
     out = tmp_path_factory.mktemp("render") / "formulas"
-    render(out)
+    try:
+        render(out)
+    except ValueError as error:
+        if not str(error).startswith("katex: "):
+            raise
+        missing_tool("katex", "is not installed in tests/katex/node_modules (the web page inlines it)")
     return out
 
 

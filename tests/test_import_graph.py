@@ -20,6 +20,8 @@ LAYERS: dict[str, int] = {
     "architectures": 2,
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
     "presets": 3, "configs": 3, "hf": 3, "moe_presets": 3,
+    # the names --model takes in every command (presets, MoE presets, shipped configs)
+    "names": 3,
     "accounts": 4, "views": 4,
     # a training layout (t, p, v, c, e, d, ZeRO, batch): reads the precisions of the accounts
     "parallelism": 4,
@@ -89,3 +91,29 @@ def test_the_check_sees_an_upward_import(tmp_path):
     bad.write_text("from derive.identities import proof\nfrom ..tensors import Ledger\n")
     assert _imports(bad, tmp_path / "derive") == {"identities", "tensors"}
     assert LAYERS["identities"] > LAYERS["accounts"] >= LAYERS["tensors"]
+
+
+#: The command-line front ends. Each may import the shared parsing of derive.cli (OneLineParser,
+#: UsageError, the number types) and derive.options, never another front end's logic; the one
+#: module mapping subcommand names to front ends is derive/__main__.py, and it imports by name.
+FRONT_ENDS = ("plan", "comm", "predict", "calibrate", "check", "validate", "render")
+SHARED = {"cli", "options"}
+#: The one use of a front end's library part by another: the sheet's layouts section runs derive.plan.plan.
+LIBRARY_USES = {("render", "plan")}
+
+
+@pytest.mark.parametrize("name", FRONT_ENDS)
+def test_front_ends_do_not_import_each_other(name):
+    paths = [PACKAGE / f"{name}.py"] if (PACKAGE / f"{name}.py").exists() else \
+        sorted((PACKAGE / name).rglob("*.py"))
+    others = set(FRONT_ENDS) - {name}
+    for path in paths:
+        found = {other for other in _imports(path) & (others - {name}) - SHARED
+                 if (name, other) not in LIBRARY_USES}
+        assert not found, f"{path.relative_to(PACKAGE)} imports the front ends {sorted(found)}"
+
+
+def test_the_dispatcher_imports_front_ends_only_by_name():
+    assert _imports(PACKAGE / "__main__.py") == set()
+    from derive.__main__ import COMMANDS
+    assert {"report", "plan", "predict", "comm", "calibrate", "check", "validate", "render"} <= set(COMMANDS)

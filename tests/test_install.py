@@ -95,3 +95,13 @@ def test_license_is_an_spdx_string():
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "Apache-2.0"
+
+
+def test_an_installed_derive_render_says_why_no_page(installed, tmp_path):
+    # the installed `derive` command: the dispatcher runs derive.render; no KaTeX in an install
+    out = python(installed, tmp_path, "-m", "derive", "render", "--out", "sheet")
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "sheet" / "index.html").exists()
+    assert out.stdout.splitlines()[-1].startswith("not written: index.html (the web page inlines KaTeX")
+    listed = python(installed, tmp_path, "-m", "derive", "report", "--list-models")
+    assert listed.returncode == 0 and "qwen2.5-7b" in listed.stdout and "deepseek-v3" in listed.stdout

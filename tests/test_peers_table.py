@@ -1,4 +1,4 @@
-"""The README's "derive and the tools you know" table is what python -m derive.peers prints now."""
+"""docs/validation.md's "derive and the tools you know" table is what python -m derive.peers prints now."""
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ START, END = "<!-- peers-table:start -->\n", "<!-- peers-table:end -->"
 
 
 def test_readme_block_is_the_generated_table():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "validation.md").read_text()
     block = readme[readme.index(START) + len(START):readme.index(END)]
     assert block == markdown(load(ROOT / "tests" / "reference"))
     assert "| llm-analysis | llama3-70b get_num_params_total | 50,712,551,424 | 70,553,706,496 |" in block

@@ -1,4 +1,4 @@
-"""Every Python block of README.md runs as written, and the last value of each block is the one its comment states."""
+"""Every Python block of README.md and docs/*.md runs as written, and the last value of each block is the one its comment states."""
 import ast
 import re
 from pathlib import Path
@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
+BLOCKS = [block for path in DOCUMENTS
+          for block in re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)]
 
 
 def test_the_readme_has_its_python_blocks():

@@ -2,7 +2,7 @@
 
 Both tools are installed by .ci/run (Debian's texlive-latex-base and
 texlive-latex-recommended; the npm package katex pinned in tests/katex/).
-A missing tool fails these tests; they are never skipped.
+A missing tool fails these tests under CI=true; elsewhere they skip with one line naming it (conftest.missing_tool).
 """
 import json
 import re
@@ -11,18 +11,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import missing_tool
 
 from derive.render.__main__ import ROOT
 from derive.render.escape import LATEX_TEXT, escape_latex
 
 KATEX_DIR = ROOT / "tests" / "katex"
-INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
 
 
 def pdflatex(folder: Path, name: str) -> subprocess.CompletedProcess:
     """Run pdflatex on folder/name the way CI does; fail with the install hint when it is missing."""
     if shutil.which("pdflatex") is None:
-        pytest.fail(f"pdflatex not found: {INSTALL}")
+        missing_tool("pdflatex")
     return subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error",
                            "-no-shell-escape", name], cwd=folder, capture_output=True,
                           text=True, timeout=300, stdin=subprocess.DEVNULL)
@@ -32,14 +32,14 @@ def katex(markdown: Path) -> tuple[int, dict]:
     """Run tests/katex/check_math.mjs on ``markdown``; fail with the install hint when node or katex is missing."""
     node = shutil.which("node")
     if node is None:
-        pytest.fail(f"node not found: {INSTALL}")
+        missing_tool("node")
     installed = KATEX_DIR / "node_modules" / "katex" / "package.json"
     if not installed.exists():
-        pytest.fail(f"katex is not installed in tests/katex/node_modules: {INSTALL}")
+        missing_tool("katex", "is not installed in tests/katex/node_modules")
     pinned = json.loads((KATEX_DIR / "package.json").read_text())["dependencies"]["katex"]
     version = json.loads(installed.read_text())["version"]
     if version != pinned:
-        pytest.fail(f"katex {version} installed, {pinned} pinned: {INSTALL}")
+        missing_tool("katex", f"{version} installed, {pinned} pinned")
     run = subprocess.run([node, str(KATEX_DIR / "check_math.mjs"), str(markdown)],
                          capture_output=True, text=True, timeout=120)
     return run.returncode, json.loads(run.stdout)

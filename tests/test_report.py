@@ -115,8 +115,8 @@ def test_hardware_budget_uses_the_low_end_of_the_usable_range():
 
 
 def _readme_examples():
-    """(command, printed output) for every `$ python -m derive.report` run shown in README.md."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    """(command, printed output) for every `$ python -m derive.report` run shown in docs/reference.md."""
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
     for block in re.findall(r"```console\n(.*?)```", readme, flags=re.S):
         for run in re.split(r"(?m)^(?=\$ )", block):
             if run.startswith("$ python -m derive.report"):

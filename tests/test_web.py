@@ -15,6 +15,7 @@ import subprocess
 from html.parser import HTMLParser
 
 import pytest
+from conftest import missing_tool
 import sympy as sp
 
 from derive.formulas import FORMULAS, exact, form
@@ -41,7 +42,7 @@ FLOAT_SYMBOLS = {"P": (1e12, 3e15), "MFU_target": (0.05, 1.0), "t_step": (0.01, 
 def node() -> str:
     path = shutil.which("node")
     if path is None:
-        pytest.fail("node not found: run tests/install_renderers.sh (make test runs it)")
+        missing_tool("node")
     return path
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from conftest import missing_tool
 
 from derive.hf import published_config
 from derive.render.web import PASTED, cli_message
 from derive.report import run
 
-INSTALL = "run tests/install_renderers.sh (make test runs it before the tests)"
 DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 #: Configurations as CLI long options (each loaded by link and through the form).
@@ -91,7 +91,8 @@ def cli_json(options: dict[str, str]) -> dict[str, float]:
     argv = [word for option, text in options.items() for word in (f"--{option}", text)]
     report = json.loads(run([*argv, "--json"]))
     (figures,) = report.values()
-    return {key: figure["value"] for key, figure in figures.items()}
+    # "seq" is the input the figures are computed at, with where it came from; the page has it as a field
+    return {key: figure["value"] for key, figure in figures.items() if key != "seq"}
 
 
 def cli_error(options: dict[str, str]) -> str:
@@ -103,7 +104,7 @@ def cli_error(options: dict[str, str]) -> str:
 def browser():
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver is None:
-        pytest.fail(f"chromium / chromedriver not found: {INSTALL}")
+        missing_tool("chromium" if chromium is None else "chromedriver")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

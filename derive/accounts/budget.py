@@ -221,3 +221,16 @@ def gpus_to_hold(total_bytes: int | float | sp.Expr, per_gpu_bytes: int | float 
 
 #: The article's per-card planning budget (section 5.4 and self-test 1), stated as 70 GiB.
 PLANNING_BUDGET_GIB = 70
+
+
+#: The systems table's GPU names (derive.systems) -> the hardware names whose usable range is measured here.
+SYSTEM_BUDGETS = {"h100": "h100", "a100-80gb": "a100"}
+
+
+def usable_low_end(gpu) -> int:
+    """Bytes usable for tensors on a derive.systems GPU, low end: its measured range, else the H100's share of its HBM."""
+    from derive.systems import SYSTEMS
+
+    if gpu.name in SYSTEM_BUDGETS:
+        return usable_bytes(SYSTEM_BUDGETS[gpu.name])[0]
+    return int(gpu.hbm_bytes * (usable_bytes("h100")[0] / SYSTEMS["h100"].hbm_bytes))

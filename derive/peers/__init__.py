@@ -5,7 +5,7 @@ One module per peer (``deepspeed``, ``accelerate``, ``llm_analysis``, ``torchtit
 written by ``tools/peers/generate.py``) into :class:`Reproduction` s: derive's value
 under the view the peer takes, and the departures of
 :mod:`derive.identities.peers` that close the gap. ``python -m derive.peers DIR``
-prints the README's table from the reference files in DIR.
+prints docs/validation.md's table from the reference files in DIR.
 """
 from __future__ import annotations
 

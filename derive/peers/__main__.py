@@ -1,4 +1,4 @@
-"""python -m derive.peers [DIR]: print the README's peers table from DIR/peers_*.json (default tests/reference)."""
+"""python -m derive.peers [DIR]: print docs/validation.md's peers table from DIR/peers_*.json (default tests/reference)."""
 from __future__ import annotations
 
 import sys

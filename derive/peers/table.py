@@ -1,4 +1,4 @@
-"""The README's "derive and the tools you know" table, generated from the peers' reference files."""
+"""docs/validation.md's "derive and the tools you know" table, generated from the peers' reference files."""
 from __future__ import annotations
 
 import json
@@ -38,7 +38,7 @@ def _short(call: str) -> str:
 
 
 def _picked(peer: str, record: dict) -> bool:
-    """The records the README shows: one layout per peer, Llama 3 70B where the peer runs it."""
+    """The records docs/validation.md shows: one layout per peer, Llama 3 70B where the peer runs it."""
     kw = record["kwargs"]
     if peer == "deepspeed":
         if "estimate" not in record["call"]:
@@ -131,7 +131,7 @@ def versions(references: dict[str, dict]) -> str:
 
 
 def markdown(references: dict[str, dict]) -> str:
-    """The README block: versions line and the table."""
+    """The docs/validation.md block: versions line and the table."""
     lines = [f"Peers run: {versions(references)}.", "",
              "| tool | number | tool's value | derive's | named cause |", "|---|---|---:|---:|---|"]
     lines += [f"| {peer} | {label} | {theirs} | {ours} | {cause} |"

@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in written:
         print(f"wrote {path}")
+    if PAGE not in files:
+        print(f"not written: {PAGE} (the web page inlines KaTeX from a checkout's tests/katex; an installed "
+              "package has none: render from a checkout with `make derive`)")
     return 0
 
 

@@ -170,7 +170,7 @@
     switch (unit) {
       case "B": return scaled(value, DATA.byte_unit_suffix) + (key === "fit.budget" ? " = " + binary(value) : "");
       case "parameters": return Number.isSafeInteger(value) ? INTEGER.format(value) : approximate(value);
-      case "B/parameter": return String(Number(value.toPrecision(display.significant))) + " B/parameter";
+      case "B/param": return String(Number(value.toPrecision(display.significant))) + " B/param";
       case "FLOP/token": return scaled(value, "FLOP/token");
       case "tokens/s": return scaled(value, " tokens/s");
       case "s": return String(Number(value.toPrecision(display.significant))) + " s";

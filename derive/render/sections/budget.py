@@ -105,7 +105,7 @@ def self_test_table() -> Table:
         for name in LLAMA3_MODELS
     )
     return Table(
-        "self_test_gpus", "GPUs that hold the resident state (bf16 + Adam, 16 B/parameter)",
+        "self_test_gpus", "GPUs that hold the resident state (bf16 + Adam, 16 B/param)",
         (Column("model", "model"), Column("resident", "resident state", unit="B"),
          *(Column(key, heading, unit="GPUs") for key, heading, _ in budgets)),
         rows,

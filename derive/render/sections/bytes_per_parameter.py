@@ -23,7 +23,7 @@ STAGES = (0, 1, 2, 3)
 STAGE_NAMES = {0: "plain", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
 #: data-parallel ranks at which the figure draws the sharded shares (one 8-GPU node).
 FIGURE_RANKS = 8
-PER_RANK = "B/parameter per rank"
+PER_RANK = "B/param per rank"
 
 
 def bytes_per_parameter_table() -> Table:

@@ -27,7 +27,7 @@ STATE_ROWS = (
     ("fp8-blockwise", "adamw-bf16", False, "DeepSeek-V3: block-wise, BF16 moments"),
 )
 SBH = s * b * h
-PER_PARAMETER = "B/parameter"
+PER_PARAMETER = "B/param"
 
 
 def decimal_cell(value: sp.Expr, digits: int = 3) -> Cell:

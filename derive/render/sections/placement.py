@@ -4,7 +4,7 @@ from __future__ import annotations
 from derive.accounts.placement import placement_table
 from derive.render.sheet import Column, Section, Table, math_cell, text_cell
 
-PER_PARAMETER = "B/parameter per rank"
+PER_PARAMETER = "B/param per rank"
 
 
 def placements_table(rows: list[dict[str, object]]) -> Table:

@@ -85,7 +85,7 @@ def state_ledger_table(optimizer: str = "adam") -> Table:
     return Table(
         "state_ledger", f"State ledger per parameter ({optimizer})",
         (Column("precision", "precision"), Column("tensor", "tensor", width="0.3\\linewidth"),
-         Column("dtype", "dtype"), Column("bytes_per_parameter", "B / param", unit="B/parameter"),
+         Column("dtype", "dtype"), Column("bytes_per_parameter", "B / param", unit="B/param"),
          Column("account", "account"), Column("lifetime", "lifetime"),
          Column("partitioned_from", "sharded from")),
         tuple(rows),
