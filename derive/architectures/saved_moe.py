@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.moe_model import MoEFeatures
-from derive.architectures.saved import hf_rms_norm
+from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, hf_rms_norm
 from derive.inputs import choose
 from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
 from derive.tensors import Ledger, Tensor
@@ -69,8 +69,12 @@ def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = No
     ]
 
 
-def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> list[Tensor]:
+def eager_attention(features: MoEFeatures, single_sequence: bool = False,
+                    implementation: str = "eager", window: bool = False) -> list[Tensor]:
     """The attention half of a transformers layer: input norm, GQA or MLA, scores, o_proj input.
+
+    GQA's scores are transformers' dense rows (derive.architectures.saved): ``implementation``
+    "eager" (K and V repeated to a heads, viewed at g = b = 1) or "sdpa" (with ``window``'s mask).
 
     ``single_sequence`` (b = 1): MLA's V reshapes to (a, s, k_v) without a copy, so matmul(P, V)
     keeps a view of kv_b_proj's output and with it the storage of the keys' d_nope part
@@ -83,9 +87,13 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> lis
         if features.qk_norm:
             rows += _hf_norm("q_norm", (b, s, a), k, "tp_shardable", "attention")
             rows += _hf_norm("k_norm", (b, s, g), k, "tp_shardable", "attention")
-        rows += _eager_scores(k, k)
+        rows += (hf_eager_attention(k) if implementation == "eager"
+                 else hf_sdpa_attention(k, window))
         width = a * k
     else:
+        if implementation != "eager":
+            raise ValueError(f"implementation: transformers' MLA under {implementation!r} attention "
+                             "is not modelled (eager is)")
         if features.attention == "mla":
             rows += _hf_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
             rows.append(_row("q_b_proj input", (T, r_q), ACTIVATION, "replicated", "attention",
@@ -169,9 +177,10 @@ def eager_experts(features: MoEFeatures) -> list[Tensor]:
     ]
 
 
-def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False) -> Ledger:
+def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False,
+                implementation: str = "eager", window: bool = False) -> Ledger:
     """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block."""
-    rows = eager_attention(features, single_sequence)
+    rows = eager_attention(features, single_sequence, implementation, window)
     rows += _hf_norm("post_attention_layernorm", (b, s), h, "replicated", "mlp")
     if not moe:
         return Ledger(rows + _dense("mlp", f))

@@ -30,6 +30,9 @@ from derive.validate.predicted import (
     predicted_saved_bytes,
 )
 
+#: Random configs per family of the default ``--hf`` run (CI); ``--samples`` asks for more.
+DEFAULT_SAMPLES = 4
+
 #: Small shapes every kind is measured at (f = 4h for GPT, Korthikanti et al. 2022 section 4.1);
 #: MHA, GQA and MQA, odd head counts and a sequence that is not a multiple of the kernel's block.
 GRID: dict[str, tuple[dict[str, int], ...]] = {
@@ -161,20 +164,33 @@ def _print_table(results: list[dict[str, object]], tensors: bool) -> None:
         print("note:", note)
 
 
-def _main_hf(as_json: bool) -> int:
-    """``--hf``: every family's parameter table against transformers (derive.validate.hf)."""
-    from derive.validate import hf
+def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None) -> int:
+    """``--hf``: the grid of every family's parameter table (derive.validate.hf), then random
+    configs and shapes through the public path, parameters and saved bytes (derive.validate.hf_random)."""
+    from derive.validate import hf, hf_random
 
+    if replay is not None:
+        out = hf_random.replay(replay)
+        json.dump(out, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0 if all(part["passed"] for part in out.values()) else 1
     results = hf.run()
     failed = sum(not r["passed"] for r in results)
+    drawn = hf_random.run(samples, seed, report=(lambda line: None) if as_json else print)
+    failed_draws = len(drawn["failures"])
     if as_json:
-        json.dump({"results": results, "passed": len(results) - failed, "failed": failed},
-                  sys.stdout, indent=2)
+        counts = [{"family": family, "check": check, "passed": ok, "count": n}
+                  for (family, check, ok), n in sorted(drawn["counts"].items())]
+        json.dump({"results": results, "passed": len(results) - failed, "failed": failed,
+                   "drawn": {"counts": counts, "failures": drawn["failures"],
+                             "samples": samples, "seed": seed}},
+                  sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         hf.print_table(results)
-        print(f"{len(results) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        print(f"{len(results) - failed} passed, {failed} failed\n")
+        hf_random.print_counts(drawn)
+    return 1 if failed or failed_draws else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,9 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kind", action="append", choices=list(KINDS), help="only this kind")
     parser.add_argument("--hf", action="store_true",
                         help="compare derive's parameter tables with transformers' models instead")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                        help=f"--hf: random configs drawn per family (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--seed", type=int, default=0, help="--hf: the draws' random seed")
+    parser.add_argument("--replay", metavar="JSON", help="--hf: rerun one printed draw")
     args = parser.parse_args(argv)
+    if args.samples < 1:
+        parser.error("--samples: must be a positive integer")
     if args.hf:
-        return _main_hf(args.json)
+        return _main_hf(args.json, args.samples, args.seed, args.replay)
     results = run(args.kind or list(KINDS))
     failed = sum(not r["passed"] for r in results)
     if args.json:
