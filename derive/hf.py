@@ -367,7 +367,13 @@ def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
 
 
 def deepseek_v2(c: Fields) -> Shape:
-    """DeepseekV2ForCausalLM: MLA (q_lora_rank may be null), DeepSeekMoE; mlp_bias on the dense and shared-expert MLPs."""
+    """DeepseekV2ForCausalLM: MLA (q_lora_rank may be null), DeepSeekMoE; mlp_bias on the dense and shared-expert MLPs.
+
+    DeepseekV2Config.validate_architecture refuses a hidden size the heads do not divide.
+    """
+    hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
+    if hidden % heads:
+        raise ValueError(f"num_attention_heads: {heads} does not divide hidden_size = {hidden}")
     return _deepseek(c, "none", c.flag("mlp_bias", False))
 
 

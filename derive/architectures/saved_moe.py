@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.moe_model import MoEFeatures
-from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, hf_rms_norm
+from derive.architectures.saved import hf_eager_attention, hf_rms_norm, hf_sdpa_attention, when
 from derive.inputs import choose
 from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
 from derive.tensors import Ledger, Tensor
@@ -50,10 +50,11 @@ def _hf_norm(prefix: str, lead: tuple[sp.Expr, ...], width: sp.Expr, *tags: str)
     return hf_rms_norm(prefix, (*lead, width), *tags)
 
 
-def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = None) -> list[Tensor]:
+def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = None,
+                  viewed: sp.Basic = sp.false) -> list[Tensor]:
     """eager_attention_forward: Q, K (a heads), fp32 softmax, its bf16 copy, V (a heads).
 
-    ``value_storage`` replaces V's row when the kept V is a view of a larger tensor.
+    ``value_storage`` replaces V's row where ``viewed`` holds: the kept V is then a view of it.
     """
     tags = ("attention", "tp_shardable")
     v_row = _row("V (a heads)", (b, a, s, value), ACTIVATION, *tags, note="kept by matmul(P, V)")
@@ -65,7 +66,8 @@ def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = No
              note="softmax(dtype=float32) result, kept by its backward"),
         _row("probabilities (bf16)", (b, a, s, s), ACTIVATION, *tags, "score_matrix",
              note=".to(query.dtype), kept by matmul(P, V)"),
-        v_row if value_storage is None else value_storage,
+        *(when(v_row, sp.Not(viewed)) if value_storage is not None else [v_row]),
+        *(when(value_storage, viewed) if value_storage is not None else []),
     ]
 
 
@@ -103,8 +105,11 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False,
                          "mla_down", note="kv_a_layernorm output"))
         kv_b_output = _row("kv_b_proj output (V's storage)", (T, a * (k_nope + k_v)), ACTIVATION,
                            "attention", "tp_shardable",
-                           note="b = 1: V is a view of it, kept by matmul(P, V)")
-        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output if single_sequence else None)
+                           note="b = 1 or a = 1: V is a view of it, kept by matmul(P, V)")
+        # matmul folds [b, a] of V (a transposed slice of kv_b_proj's output) into one batch
+        # dimension without a copy when either is 1 (aten LinearAlgebra.cpp _matmul_impl)
+        viewed = sp.true if single_sequence else sp.Eq(a, 1)
+        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output, viewed)
         width = a * k_v
     rows.append(_row("o_proj input", (T, width), ACTIVATION, "tp_shardable", "attention",
                      note="attention output, kept by o_proj"))

@@ -31,7 +31,7 @@ from derive.validate.predicted import (
 )
 
 #: Random configs per family of the default ``--hf`` run (CI); ``--samples`` asks for more.
-DEFAULT_SAMPLES = 4
+DEFAULT_SAMPLES = 6
 
 #: Small shapes every kind is measured at (f = 4h for GPT, Korthikanti et al. 2022 section 4.1);
 #: MHA, GQA and MQA, odd head counts and a sequence that is not a multiple of the kernel's block.
