@@ -73,11 +73,12 @@ def hf_edges_saved(head_dim: sp.Expr = HEAD) -> Ledger:
                 _row("loss: log-probabilities (fp32)", (b, s, V), STATISTICS, "loss",
                      "tp_shardable", note="log_softmax of logits.float(), kept by log_softmax "
                      "and nll_loss"),
-                _row("loss: targets", (b, s), INDEX_DTYPE, "loss", "replicated",
-                     note="labels shifted left and padded with -100"),
-                *when(_row("loss: padded label (b = 1)", (1,), INDEX_DTYPE, "loss", "replicated",
-                            note="the -100 pad: at b = 1 the shifted view keeps the s + 1 storage"),
-                       SINGLE_SEQUENCE),
+                *when(_row("loss: targets", (b, s), INDEX_DTYPE, "loss", "replicated",
+                           note="labels shifted left and padded with -100, copied by .contiguous()"),
+                      sp.Not(SINGLE_SEQUENCE)),
+                *when(_row("loss: padded labels (b = 1)", (s + 1,), INDEX_DTYPE, "loss",
+                           "replicated", note="at b = 1 the shifted view is contiguous: nll_loss "
+                           "keeps the s + 1 padded labels"), SINGLE_SEQUENCE),
                 _row("loss: total weight (fp32)", (), STATISTICS, "loss", "replicated",
                      note="0-d tensor nll_loss keeps for the mean reduction"),
             ]

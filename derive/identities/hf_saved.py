@@ -54,12 +54,13 @@ def hf_eager_kv_view() -> sp.Expr:
 
 
 @identity("transformers' sdpa keeps K, V at g heads and no mask (not at s >= w)", topic=TOPIC,
-          claim=4 * b * g * s * k, where={w: s}, holds=False,
+          claim=4 * b * g * s * k, where={w: s, a: 32, g: 8}, holds=False,
           source=f"{TRANSFORMERS} masking_utils.py _ignore_causal_mask_sdpa (no skip when "
                  "kv_length >= sliding window), integrations/sdpa_attention.py use_gqa_in_sdpa "
                  "(no enable_gqa with a mask: repeat_kv); PyTorch 2.13 "
                  "aten/src/ATen/native/transformers/attention.cpp convert_boolean_attn_mask",
-          assumptions=("a sliding window w (Mistral)", "the CPU flash kernel keeps the mask as "
+          assumptions=("a sliding window w reached (s = w); a = 32, g = 8 as in Mistral 7B",
+                       "the CPU flash kernel keeps the mask as "
                        "bf16 [b, 1, s, s] in every layer", "g = 1: the repeat is a stride-0 view"))
 def hf_sdpa_window_mask() -> sp.Expr:
     return _named(Ledger(hf_sdpa_attention(k, window=True)), "k ", "v", "sliding-window mask")

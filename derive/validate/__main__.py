@@ -51,9 +51,11 @@ GRID: dict[str, tuple[dict[str, int], ...]] = {
         dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
         dict(s=17, b=1, h=64, a=8, g=4, f=96, L=3, V=101),
     ),
-    # transformers' own models (GQA and MHA; repeat_kv copies nothing at g = a); b >= 2, see NOTES
+    # transformers' own models (GQA, MHA and MQA; repeat_kv copies nothing at g = a; at g = 1 and
+    # b = 1 eager attention keeps K and V viewed; at b = 1 the loss keeps the padded labels)
     **{kind: (dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
-              dict(s=11, b=3, h=48, a=6, g=6, f=40, L=1, V=37)) for kind in HF_KINDS},
+              dict(s=11, b=3, h=48, a=6, g=6, f=40, L=1, V=37),
+              dict(s=9, b=1, h=32, a=4, g=1, f=24, L=2, V=29)) for kind in HF_KINDS},
 }
 
 NOTES = (
@@ -64,8 +66,8 @@ NOTES = (
     " in the counter, which counts it as 0; the ledger is compared with mask='none' and the"
     " causal attention FLOPs derive predicts are shown as 'uncounted', not compared.",
     "hf-*: transformers' loss pads the labels to s + 1 and shifts them; at b = 1 the shifted view"
-    " is contiguous and keeps the padded storage (one int64 more than the b*s targets row), at"
-    " b >= 2 it is copied to b*s: the grid runs b >= 2.",
+    " is contiguous and keeps the padded storage: the ledger's 'loss: padded label (b = 1)' row"
+    " (one int64, a Piecewise count that is 0 at b >= 2).",
     "llama-*: 'math' reruns the count with sdpa_kernel(SDPBackend.MATH), whose bmm the counter"
     " sees over all s*s scores (causal masking is not halved): compared with mask='full'.",
 )
