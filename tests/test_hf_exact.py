@@ -6,6 +6,7 @@ under saved_tensors_hooks and require exact equality with what
 ``derive report --profile hf-sdpa|hf-eager`` prints.
 """
 import json
+import re
 
 import pytest
 import sympy as sp
@@ -189,3 +190,22 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path):
     figure = next(iter(out.values()))["saved_for_backward_bytes"]
     measured = sum(row.bytes for row in hf_random.measured(config, "eager", 1, 6))
     assert figure["value"] == measured == figure["layers"] + figure["edges"]
+
+
+@pytest.mark.parametrize("config, options, line", [
+    ({"model_type": "gemma2", "num_key_value_heads": 2}, ["--profile", "hf-eager"],
+     "--profile: hf-eager: transformers' saved tensors are modelled for llama, mistral, qwen2, "
+     "qwen3 and the MoE families, not gemma2"),
+    ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
+     ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
+    ({"model_type": "llama"}, ["--profile", "hf-sdpa", "--experts-implementation", "grouped_mm"],
+     "--experts-implementation: only the MoE report"),
+])
+def test_what_the_transformers_profiles_refuse_is_one_line(tmp_path, config, options, line):
+    from derive.cli import UsageError
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 8,
+                                "num_hidden_layers": 1, "vocab_size": 11,
+                                "max_position_embeddings": 32, **config}))
+    with pytest.raises(UsageError, match="^" + re.escape(line)):
+        run(["--config", str(path), *options])

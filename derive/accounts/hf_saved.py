@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.accounts.activations import _llama_layer
+from derive.accounts.activations import llama_layer_form
 from derive.architectures.saved import SINGLE_SEQUENCE, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import eager_edges, eager_layer
@@ -38,9 +38,6 @@ HF_PROFILES: dict[str, str] = {
 EXPERTS_IMPLEMENTATIONS = ("grouped_mm",)
 #: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
-#: Families with a sliding window on every layer when the config sets one (MistralConfig's
-#: default is 4096; Mixtral's and Qwen3-MoE's null).
-WINDOW_FAMILIES = ("mistral", "mixtral", "qwen3_moe")
 
 
 @dataclass(frozen=True)
@@ -66,11 +63,14 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
     implementation = implementation_of(profile)
     model.require_dense("model")
     layout = model.layout
-    if layout is None or model.model_type not in LLAMA_LAYER_FAMILIES or not _llama_layer(layout):
+    if layout is None or model.model_type not in LLAMA_LAYER_FAMILIES or not llama_layer_form(layout):
         raise ValueError(f"profile: {profile}: transformers' saved tensors are modelled for "
                          f"{', '.join(LLAMA_LAYER_FAMILIES)} and the MoE families, not "
                          f"{model.model_type or model.family} ({model.name})")
     window = "w" in dict(model.sizes)
+    if model.model_type in ("qwen2", "qwen3") and window:
+        raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
+                         "(use_sliding_window, from max_window_layers on) are not modelled")
     layer = llama_layer_saved(f"hf-{implementation}", k, qk_norm=layout.qk_norm == "head",
                               window=window)
     return SavedForBackward(hf_edges_saved(k).bytes(), layer.times(L).bytes())
@@ -99,11 +99,8 @@ def moe_saved(features, profile: str, window: bool = False,
 
 def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm") -> SavedForBackward:
     """The rows of ``model`` (read from the parsed ``config`` by from_config) under ``profile``."""
-    window = "w" in dict(model.sizes)
-    if model.model_type in ("qwen2", "qwen3") and window:
-        raise ValueError("use_sliding_window: transformers' Qwen sliding-window layers (from "
-                         "max_window_layers on) are not modelled")
     if model.model_type in MOE_FAMILIES:
+        window = "w" in dict(model.sizes)
         saved = moe_saved(moe_features(config, model.layout), profile, window, experts)
         if "L_E" in dict(model.sizes):
             return saved
