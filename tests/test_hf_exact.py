@@ -209,3 +209,19 @@ def test_what_the_transformers_profiles_refuse_is_one_line(tmp_path, config, opt
                                 "max_position_embeddings": 32, **config}))
     with pytest.raises(UsageError, match="^" + re.escape(line)):
         run(["--config", str(path), *options])
+
+
+def test_moe_boundaries_read_as_transformers_builds_them():
+    base = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "intermediate_size": 16, "vocab_size": 11, "max_position_embeddings": 32}
+    # Qwen3MoeDecoderLayer: layer i is sparse when (i + 1) % decoder_sparse_step == 0
+    qwen = from_config({**base, "model_type": "qwen3_moe", "num_hidden_layers": 4, "num_experts": 3,
+                        "num_experts_per_tok": 3, "moe_intermediate_size": 8,
+                        "decoder_sparse_step": 2})
+    assert qwen.moe_layers == (1, 3) and dict(qwen.sizes)["k_E"] == 3   # top-k = E is allowed
+    deepseek = from_config({**base, "model_type": "deepseek_v3", "num_hidden_layers": 3,
+                            "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4,
+                            "v_head_dim": 4, "n_routed_experts": 4, "num_experts_per_tok": 4,
+                            "moe_intermediate_size": 8, "first_k_dense_replace": 2,
+                            "q_lora_rank": None})
+    assert deepseek.moe_layers == (2,)
