@@ -225,3 +225,13 @@ def test_moe_boundaries_read_as_transformers_builds_them():
                             "moe_intermediate_size": 8, "first_k_dense_replace": 2,
                             "q_lora_rank": None})
     assert deepseek.moe_layers == (2,)
+
+
+def test_a_printed_draw_replays(capsys):
+    from derive.validate.__main__ import main
+    config = _config("llama", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=1))
+    line = hf_random.replay_line(config, "eager", 1, 7)
+    assert line.startswith("python -m derive.validate --hf --replay '")
+    assert main(["--hf", "--replay", line.split("--replay '", 1)[1][:-1]]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["saved"]["predicted"] == out["saved"]["measured"] and out["parameters"]["passed"]
