@@ -178,7 +178,8 @@ def test_the_report_prints_what_transformers_keeps(tmp_path):
     assert figure["value"] == measured == figure["layers"] + figure["edges"]
 
 
-def test_the_moe_report_prints_what_transformers_keeps(tmp_path):
+@pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
+def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
     config = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 32,
               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8,
               "intermediate_size": 16, "num_local_experts": 3, "num_experts_per_tok": 3,
@@ -186,9 +187,9 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path):
     path = tmp_path / "mixtral.json"
     path.write_text(json.dumps(config))
     out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", "1",
-                          "--seq", "6", "--experts-implementation", "grouped_mm", "--json"]))
+                          "--seq", "6", "--experts-implementation", experts, "--json"]))
     figure = next(iter(out.values()))["saved_for_backward_bytes"]
-    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 1, 6))
+    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 1, 6, experts))
     assert figure["value"] == measured == figure["layers"] + figure["edges"]
 
 

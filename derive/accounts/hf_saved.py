@@ -21,7 +21,7 @@ import sympy as sp
 from derive.accounts.activations import llama_layer_form
 from derive.architectures.saved import SINGLE_SEQUENCE, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
-from derive.architectures.saved_moe import eager_edges, eager_layer
+from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
 from derive.inputs import choose
 from derive.hf import from_config, load_config
 from derive.moe_presets import MOE_FAMILIES, moe_features
@@ -34,8 +34,9 @@ HF_PROFILES: dict[str, str] = {
     "hf-sdpa": "the whole model as transformers 5.23 trains it (sdpa attention; family from the config)",
     "hf-eager": "the whole model as transformers 5.23 trains it (eager attention; family from the config)",
 }
-#: transformers 5's experts implementations derive models (integrations/moe.py grouped_mm_experts_forward).
-EXPERTS_IMPLEMENTATIONS = ("grouped_mm",)
+#: transformers 5's experts implementations derive models (integrations/moe.py
+#: grouped_mm_experts_forward, the default; eager: the modeling file's loop over experts).
+EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
 #: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
 
@@ -88,7 +89,7 @@ def moe_saved(features, profile: str, window: bool = False,
 
     def at(single: bool) -> tuple[Ledger, Ledger]:
         layers = (eager_layer(features, False, single, implementation, window).times(L - L_E)
-                  + eager_layer(features, True, single, implementation, window).times(L_E))
+                  + eager_layer(features, True, single, implementation, window, experts).times(L_E))
         return eager_edges(features, single), layers
 
     (edges_one, layers_one), (edges, layers) = at(True), at(False)

@@ -182,14 +182,47 @@ def eager_experts(features: MoEFeatures) -> list[Tensor]:
     ]
 
 
+def loop_experts(features: MoEFeatures) -> list[Tensor]:
+    """The experts' ``eager`` implementation (modeling_mixtral.py MixtralExperts.forward, alike in
+    Qwen3-MoE and DeepSeek-V3): a loop over the hit experts, each keeping its tokens' rows.
+
+    The rows of expert e are n_e long; the n_e sum to T k_E over the experts (dropless), so
+    the sum is exact whatever the routing.
+    """
+    tags = ("routed_expert", "mlp", "tp_shardable")
+    copies = T * k_E
+    return [
+        _row("token indices (per expert)", (copies,), INDEX, *tags,
+             note="torch.where(expert_mask)'s token_idx, kept by index and index_add_"),
+        _row("top-k positions (per expert)", (copies,), INDEX, *tags,
+             note="top_k_pos, kept by top_k_weights[token_idx, top_k_pos]"),
+        _row("expert tokens", (copies, h), ACTIVATION, *tags,
+             note="hidden_states[token_idx], kept by the gate_up linear"),
+        *eager_swiglu("experts", copies, f_E, *tags),
+        _row("routing weights (per expert)", (copies, 1), features.weights_dtype, *tags,
+             note="kept by the multiply of each expert output with its weight"),
+        _row("expert outputs", (copies, h), ACTIVATION, *tags, note="kept by the same multiply"),
+        _row("weighted outputs", (copies, h), ACTIVATION, *tags,
+             note="the multiply's result in the hidden dtype, kept by index_add_"),
+    ]
+
+
+#: transformers 5's experts implementations (integrations/moe.py) -> their rows.
+EXPERTS: dict[str, object] = {"grouped_mm": eager_experts, "eager": loop_experts}
+
+
 def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False,
-                implementation: str = "eager", window: bool = False) -> Ledger:
-    """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block."""
+                implementation: str = "eager", window: bool = False,
+                experts: str = "grouped_mm") -> Ledger:
+    """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block.
+
+    ``experts``: transformers' experts implementation, grouped_mm (its default) or eager.
+    """
     rows = eager_attention(features, single_sequence, implementation, window)
     rows += _hf_norm("post_attention_layernorm", (b, s), h, "replicated", "mlp")
     if not moe:
         return Ledger(rows + _dense("mlp", f))
-    rows += eager_router(features) + eager_experts(features)
+    rows += eager_router(features) + EXPERTS[choose("experts", experts, EXPERTS)](features)
     if features.shared:
         rows += _dense("shared_experts", f_S, "shared_expert")
     return Ledger(rows)

@@ -37,6 +37,9 @@ SAVED: dict[str, tuple[str, ...]] = {
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
     "deepseek_v3": ("eager",),
 }
+#: Families with routed experts: their draws alternate transformers' experts implementations.
+MOE = ("mixtral", "qwen3_moe", "deepseek_v3")
+EXPERTS_DRAWN = ("grouped_mm", "eager")
 #: Families checked on parameters only: their saved tensors are not modelled yet.
 PARAMETERS_ONLY = ("gemma2", "gemma3_text", "phi3", "olmo2", "gpt2", "gpt_neox", "qwen2_moe",
                    "deepseek_v2")
@@ -230,17 +233,19 @@ def draw_shape(rng: random.Random, config: dict[str, Any]) -> tuple[int, int]:
 
 # ---- derive's side: the public path ----
 
-def predicted(config: dict[str, Any], implementation: str, batch: int, seq: int) -> int:
+def predicted(config: dict[str, Any], implementation: str, batch: int, seq: int,
+              experts: str = "grouped_mm") -> int:
     """Bytes derive's report accounts give for ``config`` at (b, s): from_config -> accounts.hf_saved."""
     from derive.accounts.hf_saved import config_saved
 
-    model, saved = config_saved(config, f"hf-{implementation}")
+    model, saved = config_saved(config, f"hf-{implementation}", experts)
     return int(model.subs(saved.total, b=batch, s=seq))
 
 
 # ---- transformers' side ----
 
-def measured(config: dict[str, Any], implementation: str, batch: int, seq: int) -> list:
+def measured(config: dict[str, Any], implementation: str, batch: int, seq: int,
+             experts: str = "grouped_mm") -> list:
     """Allocations autograd keeps for the loss of transformers' model of ``config`` (reachable ones)."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -253,9 +258,10 @@ def measured(config: dict[str, Any], implementation: str, batch: int, seq: int) 
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        moe = {"experts_implementation": experts} if config["model_type"] in MOE else {}
         model = AutoModelForCausalLM.from_config(transformers_config(config),
                                                  attn_implementation=implementation,
-                                                 dtype=torch.bfloat16)
+                                                 dtype=torch.bfloat16, **moe)
     model.train()
     tokens = torch.randint(0, config["vocab_size"], (batch, seq))
     own = {measure._storage(t) for t in (*model.parameters(), *model.buffers())}
@@ -276,13 +282,16 @@ def measured(config: dict[str, Any], implementation: str, batch: int, seq: int) 
     return [row for row in rows if row.saved_by != ("?",)]
 
 
-def check_saved(config: dict[str, Any], implementation: str, batch: int, seq: int) -> dict[str, Any]:
+def check_saved(config: dict[str, Any], implementation: str, batch: int, seq: int,
+                experts: str = "grouped_mm") -> dict[str, Any]:
     """One draw's saved bytes: derive's public path against transformers."""
-    rows = measured(config, implementation, batch, seq)
+    rows = measured(config, implementation, batch, seq, experts)
     got = sum(row.bytes for row in rows)
-    want = predicted(config, implementation, batch, seq)
+    want = predicted(config, implementation, batch, seq, experts)
     result = {"family": config["model_type"], "implementation": implementation, "b": batch,
               "s": seq, "predicted": want, "measured": got, "passed": want == got}
+    if config["model_type"] in MOE:
+        result["experts"] = experts
     if want != got:
         result["rows"] = sorted(Counter((r.dtype, r.shape, r.saved_by) for r in rows).items(),
                                 key=str)
@@ -310,9 +319,10 @@ def check_parameters(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def replay_line(config: dict[str, Any], implementation: str | None, batch: int | None,
-                seq: int | None) -> str:
+                seq: int | None, experts: str = "grouped_mm") -> str:
     """The line that reruns one draw: python -m derive.validate --hf --replay '<json>'."""
-    draw = {"config": config, "implementation": implementation, "b": batch, "s": seq}
+    draw = {"config": config, "implementation": implementation, "b": batch, "s": seq,
+            "experts": experts}
     return f"python -m derive.validate --hf --replay '{json.dumps(draw)}'"
 
 
@@ -338,17 +348,21 @@ def run(samples: int, seed: int = 0, families: tuple[str, ...] = FAMILIES,
             if not implementations or parameters.get("refused"):
                 continue
             implementation = implementations[index % len(implementations)]
+            experts = (EXPERTS_DRAWN[index // len(implementations) % len(EXPERTS_DRAWN)]
+                       if family in MOE else "grouped_mm")
+            check = f"{implementation}+{experts}" if family in MOE else implementation
+            replay_text = replay_line(config, implementation, batch, seq, experts)
             try:
-                saved = check_saved(config, implementation, batch, seq)
+                saved = check_saved(config, implementation, batch, seq, experts)
             except ValueError as error:  # derive refuses the config: that is a failure to model it
                 saved = {"family": family, "implementation": implementation, "b": batch, "s": seq,
                          "passed": False, "error": str(error)}
-            counts[(family, implementation, saved["passed"])] += 1
+            counts[(family, check, saved["passed"])] += 1
             if not saved["passed"]:
-                failures.append({**saved, "replay": replay_line(config, implementation, batch, seq)})
-                report(f"FAIL saved {family} {implementation} b={batch} s={seq}: "
+                failures.append({**saved, "replay": replay_text})
+                report(f"FAIL saved {family} {check} b={batch} s={seq}: "
                        f"{saved.get('error') or (saved['predicted'], saved['measured'])}\n"
-                       f"    replay: {replay_line(config, implementation, batch, seq)}")
+                       f"    replay: {replay_text}")
     return {"counts": counts, "failures": failures, "seconds": time.monotonic() - started,
             "samples": samples, "seed": seed}
 
@@ -358,7 +372,8 @@ def replay(text: str) -> dict[str, Any]:
     draw = json.loads(text)
     out = {"parameters": check_parameters(draw["config"])}
     if draw.get("implementation"):
-        out["saved"] = check_saved(draw["config"], draw["implementation"], draw["b"], draw["s"])
+        out["saved"] = check_saved(draw["config"], draw["implementation"], draw["b"], draw["s"],
+                                   draw.get("experts", "grouped_mm"))
     return out
 
 
@@ -367,9 +382,9 @@ def print_counts(result: dict[str, Any]) -> None:
     counts = result["counts"]
     keys = sorted({(family, check) for family, check, _ in counts},
                   key=lambda key: (FAMILIES.index(key[0]), key[1]))
-    print(f"{'family':12} {'check':10} {'passed':>7} {'failed':>7}")
+    print(f"{'family':12} {'check':18} {'passed':>7} {'failed':>7}")
     for family, check in keys:
-        print(f"{family:12} {check:10} {counts[(family, check, True)]:>7} "
+        print(f"{family:12} {check:18} {counts[(family, check, True)]:>7} "
               f"{counts[(family, check, False)]:>7}")
     failed = sum(n for (_, _, ok), n in counts.items() if not ok)
     print(f"{result['samples']} draws per family, seed {result['seed']}: "
