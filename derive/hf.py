@@ -113,6 +113,8 @@ def kv_heads_absent(default: int) -> dict[str, Read]:
     (the config class's field default; a null reads as num_attention_heads)."""
     return {**DECODER_SIZES, "kv_heads": Read(("num_key_value_heads",), like="heads",
                                                absent=default)}
+
+
 #: Divisibility the sizes must meet, in checking order: (divisor, dividend, head width): a
 #: head-width rule holds only where the head width is h / a (no head_dim given).
 DIVIDES: tuple[tuple[str, str, bool], ...] = (("kv_heads", "heads", False), ("heads", "hidden", True))
@@ -227,8 +229,9 @@ DENSE: dict[str, Family] = {
                     "(modeling_qwen2.py, Qwen2Attention)", Layout(qkv_bias=True),
                     sizes=kv_heads_absent(32)),
     "qwen3": Family("Qwen3ForCausalLM: RMSNorm on each query and key head (q_norm, k_norm over "
-                    "head_dim; 128 when absent)", Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED),
-                    kv_heads_absent(32), Read(("head_dim",), required=False, absent=QWEN3_HEAD_DIM)),
+                    "head_dim; 128 when absent)", Layout(qk_norm="head"),
+                    _flags(*ATTENTION_BIAS, TIED), kv_heads_absent(32),
+                    Read(("head_dim",), required=False, absent=QWEN3_HEAD_DIM)),
     "gemma2": Family("Gemma2ForCausalLM: four norms per layer, GeGLU, tied embedding by default",
                      Layout(layer_norms=SANDWICH_NORMS),
                      _flags(*ATTENTION_BIAS) + _flags(TIED, default=True), kv_heads_absent(4),
