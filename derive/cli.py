@@ -20,6 +20,7 @@ import sympy as sp
 
 from derive.accounts.activations import PROFILES
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
+from derive.accounts.hf_saved import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
 from derive.inputs import MAX_SIZE
@@ -27,7 +28,7 @@ from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
 from derive.report import Request, figures, render_json, render_text
 from derive.systems import SYSTEMS, system
-from derive.units import BYTE_UNITS, to_unit
+from derive.units import BYTE_UNITS, format_bytes, to_unit
 
 DEFAULT_BUDGET = "70GiB"
 DEFAULT_SEQ = 8192
@@ -225,8 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="target MFU of the step bound (default 0.4; with --tokens --gpus)")
     parser.add_argument("--step-time", type=_converter(_seconds, "a positive number of seconds up to 2^53"),
                         help="observed seconds per step (with --tokens --gpus)")
-    parser.add_argument("--profile", default="article", choices=list(PROFILES),
-                        help="activation profile (default: article)")
+    parser.add_argument("--profile", default="article", choices=[*PROFILES, *HF_PROFILES],
+                        help="activation profile (default: article); hf-sdpa / hf-eager: the whole "
+                             "model as transformers trains it, family from the config")
     parser.add_argument("--zero", type=_converter(_zero_stage, "a ZeRO stage 0, 1, 2 or 3"),
                         default=0, help="ZeRO stage 0-3 (needs --dp)")
     parser.add_argument("--dp", type=POSITIVE, help="data-parallel ranks ZeRO shards over")
@@ -247,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
         moe.add_argument(option, type=POSITIVE, help=f"{meaning}-parallel size (default 1)")
     moe.add_argument("--moe-profile", choices=["eager", "fused"],
                      help="MoE activation profile (default: fused, Megatron + TE)")
+    moe.add_argument("--experts-implementation", choices=list(EXPERTS_IMPLEMENTATIONS),
+                     help="transformers' experts implementation under --profile hf-sdpa / hf-eager "
+                          "(default grouped_mm)")
     return parser
 
 
@@ -268,16 +273,37 @@ def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -
             raise UsageError(f"{option}: {error}") from None
         try:
             layout = MoELayout(*sizes, args.dp or 1, args.micro_batch)
+            saved = _moe_saved(args, source, option)
             if args.json:
                 values = moe_figures(model_, layout, profile)
                 data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
                                      for key, value in values.items()}
+                if saved is not None:
+                    data[model_.name]["saved_for_backward_bytes"] = saved
             else:
-                texts.append(render_moe(model_, layout, profile) + "\n")
+                texts.append(render_moe(model_, layout, profile)
+                             + ("" if saved is None else
+                                f"\n  kept for backward ({args.profile}, transformers, b = "
+                                f"{args.micro_batch}): {format_bytes(saved['value'])}") + "\n")
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
             raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
     return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
+
+
+def _moe_saved(args: argparse.Namespace, source: str, option: str) -> dict[str, object] | None:
+    """Under --profile hf-sdpa / hf-eager: the whole model's bytes kept for backward, its layers and edges."""
+    from derive.accounts.hf_saved import config_saved
+    if args.profile not in HF_PROFILES:
+        return None
+    if not source.endswith(".json"):
+        raise UsageError(f"{option}: --profile {args.profile} reads a config.json, not the preset "
+                         f"{source!r}")
+    model_, saved = config_saved(source, args.profile, args.experts_implementation or "grouped_mm")
+    at = {"b": args.micro_batch, **({"s": args.seq} if args.seq else {})}
+    parts = {"value": saved.total, "layers": saved.layers, "edges": saved.edges}
+    return {**{key: int(model_.subs(expr, **at)) for key, expr in parts.items()}, "unit": "B",
+            "expression": sp.sstr(saved.total)}
 
 
 def _moe_configs(args: argparse.Namespace) -> list[str]:
@@ -423,7 +449,7 @@ def run(argv: Sequence[str] | None = None) -> str:
                                  "optimizer) does not take it")
         option = "--moe" if args.moe else "--model" if moe_names else "--config"
         return _moe_report(args, moe, option)
-    for option in (*MOE_PARALLEL, "--moe-profile"):
+    for option in (*MOE_PARALLEL, "--moe-profile", "--experts-implementation"):
         if getattr(args, option.lstrip("-").replace("-", "_")) is not None:
             raise UsageError(f"{option}: only the MoE report (--moe, or an MoE --model or --config) reads it")
     try:

@@ -16,12 +16,13 @@ from typing import Callable, Iterator, Mapping
 import sympy as sp
 
 from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
+from derive.accounts.hf_saved import HF_PROFILES, dense_saved
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
 from derive.presets import Model
 from derive.recipes import fp8_weight_counts
-from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, M_act, M_state, a, d, h, k,
+from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, L, M_act, M_state, a, d, h, k,
                             n_8, s, t_step)
 
 #: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
@@ -35,6 +36,10 @@ CHOICES: dict[str, tuple[object, ...]] = {
     "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS), "zero": ZERO_STAGES,
     "profile": tuple(PROFILES),
 }
+
+#: Report figures the web page leaves out: they exist only under the report's transformers
+#: profiles (derive.accounts.hf_saved.HF_PROFILES), which the page does not offer.
+REPORT_ONLY = ("saved_for_backward_bytes",)
 
 #: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
 INPUTS: dict[str, sp.Symbol] = {"tokens": T, "gpus": G, "peak": P, "mfu": MFU_target,
@@ -104,6 +109,8 @@ def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
     def build(m: Model, profile: str) -> sp.Expr | None:
         if attention != "fused" and profile not in ATTENTION_PROFILES:
             return None
+        if profile in HF_PROFILES:
+            return dense_saved(m, profile).layers / L
         return profile_bytes(profile, attention, m)[0]
     return build
 
@@ -121,6 +128,18 @@ def _fp8_layer(m: Model, profile: str, precision: str) -> sp.Expr | None:
     if recipe is None or profile not in FP8_PROFILES:
         return None
     return profile_bytes(profile, "fused", m, recipe)[0]
+
+
+def _all_layers(m: Model, profile: str) -> sp.Expr:
+    """All layers and the logits (transformers' profiles: the whole model's saved tensors)."""
+    if profile in HF_PROFILES:
+        return dense_saved(m, profile).total
+    return profile_bytes(profile, "fused", m)[1]
+
+
+def _saved_for_backward(m: Model, profile: str) -> sp.Expr | None:
+    """The whole model's bytes kept for backward under a transformers profile (derive.accounts.hf_saved)."""
+    return dense_saved(m, profile).total if profile in HF_PROFILES else None
 
 
 def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
@@ -173,9 +192,9 @@ FORMULAS: tuple[Formula, ...] = (
     Formula("activations.per_layer_materialised", "B", _per_layer("materialised"),
             ("model", "profile")),
     Formula("activations.per_layer_fp8", "B", _fp8_layer, ("model", "profile", "precision")),
-    Formula("activations.all_layers_and_logits", "B",
-            lambda m, profile: profile_bytes(profile, "fused", m)[1], ("model", "profile"),
+    Formula("activations.all_layers_and_logits", "B", _all_layers, ("model", "profile"),
             symbol=M_act),
+    Formula("saved_for_backward_bytes", "B", _saved_for_backward, ("model", "profile")),
     Formula("flops.six_n", "FLOP/token", six_n),
     Formula("flops.per_token_causal", "FLOP/token",
             lambda m: flops_per_token(m.architecture, "causal"), ("model",), symbol=F),

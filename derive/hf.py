@@ -78,7 +78,9 @@ class Read:
     """One size of a config: the first of ``names`` given, else ``times`` x the size ``like``, else ``default``.
 
     With none of them a missing field is an error naming ``names[0]``, unless not ``required``
-    (the size is then None: a head width the config leaves to h / a).
+    (the size is then None: a head width the config leaves to h / a). ``absent``: the config
+    class's default when no name is in the config at all (a null still reads as ``like`` or
+    None: MistralConfig's num_key_value_heads is 8 when absent, num_attention_heads when null).
     """
 
     names: tuple[str, ...] = ()
@@ -86,11 +88,12 @@ class Read:
     like: str | None = None
     times: int = 1
     required: bool = True
+    absent: int | None = None
 
     def data(self) -> dict[str, Any]:
         """This read as JSON data (the web page's interpreter applies it)."""
         return {"names": list(self.names), "default": self.default, "like": self.like,
-                "times": self.times, "required": self.required}
+                "times": self.times, "required": self.required, "absent": self.absent}
 
 
 #: The sizes a Llama-style config names (transformers' LlamaConfig), in reading order;
@@ -103,6 +106,15 @@ DECODER_SIZES: dict[str, Read] = {
 }
 #: A config's head width: head_dim, else h / a.
 HEAD_DIM = Read(("head_dim",), required=False)
+
+
+def kv_heads_absent(default: int) -> dict[str, Read]:
+    """DECODER_SIZES whose num_key_value_heads is ``default`` when the config leaves it out
+    (the config class's field default; a null reads as num_attention_heads)."""
+    return {**DECODER_SIZES, "kv_heads": Read(("num_key_value_heads",), like="heads",
+                                               absent=default)}
+
+
 #: Divisibility the sizes must meet, in checking order: (divisor, dividend, head width): a
 #: head-width rule holds only where the head width is h / a (no head_dim given).
 DIVIDES: tuple[tuple[str, str, bool], ...] = (("kv_heads", "heads", False), ("heads", "hidden", True))
@@ -171,6 +183,8 @@ def _read(c: Fields, read: Read, sizes: Mapping[str, int]) -> tuple[str, int | N
         if c.config.get(name) is not None:
             return name, c.size(name)
     name = read.names[0] if read.names else str(read.like)
+    if read.absent is not None and not any(field in c.config for field in read.names):
+        return name, read.absent
     if read.like is not None:
         return name, read.times * sizes[read.like]
     if read.default is not None:
@@ -194,6 +208,8 @@ SANDWICH_NORMS = (("input_layernorm", "attention"), ("post_attention_layernorm",
                   ("pre_feedforward_layernorm", "mlp"), ("post_feedforward_layernorm", "mlp"))
 #: transformers' Gemma2Config / Gemma3TextConfig default head_dim.
 GEMMA_HEAD_DIM = 256
+#: transformers' Qwen3Config default head_dim (configuration_qwen3.py), when the config has none.
+QWEN3_HEAD_DIM = 128
 
 GPT2_NAMES = {"layers": "transformer.h", "embedding": "transformer.wte",
               "positions": "transformer.wpe", "final_norm": "transformer.ln_f",
@@ -208,18 +224,21 @@ DENSE: dict[str, Family] = {
                     "(modeling_llama.py)",
                     flags=_flags(*ATTENTION_BIAS, ("mlp_bias", "mlp_bias"), TIED)),
     "mistral": Family("MistralForCausalLM: Llama without biases; head_dim may differ from h/a "
-                      "(modeling_mistral.py)"),
+                      "(modeling_mistral.py)", sizes=kv_heads_absent(8)),
     "qwen2": Family("Qwen2ForCausalLM: q, k, v always carry a bias, o does not "
-                    "(modeling_qwen2.py, Qwen2Attention)", Layout(qkv_bias=True)),
+                    "(modeling_qwen2.py, Qwen2Attention)", Layout(qkv_bias=True),
+                    sizes=kv_heads_absent(32)),
     "qwen3": Family("Qwen3ForCausalLM: RMSNorm on each query and key head (q_norm, k_norm over "
-                    "head_dim)", Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED)),
+                    "head_dim; 128 when absent)", Layout(qk_norm="head"),
+                    _flags(*ATTENTION_BIAS, TIED), kv_heads_absent(32),
+                    Read(("head_dim",), required=False, absent=QWEN3_HEAD_DIM)),
     "gemma2": Family("Gemma2ForCausalLM: four norms per layer, GeGLU, tied embedding by default",
                      Layout(layer_norms=SANDWICH_NORMS),
-                     _flags(*ATTENTION_BIAS) + _flags(TIED, default=True),
+                     _flags(*ATTENTION_BIAS) + _flags(TIED, default=True), kv_heads_absent(4),
                      head_dim=Read(("head_dim",), GEMMA_HEAD_DIM)),
     "gemma3_text": Family("Gemma3ForCausalLM: Gemma 2's four norms plus q/k head norms",
                           Layout(layer_norms=SANDWICH_NORMS, qk_norm="head"),
-                          _flags(*ATTENTION_BIAS) + _flags(TIED, default=True),
+                          _flags(*ATTENTION_BIAS) + _flags(TIED, default=True), kv_heads_absent(4),
                           head_dim=Read(("head_dim",), GEMMA_HEAD_DIM)),
     "phi3": Family("Phi3ForCausalLM: fused qkv_proj [h, (a + 2g) k] and gate_up_proj [h, 2f], "
                    "no biases", Layout(qkv_fused=True, gate_up_fused=True)),
@@ -272,11 +291,12 @@ def _with_moe(shape: Shape, moe: MoE, moe_layers: list[int], sizes: dict[str, in
 
 #: The dense part of the MoE families' configs (their attention, norms, sizes).
 MOE_BASES: dict[str, Family] = {
-    "mixtral": Family("MixtralForCausalLM (modeling_mixtral.py)"),
+    "mixtral": Family("MixtralForCausalLM (modeling_mixtral.py)", sizes=kv_heads_absent(8)),
     "qwen2_moe": Family("Qwen2MoeForCausalLM (modeling_qwen2_moe.py): qkv_bias on q, k, v",
-                        flags=(("qkv_bias", "qkv_bias", True), ("tied", "tie_word_embeddings", False))),
+                        flags=(("qkv_bias", "qkv_bias", True), ("tied", "tie_word_embeddings", False)),
+                        sizes=kv_heads_absent(16)),
     "qwen3_moe": Family("Qwen3MoeForCausalLM (modeling_qwen3_moe.py): Qwen 3 attention",
-                        Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED)),
+                        Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED), kv_heads_absent(4)),
 }
 
 
@@ -350,7 +370,13 @@ def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
 
 
 def deepseek_v2(c: Fields) -> Shape:
-    """DeepseekV2ForCausalLM: MLA (q_lora_rank may be null), DeepSeekMoE; mlp_bias on the dense and shared-expert MLPs."""
+    """DeepseekV2ForCausalLM: MLA (q_lora_rank may be null), DeepSeekMoE; mlp_bias on the dense and shared-expert MLPs.
+
+    DeepseekV2Config.validate_architecture refuses a hidden size the heads do not divide.
+    """
+    hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
+    if hidden % heads:
+        raise ValueError(f"num_attention_heads: {heads} does not divide hidden_size = {hidden}")
     return _deepseek(c, "none", c.flag("mlp_bias", False))
 
 
@@ -393,6 +419,32 @@ def read_shape(config: Mapping[str, Any]) -> Shape:
     return FAMILIES[choose("model_type", model_type, FAMILIES)](Fields(config))
 
 
+#: model_type -> (the config's window field, the switch it needs or None, the class default when
+#: absent): MistralConfig's sliding_window defaults to 4096; Mixtral's to null; the Qwen
+#: configs keep theirs only under use_sliding_window (configuration_*.py __post_init__).
+WINDOWS: dict[str, tuple[str, str | None, int | None]] = {
+    "mistral": ("sliding_window", None, 4096), "mixtral": ("sliding_window", None, None),
+    "qwen2": ("sliding_window", "use_sliding_window", 4096),
+    "qwen3": ("sliding_window", "use_sliding_window", 4096),
+    "qwen3_moe": ("sliding_window", "use_sliding_window", 4096),
+}
+
+
+def sliding_window(config: Mapping[str, Any]) -> int | None:
+    """The sliding window w transformers' attention applies for ``config`` (None without one)."""
+    read = WINDOWS.get(str(config.get("model_type")))
+    if read is None:
+        return None
+    field, switch, default = read
+    c = Fields(config)
+    if switch is not None and not c.flag(switch, False):
+        return None
+    if field in config and config[field] is None:
+        return None
+    return c.size(field, default) if default is not None else (
+        c.size(field) if config.get(field) is not None else None)
+
+
 def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | None = None,
                 seq: int | None = None, source: str = ""):
     """A :class:`derive.presets.Model` whose parameter table is generated from ``config``'s fields.
@@ -405,6 +457,9 @@ def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | No
     shape = read_shape(parsed)
     if seq is not None:
         shape["seq"] = seq
+    window = sliding_window(parsed)
+    if window is not None:
+        shape["sizes"] = {**shape.get("sizes", {}), "w": window}
     shape["sizes"] = tuple(sorted(shape.get("sizes", {}).items()))
     return Model(name=name or default_name, family="llama" if shape["layout"].gated else "gpt",
                  source=source or f"config.json of {default_name}",

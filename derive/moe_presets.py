@@ -52,6 +52,11 @@ class MoEModel:
 MOE_FAMILIES: dict[str, str] = {"mixtral": "fp32", "qwen3_moe": "bf16", "deepseek_v3": "fp32"}
 
 
+#: Whether the router renormalises its top-k weights when a config omits norm_topk_prob (the
+#: config classes' defaults); Mixtral's router always does (modeling_mixtral.py MixtralTopKRouter).
+NORMALISED_TOPK: dict[str, bool] = {"mixtral": True, "qwen3_moe": False, "deepseek_v3": True}
+
+
 def moe_model_from_config(config: Mapping[str, Any], name: str | None = None,
                           seq: int | None = None, source: str = "") -> MoEModel:
     """An MoE model from a parsed config.json: the table from ``derive.hf.from_config``, the routing from the config."""
@@ -71,14 +76,21 @@ def moe_model_from_config(config: Mapping[str, Any], name: str | None = None,
                        k_g: positive_int("topk_group", config.get("topk_group"))})
     if mtp:
         values[D] = positive_int("num_nextn_predict_layers", config.get("num_nextn_predict_layers"))
-    features = MoEFeatures(
+    return MoEModel(model.name, moe_features(config, layout, mtp), values, source or model.source)
+
+
+def moe_features(config: Mapping[str, Any], layout, mtp: bool = False) -> MoEFeatures:
+    """The features of an MoE config whose table ``layout`` derive.hf read: attention, experts, routing."""
+    kind = choose("model_type", str(config.get("model_type")), MOE_FAMILIES)
+    moe = layout.moe  # None when every layer is dense
+    return MoEFeatures(
         "gqa" if layout.mla is None else ("mla" if layout.mla.q_lora else "mla-direct"),
-        shared=bool(layout.moe.shared), gate=layout.moe.shared_gate,
-        router_bias=layout.moe.router_bias == "parameter", qk_norm=layout.qk_norm == "head",
-        mtp=mtp, router="sigmoid-grouped" if deepseek else "softmax",
-        normalise_topk=bool(config.get("norm_topk_prob", kind == "mixtral")),
+        shared=bool(moe and moe.shared), gate=bool(moe and moe.shared_gate),
+        router_bias=bool(moe and moe.router_bias == "parameter"), qk_norm=layout.qk_norm == "head",
+        mtp=mtp, router="sigmoid-grouped" if kind == "deepseek_v3" else "softmax",
+        normalise_topk=kind == "mixtral" or bool(config.get("norm_topk_prob",
+                                                            NORMALISED_TOPK[kind])),
         weights_dtype=MOE_FAMILIES[kind])
-    return MoEModel(model.name, features, values, source or model.source)
 
 
 def _published(config: str, name: str, seq: int, source: str) -> MoEModel:

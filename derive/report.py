@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import sympy as sp
 
 from derive.accounts.activations import PROFILES
+from derive.accounts.hf_saved import HF_PROFILES, dense_saved
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, finite_positive, positive_int, zero_stage
@@ -54,7 +55,7 @@ class Request:
     def __post_init__(self) -> None:
         choose("precision", self.precision, PRECISIONS)
         choose("optimizer", self.optimizer, OPTIMIZERS)
-        choose("profile", self.profile, PROFILES)
+        choose("profile", self.profile, {**PROFILES, **HF_PROFILES})
         positive_int("micro_batch", self.micro_batch)
         for name in ("tokens", "gpus"):
             if getattr(self, name) is not None:
@@ -95,9 +96,11 @@ class Figure:
     value: float
     unit: str
     expression: str
+    parts: tuple[tuple[str, int | float], ...] = ()
 
     def as_json(self) -> dict[str, object]:
-        return {"value": self.value, "unit": self.unit, "expression": self.expression}
+        return {"value": self.value, "unit": self.unit, "expression": self.expression,
+                **dict(self.parts)}
 
 
 #: How the error for a step faster than the hardware prints its numbers (Python format specs;
@@ -141,6 +144,13 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
     out = [Figure(key, _number(key, value), UNITS[key],
                   request.budget_label if key == "fit.budget" else sp.sstr(expr))
            for key, (value, expr) in evaluate(choices, values, given).items()]
+    if request.profile in HF_PROFILES:
+        saved = dense_saved(m, request.profile)
+        known = {symbol: sp.sympify(value) for symbol, value in values.items()}
+        out = [replace(fig, parts=tuple((part, _number(fig.key, sp.sympify(expr).xreplace(known)))
+                                        for part, expr in (("layers", saved.layers),
+                                                           ("edges", saved.edges))))
+               if fig.key == "saved_for_backward_bytes" else fig for fig in out]
     found = {fig.key: fig.value for fig in out}
     if request.step_time is not None and request.step_time < found["step.lower_bound"]:
         text = faster_numbers(request.step_time, found["step.lower_bound"])

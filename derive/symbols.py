@@ -41,6 +41,7 @@ L = _size("L")
 V = _size("V")
 f = _size("f")
 k = _size("k")
+w = _size("w")
 # parameters (the ZeRO paper writes Psi)
 N = _size("N")
 N_GEMM = _size("N_GEMM", r"N_{\mathrm{GEMM}}")
@@ -92,6 +93,8 @@ NOTATION: tuple[Notation, ...] = (
     Notation(L, "Transformer layers", "shape"),
     Notation(V, "vocabulary size", "shape"),
     Notation(f, "FFN (MLP) hidden size", "shape"),
+    Notation(w, "sliding-window width (a config's sliding_window): a token attends to the last w",
+             "shape"),
     Notation(s_max, "learned position rows (GPT-2's n_positions), fixed by the model, not the batch",
              "shape"),
     Notation(E, "routed experts per MoE layer", "moe"),

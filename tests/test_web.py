@@ -18,11 +18,12 @@ import pytest
 from conftest import missing_tool
 import sympy as sp
 
-from derive.formulas import FORMULAS, exact, form
+from derive.formulas import REPORT_ONLY, exact, form
 from derive.hf import DENSE, from_config, published_config, published_names, read_shape
 from derive.render.__main__ import ROOT
 from derive.render.web import (
     CALCULATOR,
+    FORMULAS,
     HAND_WRITTEN,
     PASTED,
     calculator_data,
@@ -124,7 +125,10 @@ def test_the_generated_script_is_only_functions_of_symbols():
     code, _ = formula_code()
     lines = code.strip().splitlines()
     assert lines[0].startswith("//") and lines[1] == "const DERIVE_FUNCTIONS = [" and lines[-1] == "];"
-    entry = re.compile(r"  function \(([A-Za-z0-9_, ]*)\) \{ return [A-Za-z0-9_ .*/()+,<>?:-]+; \},")
+    # expressions only: comparisons and logic of a Piecewise condition (==, !=, <=, >=, &&, ||, !),
+    # never a bare = (an assignment)
+    entry = re.compile(r"  function \(([A-Za-z0-9_, ]*)\) \{ return "
+                       r"(?:[A-Za-z0-9_ .*/()+,<>?:-]|==|!=|<=|>=|&&|\|\||!(?!=))+; \},")
     for line in lines[2:-1]:
         assert entry.fullmatch(line), line
     assert "Math.ceil" in code and "Math.pow" in code
@@ -459,3 +463,10 @@ def test_the_page_draws_the_sheets_flowchart_without_mermaid(fresh):
     styles = {cls: style for _, cls, style, _ in page.nodes}
     assert styles["tp"] == "background:#DBEAFE;border-color:#1D4ED8"  # the Mermaid classDef's colours
     assert "mermaid" not in (fresh / "index.html").read_text().lower()
+
+
+def test_the_transformers_figure_stays_out_of_the_page():
+    # saved_for_backward_bytes exists only under the CLI's hf-sdpa / hf-eager profiles
+    assert REPORT_ONLY == ("saved_for_backward_bytes",)
+    assert "saved_for_backward_bytes" not in {data["key"] for data in formula_code()[1]}
+    assert all(formula.key not in REPORT_ONLY for formula in FORMULAS)

@@ -99,7 +99,7 @@ def model_layer_options(model: Model, profile: str) -> dict[str, object]:
     options: dict[str, object] = {} if model.head_dim is None else {"head_dim": k}
     layout = model.layout
     if profile.startswith("llama-hf") and layout is not None:
-        if not _llama_layer(layout):
+        if not llama_layer_form(layout):
             raise ValueError(f"profile: {profile} is transformers' Llama / Mistral / Qwen layer "
                              f"(validated exactly); {model.name}'s {model.model_type} layer keeps "
                              "other tensors")
@@ -107,7 +107,7 @@ def model_layer_options(model: Model, profile: str) -> dict[str, object]:
     return options
 
 
-def _llama_layer(layout: Layout) -> bool:
+def llama_layer_form(layout: Layout) -> bool:
     """Whether ``layout``'s layer is the one the llama-hf profiles describe: two pre-RMSNorms, separate q/k/v, an unfused gated MLP."""
     return (layout.norm == "rms" and layout.layer_norms == PRE_NORMS and not layout.qkv_fused
             and layout.gated and not layout.gate_up_fused and layout.qk_norm in ("none", "head"))

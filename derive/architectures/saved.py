@@ -31,7 +31,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.inputs import choose
-from derive.symbols import V, a, b, f, g, h, h_kv, s
+from derive.symbols import V, a, b, f, g, h, h_kv, s, w
 from derive.tensors import Ledger, Tensor
 
 #: 16-bit activations (Korthikanti et al. 2022, section 4.1).
@@ -237,45 +237,104 @@ def _hf_qk_norms(head: sp.Expr) -> list[Tensor]:
             *hf_rms_norm("k_norm", (b, s, g, head), "tp_shardable", "qk_norm")]
 
 
-def _hf_sdpa_attention(head: sp.Expr) -> list[Tensor]:
-    """sdpa_attention_forward: GQA kept at g heads (enable_gqa), the CPU flash kernel's logsumexp."""
+def exists(condition: sp.Basic) -> sp.Expr:
+    """A row's count under ``condition``: 1 where it holds, 0 elsewhere (a row that exists only there)."""
+    return sp.Piecewise((1, condition), (0, True))
+
+
+def when(row: Tensor, condition: sp.Basic) -> list[Tensor]:
+    """``row`` held only where ``condition`` holds (none if it never does, as is if it always does)."""
+    if condition == sp.true:
+        return [row]
+    if condition == sp.false:
+        return []
+    return [row.times(exists(condition))]
+
+
+#: b = 1: a view that folds the batch into another dimension needs no copy (one sequence).
+SINGLE_SEQUENCE = sp.Eq(b, 1)
+#: transformers' eager attention with one key/value head and one sequence: repeat_kv's
+#: expand + reshape (transformers/integrations/sdpa_attention.py repeat_kv) merges a size-1
+#: g with the stride-0 repeat, a view; torch.matmul folds [b, a] into one batch dimension
+#: (aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl, reshape) without a copy only at b = 1,
+#: so QK^T and PV keep the g-head K and V themselves, not a copy at a heads.
+KV_VIEW = sp.And(sp.Eq(g, 1), SINGLE_SEQUENCE)
+
+
+def sliding_mask(window: bool) -> sp.Basic:
+    """Where transformers materialises the sdpa mask of a sliding-window model: s >= w.
+
+    masking_utils._ignore_causal_mask_sdpa refuses to skip the mask when
+    ``kv_length >= local_attention_size`` (create_sliding_window_causal_mask, sdpa_mask).
+    """
+    return s >= w if window else sp.false
+
+
+def hf_sdpa_attention(head: sp.Expr, window: bool = False) -> list[Tensor]:
+    """sdpa_attention_forward: GQA kept at g heads (enable_gqa), the CPU flash kernel's logsumexp.
+
+    ``window`` (a sliding window w): at s >= w the mask exists, so use_gqa_in_sdpa is False and
+    repeat_kv copies K and V to a heads (a stride-0 view when g = 1), and the CPU flash kernel
+    keeps the bool mask converted to the query dtype, [b, 1, s, s] in every layer
+    (aten/src/ATen/native/transformers/attention.cpp, scaled_dot_product_attention,
+    convert_boolean_attn_mask).
+    """
+    masked = sliding_mask(window)
+    repeated = sp.And(masked, sp.Ne(g, 1))
+    tags = ("tp_shardable", "attention")
     return [
-        _row("k after RoPE", (b, g, s, head), ACTIVATION, "tp_shardable", "attention",
-             note="g heads, kept by scaled_dot_product_attention"),
-        _row("q after RoPE", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
+        *when(_row("k after RoPE", (b, g, s, head), ACTIVATION, *tags,
+                    note="g heads, kept by scaled_dot_product_attention"), sp.Not(repeated)),
+        *when(_row("k repeated to a heads (mask)", (b, a, s, head), ACTIVATION, *tags,
+                    note="repeat_kv(k): sdpa gets a mask, so no enable_gqa"), repeated),
+        _row("q after RoPE", (b, a, s, head), ACTIVATION, *tags,
              note="kept by scaled_dot_product_attention"),
-        _row("v", (b, g, s, head), ACTIVATION, "tp_shardable", "attention",
-             note="g heads, kept by scaled_dot_product_attention"),
-        _row("softmax logsumexp", (b, a, s), STATISTICS, "tp_shardable", "softmax_statistics",
-             "attention", note="kept by scaled_dot_product_attention"),
+        *when(_row("v", (b, g, s, head), ACTIVATION, *tags,
+                    note="g heads, kept by scaled_dot_product_attention"), sp.Not(repeated)),
+        *when(_row("v repeated to a heads (mask)", (b, a, s, head), ACTIVATION, *tags,
+                    note="repeat_kv(v): sdpa gets a mask, so no enable_gqa"), repeated),
+        _row("softmax logsumexp", (b, a, s), STATISTICS, *tags, "softmax_statistics",
+             note="kept by scaled_dot_product_attention"),
+        *when(_row("sliding-window mask", (b, 1, s, s), ACTIVATION, "replicated", "attention",
+                    "attention_mask", note="sdpa_mask's bool mask as the query dtype, kept by the "
+                    "CPU flash kernel"), masked),
     ]
 
 
-def _hf_eager_attention(head: sp.Expr) -> list[Tensor]:
-    """eager_attention_forward: repeat_kv copies K and V to a heads; fp32 softmax, bf16 probabilities."""
+def hf_eager_attention(head: sp.Expr) -> list[Tensor]:
+    """eager_attention_forward: repeat_kv copies K and V to a heads; fp32 softmax, bf16 probabilities.
+
+    Where :data:`KV_VIEW` holds (g = 1, b = 1) the copy is a view: QK^T and PV keep K and V at g heads.
+    """
     score = ("tp_shardable", "score_matrix", "recomputed_selective", "attention")
+    tags = ("tp_shardable", "attention")
+    copied = sp.Not(KV_VIEW)
     return [
-        _row("q after RoPE", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
-             note="kept by QK^T"),
-        _row("k repeated to a heads", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
-             note="repeat_kv(k) after RoPE, kept by QK^T (the k of g heads is not kept)"),
+        _row("q after RoPE", (b, a, s, head), ACTIVATION, *tags, note="kept by QK^T"),
+        *when(_row("k repeated to a heads", (b, a, s, head), ACTIVATION, *tags,
+                    note="repeat_kv(k) after RoPE, kept by QK^T (the k of g heads is not kept)"),
+               copied),
+        *when(_row("k after RoPE (g heads, viewed)", (b, g, s, head), ACTIVATION, *tags,
+                    note="g = 1, b = 1: repeat_kv and matmul only view it; kept by QK^T"), KV_VIEW),
         _row("softmax output (fp32)", (b, a, s, s), STATISTICS, *score,
              note="softmax(dtype=float32), kept by softmax"),
         _row("probabilities (bf16)", (b, a, s, s), ACTIVATION, *score,
              note=".to(query dtype), kept by attention over V (dropout p = 0 keeps nothing)"),
-        _row("v repeated to a heads", (b, a, s, head), ACTIVATION, "tp_shardable", "attention",
-             note="repeat_kv(v), kept by attention over V"),
+        *when(_row("v repeated to a heads", (b, a, s, head), ACTIVATION, *tags,
+                    note="repeat_kv(v), kept by attention over V"), copied),
+        *when(_row("v (g heads, viewed)", (b, g, s, head), ACTIVATION, *tags,
+                    note="g = 1, b = 1: v_proj's output viewed, kept by attention over V"), KV_VIEW),
     ]
 
 
-def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool) -> list[Tensor]:
+def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool, window: bool = False) -> list[Tensor]:
     """LlamaDecoderLayer (and Mistral's, Qwen 3's with q/k norms) as transformers 5.23 runs it in training."""
     rows = hf_rms_norm("input_layernorm", (b, s, h))
     rows.append(_row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
                      note="input_layernorm output, kept by q_proj, k_proj and v_proj"))
     if qk_norm:
         rows += _hf_qk_norms(head)
-    rows += _hf_sdpa_attention(head) if attention == "sdpa" else _hf_eager_attention(head)
+    rows += hf_sdpa_attention(head, window) if attention == "sdpa" else hf_eager_attention(head)
     rows.append(_row("attention output", (b, s, a * head), ACTIVATION, "tp_shardable",
                      "attention", note="o_proj's input"))
     rows += hf_rms_norm("post_attention_layernorm", (b, s, h))
@@ -294,10 +353,12 @@ def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool) -> list[Tensor]:
     return rows
 
 
-def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD, qk_norm: bool = False) -> Ledger:
+def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD, qk_norm: bool = False,
+                      window: bool = False) -> Ledger:
     """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it, heads of width ``head_dim``.
 
-    ``qk_norm`` adds Qwen 3's per-head q/k norms (the transformers profiles only).
+    ``qk_norm`` adds Qwen 3's per-head q/k norms and ``window`` a sliding window w (Mistral)
+    to the hf-sdpa profile's mask rows (the transformers profiles only).
     """
     choose("profile", profile, LLAMA_PROFILES)
     if qk_norm and not profile.startswith("hf-"):
@@ -306,7 +367,7 @@ def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD, qk_norm: bool = Fa
         return Ledger(_llama_eager(head_dim))
     if profile == "fused":
         return Ledger(_llama_fused(head_dim))
-    return Ledger(_llama_hf(head_dim, profile.removeprefix("hf-"), qk_norm))
+    return Ledger(_llama_hf(head_dim, profile.removeprefix("hf-"), qk_norm, window))
 
 
 def layer_saved(profile: str, attention_kernel: str = "materialised",

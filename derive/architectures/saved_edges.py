@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.saved import HEAD, STATISTICS, eager_rms_norm, hf_rms_norm
+from derive.architectures.saved import (HEAD, SINGLE_SEQUENCE, STATISTICS, when, eager_rms_norm,
+                                        hf_rms_norm)
 from derive.symbols import V, b, h, s
 from derive.tensors import Ledger, Tensor
 
@@ -54,7 +55,10 @@ def hf_edges_saved(head_dim: sp.Expr = HEAD) -> Ledger:
     Besides the eager edges: the RoPE cos and sin, computed once per forward from
     position ids (one batch row) and kept by every layer's multiplies; LlamaRMSNorm's
     bf16 normalised input; ForCausalLMLoss upcasts the logits, so cross entropy keeps
-    fp32 log-probabilities and an fp32 total weight.
+    fp32 log-probabilities and an fp32 total weight. The targets are the labels padded to
+    s + 1 and shifted (transformers/loss/loss_utils.py ForCausalLMLoss: ``pad(labels, (0, 1))``,
+    ``[..., 1:].contiguous()``): at b = 1 the shifted slice is already contiguous, no copy is
+    made and nll_loss keeps the padded storage, one int64 more (:data:`SINGLE_SEQUENCE`).
     """
     return (
         Ledger([_row("embedding: token ids", (b, s), INDEX_DTYPE, "embedding", "replicated"),
@@ -69,8 +73,12 @@ def hf_edges_saved(head_dim: sp.Expr = HEAD) -> Ledger:
                 _row("loss: log-probabilities (fp32)", (b, s, V), STATISTICS, "loss",
                      "tp_shardable", note="log_softmax of logits.float(), kept by log_softmax "
                      "and nll_loss"),
-                _row("loss: targets", (b, s), INDEX_DTYPE, "loss", "replicated",
-                     note="labels shifted left and padded with -100"),
+                *when(_row("loss: targets", (b, s), INDEX_DTYPE, "loss", "replicated",
+                           note="labels shifted left and padded with -100, copied by .contiguous()"),
+                      sp.Not(SINGLE_SEQUENCE)),
+                *when(_row("loss: padded labels (b = 1)", (s + 1,), INDEX_DTYPE, "loss",
+                           "replicated", note="at b = 1 the shifted view is contiguous: nll_loss "
+                           "keeps the s + 1 padded labels"), SINGLE_SEQUENCE),
                 _row("loss: total weight (fp32)", (), STATISTICS, "loss", "replicated",
                      note="0-d tensor nll_loss keeps for the mean reduction"),
             ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.moe_model import MoEFeatures
-from derive.architectures.saved import hf_rms_norm
+from derive.architectures.saved import hf_eager_attention, hf_rms_norm, hf_sdpa_attention, when
 from derive.inputs import choose
 from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
 from derive.tensors import Ledger, Tensor
@@ -50,10 +50,11 @@ def _hf_norm(prefix: str, lead: tuple[sp.Expr, ...], width: sp.Expr, *tags: str)
     return hf_rms_norm(prefix, (*lead, width), *tags)
 
 
-def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = None) -> list[Tensor]:
+def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = None,
+                  viewed: sp.Basic = sp.false) -> list[Tensor]:
     """eager_attention_forward: Q, K (a heads), fp32 softmax, its bf16 copy, V (a heads).
 
-    ``value_storage`` replaces V's row when the kept V is a view of a larger tensor.
+    ``value_storage`` replaces V's row where ``viewed`` holds: the kept V is then a view of it.
     """
     tags = ("attention", "tp_shardable")
     v_row = _row("V (a heads)", (b, a, s, value), ACTIVATION, *tags, note="kept by matmul(P, V)")
@@ -65,12 +66,17 @@ def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = No
              note="softmax(dtype=float32) result, kept by its backward"),
         _row("probabilities (bf16)", (b, a, s, s), ACTIVATION, *tags, "score_matrix",
              note=".to(query.dtype), kept by matmul(P, V)"),
-        v_row if value_storage is None else value_storage,
+        *(when(v_row, sp.Not(viewed)) if value_storage is not None else [v_row]),
+        *(when(value_storage, viewed) if value_storage is not None else []),
     ]
 
 
-def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> list[Tensor]:
+def eager_attention(features: MoEFeatures, single_sequence: bool = False,
+                    implementation: str = "eager", window: bool = False) -> list[Tensor]:
     """The attention half of a transformers layer: input norm, GQA or MLA, scores, o_proj input.
+
+    GQA's scores are transformers' dense rows (derive.architectures.saved): ``implementation``
+    "eager" (K and V repeated to a heads, viewed at g = b = 1) or "sdpa" (with ``window``'s mask).
 
     ``single_sequence`` (b = 1): MLA's V reshapes to (a, s, k_v) without a copy, so matmul(P, V)
     keeps a view of kv_b_proj's output and with it the storage of the keys' d_nope part
@@ -83,9 +89,13 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> lis
         if features.qk_norm:
             rows += _hf_norm("q_norm", (b, s, a), k, "tp_shardable", "attention")
             rows += _hf_norm("k_norm", (b, s, g), k, "tp_shardable", "attention")
-        rows += _eager_scores(k, k)
+        rows += (hf_eager_attention(k) if implementation == "eager"
+                 else hf_sdpa_attention(k, window))
         width = a * k
     else:
+        if implementation != "eager":
+            raise ValueError(f"implementation: transformers' MLA under {implementation!r} attention "
+                             "is not modelled (eager is)")
         if features.attention == "mla":
             rows += _hf_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
             rows.append(_row("q_b_proj input", (T, r_q), ACTIVATION, "replicated", "attention",
@@ -95,8 +105,11 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False) -> lis
                          "mla_down", note="kv_a_layernorm output"))
         kv_b_output = _row("kv_b_proj output (V's storage)", (T, a * (k_nope + k_v)), ACTIVATION,
                            "attention", "tp_shardable",
-                           note="b = 1: V is a view of it, kept by matmul(P, V)")
-        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output if single_sequence else None)
+                           note="b = 1 or a = 1: V is a view of it, kept by matmul(P, V)")
+        # matmul folds [b, a] of V (a transposed slice of kv_b_proj's output) into one batch
+        # dimension without a copy when either is 1 (aten LinearAlgebra.cpp _matmul_impl)
+        viewed = sp.true if single_sequence else sp.Eq(a, 1)
+        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output, viewed)
         width = a * k_v
     rows.append(_row("o_proj input", (T, width), ACTIVATION, "tp_shardable", "attention",
                      note="attention output, kept by o_proj"))
@@ -169,13 +182,47 @@ def eager_experts(features: MoEFeatures) -> list[Tensor]:
     ]
 
 
-def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False) -> Ledger:
-    """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block."""
-    rows = eager_attention(features, single_sequence)
+def loop_experts(features: MoEFeatures) -> list[Tensor]:
+    """The experts' ``eager`` implementation (modeling_mixtral.py MixtralExperts.forward, alike in
+    Qwen3-MoE and DeepSeek-V3): a loop over the hit experts, each keeping its tokens' rows.
+
+    The rows of expert e are n_e long; the n_e sum to T k_E over the experts (dropless), so
+    the sum is exact whatever the routing.
+    """
+    tags = ("routed_expert", "mlp", "tp_shardable")
+    copies = T * k_E
+    return [
+        _row("token indices (per expert)", (copies,), INDEX, *tags,
+             note="torch.where(expert_mask)'s token_idx, kept by index and index_add_"),
+        _row("top-k positions (per expert)", (copies,), INDEX, *tags,
+             note="top_k_pos, kept by top_k_weights[token_idx, top_k_pos]"),
+        _row("expert tokens", (copies, h), ACTIVATION, *tags,
+             note="hidden_states[token_idx], kept by the gate_up linear"),
+        *eager_swiglu("experts", copies, f_E, *tags),
+        _row("routing weights (per expert)", (copies, 1), features.weights_dtype, *tags,
+             note="kept by the multiply of each expert output with its weight"),
+        _row("expert outputs", (copies, h), ACTIVATION, *tags, note="kept by the same multiply"),
+        _row("weighted outputs", (copies, h), ACTIVATION, *tags,
+             note="the multiply's result in the hidden dtype, kept by index_add_"),
+    ]
+
+
+#: transformers 5's experts implementations (integrations/moe.py) -> their rows.
+EXPERTS: dict[str, object] = {"grouped_mm": eager_experts, "eager": loop_experts}
+
+
+def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False,
+                implementation: str = "eager", window: bool = False,
+                experts: str = "grouped_mm") -> Ledger:
+    """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block.
+
+    ``experts``: transformers' experts implementation, grouped_mm (its default) or eager.
+    """
+    rows = eager_attention(features, single_sequence, implementation, window)
     rows += _hf_norm("post_attention_layernorm", (b, s), h, "replicated", "mlp")
     if not moe:
         return Ledger(rows + _dense("mlp", f))
-    rows += eager_router(features) + eager_experts(features)
+    rows += eager_router(features) + EXPERTS[choose("experts", experts, EXPERTS)](features)
     if features.shared:
         rows += _dense("shared_experts", f_S, "shared_expert")
     return Ledger(rows)

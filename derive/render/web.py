@@ -27,7 +27,7 @@ from sympy.printing.jscode import JavascriptCodePrinter
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
-from derive.formulas import FORMULAS, INPUTS, ZERO_STAGES, form
+from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
 from derive.hf import DENSE, FAMILIES, Family, published_config
 from derive.inputs import MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
@@ -50,6 +50,9 @@ from derive.cli import (
 from derive.report import DEFAULT_MFU, FASTER_FORMATS, OVERFLOW_FIELDS, Request, faster_numbers, figures
 from derive.symbols import b, d, k, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
+
+#: The report's figures the page computes (the transformers-only figure stays in the CLI).
+FORMULAS = tuple(formula for formula in ALL_FORMULAS if formula.key not in REPORT_ONLY)
 
 ROOT = Path(__file__).resolve().parents[2]
 KATEX = ROOT / "tests" / "katex" / "node_modules" / "katex" / "dist"

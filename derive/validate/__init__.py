@@ -3,7 +3,10 @@
 ``python -m derive.validate [--json] [--tensors]`` builds each kind in PyTorch
 eager (bfloat16, CPU) over a grid of small shapes, records every tensor saved
 for backward and FlopCounterMode's forward + backward FLOPs, and compares them
-exactly with the ledgers. torch is imported only by the measuring modules
+exactly with the ledgers; ``--hf [--samples N] [--seed S] [--replay JSON]`` checks the
+config reader and the transformers accounts against transformers' own models at
+random configs and shapes (``derive.validate.hf``, ``derive.validate.hf_random``).
+torch is imported only by the measuring modules
 (``derive.validate.measure``, ``derive.validate.layers``), never by the rest of
 derive; the predictions need only SymPy. The ``comm-*`` kinds (``derive.validate.comm``)
 run PyTorch's DDP, FSDP2, DTensor TP / SP, pipelining and an expert-parallel MoE block in

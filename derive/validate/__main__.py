@@ -31,6 +31,9 @@ from derive.validate.predicted import (  # noqa: E402
     predicted_saved_bytes,
 )
 
+#: Random configs per family of the default ``--hf`` run (CI); ``--samples`` asks for more.
+DEFAULT_SAMPLES = 6
+
 #: Small shapes every kind is measured at (f = 4h for GPT, Korthikanti et al. 2022 section 4.1);
 #: MHA, GQA and MQA, odd head counts and a sequence that is not a multiple of the kernel's block.
 GRID: dict[str, tuple[dict[str, int], ...]] = {
@@ -49,9 +52,11 @@ GRID: dict[str, tuple[dict[str, int], ...]] = {
         dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
         dict(s=17, b=1, h=64, a=8, g=4, f=96, L=3, V=101),
     ),
-    # transformers' own models (GQA and MHA; repeat_kv copies nothing at g = a); b >= 2, see NOTES
+    # transformers' own models (GQA, MHA and MQA; repeat_kv copies nothing at g = a; at g = 1 and
+    # b = 1 eager attention keeps K and V viewed; at b = 1 the loss keeps the padded labels)
     **{kind: (dict(s=8, b=2, h=32, a=4, g=2, f=48, L=2, V=50),
-              dict(s=11, b=3, h=48, a=6, g=6, f=40, L=1, V=37)) for kind in HF_KINDS},
+              dict(s=11, b=3, h=48, a=6, g=6, f=40, L=1, V=37),
+              dict(s=9, b=1, h=32, a=4, g=1, f=24, L=2, V=29)) for kind in HF_KINDS},
 }
 
 NOTES = (
@@ -62,8 +67,8 @@ NOTES = (
     " in the counter, which counts it as 0; the ledger is compared with mask='none' and the"
     " causal attention FLOPs derive predicts are shown as 'uncounted', not compared.",
     "hf-*: transformers' loss pads the labels to s + 1 and shifts them; at b = 1 the shifted view"
-    " is contiguous and keeps the padded storage (one int64 more than the b*s targets row), at"
-    " b >= 2 it is copied to b*s: the grid runs b >= 2.",
+    " is contiguous and keeps the padded storage: the ledger's 'loss: padded label (b = 1)' row"
+    " (one int64, a Piecewise count that is 0 at b >= 2).",
     "llama-*: 'math' reruns the count with sdpa_kernel(SDPBackend.MATH), whose bmm the counter"
     " sees over all s*s scores (causal masking is not halved): compared with mask='full'.",
 )
@@ -162,20 +167,33 @@ def _print_table(results: list[dict[str, object]], tensors: bool) -> None:
         print("note:", note)
 
 
-def _main_hf(as_json: bool) -> int:
-    """``--hf``: every family's parameter table against transformers (derive.validate.hf)."""
-    from derive.validate import hf
+def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None) -> int:
+    """``--hf``: the grid of every family's parameter table (derive.validate.hf), then random
+    configs and shapes through the public path, parameters and saved bytes (derive.validate.hf_random)."""
+    from derive.validate import hf, hf_random
 
+    if replay is not None:
+        out = hf_random.replay(replay)
+        json.dump(out, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0 if all(part["passed"] for part in out.values()) else 1
     results = hf.run()
     failed = sum(not r["passed"] for r in results)
+    drawn = hf_random.run(samples, seed, report=(lambda line: None) if as_json else print)
+    failed_draws = len(drawn["failures"])
     if as_json:
-        json.dump({"results": results, "passed": len(results) - failed, "failed": failed},
-                  sys.stdout, indent=2)
+        counts = [{"family": family, "check": check, "passed": ok, "count": n}
+                  for (family, check, ok), n in sorted(drawn["counts"].items())]
+        json.dump({"results": results, "passed": len(results) - failed, "failed": failed,
+                   "drawn": {"counts": counts, "failures": drawn["failures"],
+                             "samples": samples, "seed": seed}},
+                  sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
         hf.print_table(results)
-        print(f"{len(results) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        print(f"{len(results) - failed} passed, {failed} failed\n")
+        hf_random.print_counts(drawn)
+    return 1 if failed or failed_draws else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,9 +207,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="compare derive's parameter tables with transformers' models instead")
     parser.add_argument("--fp8-torchao", action="store_true",
                         help="print what torchao's float8 training keeps for backward (needs torchao)")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                        help=f"--hf: random configs drawn per family (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--seed", type=int, default=0, help="--hf: the draws' random seed")
+    parser.add_argument("--replay", metavar="JSON", help="--hf: rerun one printed draw")
     args = parser.parse_args(argv)
+    if args.samples < 1:
+        parser.error("--samples: must be a positive integer")
     if args.hf:
-        return _main_hf(args.json)
+        return _main_hf(args.json, args.samples, args.seed, args.replay)
     if args.fp8_torchao:
         from derive.validate import fp8
         try:

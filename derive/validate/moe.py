@@ -115,7 +115,8 @@ def predicted(family: str, config: Mapping[str, object], batch: int, seq: int) -
     numbers = {symbol: sp.Integer(n) for symbol, n in values(family, config, batch, seq).items()}
     fix = lambda ledger: ledger.map(lambda w: type(w)(w.name, tuple(sp.sympify(n).xreplace(numbers)  # noqa: E731
                                                                     for n in w.shape),
-                                                       w.dtype, w.tags, w.count, w.note))
+                                                       w.dtype, w.tags, w.count.xreplace(numbers),
+                                                       w.note))
     return fix(table), fix(unreachable)
 
 

@@ -124,13 +124,15 @@ function DeriveConfig(DATA, PARSE) {
       if (typeof value !== "boolean") throw new Refusal("flag", { field: name, value: repr(value) });
       return value;
     }
-    return { given, size, flag };
+    const has = (name) => config.has(name);
+    return { given, size, flag, has };
   }
 
   // derive.hf._read: (the config field read, its value) of one size read.
   function readSize(c, read, sizes) {
     for (const name of read.names) if (c.given(name)) return [name, c.size(name)];
     const name = read.names.length ? read.names[0] : read.like;
+    if (read.absent !== null && !read.names.some((field) => c.has(field))) return [name, read.absent];
     if (read.like !== null) return [name, read.times * sizes[read.like]];
     if (read.default !== null) return [name, c.size(name, read.default)];
     if (read.required) return [name, c.size(name)];

@@ -1,0 +1,117 @@
+"""Bytes transformers keeps for backward over a whole model read from its config (``--profile hf-sdpa / hf-eager``).
+
+One training step of one micro-batch of a ``*ForCausalLM`` with labels, as
+transformers 5.23 runs it in bf16 with ``attn_implementation`` sdpa or eager:
+the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
+``derive.architectures.saved_edges.hf_edges_saved`` or, for the MoE families,
+``derive.architectures.saved_moe.eager_edges``) and every layer's rows
+(``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
+families, ``derive.architectures.saved_moe.eager_layer`` for Mixtral,
+Qwen3-MoE and DeepSeek-V3). The rows that exist only under a condition (b = 1,
+g = b = 1 under eager attention, s >= w under sdpa) carry it as a Piecewise
+count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
+compares these sums with transformers' own models at random shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from derive.accounts.activations import llama_layer_form
+from derive.architectures.saved import SINGLE_SEQUENCE, llama_layer_saved
+from derive.architectures.saved_edges import hf_edges_saved
+from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
+from derive.inputs import choose
+from derive.hf import from_config, load_config
+from derive.moe_presets import MOE_FAMILIES, moe_features
+from derive.presets import Model
+from derive.symbols import L, L_E, k
+from derive.tensors import Ledger
+
+#: The report's transformers profiles: the family comes from the config.
+HF_PROFILES: dict[str, str] = {
+    "hf-sdpa": "the whole model as transformers 5.23 trains it (sdpa attention; family from the config)",
+    "hf-eager": "the whole model as transformers 5.23 trains it (eager attention; family from the config)",
+}
+#: transformers 5's experts implementations derive models (integrations/moe.py
+#: grouped_mm_experts_forward, the default; eager: the modeling file's loop over experts).
+EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
+#: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3).
+LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+@dataclass(frozen=True)
+class SavedForBackward:
+    """Bytes one micro-batch keeps for backward: the model's edges and all its layers (symbolic)."""
+
+    edges: sp.Expr
+    layers: sp.Expr
+
+    @property
+    def total(self) -> sp.Expr:
+        """The whole model's bytes kept for backward."""
+        return self.layers + self.edges
+
+
+def implementation_of(profile: str) -> str:
+    """'hf-sdpa' -> 'sdpa'; a ValueError naming the profile otherwise."""
+    return choose("profile", profile, HF_PROFILES).removeprefix("hf-")
+
+
+def dense_saved(model: Model, profile: str) -> SavedForBackward:
+    """A dense config's whole model under ``profile`` (hf-sdpa / hf-eager), heads of width k."""
+    implementation = implementation_of(profile)
+    model.require_dense("model")
+    layout = model.layout
+    if layout is None or model.model_type not in LLAMA_LAYER_FAMILIES or not llama_layer_form(layout):
+        raise ValueError(f"profile: {profile}: transformers' saved tensors are modelled for "
+                         f"{', '.join(LLAMA_LAYER_FAMILIES)} and the MoE families, not "
+                         f"{model.model_type or model.family} ({model.name})")
+    window = "w" in dict(model.sizes)
+    if model.model_type in ("qwen2", "qwen3") and window:
+        raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
+                         "(use_sliding_window, from max_window_layers on) are not modelled")
+    layer = llama_layer_saved(f"hf-{implementation}", k, qk_norm=layout.qk_norm == "head",
+                              window=window)
+    return SavedForBackward(hf_edges_saved(k).bytes(), layer.times(L).bytes())
+
+
+def moe_saved(features, profile: str, window: bool = False,
+              experts: str = "grouped_mm") -> SavedForBackward:
+    """An MoE model (``derive.moe_presets.MoEModel.features``): L - L_E dense and L_E MoE layers.
+
+    The b = 1 rows of the eager MoE tables are a flag there (``single_sequence``); here
+    they enter as ``Piecewise(..., Eq(b, 1))`` of the two tables.
+    """
+    implementation = implementation_of(profile)
+    choose("experts_implementation", experts, EXPERTS_IMPLEMENTATIONS)
+
+    def at(single: bool) -> tuple[Ledger, Ledger]:
+        layers = (eager_layer(features, False, single, implementation, window).times(L - L_E)
+                  + eager_layer(features, True, single, implementation, window, experts).times(L_E))
+        return eager_edges(features, single), layers
+
+    (edges_one, layers_one), (edges, layers) = at(True), at(False)
+    return SavedForBackward(
+        sp.Piecewise((edges_one.bytes(), SINGLE_SEQUENCE), (edges.bytes(), True)),
+        sp.Piecewise((layers_one.bytes(), SINGLE_SEQUENCE), (layers.bytes(), True)))
+
+
+def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm") -> SavedForBackward:
+    """The rows of ``model`` (read from the parsed ``config`` by from_config) under ``profile``."""
+    if model.model_type in MOE_FAMILIES:
+        window = "w" in dict(model.sizes)
+        saved = moe_saved(moe_features(config, model.layout), profile, window, experts)
+        if "L_E" in dict(model.sizes):
+            return saved
+        # every layer dense (mlp_only_layers, first_k_dense_replace = L): no MoE layer at all
+        return SavedForBackward(saved.edges, saved.layers.xreplace({L_E: 0}))
+    return dense_saved(model, profile)
+
+
+def config_saved(config, profile: str, experts: str = "grouped_mm") -> tuple[Model, SavedForBackward]:
+    """(the Model from_config reads, its bytes kept for backward under ``profile``) for a config or its path."""
+    parsed, _ = load_config(config)
+    model = from_config(parsed)
+    return model, model_saved(model, parsed, profile, experts)

@@ -1,0 +1,66 @@
+"""Departures of transformers' saved tensors from the forms that hold at every other shape (issue 31).
+
+Each is a row of derive's transformers tables (``derive.architectures.saved``,
+``saved_edges``) that exists only under a condition, held against the form a
+reader would write without it. Measured exactly against transformers 5.23 /
+PyTorch 2.13 (CPU, bf16) by ``python -m derive.validate --hf``.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
+from derive.architectures.saved_edges import hf_edges_saved
+from derive.identities import identity
+from derive.symbols import a, b, g, h, k, s, w
+from derive.tensors import Ledger
+
+TOPIC = "activations"
+TRANSFORMERS = "transformers 5.23"
+
+
+def _named(ledger: Ledger, *names: str) -> sp.Expr:
+    """Bytes of the rows whose names start with one of ``names``."""
+    return Ledger([row for row in ledger if row.name.startswith(names)]).bytes()
+
+
+@identity("transformers' loss keeps b s int64 targets (not at b = 1)", topic=TOPIC,
+          claim=8 * b * s, where={b: 1}, holds=False,
+          source=f"{TRANSFORMERS} transformers/loss/loss_utils.py ForCausalLMLoss: labels padded "
+                 "to s + 1, shifted by [..., 1:].contiguous(), which copies nothing when b = 1",
+          assumptions=("nll_loss keeps the targets it is given", "b = 1: the shifted view keeps "
+                       "the padded storage, s + 1 int64"))
+def hf_targets_single_sequence() -> sp.Expr:
+    return _named(hf_edges_saved(k), "loss: targets", "loss: padded label")
+
+
+@identity("transformers' q and attention output at width h/a (not when head_dim != h/a)",
+          topic=TOPIC, claim=4 * b * s * h, where={k: 2 * h / a}, holds=False,
+          source=f"{TRANSFORMERS} models/llama/modeling_llama.py LlamaAttention: q_proj [h, a k], "
+                 "o_proj [a k, h] with k = config.head_dim (Qwen3-0.6B: k = 2h/a)",
+          assumptions=("q after RoPE and o_proj's input, bf16", "k = 2h/a as in Qwen3-0.6B"))
+def hf_head_width() -> sp.Expr:
+    return _named(llama_layer_saved("hf-sdpa", k), "q after RoPE", "attention output")
+
+
+@identity("transformers' eager K and V repeated to a heads (not at g = b = 1)", topic=TOPIC,
+          claim=4 * b * a * s * k, where={g: 1, b: 1}, holds=False,
+          source=f"{TRANSFORMERS} integrations/sdpa_attention.py repeat_kv (expand + reshape: a "
+                 "view when g = 1); PyTorch 2.13 aten/src/ATen/native/LinearAlgebra.cpp "
+                 "_matmul_impl folds [b, a] without a copy only at b = 1",
+          assumptions=("eager_attention_forward: QK^T keeps K, PV keeps V", "bf16"))
+def hf_eager_kv_view() -> sp.Expr:
+    return _named(Ledger(hf_eager_attention(k)), "k ", "v ")
+
+
+@identity("transformers' sdpa keeps K, V at g heads and no mask (not at s >= w)", topic=TOPIC,
+          claim=4 * b * g * s * k, where={w: s, a: 32, g: 8}, holds=False,
+          source=f"{TRANSFORMERS} masking_utils.py _ignore_causal_mask_sdpa (no skip when "
+                 "kv_length >= sliding window), integrations/sdpa_attention.py use_gqa_in_sdpa "
+                 "(no enable_gqa with a mask: repeat_kv); PyTorch 2.13 "
+                 "aten/src/ATen/native/transformers/attention.cpp convert_boolean_attn_mask",
+          assumptions=("a sliding window w reached (s = w); a = 32, g = 8 as in Mistral 7B",
+                       "the CPU flash kernel keeps the mask as "
+                       "bf16 [b, 1, s, s] in every layer", "g = 1: the repeat is a stride-0 view"))
+def hf_sdpa_window_mask() -> sp.Expr:
+    return _named(Ledger(hf_sdpa_attention(k, window=True)), "k ", "v", "sliding-window mask")

@@ -1,0 +1,392 @@
+"""``python -m derive.validate --hf``: random configs and shapes, derive's public path against transformers' own models.
+
+Each draw is a config.json a user could write for one family (every size
+field drawn, odd sizes, head_dim apart from h / a, tied or not, biases, 1-3
+layers, MoE boundaries) with some optional fields left out so that derive's
+defaults meet transformers' defaults, and a micro-batch b and sequence s
+(around the sliding window where there is one). Two checks per draw:
+
+* parameters: ``derive.validate.hf.compare`` (transformers' model on the meta
+  device, name by name and shape by shape, and the totals) for every family
+  derive reads;
+* saved for backward: the config goes ``derive.hf.from_config`` ->
+  ``derive.accounts.hf_saved`` (the accounts ``derive report --profile hf-sdpa|hf-eager``
+  prints) -> bytes at (b, s), against what autograd keeps when transformers trains
+  the same config (bf16, CPU, ``saved_tensors_hooks``, deduplicated by storage,
+  parameters and buffers out, tensors only unreachable nodes keep out), for the
+  families whose saved tensors derive models (:data:`SAVED`).
+
+Draws come from ``random.Random(seed)``; a failure prints the config, b, s and the
+implementation, which ``replay`` runs again.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+import warnings
+from collections import Counter
+from typing import Any, Callable
+
+from derive.hf import from_config
+from derive.validate.hf import Case, compare as compare_parameters, transformers_config
+
+#: Families whose saved tensors derive models -> the attention implementations it models.
+SAVED: dict[str, tuple[str, ...]] = {
+    "llama": ("sdpa", "eager"), "mistral": ("sdpa", "eager"), "qwen2": ("sdpa", "eager"),
+    "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
+    "deepseek_v3": ("eager",),
+}
+#: Families with routed experts: their draws alternate transformers' experts implementations.
+MOE = ("mixtral", "qwen3_moe", "deepseek_v3")
+EXPERTS_DRAWN = ("grouped_mm", "eager")
+#: Families checked on parameters only: their saved tensors are not modelled yet.
+PARAMETERS_ONLY = ("gemma2", "gemma3_text", "phi3", "olmo2", "gpt2", "gpt_neox", "qwen2_moe",
+                   "deepseek_v2")
+FAMILIES = (*SAVED, *PARAMETERS_ONLY)
+#: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
+GROUPED_MM_STEP = 8
+#: Sequence lengths are drawn up to this (RoPE tables are built for max_position_embeddings).
+MAX_SEQ = 24
+
+
+def _maybe(rng: random.Random, config: dict[str, Any], field: str, value: Any,
+           omit: float = 0.3) -> None:
+    """Set ``field`` to ``value``, or leave it out (the class default applies) with probability ``omit``."""
+    if rng.random() >= omit:
+        config[field] = value
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+#: transformers' num_key_value_heads when a config leaves it out (the config classes' defaults);
+#: the other families take num_attention_heads.
+KV_ABSENT = {"mistral": 8, "qwen2": 32, "qwen3": 32, "gemma2": 4, "gemma3_text": 4, "mixtral": 8,
+             "qwen3_moe": 4, "qwen2_moe": 16}
+
+
+def _attention(rng: random.Random, config: dict[str, Any], width_step: int = 1) -> None:
+    """Heads, kv heads (a divisor, or omitted), head width (even, h / a or not, or omitted).
+
+    An omitted num_key_value_heads takes the family's class default, so the heads are drawn
+    as a multiple of it; ``width_step`` makes h a multiple of it (grouped_mm wants 16-byte rows).
+    """
+    family = config["model_type"]
+    omit_kv = rng.random() < 0.25
+    if omit_kv:  # heads twice the class default, so that reading it as a heads would show
+        kv = KV_ABSENT.get(family)
+        heads = rng.randint(1, 6) if kv is None else 2 * kv
+    else:
+        heads = rng.randint(1, 6)
+        kv = rng.choice(_divisors(heads))
+        config["num_key_value_heads"] = kv
+    width = 2 * rng.randint(1, 8)
+    config["num_attention_heads"] = heads
+    if rng.random() < 0.5 and (heads * width) % width_step == 0:
+        config["hidden_size"] = heads * width
+        _maybe(rng, config, "head_dim", width, 0.5)
+    else:  # head_dim apart from h / a (transformers still wants a to divide h)
+        step = width_step // _gcd(width_step, heads)
+        config["hidden_size"] = heads * step * rng.randint(1, max(1, 12 // step))
+        config["head_dim"] = width
+
+
+def _gcd(x: int, y: int) -> int:
+    while y:
+        x, y = y, x % y
+    return x
+
+
+def _common(rng: random.Random, config: dict[str, Any]) -> None:
+    config.update(num_hidden_layers=rng.randint(1, 3), intermediate_size=rng.randint(4, 72),
+                  vocab_size=rng.randint(8, 97), max_position_embeddings=64)
+    _maybe(rng, config, "tie_word_embeddings", rng.random() < 0.5)
+
+
+def _llama(rng: random.Random, family: str, width_step: int = 1) -> dict[str, Any]:
+    config: dict[str, Any] = {"model_type": family}
+    _attention(rng, config, width_step)
+    _common(rng, config)
+    if family in ("llama", "qwen3"):
+        _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
+    if family == "llama":
+        _maybe(rng, config, "mlp_bias", rng.random() < 0.5, 0.5)
+    if family == "mistral":
+        choice = rng.random()
+        if choice < 0.6:
+            config["sliding_window"] = rng.randint(2, MAX_SEQ)
+        elif choice < 0.8:
+            config["sliding_window"] = None
+    return config
+
+
+def _mixtral(rng: random.Random) -> dict[str, Any]:
+    config = _llama(rng, "mixtral", GROUPED_MM_STEP)
+    config["intermediate_size"] = GROUPED_MM_STEP * rng.randint(1, 8)
+    experts = rng.randint(1, 6)
+    config.update(num_local_experts=experts, num_experts_per_tok=rng.randint(1, experts))
+    if rng.random() < 0.4:
+        config["sliding_window"] = rng.randint(2, MAX_SEQ)
+    return config
+
+
+def _qwen3_moe(rng: random.Random) -> dict[str, Any]:
+    config = _llama(rng, "qwen3_moe", GROUPED_MM_STEP)
+    experts = rng.randint(1, 6)
+    config["num_hidden_layers"] = layers = rng.randint(2, 4)  # room for a sparse step
+    config.update(num_experts=experts, num_experts_per_tok=rng.randint(1, experts),
+                  moe_intermediate_size=GROUPED_MM_STEP * rng.randint(1, 5))
+    _maybe(rng, config, "decoder_sparse_step", rng.randint(1, 3), 0.25)
+    if rng.random() < 0.3:
+        config["mlp_only_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
+    _maybe(rng, config, "norm_topk_prob", rng.random() < 0.5, 0.5)
+    return config
+
+
+def _deepseek(rng: random.Random, family: str) -> dict[str, Any]:
+    heads = rng.randint(1, 4)
+    layers = rng.randint(1, 3)
+    groups = rng.choice([1, 2, 3])
+    experts = groups * rng.randint(2, 3)  # the group score is each group's top 2
+    topk_group = rng.randint(1, groups)
+    config: dict[str, Any] = {
+        "model_type": family, "num_hidden_layers": layers,
+        "hidden_size": GROUPED_MM_STEP * rng.randint(1, 6),
+        "num_attention_heads": heads, "num_key_value_heads": heads,
+        "intermediate_size": rng.randint(4, 64), "vocab_size": rng.randint(8, 97),
+        "max_position_embeddings": 64, "kv_lora_rank": rng.randint(2, 16),
+        "qk_nope_head_dim": rng.randint(1, 8), "qk_rope_head_dim": 2 * rng.randint(1, 4),
+        "v_head_dim": rng.randint(1, 8), "n_routed_experts": experts,
+        "num_experts_per_tok": rng.randint(1, topk_group * experts // groups),
+        "moe_intermediate_size": GROUPED_MM_STEP * rng.randint(1, 4), "n_shared_experts": rng.randint(1, 2),
+        "first_k_dense_replace": rng.randint(0, layers), "n_group": groups,
+        "topk_group": topk_group, "q_lora_rank": rng.choice([None, rng.randint(2, 16)]),
+    }
+    _maybe(rng, config, "norm_topk_prob", rng.random() < 0.5, 0.5)
+    _maybe(rng, config, "tie_word_embeddings", rng.random() < 0.5)
+    if family == "deepseek_v2":
+        config["topk_method"] = "greedy"
+        _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
+    return config
+
+
+def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
+    """A config of a family checked on parameters alone."""
+    if family == "gpt2":
+        heads = rng.randint(1, 6)
+        config = {"model_type": "gpt2", "n_layer": rng.randint(1, 3), "n_head": heads,
+                  "n_embd": heads * rng.randint(1, 12), "vocab_size": rng.randint(8, 97),
+                  "n_positions": rng.randint(8, 64)}
+        _maybe(rng, config, "n_inner", rng.randint(4, 80), 0.5)
+        _maybe(rng, config, "tie_word_embeddings", rng.random() < 0.5)
+        return config
+    if family in ("deepseek_v2",):
+        return _deepseek(rng, family)
+    config: dict[str, Any] = {"model_type": family, "pad_token_id": 0}
+    _attention(rng, config)
+    _common(rng, config)
+    if family == "gpt_neox":
+        config["hidden_size"] = config["num_attention_heads"] * rng.randint(1, 12)
+        config.pop("num_key_value_heads", None)
+        config.pop("head_dim", None)
+        _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
+        _maybe(rng, config, "use_parallel_residual", rng.random() < 0.5, 0.5)
+    if family in ("gemma2", "gemma3_text", "olmo2"):
+        _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
+    if family == "phi3":
+        config.pop("head_dim", None)
+        config["hidden_size"] = config["num_attention_heads"] * 2 * rng.randint(1, 8)
+    if family == "qwen2_moe":
+        experts = rng.randint(1, 6)
+        layers = config["num_hidden_layers"]
+        config.update(num_experts=experts, num_experts_per_tok=rng.randint(1, experts),
+                      moe_intermediate_size=rng.randint(4, 40),
+                      shared_expert_intermediate_size=rng.randint(4, 40))
+        _maybe(rng, config, "decoder_sparse_step", rng.randint(1, 3), 0.5)
+        if rng.random() < 0.3:
+            config["mlp_only_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
+    return config
+
+
+DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
+    **{family: (lambda rng, family=family: _llama(rng, family))
+       for family in ("llama", "mistral", "qwen2", "qwen3")},
+    "mixtral": _mixtral, "qwen3_moe": _qwen3_moe,
+    "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
+    **{family: (lambda rng, family=family: _parameters_only(rng, family))
+       for family in PARAMETERS_ONLY},
+}
+
+
+def draw_shape(rng: random.Random, config: dict[str, Any]) -> tuple[int, int]:
+    """(b, s): b mostly small with 1 often; s around the sliding window when the config has one."""
+    batch = rng.choice([1, 1, 2, 3])
+    window = config.get("sliding_window")
+    if isinstance(window, int) and window <= MAX_SEQ:
+        seq = max(2, min(MAX_SEQ, window + rng.randint(-3, 3)))
+    else:
+        seq = rng.randint(2, MAX_SEQ)
+    return batch, seq
+
+
+# ---- derive's side: the public path ----
+
+def predicted(config: dict[str, Any], implementation: str, batch: int, seq: int,
+              experts: str = "grouped_mm") -> int:
+    """Bytes derive's report accounts give for ``config`` at (b, s): from_config -> accounts.hf_saved."""
+    from derive.accounts.hf_saved import config_saved
+
+    model, saved = config_saved(config, f"hf-{implementation}", experts)
+    return int(model.subs(saved.total, b=batch, s=seq))
+
+
+# ---- transformers' side ----
+
+def measured(config: dict[str, Any], implementation: str, batch: int, seq: int,
+             experts: str = "grouped_mm") -> list:
+    """Allocations autograd keeps for the loss of transformers' model of ``config`` (reachable ones)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+
+    from derive.validate import measure
+
+    logging.set_verbosity_error()
+    measure.DTYPE_NAMES.setdefault(torch.int32, "int32")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        moe = {"experts_implementation": experts} if config["model_type"] in MOE else {}
+        model = AutoModelForCausalLM.from_config(transformers_config(config),
+                                                 attn_implementation=implementation,
+                                                 dtype=torch.bfloat16, **moe)
+    model.train()
+    tokens = torch.randint(0, config["vocab_size"], (batch, seq))
+    own = {measure._storage(t) for t in (*model.parameters(), *model.buffers())}
+    packed: list = []
+
+    def pack(tensor):
+        packed.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = model(input_ids=tokens, labels=tokens).loss
+    holders = measure._holders(loss.grad_fn)
+    by_storage: dict[int, list] = {}
+    for tensor in packed:
+        if measure._storage(tensor) not in own:
+            by_storage.setdefault(measure._storage(tensor), []).append(tensor)
+    rows = [row for views in by_storage.values() for row in measure._allocation(views, holders)]
+    return [row for row in rows if row.saved_by != ("?",)]
+
+
+def check_saved(config: dict[str, Any], implementation: str, batch: int, seq: int,
+                experts: str = "grouped_mm") -> dict[str, Any]:
+    """One draw's saved bytes: derive's public path against transformers."""
+    rows = measured(config, implementation, batch, seq, experts)
+    got = sum(row.bytes for row in rows)
+    want = predicted(config, implementation, batch, seq, experts)
+    result = {"family": config["model_type"], "implementation": implementation, "b": batch,
+              "s": seq, "predicted": want, "measured": got, "passed": want == got}
+    if config["model_type"] in MOE:
+        result["experts"] = experts
+    if want != got:
+        result["rows"] = sorted(Counter((r.dtype, r.shape, r.saved_by) for r in rows).items(),
+                                key=str)
+    return result
+
+
+def check_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """One draw's parameters: derive's table against transformers' named_parameters (meta device)."""
+    try:
+        transformers_config(config)
+    except Exception as error:  # transformers refuses the config: derive must refuse it too
+        try:
+            from_config(config)
+        except ValueError:
+            return {"family": config["model_type"], "passed": True, "refused": True,
+                    "detail": str(error)}
+        return {"family": config["model_type"], "passed": False,
+                "detail": f"transformers refuses it ({error}); derive reads it"}
+    try:
+        result = compare_parameters(Case(config["model_type"], "drawn", config))
+    except ValueError as error:  # transformers builds it: derive must read it
+        return {"family": config["model_type"], "passed": False,
+                "detail": f"transformers builds it; derive refuses it ({error})"}
+    return {"family": config["model_type"], "passed": result["passed"], "detail": result}
+
+
+def replay_line(config: dict[str, Any], implementation: str | None, batch: int | None,
+                seq: int | None, experts: str = "grouped_mm") -> str:
+    """The line that reruns one draw: python -m derive.validate --hf --replay '<json>'."""
+    draw = {"config": config, "implementation": implementation, "b": batch, "s": seq,
+            "experts": experts}
+    return f"python -m derive.validate --hf --replay '{json.dumps(draw)}'"
+
+
+def run(samples: int, seed: int = 0, families: tuple[str, ...] = FAMILIES,
+        report: Callable[[str], None] = print) -> dict[str, Any]:
+    """``samples`` draws per family (saved bytes split over its implementations); counts and failures."""
+    rng = random.Random(seed)
+    counts: Counter = Counter()
+    failures: list[dict[str, Any]] = []
+    started = time.monotonic()
+    for family in families:
+        implementations = SAVED.get(family, ())
+        for index in range(samples):
+            config = DRAW[family](rng)
+            batch, seq = draw_shape(rng, config)
+            parameters = check_parameters(config)
+            counts[(family, "parameters", parameters["passed"])] += 1
+            if not parameters["passed"]:
+                failures.append({**parameters, "replay": replay_line(config, None, None, None)})
+                report(f"FAIL parameters {family}: {json.dumps(parameters['detail'], default=str)}\n"
+                       f"    replay: {replay_line(config, None, None, None)}")
+                continue
+            if not implementations or parameters.get("refused"):
+                continue
+            implementation = implementations[index % len(implementations)]
+            experts = (EXPERTS_DRAWN[index // len(implementations) % len(EXPERTS_DRAWN)]
+                       if family in MOE else "grouped_mm")
+            check = f"{implementation}+{experts}" if family in MOE else implementation
+            replay_text = replay_line(config, implementation, batch, seq, experts)
+            try:
+                saved = check_saved(config, implementation, batch, seq, experts)
+            except ValueError as error:  # derive refuses the config: that is a failure to model it
+                saved = {"family": family, "implementation": implementation, "b": batch, "s": seq,
+                         "passed": False, "error": str(error)}
+            counts[(family, check, saved["passed"])] += 1
+            if not saved["passed"]:
+                failures.append({**saved, "replay": replay_text})
+                report(f"FAIL saved {family} {check} b={batch} s={seq}: "
+                       f"{saved.get('error') or (saved['predicted'], saved['measured'])}\n"
+                       f"    replay: {replay_text}")
+    return {"counts": counts, "failures": failures, "seconds": time.monotonic() - started,
+            "samples": samples, "seed": seed}
+
+
+def replay(text: str) -> dict[str, Any]:
+    """Rerun one printed draw; the saved rows autograd kept are listed when they disagree."""
+    draw = json.loads(text)
+    out = {"parameters": check_parameters(draw["config"])}
+    if draw.get("implementation"):
+        out["saved"] = check_saved(draw["config"], draw["implementation"], draw["b"], draw["s"],
+                                   draw.get("experts", "grouped_mm"))
+    return out
+
+
+def print_counts(result: dict[str, Any]) -> None:
+    """Passed / failed per family and check (parameters, sdpa, eager)."""
+    counts = result["counts"]
+    keys = sorted({(family, check) for family, check, _ in counts},
+                  key=lambda key: (FAMILIES.index(key[0]), key[1]))
+    print(f"{'family':12} {'check':18} {'passed':>7} {'failed':>7}")
+    for family, check in keys:
+        print(f"{family:12} {check:18} {counts[(family, check, True)]:>7} "
+              f"{counts[(family, check, False)]:>7}")
+    failed = sum(n for (_, _, ok), n in counts.items() if not ok)
+    print(f"{result['samples']} draws per family, seed {result['seed']}: "
+          f"{sum(counts.values()) - failed} checks passed, {failed} failed "
+          f"in {result['seconds']:.0f} s")

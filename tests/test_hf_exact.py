@@ -1,0 +1,238 @@
+"""Issue 31: derive's transformers accounts exact at every shape, through the public path.
+
+Unit tests hold each of the four conditional rows against bytes computed by hand
+in the test; the measured tests run transformers' own models (tiny, bf16, CPU)
+under saved_tensors_hooks and require exact equality with what
+``derive report --profile hf-sdpa|hf-eager`` prints.
+"""
+import json
+import re
+
+import pytest
+import sympy as sp
+
+from derive.accounts.hf_saved import config_saved
+from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
+from derive.architectures.saved_edges import hf_edges_saved
+from derive.cli import run
+from derive.hf import from_config
+from derive.moe_presets import moe_model_from_config
+from derive.symbols import BY_NAME, a, b, h, k, s
+from derive.tensors import Ledger
+
+from derive.validate import hf_random
+
+
+def _bytes(rows, names, **values):
+    """Bytes of the rows whose name starts with one of ``names`` at ``values``."""
+    chosen = Ledger([row for row in rows if row.name.startswith(tuple(names))])
+    return int(chosen.bytes().xreplace({BY_NAME[n]: v for n, v in values.items()}))
+
+
+# ---- the four rows, each under its condition, bytes by hand ----
+
+@pytest.mark.parametrize("batch, seq, expected", [
+    (1, 9, (9 + 1) * 8),       # b = 1: the padded labels' s + 1 int64 storage
+    (2, 9, 2 * 9 * 8),         # b > 1: .contiguous() copies the b s shifted labels
+    (3, 5, 3 * 5 * 8),
+])
+def test_targets_keep_the_padded_storage_only_at_one_sequence(batch, seq, expected):
+    rows = hf_edges_saved(k)
+    assert _bytes(rows, ["loss: targets", "loss: padded label"], b=batch, s=seq, k=8) == expected
+
+
+@pytest.mark.parametrize("kv, batch, expected", [
+    (1, 1, 2 * (1 * 1 * 8 * 8 * 2)),     # viewed: K and V at their one head, b = 1
+    (1, 2, 2 * (2 * 4 * 8 * 8 * 2)),     # b = 2: matmul's fold copies them to a = 4 heads
+    (2, 1, 2 * (1 * 4 * 8 * 8 * 2)),     # g = 2: repeat_kv copies
+])
+def test_eager_keeps_k_and_v_viewed_only_at_one_kv_head_and_one_sequence(kv, batch, expected):
+    rows = hf_eager_attention(k)
+    assert _bytes(rows, ["k ", "v "], a=4, g=kv, b=batch, s=8, k=8) == expected
+
+
+@pytest.mark.parametrize("kv, seq, expected_kv, expected_mask", [
+    (2, 16, 2 * (2 * 4 * 16 * 8 * 2), 2 * 16 * 16 * 2),   # s >= w: repeated to a = 4, mask kept
+    (2, 10, 2 * (2 * 4 * 10 * 8 * 2), 2 * 10 * 10 * 2),   # s = w: the mask exists already
+    (2, 9, 2 * (2 * 2 * 9 * 8 * 2), 0),                   # s < w: is_causal, GQA at g = 2
+    (1, 16, 2 * (2 * 1 * 16 * 8 * 2), 2 * 16 * 16 * 2),   # g = 1: the repeat is a stride-0 view
+])
+def test_sdpa_keeps_the_window_mask_from_s_equal_w(kv, seq, expected_kv, expected_mask):
+    rows = hf_sdpa_attention(k, window=True)
+    at = dict(a=4, g=kv, b=2, s=seq, k=8, w=10)
+    assert _bytes(rows, ["k ", "v"], **at) == expected_kv
+    assert _bytes(rows, ["sliding-window mask"], **at) == expected_mask
+    assert _bytes(hf_sdpa_attention(k), ["sliding-window mask"], **at) == 0   # no window, no mask
+
+
+def test_head_width_is_the_configs_head_dim():
+    # Qwen3-0.6B: h = 1024, a = 16, head_dim = 128 = 2 h / a
+    model = from_config({"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16,
+                         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072,
+                         "num_hidden_layers": 28, "vocab_size": 151936,
+                         "max_position_embeddings": 40960})
+    assert model.head_dim == 128
+    layer = llama_layer_saved("hf-sdpa", k, qk_norm=True)
+    q = next(row for row in layer if row.name == "q after RoPE")
+    assert q.shape == (b, a, s, k)
+    assert int(model.subs(q.bytes, b=1, s=4)) == 1 * 16 * 4 * 128 * 2
+    cos = next(row for row in hf_edges_saved(k) if row.name == "rope: cos")
+    assert int(model.subs(cos.bytes, s=4)) == 4 * 128 * 2
+
+
+def test_absent_fields_take_transformers_class_defaults():
+    base = {"hidden_size": 64, "num_attention_heads": 8, "intermediate_size": 32,
+            "num_hidden_layers": 1, "vocab_size": 11, "max_position_embeddings": 32}
+    # MistralConfig: num_key_value_heads 8 when absent, num_attention_heads when null
+    assert from_config({**base, "model_type": "mistral"}).kv_heads == 8
+    assert from_config({**base, "model_type": "mistral", "num_attention_heads": 16,
+                        "num_key_value_heads": None}).kv_heads == 16
+    assert from_config({**base, "model_type": "qwen3_moe", "num_experts": 4,
+                        "num_experts_per_tok": 2, "moe_intermediate_size": 8}).kv_heads == 4
+    # Qwen3Config: head_dim 128 when absent
+    assert from_config({**base, "model_type": "qwen3", "num_key_value_heads": 8}).head_dim == 128
+    # DeepseekV3Config renormalises the top-k weights unless norm_topk_prob says otherwise
+    deepseek = {**base, "model_type": "deepseek_v3", "kv_lora_rank": 4, "qk_nope_head_dim": 4,
+                "qk_rope_head_dim": 4, "v_head_dim": 4, "n_routed_experts": 4,
+                "num_experts_per_tok": 2, "moe_intermediate_size": 8, "n_group": 1,
+                "topk_group": 1, "q_lora_rank": None}
+    assert moe_model_from_config(deepseek).features.normalise_topk
+    assert not moe_model_from_config({**deepseek, "norm_topk_prob": False}).features.normalise_topk
+
+
+def test_mistral_reads_its_sliding_window():
+    base = {"model_type": "mistral", "hidden_size": 32, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 11,
+            "max_position_embeddings": 32}
+    assert dict(from_config(base).sizes)["w"] == 4096                 # the class default
+    assert "w" not in dict(from_config({**base, "sliding_window": None}).sizes)
+    assert dict(from_config({**base, "sliding_window": 7}).sizes)["w"] == 7
+
+
+# ---- transformers' own models ----
+
+#: One config per pattern (family, config, implementation, b, s) and the row it needs.
+PATTERNS = {
+    "one sequence": ("llama", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2),
+                     "sdpa", 1, 8),
+    "head_dim 2h/a": ("qwen3", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                                    head_dim=16), "sdpa", 2, 8),
+    "one kv head, eager": ("llama", dict(hidden_size=32, num_attention_heads=4,
+                                         num_key_value_heads=1), "eager", 1, 8),
+    "sliding window": ("mistral", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                                       sliding_window=10), "sdpa", 2, 16),
+}
+
+
+def saved_rows(config, implementation):
+    """The layer and edge rows of a dense config under one implementation."""
+    model = from_config(config)
+    layer = llama_layer_saved(f"hf-{implementation}", k, qk_norm=model.layout.qk_norm == "head",
+                              window="w" in dict(model.sizes))
+    return [*layer, *hf_edges_saved(k)]
+
+
+def model_rows_with_conditions(rows):
+    """The rows that exist only where a condition holds (their count is a Piecewise)."""
+    return [row for row in rows if row.count.has(sp.Piecewise)
+            and ("padded" in row.name or "viewed" in row.name or "mask" in row.name)]
+
+
+def _config(family, fields):
+    return {"model_type": family, "num_hidden_layers": 2, "intermediate_size": 48,
+            "vocab_size": 50, "max_position_embeddings": 64, **fields}
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_each_pattern_is_exact_and_needs_its_row(pattern):
+    family, fields, implementation, batch, seq = PATTERNS[pattern]
+    config = _config(family, fields)
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert hf_random.predicted(config, implementation, batch, seq) == measured
+    model, saved = config_saved(config, f"hf-{implementation}")
+    if pattern == "head_dim 2h/a":  # heads of width h / a would be predicted wrong
+        assert int(model.subs(saved.total.xreplace({k: h / a}), b=batch, s=seq)) != measured
+    else:  # the row that exists only under the condition is part of the exact figure
+        conditional = sum(row.bytes for row in model_rows_with_conditions(saved_rows(config, implementation)))
+        assert int(model.subs(conditional, b=batch, s=seq)) > 0
+
+
+def test_drawn_shapes_are_exact_across_families():
+    """A few dozen random configs and shapes: parameters of every family, saved bytes where modelled."""
+    result = hf_random.run(2, seed=31, report=lambda line: None)
+    assert not result["failures"], result["failures"][:2]
+    checks = sum(result["counts"].values())
+    saved = sum(n for (family, check, _), n in result["counts"].items() if check != "parameters")
+    assert checks >= 2 * len(hf_random.FAMILIES) and saved >= 10
+
+
+def test_the_report_prints_what_transformers_keeps(tmp_path):
+    family, fields, implementation, batch, seq = PATTERNS["sliding window"]
+    config = _config(family, fields)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    out = json.loads(run(["--config", str(path), "--profile", f"hf-{implementation}",
+                          "--micro-batch", str(batch), "--seq", str(seq), "--json"]))
+    figure = next(iter(out.values()))["saved_for_backward_bytes"]
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert figure["value"] == measured == figure["layers"] + figure["edges"]
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
+def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
+    config = {"model_type": "mixtral", "num_hidden_layers": 2, "hidden_size": 32,
+              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8,
+              "intermediate_size": 16, "num_local_experts": 3, "num_experts_per_tok": 3,
+              "vocab_size": 40, "max_position_embeddings": 64}
+    path = tmp_path / "mixtral.json"
+    path.write_text(json.dumps(config))
+    out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", "1",
+                          "--seq", "6", "--experts-implementation", experts, "--json"]))
+    figure = next(iter(out.values()))["saved_for_backward_bytes"]
+    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 1, 6, experts))
+    assert figure["value"] == measured == figure["layers"] + figure["edges"]
+
+
+@pytest.mark.parametrize("config, options, line", [
+    ({"model_type": "gemma2", "num_key_value_heads": 2}, ["--profile", "hf-eager"],
+     "--profile: hf-eager: transformers' saved tensors are modelled for llama, mistral, qwen2, "
+     "qwen3 and the MoE families, not gemma2"),
+    ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
+     ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
+    ({"model_type": "llama"}, ["--profile", "hf-sdpa", "--experts-implementation", "grouped_mm"],
+     "--experts-implementation: only the MoE report"),
+])
+def test_what_the_transformers_profiles_refuse_is_one_line(tmp_path, config, options, line):
+    from derive.cli import UsageError
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 8,
+                                "num_hidden_layers": 1, "vocab_size": 11,
+                                "max_position_embeddings": 32, **config}))
+    with pytest.raises(UsageError, match="^" + re.escape(line)):
+        run(["--config", str(path), *options])
+
+
+def test_moe_boundaries_read_as_transformers_builds_them():
+    base = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "intermediate_size": 16, "vocab_size": 11, "max_position_embeddings": 32}
+    # Qwen3MoeDecoderLayer: layer i is sparse when (i + 1) % decoder_sparse_step == 0
+    qwen = from_config({**base, "model_type": "qwen3_moe", "num_hidden_layers": 4, "num_experts": 3,
+                        "num_experts_per_tok": 3, "moe_intermediate_size": 8,
+                        "decoder_sparse_step": 2})
+    assert qwen.moe_layers == (1, 3) and dict(qwen.sizes)["k_E"] == 3   # top-k = E is allowed
+    deepseek = from_config({**base, "model_type": "deepseek_v3", "num_hidden_layers": 3,
+                            "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4,
+                            "v_head_dim": 4, "n_routed_experts": 4, "num_experts_per_tok": 4,
+                            "moe_intermediate_size": 8, "first_k_dense_replace": 2,
+                            "q_lora_rank": None})
+    assert deepseek.moe_layers == (2,)
+
+
+def test_a_printed_draw_replays(capsys):
+    from derive.validate.__main__ import main
+    config = _config("llama", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=1))
+    line = hf_random.replay_line(config, "eager", 1, 7)
+    assert line.startswith("python -m derive.validate --hf --replay '")
+    assert main(["--hf", "--replay", line.split("--replay '", 1)[1][:-1]]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["saved"]["predicted"] == out["saved"]["measured"] and out["parameters"]["passed"]
