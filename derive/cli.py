@@ -443,10 +443,13 @@ def run(argv: Sequence[str] | None = None) -> str:
             raise UsageError(f"--model: {dense[0]} is dense and the others are MoE; "
                              "report dense and MoE models in separate runs")
         for field in DENSE_ONLY:
-            if field in given:
+            if field in given and not (field == "profile" and args.profile in HF_PROFILES):
                 option = FIELD_OPTIONS.get(field, "--" + field.replace("_", "-"))
                 raise UsageError(f"{option}: the MoE report (derive.report_moe: Megatron bf16, distributed "
                                  "optimizer) does not take it")
+        if args.experts_implementation is not None and args.profile not in HF_PROFILES:
+            raise UsageError("--experts-implementation: only the transformers profiles read it "
+                             f"(--profile {' or '.join(HF_PROFILES)})")
         option = "--moe" if args.moe else "--model" if moe_names else "--config"
         return _moe_report(args, moe, option)
     for option in (*MOE_PARALLEL, "--moe-profile", "--experts-implementation"):

@@ -163,7 +163,7 @@ REPORT_OPTIONS = {
     "--hidden": ["4096"], "--heads": ["32"], "--kv-heads": ["4"], "--ffn": ["14336"], "--vocab": ["32000"],
     "--seq": ["2048"], "--json": [], "--tp": ["2"], "--ep": ["8"], "--etp": ["2"], "--pp": ["2"],
     "--moe-profile": ["eager"], "--moe": ["mixtral-8x7b"], "--config": [str(ROOT / "derive/configs/gpt2.json")],
-    "--list-models": [],
+    "--list-models": [], "--experts-implementation": ["eager"],
 }
 
 
