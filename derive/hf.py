@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 from derive.architectures.decoder import Layout
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
-from derive.inputs import MAX_SIZE, choose
+from derive.inputs import MAX_SIZE, choose, read_json
 
 _MISSING = object()
 
@@ -373,12 +373,7 @@ def load_config(config: Mapping[str, Any] | str | os.PathLike) -> tuple[dict[str
     if isinstance(config, Mapping):
         return dict(config), str(config.get("_name_or_path") or config.get("model_type") or "config")
     path = Path(config)
-    try:
-        parsed = json.loads(path.read_text())
-    except OSError as error:
-        raise ValueError(f"config: cannot read {str(path)!r} ({error.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"config: {str(path)!r} is not JSON ({error})") from None
+    parsed = read_json("config", path)
     if not isinstance(parsed, dict):
         raise ValueError(f"config: {str(path)!r} holds no JSON object")
     stem = path.parent.name if path.stem == "config" else path.stem

@@ -14,7 +14,7 @@ from derive.architectures.decoder import Layout, parameter_rows
 from derive.architectures.moe import active_parameter_count
 from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
-from derive.inputs import choose, divides, positive_int, positive_value
+from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int, positive_value
 from derive.symbols import BY_NAME, N_GEMM, L, N, V, a, f, g, h, k, s
 from derive.tensors import Ledger
 
@@ -61,6 +61,10 @@ class Model:
         if self.family == "gpt" and self.kv_heads != self.heads:
             raise ValueError(f"kv_heads: the gpt family has no grouped-query attention, so kv_heads "
                              f"must equal heads = {self.heads}, got {self.kv_heads}")
+        numel = self.parameter_rows.numel()
+        sized = [name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol)]
+        largest = max(sized, key=lambda name: getattr(self, name))  # the first of equals
+        exact_count(largest, "the parameter count N", int(self.subs(numel)), MAX_PARAMETERS)
 
     @property
     def values(self) -> dict[sp.Symbol, int]:
