@@ -89,6 +89,14 @@ def positive_int(field: str, value: object) -> int:
     return value
 
 
+def bounded_int(field: str, value: object, largest: int = MAX_SIZE) -> int:
+    """``value`` as a positive int at most ``largest`` (2^53: a float holds it exactly), or ValueError naming ``field``."""
+    value = positive_int(field, value)
+    if value > largest:
+        raise ValueError(f"{field}: must be at most 2^{largest.bit_length() - 1}, got {value!r}")
+    return value
+
+
 def finite_positive(field: str, value: object) -> float:
     """``value`` as a finite positive float (not a bool), or ValueError naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

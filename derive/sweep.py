@@ -34,7 +34,7 @@ from derive.accounts.placement import placement, placement_bytes_per_parameter
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.parameters import FAMILIES
 from derive.codegen import arguments, numpy_function, ratio, upper_bound
-from derive.inputs import choose
+from derive.inputs import MAX_SIZE, bounded_int, choose
 from derive.presets import Model, hardware, model
 from derive.symbols import L, c, d, m, p, s, t, v
 from derive.tensors import Ledger
@@ -318,6 +318,8 @@ def placement_sharded(zero: int, placement_name: str) -> bool:
 
 def micro_batches(tokens: int, s: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
     """m = T / (s b d) micro-batches per step; ValueError naming ``tokens`` where it is not whole."""
+    if np.any(np.asarray(s, dtype=float) * np.asarray(b, dtype=float) * np.asarray(d, dtype=float) > MAX_SIZE):
+        raise ValueError("b: s*b*d tokens per micro-batch round pass 2^53 at some layout")
     per_step = np.asarray(s) * np.asarray(b) * np.asarray(d)
     if np.any(tokens % per_step):
         raise ValueError(f"tokens: {tokens} is not a whole number of s*b*d micro-batches at every layout")
@@ -378,9 +380,12 @@ def grid(models: Iterable[str | Model], s: Sequence[int] | None = None, b: Seque
     ``frame=True`` returns a pandas DataFrame (pandas is not a dependency).
     """
     axes = {"b": b, "t": t, "p": p, "v": v, "d": d, "c": c, "e": e}
+    if s is not None:
+        axes = {"s": s, **axes}
+    axes = {name: tuple(bounded_int(name, value) for value in values) for name, values in axes.items()}
     parts: list[dict[str, np.ndarray]] = []
     for entry in map(_model, models):
-        numeric = {"s": tuple(s) if s is not None else (entry.seq,), **axes}
+        numeric = {"s": (entry.seq,), **axes}
         mesh = np.meshgrid(*(np.asarray(values, dtype=np.int64) for values in numeric.values()),
                            indexing="ij")
         layout = {name: array.ravel() for name, array in zip(numeric, mesh)}

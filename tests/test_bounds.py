@@ -131,3 +131,14 @@ def test_times_are_printed_with_units_never_as_300_digits():
 def test_presets_stay_inside_the_bounds():
     for name in ("8b", "70b", "405b", "175b"):
         assert model(name).parameters < MAX_PARAMETERS
+
+
+@pytest.mark.parametrize("axes, field", [
+    ({"b": [2**70]}, "b"), ({"d": [0]}, "d"), ({"s": [2**53 + 1]}, "s"), ({"t": [1.5]}, "t"),
+    ({"s": [2**53], "b": [2], "d": [4], "tokens": 2**53}, "b"),
+])
+def test_sweep_axes_are_bounded_sizes(axes, field):
+    from derive.sweep import grid
+
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        grid(["8b"], **axes)
