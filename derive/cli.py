@@ -22,7 +22,7 @@ from derive.accounts.activations import PROFILES
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
-from derive.inputs import MAX_SIZE
+from derive.inputs import MAX_SIZE, OneLineParser
 from derive.presets import ALIASES, HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware, model
 from derive.report import Request, figures, render_json, render_text
 from derive.units import BYTE_UNITS, to_unit
@@ -137,13 +137,6 @@ def python_float(text: str) -> float:
     if not re.fullmatch(FLOAT_PATTERN, text):
         raise ValueError(text)
     return float(text)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with its errors on one line and exit status 2 (derive's CLIs share it)."""
-
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def _converter(convert: Callable[[str], object], expected: str) -> Callable[[str], object]:

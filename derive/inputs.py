@@ -1,6 +1,7 @@
 """Checks on user-supplied sizes and names: bad input is a ValueError naming the field."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -75,6 +76,13 @@ def nesting(text: str) -> int:
         if deepest > MAX_NESTING:
             break
     return deepest
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors on one line and exit status 2 (derive's CLIs share it)."""
+
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def positive_int(field: str, value: object) -> int:

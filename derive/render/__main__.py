@@ -7,7 +7,6 @@ holds anything but an earlier sheet is refused, never overwritten.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from derive.inputs import OneLineParser
 from derive.render.context import sheet_context
 from derive.render.web import PAGE, page_context
 from derive.render.escape import (
@@ -149,7 +149,7 @@ def render(out_dir: Path = DEFAULT_OUT, templates: Path = TEMPLATES) -> list[Pat
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: write the sheet, or one error line and exit status 2."""
-    parser = argparse.ArgumentParser(prog="python -m derive.render", description=__doc__)
+    parser = OneLineParser(prog="python -m derive.render", description=__doc__)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder to write the sheet into: new, empty or an earlier sheet "
                              "(default: formulas/ of the checkout, or ./formulas from an install)")
