@@ -142,7 +142,8 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     stage = placement(placement_name).stage
     linear = accounts(entry.architecture, profile, "none").context_parallel
     largest = layer_activations(profile, "fused", 1, True, "none").bytes() * L
-    exact_count("seq", "one rank's activations at t = 1, b = 8", entry.at(largest, b=max(MICRO_BATCHES)))
+    exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
+                entry.at(largest, b=max(MICRO_BATCHES)))
     contexts = ([k for k in range(1, min(max_context, gpus) + 1) if entry.seq % k == 0]
                 if linear else [1])
     base = layouts(entry, gpus, sorted({0, stage}), contexts)
