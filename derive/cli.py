@@ -267,6 +267,8 @@ def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -
 
 def _moe_configs(args: argparse.Namespace) -> list[str]:
     """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    if not args.config:
+        return []                        # derive.moe_presets (its configs read on import) stays unloaded
     from derive.hf import load_config
     from derive.moe_presets import MOE_FAMILIES
     found = []
