@@ -7,6 +7,7 @@ report comes from a shape that exists.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy as sp
 
@@ -22,6 +23,21 @@ from derive.tensors import Ledger
 #: Model field -> the symbol it sets.
 FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv_heads": g,
                                        "ffn": f, "vocab": V, "seq": s}
+
+
+@lru_cache(maxsize=None)
+def _parameter_numel(architecture: Layout | str) -> tuple[sp.Expr, tuple[str, ...]]:
+    """(N as an expression of the table's symbols, the Model fields it uses), once per table form."""
+    rows = model_parameters(architecture) if isinstance(architecture, str) else parameter_rows(architecture)
+    numel = rows.numel()
+    return numel, tuple(name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol))
+
+
+@lru_cache(maxsize=4096)
+def _parameter_count(architecture: Layout | str, values: tuple[tuple[str, int], ...]) -> int:
+    """N of a table form at the sizes ``values`` (symbol name, value), exact."""
+    numel, _ = _parameter_numel(architecture)
+    return int(numel.xreplace({BY_NAME[name]: sp.Integer(value) for name, value in values}))
 
 
 @dataclass(frozen=True)
@@ -61,10 +77,9 @@ class Model:
         if self.family == "gpt" and self.kv_heads != self.heads:
             raise ValueError(f"kv_heads: the gpt family has no grouped-query attention, so kv_heads "
                              f"must equal heads = {self.heads}, got {self.kv_heads}")
-        numel = self.parameter_rows.numel()
-        sized = [name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol)]
+        _, sized = _parameter_numel(self.architecture)
         largest = max(sized, key=lambda name: getattr(self, name))  # the first of equals
-        exact_count(largest, "the parameter count N", int(self.subs(numel)), MAX_PARAMETERS)
+        exact_count(largest, "the parameter count N", self.parameters, MAX_PARAMETERS)
 
     @property
     def values(self) -> dict[sp.Symbol, int]:
@@ -117,8 +132,9 @@ class Model:
 
     @property
     def parameters(self) -> int:
-        """N: every parameter once, a tied embedding once."""
-        return int(self.subs(self.parameter_rows.numel()))
+        """N: every parameter once, a tied embedding once (the table's sum, built once per table form)."""
+        return _parameter_count(self.architecture, tuple(sorted(
+            (symbol.name, value) for symbol, value in self.values.items())))
 
     @property
     def active_parameters(self) -> int:
