@@ -284,6 +284,11 @@ def run(argv: Sequence[str] | None = None) -> str:
     args = build_parser().parse_args(argv)
     try:
         entry = model(args.model) if args.model else from_config(args.config)
+    except ValueError as error:
+        if args.model:
+            raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
+        raise UsageError(f"--config: {args.config}: {error}") from None  # the config's own field
+    try:
         result = plan(entry, args.gpus, args.tokens, args.gpu, args.seq,
                       args.profile, args.placement, args.mfu, args.max_cp)
     except ValueError as error:

@@ -142,3 +142,24 @@ def test_sweep_axes_are_bounded_sizes(axes, field):
 
     with pytest.raises(ValueError, match=f"^{field}: "):
         grid(["8b"], **axes)
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b-v0.1", "qwen1.5-moe-a2.7b", "deepseek-v3"])
+def test_an_moe_config_with_too_many_layers_is_refused_before_listing_them(name):
+    from derive.hf import published_config
+
+    config = published_config(name)
+    config["num_hidden_layers"] = 2**48           # one index per layer would need petabytes
+    with pytest.raises(ValueError, match="^num_hidden_layers: .*at most 2\\^16"):
+        from_config(config)
+
+
+def test_plan_names_config_and_its_field(tmp_path):
+    from derive.hf import published_config
+
+    config = published_config("qwen2.5-7b")
+    config["num_hidden_layers"] = "8"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    status, _, err = run(plan_main, ["--config", str(path), "--gpus", "8", "--tokens", "8192"])
+    assert status == 2 and err.startswith(f"derive.plan: error: --config: {path}: num_hidden_layers: ")
