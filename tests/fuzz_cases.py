@@ -15,6 +15,7 @@ import math
 import os
 import random
 import re
+import resource
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from derive.render.__main__ import main as render_main
 SCALE = int(os.environ.get("DERIVE_FUZZ_SCALE", "1"))
 #: No run of a command may take longer (a hang, not a speed figure: speed lives in bench/).
 HANG_SECONDS = 10
+#: Address space a run may add: a memory bomb is a MemoryError (a finding), not a machine out of memory.
+SPARE_BYTES = 4 * 2**30
 FLAG, PATH_CONFIG, PATH_OUT = "flag", "config path", "out path"
 
 #: Hostile text any option may meet: out of range, not numbers, huge, tiny, other scripts, markup.
@@ -174,6 +177,14 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> tuple[object,
     """(exit status, stdout, stderr) of ``main(argv)`` in process; an escaping exception is the status."""
     out, err = io.StringIO(), io.StringIO()
     previous = signal.signal(signal.SIGALRM, _alarm)
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    try:  # Linux: the process's address space now; elsewhere no limit is set
+        with open("/proc/self/statm") as statm:
+            used = int(statm.read().split()[0]) * resource.getpagesize()
+    except OSError:
+        used = None
+    if used is not None and (limits[1] == resource.RLIM_INFINITY or used + SPARE_BYTES < limits[1]):
+        resource.setrlimit(resource.RLIMIT_AS, (used + SPARE_BYTES, limits[1]))
     signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -186,6 +197,7 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> tuple[object,
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        resource.setrlimit(resource.RLIMIT_AS, limits)
     return status, out.getvalue(), err.getvalue()
 
 
