@@ -1,11 +1,12 @@
 # make derive  -- regenerate formulas/ (creates .venv with the package if missing)
 # make test    -- prove every identity, run the test suite, validate the ledgers against PyTorch
 # make bench   -- print timings against a bare SymPy import
+# make fuzz    -- the fuzz harness ten times over (DERIVE_FUZZ_SCALE=10; make test runs it once)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: derive test bench clean renderers
+.PHONY: derive test bench fuzz clean renderers
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,9 @@ test: renderers $(VENV)/.installed-test
 	$(PY) -m pytest -q
 	$(PY) -m derive.validate
 	$(PY) -m derive.validate --hf
+
+fuzz: renderers $(VENV)/.installed-test
+	DERIVE_FUZZ_SCALE=10 $(PY) -m pytest -q tests/test_fuzz.py
 
 bench: $(VENV)/.installed
 	$(PY) bench/run.py

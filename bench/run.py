@@ -1,10 +1,11 @@
-"""Time ``python -m derive.check`` and ``python -m derive.render`` against a bare SymPy import.
+"""Time ``python -m derive.check``, ``python -m derive.render`` and the report against a bare SymPy import.
 
 Run: ``make bench`` or ``.venv/bin/python bench/run.py [--rounds 7]``. Each round runs
 every command once, in turn (interleaved, so a burst of load hits all of them), and
 the ratio of each command to the round's bare ``import sympy`` is taken within the
 round; the report is the median of those paired ratios, with their spread. Targets:
-check <= 3x, render <= 6x a bare ``python -c "import sympy"``.
+check <= 3x, render <= 6x, the report (``derive --model 70b``) <= 1.3x a bare
+``python -c "import sympy"`` (issue 28). Sweep rates and memory: bench/sweep.py.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = "import sympy"
-TARGETS = {"derive.check": 3.0, "derive.render": 6.0}
+TARGETS = {"derive.check": 3.0, "derive.render": 6.0, "derive --model 70b": 1.3}
 
 
 def wall_time(command: list[str]) -> float:
@@ -53,13 +54,15 @@ def main() -> int:
             "derive.check": [sys.executable, "-m", "derive.check"],
             "derive.render": [sys.executable, "-m", "derive.render", "--out",
                               str(Path(scratch) / "formulas")],
+            "derive --model 70b": [sys.executable, "-m", "derive.report", "--model", "70b"],
         }
         wall_time(commands[BASE])                # warm the file cache once, untimed
         ratios = paired_ratios(commands, args.rounds)
     print(f"{args.rounds} interleaved rounds; median of paired ratios to a bare `{BASE}`")
     for name, values in ratios.items():
-        print(f"{name:14} {statistics.median(values):5.2f}x  (min {min(values):.2f}x, "
-              f"max {max(values):.2f}x; target <= {TARGETS[name]:.0f}x)")
+        median = statistics.median(values)
+        print(f"{name:20} {median:5.2f}x  (min {min(values):.2f}x, max {max(values):.2f}x; "
+              f"target <= {TARGETS[name]:g}x: {'met' if median <= TARGETS[name] else 'NOT met'})")
     return 0
 
 

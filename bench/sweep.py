@@ -2,8 +2,10 @@
 
 Run: ``.venv/bin/python bench/sweep.py [--configs 1000000] [--repeat 3]``. Prints
 one line per path with its rate and the issue's target:
-``derive.sweep`` >= 10^7 configurations/s after compilation (and >= 10x the
-plain per-configuration loop), compilation <= 1 s, ``derive.megatron`` <= 20 us
+``derive.sweep`` memory_per_gpu >= 10^7 configurations/s at 10^7 (and >= 10x the
+plain per-configuration loop), all nine grid accounts together >= 5 x 10^6/s,
+<= 200 bytes per configuration (tracemalloc's peak over the nine columns), a flat
+cost per configuration from 10^4 to 10^7 (issue 28), compilation <= 1 s, ``derive.megatron`` <= 20 us
 per call, ``python -m derive.plan`` (405B on 16384 GPUs) <= 5x a bare
 ``import sympy``.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import tracemalloc
 import sys
 import time
 from pathlib import Path
@@ -88,13 +91,32 @@ def bench_sweep(exprs: dict[str, sp.Expr], count: int, repeat: int) -> dict[str,
         seconds = best(lambda: function(**values), repeat)
         rate = rates[name] = count / seconds
         line(f"derive.sweep {name}, {count:,} configurations", f"{rate:,.0f} configs/s",
-             "(target >= 10,000,000)")
+             f"{rate / 1e7:.2f}x the target >= 10,000,000 ({'met' if rate >= 1e7 else 'NOT met'})")
     columns = {name: sweep.compile(expr) for name, expr in
                sweep.account_columns("llama", "llama-fused", "selective", "megatron", True).items()}
     seconds = best(lambda: [function(**values) for function in columns.values()], repeat)
-    line(f"derive.sweep all {len(columns)} grid accounts, {count:,} configs",
-         f"{count / seconds:,.0f} configs/s")
+    rate = count / seconds
+    line(f"derive.sweep all {len(columns)} grid accounts, {count:,} configs", f"{rate:,.0f} configs/s",
+         f"{rate / 5e6:.2f}x the target >= 5,000,000 ({'met' if rate >= 5e6 else 'NOT met'})")
+    tracemalloc.start()
+    [function(**values) for function in columns.values()]
+    peak = tracemalloc.get_traced_memory()[1] / count
+    tracemalloc.stop()
+    line(f"memory of the {len(columns)} accounts (tracemalloc peak)", f"{peak:,.0f} B/config",
+         f"target <= 200 ({'met' if peak <= 200 else 'NOT met'})")
     return rates
+
+
+def bench_flat(repeat: int, largest: int) -> None:
+    """memory_per_gpu's cost per configuration from 10^4 up: flat means the 10^4 rate is kept."""
+    function = sweep.compile(expressions()["memory_per_gpu"])
+    rates = {}
+    for count in (10**k for k in range(4, 8) if 10**k <= largest):
+        values = configurations(count)
+        function(**values)
+        rates[count] = count / best(lambda: function(**values), repeat)
+        line(f"memory_per_gpu at {count:,} configurations", f"{rates[count]:,.0f} configs/s",
+             f"{rates[count] / rates[10**4]:.2f}x the 10^4 rate")
 
 
 def bench_loops(exprs: dict[str, sp.Expr], sweep_rates: dict[str, float]) -> None:
@@ -150,12 +172,13 @@ def bench_plan(repeat: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--configs", type=int, default=10**6)
+    parser.add_argument("--configs", type=int, default=10**7)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     exprs = expressions()
     bench_compile(exprs)
     rates = bench_sweep(exprs, args.configs, args.repeat)
+    bench_flat(args.repeat, args.configs)
     bench_loops(exprs, rates)
     bench_megatron(args.repeat)
     bench_plan(args.repeat)

@@ -8,7 +8,6 @@ derivation raises, exit 2 for an unknown document.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import TYPE_CHECKING, Sequence
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 import sympy as sp
 
 from derive.identities import prove_all
+from derive.inputs import OneLineParser
 
 if TYPE_CHECKING:
     from derive.claims import Claim, Verdict
@@ -61,7 +61,7 @@ def claims_main(as_json: bool, entries: list["Claim"]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print one line per identity and a summary; return the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m derive.check", description=__doc__)
+    parser = OneLineParser(prog="python -m derive.check", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the proofs as JSON")
     parser.add_argument("--claims", action="store_true",
                         help="evaluate the numeric claims of every document instead of the identities")

@@ -23,7 +23,7 @@ from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
 from derive.accounts.hf_saved import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
-from derive.inputs import MAX_SIZE
+from derive.inputs import MAX_SIZE, OneLineParser
 from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named_model
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
 from derive.report import Request, figures, render_json, render_text
@@ -140,13 +140,6 @@ def python_float(text: str) -> float:
     if not re.fullmatch(FLOAT_PATTERN, text):
         raise ValueError(text)
     return float(text)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with its errors on one line and exit status 2 (derive's CLIs share it)."""
-
-    def error(self, message: str) -> None:  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def _converter(convert: Callable[[str], object], expected: str) -> Callable[[str], object]:
@@ -308,6 +301,8 @@ def _moe_saved(args: argparse.Namespace, source: str, option: str) -> dict[str, 
 
 def _moe_configs(args: argparse.Namespace) -> list[str]:
     """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    if not args.config:
+        return []                        # derive.moe_presets (its configs read on import) stays unloaded
     from derive.hf import load_config
     from derive.moe_presets import MOE_FAMILIES
     found = []

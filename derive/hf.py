@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 from derive.architectures.decoder import Layout
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
-from derive.inputs import MAX_SIZE, choose
+from derive.inputs import MAX_SIZE, choose, read_json
 
 _MISSING = object()
 
@@ -281,6 +281,19 @@ def _top_k(c: Fields, experts: int) -> dict[str, int]:
     return sizes
 
 
+#: The most layers an MoE config may have: its MoE layers are listed one index each (the deepest
+#: published MoE models have 61-94 layers), so 2^16 keeps that list small.
+MAX_MOE_LAYERS = 2**16
+
+
+def _layer_indices(layers: int, start: int = 0) -> range:
+    """Indices start .. layers - 1 of an MoE config's layers; ValueError naming num_hidden_layers past MAX_MOE_LAYERS."""
+    if layers > MAX_MOE_LAYERS:
+        raise ValueError(f"num_hidden_layers: an MoE config lists its layers one by one; at most "
+                         f"2^16, got {layers}")
+    return range(start, layers)
+
+
 def _with_moe(shape: Shape, moe: MoE, moe_layers: list[int], sizes: dict[str, int]) -> Shape:
     """``shape`` with its MoE layers; an MoE config whose every layer is dense stays dense."""
     if not moe_layers:
@@ -304,7 +317,7 @@ def mixtral(c: Fields) -> Shape:
     """MixtralForCausalLM: every layer an MoE of num_local_experts experts of width intermediate_size."""
     shape = MOE_BASES["mixtral"].read(c)
     sizes = {**_top_k(c, c.size("num_local_experts")), "f_E": shape["ffn"]}
-    return _with_moe(shape, MoE(), list(range(shape["layers"])), sizes)
+    return _with_moe(shape, MoE(), list(_layer_indices(shape["layers"])), sizes)
 
 
 def _sparse_layers(c: Fields, layers: int) -> list[int]:
@@ -315,7 +328,8 @@ def _sparse_layers(c: Fields, layers: int) -> list[int]:
             isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers for i in dense):
         raise ValueError(f"mlp_only_layers: must list layer indices below num_hidden_layers = "
                          f"{layers}, got {dense!r}")
-    return [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
+    dense = set(dense)
+    return [i for i in _layer_indices(layers) if i not in dense and (i + 1) % step == 0]
 
 
 def qwen2_moe(c: Fields) -> Shape:
@@ -366,7 +380,7 @@ def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
         moe_sizes["f_S"] = shared * expert
     moe = MoE(shared="mlp.shared_experts" if shared else "", router_bias=router_bias,
               router_bias_name="e_score_correction_bias", shared_bias=mlp_bias)
-    return _with_moe(shape, moe, list(range(first_moe, layers)), moe_sizes)
+    return _with_moe(shape, moe, list(_layer_indices(layers, first_moe)), moe_sizes)
 
 
 def deepseek_v2(c: Fields) -> Shape:
@@ -399,12 +413,7 @@ def load_config(config: Mapping[str, Any] | str | os.PathLike) -> tuple[dict[str
     if isinstance(config, Mapping):
         return dict(config), str(config.get("_name_or_path") or config.get("model_type") or "config")
     path = Path(config)
-    try:
-        parsed = json.loads(path.read_text())
-    except OSError as error:
-        raise ValueError(f"config: cannot read {str(path)!r} ({error.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"config: {str(path)!r} is not JSON ({error})") from None
+    parsed = read_json("config", path)
     if not isinstance(parsed, dict):
         raise ValueError(f"config: {str(path)!r} holds no JSON object")
     stem = path.parent.name if path.stem == "config" else path.stem

@@ -52,8 +52,9 @@ from derive.names import named_model
 from derive.presets import Model
 from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, m, p, t, v
+from derive.inputs import exact_count
 from derive.systems import system
-from derive.units import BYTE_UNITS
+from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS
 
 GiB = BYTE_UNITS["GiB"]
 #: Micro-batch sizes tried, the most virtual stages per rank, the largest context-parallel size.
@@ -90,7 +91,7 @@ def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
             contexts: Sequence[int] = (1,)) -> dict[str, np.ndarray]:
     """Every candidate layout as int64 columns t, p, v, c, d, b, zero, balanced (recompute is crossed later)."""
     rows = []
-    for tp in divisors(gcd(entry.heads, entry.kv_heads)):
+    for tp in divisors(gcd(entry.heads, entry.kv_heads, gpus)):
         for cc in (k for k in contexts if gpus % (tp * k) == 0):
             for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers + 2):
                 for balanced in (0, 1) if pp > 1 else (0,):
@@ -171,14 +172,20 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     low, high = usable_bytes(hardware_name)
     stage = placement(placement_name).stage
     linear = accounts(entry.architecture, profile, "none").context_parallel
-    contexts = [k for k in divisors(entry.seq) if k <= max_context] if linear else [1]
+    largest = layer_activations(profile, "fused", 1, True, "none").bytes() * L
+    exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
+                entry.at(largest, b=max(MICRO_BATCHES)))
+    contexts = ([k for k in range(1, min(max_context, gpus) + 1) if entry.seq % k == 0]
+                if linear else [1])
     base = layouts(entry, gpus, sorted({0, stage}), contexts)
+    # m = T / (s b d) in integers: T / s first (b d <= 8 * 2^20), so no int64 product overflows.
+    sequences = tokens // entry.seq if tokens % entry.seq == 0 else 0
     parts = []
     for recompute in RECOMPUTE_POLICIES:
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
-        per_step = entry.seq * part["b"] * part["d"]
-        whole = tokens % per_step == 0
-        micro = np.where(whole, tokens // per_step, 1)
+        per_step = part["b"] * part["d"]
+        whole = (sequences > 0) & (sequences % per_step == 0)
+        micro = np.where(whole, sequences // per_step, 1)
         schedule = (part["v"] == 1) | (micro % part["p"] == 0)
         memory = np.full(base["t"].size, np.nan)
         time = np.full(base["t"].size, np.nan)
@@ -231,6 +238,13 @@ def _gib(value: float) -> str:
     return f"{value / GiB:6.2f}"
 
 
+def _seconds(value: float) -> str:
+    """A step time for the table's column: two decimals, scientific past 10^5 s, a bound past 10^6 years."""
+    if value >= LONGEST_YEARS * YEAR_SECONDS:
+        return "> 1e6 years"
+    return f"{value:6.2f}" if value < 1e5 else f"{value:.2e}"
+
+
 def render_text(result: Plan, top: int = 10) -> str:
     """The plan as text: header, the top feasible layouts, failure counts per reason."""
     c, entry = result.columns, result.model
@@ -253,7 +267,7 @@ def render_text(result: Plan, top: int = 10) -> str:
         lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
                      f"{c['d'][row]:5d} "
                      f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d} {c['balanced'][row]:3d}  "
-                     f"{_gib(c['memory_per_gpu'][row]):>10s}  {c['step_time'][row]:6.2f}  {bubble:6.1%}")
+                     f"{_gib(c['memory_per_gpu'][row]):>10s}  {_seconds(c['step_time'][row]):>6s}  {bubble:6.1%}")
     for rank, row in enumerate(order[:min(BREAKDOWNS, top, feasible)], 1):
         parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
         lines.append(f"  #{rank} breakdown (s): {parts}")
@@ -340,6 +354,11 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Nam
         return (moe_json(moe) if args.json else render_moe_plan(moe, args.top)), args
     try:
         entry = named_model(args.model)[0] if args.model else from_config(args.config)
+    except ValueError as error:
+        if args.model:
+            raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
+        raise UsageError(f"--config: {args.config}: {error}") from None  # the config's own field
+    try:
         result = plan(entry, args.gpus, args.tokens, hardware_name, args.seq,
                       args.profile, args.placement, 1.0, args.max_cp, args.fit)
     except ValueError as error:

@@ -219,7 +219,7 @@ def run(argv: Sequence[str] | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: print the prediction, or one error line and exit status 2."""
-    return serve(run, argv, "derive.predict")
+    return serve(run, argv, "python -m derive.predict")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ report comes from a shape that exists.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy as sp
 
@@ -14,7 +15,7 @@ from derive.architectures.decoder import Layout, parameter_rows
 from derive.architectures.moe import active_parameter_count
 from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
-from derive.inputs import choose, divides, positive_int, positive_value
+from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int, positive_value
 from derive.recipes import fp8_weight_counts
 from derive.symbols import BY_NAME, N_8, N_GEMM, L, N, V, a, f, g, h, k, n_8, s
 from derive.systems import SYSTEMS
@@ -24,6 +25,21 @@ from derive.tensors import Ledger
 #: Model field -> the symbol it sets.
 FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv_heads": g,
                                        "ffn": f, "vocab": V, "seq": s}
+
+
+@lru_cache(maxsize=None)
+def _parameter_numel(architecture: Layout | str) -> tuple[sp.Expr, tuple[str, ...]]:
+    """(N as an expression of the table's symbols, the Model fields it uses), once per table form."""
+    rows = model_parameters(architecture) if isinstance(architecture, str) else parameter_rows(architecture)
+    numel = rows.numel()
+    return numel, tuple(name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol))
+
+
+@lru_cache(maxsize=4096)
+def _parameter_count(architecture: Layout | str, values: tuple[tuple[str, int], ...]) -> int:
+    """N of a table form at the sizes ``values`` (symbol name, value), exact."""
+    numel, _ = _parameter_numel(architecture)
+    return int(numel.xreplace({BY_NAME[name]: sp.Integer(value) for name, value in values}))
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,9 @@ class Model:
         if self.family == "gpt" and self.kv_heads != self.heads:
             raise ValueError(f"kv_heads: the gpt family has no grouped-query attention, so kv_heads "
                              f"must equal heads = {self.heads}, got {self.kv_heads}")
+        _, sized = _parameter_numel(self.architecture)
+        largest = max(sized, key=lambda name: getattr(self, name))  # the first of equals
+        exact_count(largest, "the parameter count N", self.parameters, MAX_PARAMETERS)
 
     @property
     def values(self) -> dict[sp.Symbol, int]:
@@ -117,8 +136,9 @@ class Model:
 
     @property
     def parameters(self) -> int:
-        """N: every parameter once, a tied embedding once."""
-        return int(self.subs(self.parameter_rows.numel()))
+        """N: every parameter once, a tied embedding once (the table's sum, built once per table form)."""
+        return _parameter_count(self.architecture, tuple(sorted(
+            (symbol.name, value) for symbol, value in self.values.items())))
 
     @property
     def active_parameters(self) -> int:

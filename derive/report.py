@@ -18,10 +18,10 @@ from derive.accounts.activations import PROFILES
 from derive.accounts.hf_saved import HF_PROFILES, dense_saved
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.formulas import FORMULAS, INPUTS, evaluate
-from derive.inputs import choose, finite_positive, positive_int, zero_stage
+from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
 from derive.presets import Model, hardware
 from derive.symbols import b, d
-from derive.units import BYTE_UNITS, format_bytes, format_count, format_seconds
+from derive.units import BYTE_UNITS, format_bytes, format_count, format_percent, format_seconds
 
 DEFAULT_MFU = 0.4
 
@@ -113,6 +113,9 @@ def faster_numbers(step_time: float, bound: float) -> dict[str, str]:
     shown = {"step_time": step_time, "bound": bound, "mfu": bound / step_time}
     return {name: format(value, FASTER_FORMATS[name]) for name, value in shown.items()}
 
+#: The figures that grow with s and b, kept at most 2^53 bytes (derive.inputs.exact_count), in report order.
+ACTIVATION_KEYS = tuple(formula.key for formula in FORMULAS if formula.key.startswith("activations."))
+
 #: The request field a figure's overflow is blamed on (the model's sizes otherwise).
 OVERFLOW_FIELDS = {"time.one_sequence": "peak_flops", "step.lower_bound": "peak_flops",
                    "step.at_target_mfu": "mfu", "observed.tokens_per_second": "step_time",
@@ -152,6 +155,8 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
                                                            ("edges", saved.edges))))
                if fig.key == "saved_for_backward_bytes" else fig for fig in out]
     found = {fig.key: fig.value for fig in out}
+    for key in (key for key in ACTIVATION_KEYS if key in found):
+        exact_count("micro_batch" if request.micro_batch > 1 else "seq", key, found[key])
     if request.step_time is not None and request.step_time < found["step.lower_bound"]:
         text = faster_numbers(request.step_time, found["step.lower_bound"])
         raise ValueError(
@@ -223,7 +228,7 @@ def render_text(m: Model, request: Request, values: dict[str, Figure], seq_from:
     if "step.lower_bound" in values:
         lines.append(f"  {request.tokens / 2**20:.4g} Mi tokens/step on {request.gpus} GPUs: >= "
                      f"{format_seconds(v('step.lower_bound'))} at 100%, "
-                     f"{format_seconds(v('step.at_target_mfu'))} at {request.target_mfu * 100:.3g}% MFU")
+                     f"{format_seconds(v('step.at_target_mfu'))} at {format_percent(request.target_mfu)} MFU")
     if "observed.mfu" in values:
         hfus = "  ".join(
             f"HFU({policy}) {v(f'observed.hfu_{policy}'):.1%}"

@@ -78,8 +78,28 @@ def format_count(value: int | float, kind: str, digits: int = 2, below: float = 
     return f"{_fixed_or_scientific(value / scale, digits)} {name}{unit}".rstrip()
 
 
+#: Seconds in a Julian year (365.25 days); past LONGEST_YEARS a time is printed as a bound only.
+YEAR_SECONDS = 365.25 * 86400
+LONGEST_YEARS = 10**6
+
+
 def format_seconds(value: float) -> str:
-    """Seconds with two decimals ('4.65 s'), three significant digits when small, scientific when huge."""
+    """Seconds with two decimals ('4.65 s'), three significant digits when small, in years past 10^6 s.
+
+    Past LONGEST_YEARS years only the bound is printed ('over 10^6 years'): no number nobody can read.
+    """
     if 0 < abs(value) < 0.01:
         return f"{value:.3g} s"
-    return f"{_fixed_or_scientific(value, 2)} s"
+    if abs(value) >= FIXED_LIMIT:
+        years = abs(value) / YEAR_SECONDS
+        if years >= LONGEST_YEARS:
+            return f"over 10^{len(str(LONGEST_YEARS)) - 1} years"
+        return f"{value:.2e} s ({years:.3g} years)"
+    return f"{value:.2f} s"
+
+
+def format_percent(fraction: float, digits: int = 3) -> str:
+    """A fraction as a percentage with ``digits`` significant digits ('40%'); under 0.01 % only the bound."""
+    if 0 < abs(fraction) < 1e-4:
+        return "under 0.01%"
+    return f"{fraction * 100:.{digits}g}%"

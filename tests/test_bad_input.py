@@ -134,11 +134,16 @@ def test_units_scale_both_ways(capsys):
     assert status == 0
     # N = 2 (3 * 64 * 256 + 4 * 64 * 64 + 2 * 64) + 2 * 1000 * 64 + 64 = 259,392 -> 259.39 K
     assert "N = 259.39 K" in out and "6N = 1556 KFLOP" in out
-    status, out, _ = cli("--layers", "100000", "--hidden", str(2**40), "--heads", "1",
-                         "--ffn", str(2**40), "--vocab", "1000", capsys=capsys)
-    # N = 8.46e17 T parameters: 16 N = 1.35e31 B is printed in scientific TB, no float noise
-    assert status == 0 and "resident 1.35e+19 TB" in out
+    status, out, _ = cli("--layers", "1000", "--hidden", str(2**17), "--heads", "1",
+                         "--ffn", str(2**17), "--vocab", "1000", capsys=capsys)
+    # N = 1000 (4 h^2 + 3 h f + 2 h) + 2 V h + h = 120,259,608,707,072 at h = f = 2^17, under 2^48:
+    # 16 N = 1924.15 TB, no float noise
+    assert status == 0 and "N = 120.26 T" in out and "resident 1924.15 TB" in out
     assert not [word for word in out.split() if "." in word and len(word) > 10], out
+    # N = 8.46e17 passes 2^48 (its 16 bytes each would pass 2^53): refused, naming the first largest field
+    status, _, err = cli("--layers", "100000", "--hidden", str(2**40), "--heads", "1",
+                         "--ffn", str(2**40), "--vocab", "1000", capsys=capsys)
+    assert status == 2 and err.startswith("derive: error: --hidden: the parameter count N would pass 2^48")
 
 
 def test_a_full_disk_is_one_line():

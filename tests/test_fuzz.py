@@ -1,13 +1,24 @@
 """Random bad values for every option and argument: one line and exit 2 / a ValueError naming it, or a valid result.
 
-Never a traceback, NaN, infinity or negative bytes. The command line is driven
-in process (``derive.cli.main``) for speed; tests/test_bad_input.py runs it as a
-subprocess too. Examples are bounded so the suite stays quick.
+Never a traceback, a hang, NaN, infinity, negative or impossible sizes, a number
+nobody can read, or a file touched outside --out. Commands are driven in process
+(their ``main``) for speed; tests/test_bad_input.py runs them as subprocesses too.
+Every draw is seeded. A fast run makes about 3,000 hostile inputs: the commands of
+tests/fuzz_cases.COMMANDS (1,363: report 800, plan 120, check 20, render 60, comm 120,
+predict 120, calibrate 3), config files
+and mappings for from_config (230), the library's calls (15 x 60, hypothesis,
+derandomised), the report's option lists (60) and page links for parse.js (50 links,
+900 field readings); DERIVE_FUZZ_SCALE=10 (CI's slower variant, ``make fuzz``)
+multiplies every count.
 """
 import contextlib
 import io
 import json
 import math
+import random
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -27,8 +38,25 @@ from derive.accounts.state import resident_bytes, state_bytes
 from derive.cli import SHAPE_OPTIONS, main
 from derive.presets import Model, model
 from derive.symbols import t
+from derive.hf import from_config, published_config, published_names
+from derive.inputs import MAX_PARAMETERS
+from derive.render import __main__ as renderer
+from derive.render.web import HAND_WRITTEN, calculator_data
+from fuzz_cases import (
+    COMMANDS,
+    PATH_CONFIG,
+    PATH_OUT,
+    SCALE,
+    draw_argv,
+    hostile_configs,
+    hostile_text,
+    out_paths,
+    problems_in_output,
+    run_main,
+    tree,
+)
 
-FAST = settings(max_examples=60, deadline=None, derandomize=True,
+FAST = settings(max_examples=60 * SCALE, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 #: Hostile text for any option: numbers out of range, non-numbers, huge, tiny, units, names.
@@ -194,3 +222,146 @@ def test_library_raises_naming_the_argument_or_returns_finite_values(name):
                 assert value >= 0, (name, kwargs, value)
 
     check()
+
+
+# ---- every command of tests/fuzz_cases.COMMANDS: hostile command lines, in process ----
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
+    """A folder of hostile config files and --out targets; the commands run inside it."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    paths = {PATH_CONFIG: hostile_configs(folder / "configs", random.Random(28), 20),
+             PATH_OUT: out_paths(folder / "out")}
+    return folder, paths
+
+
+def touched_outside(before: dict, after: dict, outs: list[Path], folder: Path) -> list[str]:
+    """Entries that changed and are neither under an --out folder nor a folder made to hold one."""
+    inside = [str(out.relative_to(folder)) for out in outs if out.is_relative_to(folder)]
+    wrong = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old == new or (old and new and old[0] == new[0] and Path(folder / name).is_dir()):
+            continue                                   # a folder's own size and time follow its entries
+        if any(name == out or name.startswith(out + "/") for out in inside):
+            continue
+        if old is None and any(out.startswith(name + "/") for out in inside):
+            continue                                   # a new parent of --out
+        wrong.append(name)
+    return wrong
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_meets_hostile_options_with_one_line_or_a_sound_result(name, sandbox, fresh,
+                                                                              monkeypatch):
+    command, (folder, paths) = COMMANDS[name], sandbox
+    rendered = {path.name: path.read_text(encoding="utf-8") for path in fresh.iterdir()}
+    monkeypatch.setattr(renderer, "render_files", lambda templates=None: dict(rendered))  # one render
+    monkeypatch.setattr(renderer, "DEFAULT_OUT", folder / "out" / "default")
+    monkeypatch.chdir(folder)
+    sheet = tree(renderer.ROOT / "formulas")
+    rng = random.Random(f"fuzz {name}")
+    findings, cases = [], command.cases * SCALE
+    for _ in range(cases):
+        argv = draw_argv(rng, command, paths)
+        outs = [Path(part.partition("=")[2]) for part in argv if part.startswith("--out=")]
+        outs = [folder / out for out in outs or [renderer.DEFAULT_OUT]] if name == "render" else []
+        before = tree(folder)
+        status, out, err = run_main(command.main, argv)
+        if isinstance(status, BaseException):
+            findings.append((argv, f"{type(status).__name__}: {status}"))
+        elif status == 2:
+            lines = err.splitlines()
+            if out or len(lines) != 1 or "--" not in lines[0] or not (
+                    lines[0].startswith(f"{command.prog}: error: ") or lines[0].startswith("--document: ")):
+                findings.append((argv, f"not one error line: {err!r}"))
+        elif status != 0 or err:
+            findings.append((argv, f"status {status}: {err[-300:]!r}"))
+        else:
+            findings += [(argv, problem) for problem in problems_in_output(out, argv)]
+        findings += [(argv, f"touched {path}") for path in touched_outside(before, tree(folder), outs, folder)]
+    assert tree(renderer.ROOT / "formulas") == sheet
+    assert cases >= command.cases
+    assert not findings, findings[:5]
+
+
+def mutated(rng: random.Random) -> dict:
+    """A published config with one to three fields given hostile values (or removed)."""
+    config = published_config(rng.choice(published_names()))
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice(sorted(config))
+        value = rng.choice([2**48, 2**52, 2**53 + 1, 10**12, -1, 0, 1.5, "8", None, [8], {"a": 1}, True,
+                            math.nan, math.inf, -math.inf, 1e308, "", 2**1000, hostile_text(rng)])
+        config.pop(key) if rng.random() < 0.1 else config.__setitem__(key, value)
+    return config
+
+
+def test_from_config_names_a_field_or_builds_a_sound_model(sandbox):
+    _, paths = sandbox
+    rng = random.Random(2802)
+    inputs = [mutated(rng) for _ in range(200 * SCALE)] + paths[PATH_CONFIG] + [
+        {}, {"model_type": None}, {"model_type": ["llama"]}, {"model_type": "llama", "hidden_size": {}}]
+    findings = []
+    for config in inputs:
+        status, _, _ = run_main(lambda _: from_config(config), [])
+        if isinstance(status, ValueError):
+            if not re.match(r"^[\w.\[\]-]+: \S", str(status)):
+                findings.append((config, f"unnamed: {status}"))
+        elif isinstance(status, BaseException):
+            findings.append((config, f"{type(status).__name__}: {status}"))
+        elif not (isinstance(status.parameters, int) and 0 < status.parameters <= MAX_PARAMETERS):
+            findings.append((config, f"N = {status.parameters}"))
+    assert len(inputs) >= 220
+    assert not findings, findings[:5]
+
+
+# ---- the page's links: hostile query strings through URLSearchParams and parse.js, in Node ----
+
+def hostile_query(rng: random.Random, options: list[str]) -> str:
+    """A link's query: known and unknown keys, repeated, percent-escapes broken or not, long values."""
+    parts = []
+    for _ in range(rng.randint(1, 6)):
+        key = rng.choice(options + ["config", "x", "", "%zz", "model%00"])
+        value = rng.choice([hostile_text(rng), "%", "%zz", "%00", "+8+", "%2B8", "8%20GB", "%E2%80%AE8",
+                            "9" * rng.choice((17, 400, 100_000)), "&", "=", "%F0%9F"])
+        parts.append(f"{key}={value}")
+    return "&".join(parts)
+
+
+def test_the_page_reads_hostile_links_field_by_field(tmp_path):
+    _, data = calculator_data()
+    rng = random.Random(2803)
+    options = [field["option"] for field in data["fields"]]
+    queries = [hostile_query(rng, options) for _ in range(50 * SCALE)]
+    script = tmp_path / "links.js"
+    script.write_text(HAND_WRITTEN[0].read_text() + """
+const [data, queries] = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const parse = DeriveParse(data);
+console.log(JSON.stringify(queries.map((query) => {
+  const params = new URLSearchParams(query);
+  return data.fields.map((field) => {
+    try {
+      return parse.parseField(field, params.has(field.option) ? params.get(field.option) : field.default);
+    } catch (error) {
+      return { thrown: String(error) };
+    }
+  });
+})));
+""")
+    (tmp_path / "queries.json").write_text(json.dumps([data, queries]))
+    run = subprocess.run(["node", str(script), str(tmp_path / "queries.json")], capture_output=True,
+                         text=True, timeout=120, check=True)
+    findings, readings = [], 0
+    for query, results in zip(queries, json.loads(run.stdout)):
+        for field, result in zip(data["fields"], results):
+            readings += 1
+            bounds, value = field["bounds"], result.get("value")
+            if "thrown" in result or ("error" in result) == ("value" in result):
+                findings.append((query, field["option"], result))
+            elif "error" in result and ("\n" in result["error"] or field["option"] not in result["error"]):
+                findings.append((query, field["option"], result))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and bounds and not (
+                    math.isfinite(value) and bounds["above"] < value <= bounds["at_most"]):
+                findings.append((query, field["option"], result))
+    assert readings >= 600 * SCALE
+    assert not findings, findings[:5]

@@ -1,4 +1,8 @@
-"""make derive is deterministic across runs and hash seeds, and atomic: a failure leaves formulas/ intact."""
+"""make derive is deterministic across runs and hash seeds, and atomic: a failure leaves formulas/ intact.
+
+Tests of how the sheet is written share the session's one render (the ``rendered``
+fixture); rendering itself is checked by the hash-seed and render-twice tests.
+"""
 import json
 import os
 import shutil
@@ -16,6 +20,13 @@ def snapshot(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+@pytest.fixture
+def rendered(fresh, monkeypatch):
+    """render() writes the session's one render: these tests check the writing, not the rendering."""
+    files = {p.name: p.read_text(encoding="utf-8") for p in fresh.iterdir()}
+    monkeypatch.setattr(renderer, "render_files", lambda templates=TEMPLATES: dict(files))
+
+
 def test_output_is_identical_across_hash_seeds(tmp_path):
     outputs = []
     for seed in ("0", "4242"):
@@ -29,15 +40,14 @@ def test_output_is_identical_across_hash_seeds(tmp_path):
                                   "memory_timeline.svg", "sheet.md", "sheet.tex", "tables.json"]
 
 
-def test_rendering_twice_gives_the_same_bytes(tmp_path):
-    render(tmp_path / "a")
-    render(tmp_path / "b")
-    assert snapshot(tmp_path / "a") == snapshot(tmp_path / "b")
+def test_rendering_twice_gives_the_same_bytes(tmp_path, fresh):
+    render(tmp_path / "a")                      # the session's render (fresh) is the first
+    assert snapshot(tmp_path / "a") == snapshot(fresh)
 
 
-def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path):
+def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path, fresh):
     out = tmp_path / "formulas"
-    render(out)
+    shutil.copytree(fresh, out)
     before = snapshot(out)
     broken = tmp_path / "templates"
     shutil.copytree(TEMPLATES, broken)
@@ -49,7 +59,7 @@ def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["formulas", "templates"]
 
 
-def test_a_failing_swap_restores_the_previous_sheet(tmp_path, monkeypatch):
+def test_a_failing_swap_restores_the_previous_sheet(tmp_path, monkeypatch, rendered):
     out = tmp_path / "formulas"
     render(out)
     (out / "sheet.md").write_text("previous sheet\n")
@@ -68,7 +78,7 @@ def test_a_failing_swap_restores_the_previous_sheet(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["formulas"]
 
 
-def test_files_an_earlier_sheet_listed_are_removed(tmp_path):
+def test_files_an_earlier_sheet_listed_are_removed(tmp_path, rendered):
     out = tmp_path / "formulas"
     render(out)
     tables = json.loads((out / "tables.json").read_text())
@@ -104,7 +114,7 @@ def test_a_folder_that_is_not_a_sheet_is_refused_and_kept(tmp_path, mine):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
 
 
-def test_a_user_file_inside_an_earlier_sheet_is_refused_and_kept(tmp_path):
+def test_a_user_file_inside_an_earlier_sheet_is_refused_and_kept(tmp_path, rendered):
     out = tmp_path / "formulas"
     render(out)
     (out / "my_notes.md").write_text("mine")
@@ -126,3 +136,16 @@ def test_a_file_is_never_turned_into_a_folder(tmp_path):
 def test_out_has_help_text():
     result = run_render("--help", cwd=ROOT)
     assert "--out DIR" in result.stdout and "earlier sheet" in result.stdout
+
+
+def test_a_wrong_out_is_refused_before_any_rendering(tmp_path, monkeypatch, capsys):
+    def no_render(templates=TEMPLATES):
+        raise AssertionError("rendered before checking --out")
+
+    monkeypatch.setattr(renderer, "render_files", no_render)
+    (tmp_path / "mine.txt").write_text("mine")
+    assert renderer.main(["--out", str(tmp_path)]) == 2
+    assert renderer.main(["--out", str(tmp_path / "mine.txt")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(line.startswith("python -m derive.render: error: --out: ") for line in lines)
+    assert (tmp_path / "mine.txt").read_text() == "mine" and sorted(tmp_path.iterdir()) == [tmp_path / "mine.txt"]

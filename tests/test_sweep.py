@@ -179,3 +179,26 @@ def test_context_parallelism_splits_the_tokens_of_flash_profiles():
 def test_context_parallelism_refuses_score_matrices():
     with pytest.raises(ValueError, match="^c: "):
         sweep.grid(["70b"], c=[2], profile=["gpt"], attention_kernel="materialised")
+
+
+def test_blocks_of_configurations_give_the_exact_values_across_block_edges():
+    """More than sweep.CHUNK configurations are evaluated block by block: every value as exact_function's."""
+    expr = sweep.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"]
+    count = 3 * sweep.CHUNK + 5
+    rng = np.random.default_rng(28)
+    values = {symbol.name: number for symbol, number in MODELS["llama3-70b"].values.items()}
+    values.update(t=rng.choice([1, 2, 4, 8], count), p=rng.integers(1, 17, count),
+                  v=rng.integers(1, 6, count), d=rng.integers(1, 257, count),
+                  c=rng.choice([1, 2, 4, 8], count), b=rng.integers(1, 9, count),
+                  m=rng.integers(1, 129, count))
+    got = sweep.compile(expr)(**values)
+    exact = exact_function(expr)
+    names = [symbol.name for symbol in arguments(expr)]
+    edges = [0, sweep.CHUNK - 1, sweep.CHUNK, 2 * sweep.CHUNK + 1, count - 1]
+    for index in edges + list(rng.integers(0, count, 20)):
+        row = [values[name] if np.ndim(values[name]) == 0 else int(values[name][index]) for name in names]
+        expected = exact(*row)
+        if got.dtype.kind == "i":
+            assert int(got[index]) == expected, index
+        else:  # a float column: the exact Fraction to float rounding
+            assert float(got[index]) == pytest.approx(float(expected), rel=1e-14), index

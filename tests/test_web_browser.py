@@ -53,10 +53,11 @@ CONFIGURATIONS = [
     {"model": "70b", "profile": "llama-hf-sdpa", "seq": "4096"},
     {"model": "8b", "budget": " H100 ", "peak": "A100", "zero": "1", "dp": "8"},
     {"model": "gpt3-1.3b", "heads": "16"},
-    # the edges: 2^53 sizes (counts past 2^53 in the figures), the largest budget, a slow step
-    {"model": "8b", "micro-batch": "9007199254740992", "budget": "9007199254740.992KB"},
-    {"layers": "9007199254740992", "hidden": "4096", "heads": "32", "ffn": "9007199254740992",
-     "vocab": "9007199254740992", "zero": "3", "dp": "9007199254740992"},
+    # the edges: counts near their bounds (N under 2^48, activations under 2^53 bytes), 2^53 ranks,
+    # the largest budget, a slow step
+    {"model": "8b", "micro-batch": "65536", "budget": "9007199254740.992KB"},
+    {"layers": "1000", "hidden": "131072", "heads": "1", "ffn": "131072",
+     "vocab": "1000", "zero": "3", "dp": "9007199254740992"},
     {"model": "70b", "tokens": "1048576", "gpus": "8", "step-time": "1015.625", "peak": "1267650600228229401496703205376"},
     {"model": "405b", "profile": "llama-hf-eager", "micro-batch": "2", "hidden": "16384",
      "heads": "64", "kv-heads": "16"},
@@ -212,9 +213,14 @@ PAIRED = [
      "step-time"),
     ({"layers": "2", "hidden": "64", "heads": "4", "ffn": "256", "vocab": "1000", "seq": "16",
       "tokens": "64", "gpus": "1", "step-time": "1e-12"}, "step-time"),
+    # counts past their bounds: N past 2^48 (the first largest field named), activations past 2^53 bytes
     ({"layers": "9007199254740992", "hidden": "4096", "heads": "32", "ffn": "9007199254740992",
       "vocab": "9007199254740992", "tokens": "9007199254740992", "gpus": "1",
-      "step-time": "9007199254740992"}, "step-time"),
+      "step-time": "9007199254740992"}, "layers"),
+    ({"layers": "2", "hidden": "4096", "heads": "32", "ffn": "9007199254740992", "vocab": "8"}, "ffn"),
+    ({"model": "gpt3-1.3b", "seq": "1125899906842624"}, "seq"),
+    ({"model": "8b", "micro-batch": "9007199254740992", "budget": "9007199254740.992KB"}, "micro-batch"),
+    ({"model": "8b", "seq": "100000000"}, "seq"),
     # figures out of float range, blamed on the option as the CLI does
     ({"model": "llama3-8b", "peak": "5e-324"}, "peak"),
     ({"model": "llama3-8b", "tokens": "8", "gpus": "8", "step-time": "5e-324"}, "step-time"),
@@ -240,15 +246,14 @@ def test_bad_input_shows_the_clis_line_next_to_the_field(browser, page, option, 
     assert shown_figures(browser) == {}
 
 
-def test_counts_past_2_53_are_marked_as_not_exact(browser, page):
-    """The figures' text never shows a float's digits as an exact count; the CLI's JSON has the integer."""
-    options = CONFIGURATIONS[[i for i, c in enumerate(CONFIGURATIONS) if c.get("layers") == "9007199254740992"][0]]
+def test_counts_near_their_bound_keep_every_digit(browser, page):
+    """N just under 2^48 is shown with every digit, as the CLI's JSON integer (past it the page refuses)."""
+    options = CONFIGURATIONS[[i for i, c in enumerate(CONFIGURATIONS) if c.get("hidden") == "131072"][0]]
     open_page(browser, page, options)
     expected = cli_json(options)
-    assert isinstance(expected["parameters"], int) and expected["parameters"] > 2**53
-    text = browser.find_element("css selector", 'output[data-key="parameters"]').text
-    assert text.startswith("\u2248 ") and float(text[2:]) == pytest.approx(expected["parameters"], rel=1e-3)
-    # a count a float holds exactly keeps every digit
+    # N = 1000 (4 h^2 + 3 h f + 2 h) + 2 V h + h at h = f = 2^17, V = 1000
+    assert expected["parameters"] == 120_259_608_707_072
+    assert browser.find_element("css selector", 'output[data-key="parameters"]').text == "120,259,608,707,072"
     open_page(browser, page, {"model": "llama3-8b"})
     assert browser.find_element("css selector", 'output[data-key="parameters"]').text == \
         f"{cli_json({'model': 'llama3-8b'})['parameters']:,}"

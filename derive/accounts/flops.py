@@ -10,9 +10,9 @@ PaLM, Narayanan, Megatron) are claims, kept in ``derive.conventions``.
 from __future__ import annotations
 
 import math
-from typing import Callable, Union
+import sys
+from typing import TYPE_CHECKING, Callable, Union
 
-import numpy as np
 import sympy as sp
 
 from derive.architectures.decoder import Layout
@@ -20,7 +20,24 @@ from derive.architectures.gemms import Gemm, flops, model_gemms
 from derive.inputs import choose, positive_size
 from derive.symbols import s
 
-Number = Union[int, float, sp.Expr, np.ndarray]
+if TYPE_CHECKING:
+    import numpy as np
+
+Number = Union[int, float, sp.Expr, "np.ndarray"]
+
+
+def _array(value: object) -> bool:
+    """Whether ``value`` is a numpy array; numpy is not imported for it (no array exists before numpy is)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray)
+
+
+def _any_above(value: Number, bound: float) -> bool:
+    """Whether any element of the number or array ``value`` is above ``bound``."""
+    if _array(value):
+        import numpy as np
+        return bool(np.any(np.asarray(value, dtype=float) > bound))
+    return float(value) > bound
 
 #: Recompute policies: which forward GEMMs run a second time before the backward.
 #: "selective" re-runs QK^T and PV (Korthikanti et al. 2022, section 4.2; what
@@ -88,7 +105,8 @@ def _positive(field: str, value: Number) -> Number:
         if not isinstance(value, sp.Expr) or value.is_positive is False:
             raise ValueError(f"{field}: must be positive, got {value}")
         return value
-    if isinstance(value, np.ndarray):
+    if _array(value):
+        import numpy as np
         if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value > 0)):
             raise ValueError(f"{field}: must be positive and finite at every element")
         return value.astype(np.float64)  # int64 products of tokens and FLOPs would overflow
@@ -99,7 +117,8 @@ def _positive(field: str, value: Number) -> Number:
 
 def _gpus(gpus: Number) -> Number:
     """``gpus`` if it is a positive whole number (or a symbol), else ValueError naming it."""
-    if isinstance(gpus, np.ndarray):
+    if _array(gpus):
+        import numpy as np
         counts = _positive("gpus", gpus)
         if not np.all(counts == np.round(counts)):
             raise ValueError("gpus: must be a whole number at every element")
@@ -113,13 +132,18 @@ def _gpus(gpus: Number) -> Number:
 def _quotient(field: str, numerator: Number, denominator: Number, formula: str) -> Number:
     """``numerator / denominator``, or ValueError naming ``field`` when a float overflows or underflows."""
     try:
-        with np.errstate(all="ignore"):
+        if _array(numerator) or _array(denominator):
+            import numpy as np
+            with np.errstate(all="ignore"):
+                value = numerator / denominator
+        else:
             value = numerator / denominator
     except (ZeroDivisionError, OverflowError):
         value = math.inf
     if isinstance(value, sp.Basic) and not value.is_number:
         return value
-    if isinstance(value, np.ndarray):
+    if _array(value):
+        import numpy as np
         if not np.all(np.isfinite(value) & (value > 0)):
             raise ValueError(f"{field}: {formula} is out of float range at some element")
         return value
@@ -138,8 +162,9 @@ def _at_most_one(field: str, ratio: Number, what: str) -> Number:
         raise ValueError(f"{field}: gives {what} = {float(ratio):.4g}, above 1: more FLOP/s than "
                          "the peak; check tokens_per_second, gpus and peak_flops")
     if not isinstance(ratio, sp.Basic):
-        if np.any(np.asarray(ratio, dtype=float) > 1 + FLOAT_ROUNDING):
-            raise ValueError(f"{field}: gives {what} = {float(np.max(ratio)):.4g}, above 1: more "
+        if _any_above(ratio, 1 + FLOAT_ROUNDING):
+            highest = max(map(float, ratio.ravel())) if _array(ratio) else float(ratio)
+            raise ValueError(f"{field}: gives {what} = {highest:.4g}, above 1: more "
                              "FLOP/s than the peak; check tokens_per_second, gpus and peak_flops")
     return ratio
 
@@ -157,7 +182,7 @@ def hfu(tokens_per_second: Number, flops_per_token: Number, gpus: Number, peak_f
         recompute_factor: Number) -> Number:
     """PaLM's HFU: MFU with the recomputed FLOPs counted (x hardware/model FLOPs); ValueError above 1."""
     factor = _positive("recompute_factor", recompute_factor)
-    if not isinstance(factor, sp.Basic) and np.any(np.asarray(factor) < 1):
+    if not isinstance(factor, sp.Basic) and _any_above(-factor, -1):
         raise ValueError(f"recompute_factor: must be at least 1, got {factor!r}")
     return _at_most_one("recompute_factor", mfu(tokens_per_second, flops_per_token, gpus,
                                                 peak_flops) * factor, "HFU")
@@ -167,7 +192,7 @@ def step_time_lower_bound(tokens: Number, flops_per_token: Number, gpus: Number,
                           mfu: Number = 1) -> Number:
     """Seconds per step if every GPU ran the model's FLOPs at ``mfu`` x peak (the article, section 6.4)."""
     _positive("mfu", mfu)
-    if not isinstance(mfu, sp.Basic) and np.any(np.asarray(mfu) > 1):
+    if not isinstance(mfu, sp.Basic) and _any_above(mfu, 1):
         raise ValueError(f"mfu: must be at most 1, got {mfu!r}")
     return _quotient("peak_flops", _positive("tokens", tokens)
                      * _positive("flops_per_token", flops_per_token),

@@ -123,7 +123,9 @@ def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
     """derived - claim, reduced: expanded, then over a common denominator."""
     diff = sp.expand(derived - claim)
     if diff != 0 and diff.has(sp.Pow):
-        diff = sp.factor(sp.cancel(sp.together(diff)))
+        diff = sp.cancel(sp.together(diff))  # canonical p/q: 0 exactly when the identity holds
+        if diff != 0:
+            diff = sp.factor(diff)           # a departure, shown factored
     return diff
 
 

@@ -7,7 +7,6 @@ holds anything but an earlier sheet is refused, never overwritten.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -17,8 +16,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from derive.render.context import sheet_context
-from derive.render.web import PAGE, page_context
+from derive.inputs import OneLineParser
 from derive.render.escape import (
     escape_latex,
     escape_markdown,
@@ -58,6 +56,10 @@ def environment(templates: Path = TEMPLATES) -> Environment:
 
 def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
+    # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
+    from derive.render.context import sheet_context
+    from derive.render.web import PAGE, page_context
+
     env = environment(templates)
     context = sheet_context()
     files = {name: env.get_template(template).render(**context)
@@ -88,25 +90,33 @@ def earlier_sheet_files(out_dir: Path) -> set[str] | None:
     return {name for name in listed if isinstance(name, str)} if isinstance(listed, list) else set()
 
 
+def check_out_folder(out_dir: Path) -> set[str] | None:
+    """The files of the earlier sheet in ``out_dir`` (None: absent or empty), or ValueError naming it: not a folder, or no sheet.
+
+    Cheap, so main runs it before rendering: a wrong --out is refused before any work.
+    """
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ValueError(f"out_dir: {out_dir} exists and is not a folder")
+    if not out_dir.exists() or not any(out_dir.iterdir()):
+        return None
+    earlier = earlier_sheet_files(out_dir)
+    if earlier is None:
+        raise ValueError(f"out_dir: {out_dir} is not empty and holds no earlier sheet "
+                         f"({TABLES} missing); choose a new or empty folder")
+    return earlier
+
+
 def check_out_dir(out_dir: Path, names: list[str]) -> None:
     """ValueError naming ``out_dir`` unless it is absent, an empty folder or an earlier sheet.
 
     An earlier sheet holds only plain files that this render writes or that its
     own tables.json lists; anything else in the folder is a user's and stays.
     """
-    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
-        raise ValueError(f"out_dir: {out_dir} exists and is not a folder")
-    if not out_dir.exists():
-        return
-    entries = sorted(out_dir.iterdir())
-    if not entries:
-        return
-    earlier = earlier_sheet_files(out_dir)
+    earlier = check_out_folder(out_dir)
     if earlier is None:
-        raise ValueError(f"out_dir: {out_dir} is not empty and holds no earlier sheet "
-                         f"({TABLES} missing); choose a new or empty folder")
+        return
     own = earlier | set(names)
-    foreign = [p.name for p in entries if p.name not in own or p.is_symlink() or not p.is_file()]
+    foreign = [p.name for p in sorted(out_dir.iterdir()) if p.name not in own or p.is_symlink() or not p.is_file()]
     if foreign:
         raise ValueError(f"out_dir: {out_dir} holds files that are not the sheet's "
                          f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); "
@@ -147,23 +157,33 @@ def render(out_dir: Path = DEFAULT_OUT, templates: Path = TEMPLATES) -> list[Pat
     return replace_folder(Path(out_dir), files)
 
 
+def _refused(prog: str, out: Path, error: Exception) -> int:
+    """One error line naming --out; exit status 2."""
+    message = str(error).replace("out_dir: ", "", 1) if str(error).startswith("out_dir: ") \
+        else f"cannot write {out}: {error}"
+    sys.stderr.write(f"{prog}: error: --out: {' '.join(message.split())}\n")
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: write the sheet, or one error line and exit status 2."""
-    parser = argparse.ArgumentParser(prog="python -m derive.render", description=__doc__)
+    parser = OneLineParser(prog="python -m derive.render", description=__doc__)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help="folder to write the sheet into: new, empty or an earlier sheet "
                              "(default: formulas/ of the checkout, or ./formulas from an install)")
     args = parser.parse_args(argv)
+    try:
+        check_out_folder(args.out)           # a wrong --out is refused before the render
+    except (ValueError, OSError) as error:
+        return _refused(parser.prog, args.out, error)
     files = render_files()
     try:
         written = replace_folder(args.out, files)
     except (ValueError, OSError) as error:
-        message = str(error).replace("out_dir: ", "", 1) if str(error).startswith("out_dir: ") \
-            else f"cannot write {args.out}: {error}"
-        sys.stderr.write(f"{parser.prog}: error: --out: {' '.join(message.split())}\n")
-        return 2
+        return _refused(parser.prog, args.out, error)
     for path in written:
         print(f"wrote {path}")
+    from derive.render.web import PAGE  # loaded by render_files already
     if PAGE not in files:
         print(f"not written: {PAGE} (the web page inlines KaTeX from a checkout's tests/katex; an installed "
               "package has none: render from a checkout with `make derive`)")

@@ -29,7 +29,7 @@ from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
 from derive.hf import DENSE, FAMILIES, Family, published_config
-from derive.inputs import MAX_SIZE
+from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
 from derive.cli import (
@@ -47,7 +47,15 @@ from derive.cli import (
     build_parser,
     main,
 )
-from derive.report import DEFAULT_MFU, FASTER_FORMATS, OVERFLOW_FIELDS, Request, faster_numbers, figures
+from derive.report import (
+    ACTIVATION_KEYS,
+    DEFAULT_MFU,
+    FASTER_FORMATS,
+    OVERFLOW_FIELDS,
+    Request,
+    faster_numbers,
+    figures,
+)
 from derive.symbols import b, d, k, meaning
 from derive.units import BYTE_UNITS, DECIMAL_STEPS
 
@@ -172,6 +180,21 @@ OVERFLOWS: dict[str, list[str]] = {
     "peak": ["--model=llama3-8b", f"--peak={OVERFLOWING}"],
     "mfu": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--mfu={OVERFLOWING}"],
     "step-time": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--step-time={OVERFLOWING}"],
+}
+#: A custom shape whose parameter count passes derive.inputs.MAX_PARAMETERS with the option the
+#: largest field (derive.presets.Model names it); heads and kv heads never exceed hidden there.
+TOO_MANY_PARAMETERS: dict[str, list[str]] = {
+    "layers": ["--layers=1099511627776", "--hidden=8", "--heads=1", "--ffn=8", "--vocab=8"],
+    "hidden": ["--layers=1", "--hidden=33554432", "--heads=1", "--ffn=1", "--vocab=1"],
+    "ffn": ["--layers=1", "--hidden=8", "--heads=1", "--ffn=1125899906842624", "--vocab=1"],
+    "vocab": ["--layers=1", "--hidden=8", "--heads=1", "--ffn=8", "--vocab=1125899906842624"],
+    "seq": [f"--model={next(name for name, m in MODELS.items() if m.family == 'gpt')}",
+            "--seq=1125899906842624"],
+}
+#: Activations past 2^53 bytes (derive.report.figures), per option they are blamed on.
+TOO_MANY_ACTIVATIONS: dict[str, list[str]] = {
+    "micro-batch": ["--model=llama3-8b", "--micro-batch=1000000000000"],
+    "seq": ["--model=llama3-8b", "--seq=100000000"],
 }
 #: A step faster than the hardware allows (derive.report.figures): tokens, GPUs, seconds.
 FASTER = {"model": "llama3-8b", "tokens": 1048573, "gpus": 3, "step_time": 0.5}
@@ -330,6 +353,13 @@ def _overflow_message(option: str) -> str:
     return cli_message(OVERFLOWS[option], {"key": key})
 
 
+def _activations_message(option: str) -> str:
+    """The CLI's line for activations past 2^53 bytes blamed on ``option``, the figure's key as {key}."""
+    message = cli_message(TOO_MANY_ACTIVATIONS[option], {})
+    key = next(key for key in ACTIVATION_KEYS if key in message)
+    return message.replace(key, "{" + "key" + "}")
+
+
 def _faster_message() -> str:
     """The CLI's line for a step faster than the hardware allows, its numbers as {step_time} {tokens} ..."""
     found = {fig.key: fig.value for fig in figures(MODELS[FASTER["model"]], Request(
@@ -356,6 +386,10 @@ def field_specs() -> list[dict[str, object]]:
             messages["overflow"] = _overflow_message(option)
         if option == "step-time":
             messages["faster"] = _faster_message()
+        if option in TOO_MANY_PARAMETERS:
+            messages["parameters"] = cli_message(TOO_MANY_PARAMETERS[option], {})
+        if option in TOO_MANY_ACTIVATIONS:
+            messages["activations"] = _activations_message(option)
         if option in NOT_DIVIDING:
             shape = NOT_DIVIDING[option]
             divisor = "heads" if option == "kv-heads" else "hidden"
@@ -502,6 +536,9 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "python_format": PYTHON_FORMAT,
         "overflow": {key: FIELD_OPTIONS[field][2:] for key, field in OVERFLOW_FIELDS.items()},
         "step_bound": STEP_BOUND,
+        "exact": {"parameters": "parameters", "parameters_at_most": MAX_PARAMETERS,
+                  "activations": list(ACTIVATION_KEYS), "activations_at_most": MAX_SIZE,
+                  "single_micro_batch": 1},
         "approximate": APPROXIMATE,
         "byte_units": BYTE_UNITS,
         "decimal_steps": list(DECIMAL_STEPS),

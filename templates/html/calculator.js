@@ -110,10 +110,28 @@
   // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
   // out of float range, then a step faster than the hardware allows. {} when it refuses nothing.
   function refusals(config, figures) {
+    const exact = DATA.exact;
+    const count = figures.find((figure) => figure.formula.key === exact.parameters);
+    if (count && count.value > exact.parameters_at_most) {
+      // derive.presets.Model: the largest shape field the count uses (the first of equals) is named.
+      let option = null;
+      for (const candidate of DATA.shape_order) {
+        const symbol = DATA.shape[candidate];
+        if (!count.variant.args.includes(symbol)) continue;
+        if (option === null || config.values[symbol] > config.values[DATA.shape[option]]) option = candidate;
+      }
+      return { [option]: message(option, "parameters", {}) };
+    }
     const over = figures.find((figure) => !Number.isFinite(figure.value));
     if (over) {
       const option = DATA.overflow[over.formula.key];
       return { [option]: message(option, "overflow", { key: over.formula.key }) };
+    }
+    // derive.report.figures: activations past 2^53 bytes, blamed on the micro-batch (b > 1) or the sequence.
+    const large = figures.find((figure) => exact.activations.includes(figure.formula.key) && figure.value > exact.activations_at_most);
+    if (large) {
+      const option = config.values[DATA.inputs["micro-batch"]] > exact.single_micro_batch ? "micro-batch" : "seq";
+      return { [option]: message(option, "activations", { key: large.formula.key }) };
     }
     const symbol = (option) => config.values[DATA.inputs[option]];
     const time = config.given.includes(DATA.needs["step-time"]) ? symbol("step-time") : null;
