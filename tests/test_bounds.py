@@ -107,11 +107,12 @@ def test_plan_checks_the_sequence_before_any_work():
                                      "--seq", str(2**53)])
     assert status == 2 and err.startswith("derive.plan: error: --seq: ")
     assert " m " not in err and "request_bytes" not in err
-    # 2^53 tokens in sequences of 2^20: m = 2^33 / (b d), in integers (no int64 product overflows)
+    # 2^53 tokens in sequences of 2^16: m = 2^37 / (b d), in integers (no int64 product overflows)
     status, out, _ = run(plan_main, ["--model", "8b", "--gpus", "8", "--tokens", str(2**53),
-                                     "--seq", str(2**20), "--json"])
+                                     "--seq", str(2**16), "--json"])
     layouts = json.loads(out)["layouts"]
-    assert status == 0 and all(row["m"] * 2**20 * row["b"] * row["d"] == 2**53 for row in layouts)
+    assert status == 0 and layouts
+    assert all(row["m"] * 2**16 * row["b"] * row["d"] == 2**53 for row in layouts)
 
 
 def test_times_are_printed_with_units_never_as_300_digits():
@@ -123,9 +124,10 @@ def test_times_are_printed_with_units_never_as_300_digits():
                                        "--mfu", "1e-300"])
     assert status == 0 and "over 10^6 years at under 0.01% MFU" in out
     assert max(len(word) for word in out.split()) < 40
-    status, out, _ = run(plan_main, ["--model", "8b", "--gpus", "8", "--tokens", "4194304",
-                                     "--mfu", "1e-300"])
-    assert status == 0 and "> 1e6 years" in out and max(len(word) for word in out.split()) < 40
+    # the planner's step times are predicted (no --mfu); 2^53 tokens take years, printed readably
+    status, out, _ = run(plan_main, ["--model", "8b", "--gpus", "8", "--tokens", str(2**53),
+                                     "--seq", str(2**16)])
+    assert status == 0 and "e+" in out and max(len(word) for word in out.split()) < 40
 
 
 def test_presets_stay_inside_the_bounds():
