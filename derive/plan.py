@@ -5,8 +5,9 @@ heads, c (context parallel, profiles without score matrices) divides s, t p c
 divides the GPUs (d = GPUs / (t p c)), p v <= L (uneven stages: the
 most loaded holds ceil(L / (p v)) layers per chunk); at p > 1 each layout is also tried
 balanced (:attr:`derive.parallelism.Parallelism.balanced`, Llama 3's pipeline: the embedding and
-the loss take one layer slot each, p v <= L + 2, memory judged at L + 2 slots with the
-embedding on the first stage, one layer too many there: conservative), m = T / (s b d) whole,
+the loss take one layer slot each, p v <= L + 2, each rank's layers counted exactly:
+:mod:`derive.accounts.pipeline_split`, one fewer on the first and the last rank, the middle ranks
+judged too), m = T / (s b d) whole,
 and interleaving (v > 1) needs m a multiple of p (Megatron's check). Memory is
 the most loaded rank's (:mod:`derive.sweep`: the framework placement's states,
 the first stage's in-flight micro-batches with the interleaving factor, the
@@ -37,7 +38,6 @@ import sympy as sp
 
 from derive.accounts.activations import (
     RECOMPUTE_POLICIES,
-    in_flight_micro_batches,
     layer_activations,
 )
 from derive.accounts.allocator import allocated_bytes
@@ -50,8 +50,8 @@ from derive.inputs import choose
 from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
-from derive.sweep import CONTEXT, STAGE_LAYERS, accounts, compile, evaluate, placement_sharded
-from derive.symbols import L, N, d, m, p, t, v
+from derive.sweep import CONTEXT, accounts, compile, evaluate, placement_sharded, stage_in_flight, stage_layers
+from derive.symbols import L, N, d, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
 from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS
@@ -114,20 +114,26 @@ def _rounded(sizes: np.ndarray) -> np.ndarray:
 
 
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,
-                   values: dict[str, np.ndarray]) -> np.ndarray:
-    """Bytes the allocator adds on the first stage: state buffers and every held activation, rounded up."""
-    terms = accounts(entry.architecture, profile, recompute, placement_name, placement_sharded(zero, placement_name))
+                   values: dict[str, np.ndarray], balanced: bool = False, rank: str = "first") -> np.ndarray:
+    """Bytes the allocator adds on ``rank``: state buffers and every held activation, rounded up.
+
+    Not balanced, the first stage's (it holds the most layers and chunks); balanced, ``rank``'s
+    (first, last or middle) at the layers it holds (derive.sweep.stage_layers).
+    """
+    sharded = placement_sharded(zero, placement_name)
+    terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced)
+    buffers = placement_ledger(placement_name, sharded, d).where("resident")
+    rows = layer_activations(profile, "fused", t, True, recompute)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
     stage = sp.Piecewise((terms.parameters["single"], sp.Eq(p, 1)),
-                         (terms.parameters["first"].xreplace(STAGE_LAYERS), True))
-    buffers = placement_ledger(placement_name, placement_sharded(zero, placement_name), d).where("resident")
-    extra = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in values.values())), dtype=np.int64)
+                         (terms.parameters[rank].xreplace(stage_layers(rank, balanced)), True))
+    extra = np.zeros(shape, dtype=np.int64)
     for row in buffers:
         size = compile(row.bytes.xreplace({N: stage}))(**values)
         extra = extra + _rounded(size) - np.rint(size).astype(np.int64)
-    chunks = sp.Piecewise((in_flight_micro_batches(p, None, m), sp.Eq(v, 1)),
-                          (in_flight_micro_batches(p, v, m), True))
-    held = compile(chunks * sp.ceiling(L / (p * v)))(**values)
-    for row in layer_activations(profile, "fused", t, True, recompute):
+    layers = (L / (p * v)).xreplace(stage_layers(rank, balanced, activations=True))
+    held = compile(stage_in_flight(rank) * layers)(**values)
+    for row in rows:
         size = compile(row.bytes.xreplace(CONTEXT))(**values)
         extra = extra + held * (_rounded(size) - np.rint(size).astype(np.int64))
     return extra
@@ -189,17 +195,27 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         schedule = (part["v"] == 1) | (micro % part["p"] == 0)
         memory = np.full(base["t"].size, np.nan)
         time = np.full(base["t"].size, np.nan)
-        for zero in np.unique(part["zero"]):
-            rows = (part["zero"] == zero) & whole
+        for zero, balanced in sorted(set(zip(part["zero"].tolist(), part["balanced"].tolist()))):
+            rows = (part["zero"] == zero) & (part["balanced"] == balanced) & whole
+            if not rows.any():
+                continue
             layout = {k: part[k][rows] for k in ("t", "p", "v", "c", "d", "b")}
-            layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows],
-                          L=entry.layers + 2 * part["balanced"][rows])  # balanced: L + 2 slots
+            layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows])
+            ranks = ("first", "last", "middle") if balanced else ()
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
                                hardware_name=hardware_name, mfu=mfu, placement_name=placement_name,
-                               names=("memory_per_gpu",))
+                               names=tuple(f"{rank}_rank_bytes" for rank in ranks) or ("memory_per_gpu",),
+                               balanced=bool(balanced))
             values = {symbol.name: number for symbol, number in entry.values.items()} | layout
-            memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
-                entry, recompute, int(zero), profile, placement_name, values)
+            if not balanced:
+                memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
+                    entry, recompute, int(zero), profile, placement_name, values)
+            else:  # the most loaded rank, each with its own rounding (rank 1 is the last rank at p = 2)
+                memory[rows] = np.max([
+                    np.where((rank != "middle") | (layout["p"] > 2), figures[f"{rank}_rank_bytes"]
+                             + rounding_bytes(entry, recompute, int(zero), profile, placement_name, values, True, rank),
+                             0)
+                    for rank in ranks], axis=0)
             time[rows] = figures["step_time"]
         limit = low if fit == "low" else high
         reason = np.select([~whole, ~schedule, memory > high, memory > limit],

@@ -101,11 +101,10 @@ def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
               # the distributed optimizer shards over the data-parallel group with context-parallel
               # ranks (parallel_state.get_data_parallel_group(with_context_parallel=True)): d c ranks
               "d": np.array([layout.dp * layout.cp]),
-              "c": np.array([layout.cp]), "m": np.array([layout.micro_batches]),
-              # balanced pipelines: L + 2 layer slots (Parallelism.balanced; derive.plan does the same)
-              "L": np.array([entry.layers + (2 if layout.balanced else 0)])}
+              "c": np.array([layout.cp]), "m": np.array([layout.micro_batches])}
+    # balanced pipelines: each rank's exact layers (Parallelism.balanced; derive.plan does the same)
     figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),
-                       attention_kernel="fused")
+                       attention_kernel="fused", balanced=layout.balanced)
     return float(figures["memory_per_gpu"][0])
 
 

@@ -25,10 +25,12 @@ import sympy as sp
 from derive.accounts.activations import (
     LAYER_PROFILES,
     first_stage_activation_bytes,
+    in_flight_micro_batches,
     layer_activation_bytes,
     logits_bytes,
     output_edge,
 )
+from derive.accounts.pipeline_split import chunk_slots, edge_slots_on, rank_layers
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes_per_parameter
@@ -174,6 +176,49 @@ RECOMPUTE_FLOPS: dict[str, str] = {"none": "none", "selective": "selective", "fu
 #: L' = p v ceil(L / (p v)) (uneven stages when p v does not divide L).
 STAGE_LAYERS: dict[sp.Symbol, sp.Expr] = {L: p * v * sp.ceiling(L / (p * v))}
 
+
+
+@lru_cache(maxsize=None)
+def stage_in_flight(stage: str) -> sp.Expr:
+    """Chunks ``stage`` (rank 0, 1 or p - 1) holds: its warm-up + 1, at most m v (schedules.py get_pp_rank_microbatches).
+
+    Rank r warms up p - r - 1 micro-batches (1F1B) or 2 (p - r - 1) + (v - 1) p chunks (interleaved).
+    """
+    if stage == "first":
+        return sp.Piecewise((in_flight_micro_batches(p, None, m), sp.Eq(v, 1)),
+                            (in_flight_micro_batches(p, v, m), True))
+    if stage == "last":
+        return _last_stage_in_flight()
+    rank = {"middle": 1}[stage]
+    return sp.Piecewise((sp.Min(p - rank, m), sp.Eq(v, 1)),
+                        (sp.Min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v), True))
+
+
+@lru_cache(maxsize=None)
+def stage_layers(stage: str, balanced: bool, activations: bool = False) -> dict[sp.Symbol, sp.Expr]:
+    """L -> p x the layers ``stage`` holds (derive.accounts.pipeline_split.rank_layers), for L / p and L / (p v).
+
+    Not balanced: STAGE_LAYERS. Balanced: the exact layers of the rank (one fewer on the ranks holding
+    the embedding and the loss slot). ``activations``: its held chunks count those layers exactly where
+    every held chunk is the rank's one chunk (v = 1) or every chunk of the step is held (m v in flight);
+    on the last rank at m = p (one group of get_schedule_table: every forward after its warm-up is of
+    its last chunk) the held chunks are one loss chunk and the rest full; otherwise each held chunk is
+    counted at ceil((L + 2) / (p v)) layers (the mix of held chunks changes over the interleaved
+    steady state: conservative by at most the edge slot per held chunk).
+    """
+    if not balanced:
+        return STAGE_LAYERS
+    layers = rank_layers(stage, True)
+    if activations:
+        held = stage_in_flight(stage)
+        full = v * chunk_slots(True)
+        pieces = [(layers, sp.Eq(v, 1) | (held >= m * v))]
+        if stage == "last":
+            pieces.append((full - v * edge_slots_on(stage, True) / held, sp.Eq(m, p)))
+        layers = sp.Piecewise(*pieces, (full, True))
+    return {L: p * layers}
+
+
 #: Context parallelism over c ranks: each keeps the activations of s / c tokens of every sequence
 #: (exact for tables linear in s: flash attention, no score matrices).
 CONTEXT: dict[sp.Symbol, sp.Expr] = {s: s / c}
@@ -196,7 +241,7 @@ def _layer_and_edges(architecture: str | Layout) -> tuple[Ledger, Ledger]:
 
 
 def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
-    """Parameters per GPU on the single (p = 1), first and last pipeline stage."""
+    """Parameters per GPU on the single (p = 1), first, last and a middle pipeline stage (L / p layers each)."""
     layer, edges = _layer_and_edges(architecture)
     layers = _tensor_parallel_share(layer).numel() * L / p
     ends = _tensor_parallel_share(edges)
@@ -204,7 +249,8 @@ def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
     last = ends.filter(lambda w: w.has("output") or w.has("norm"))
     return {"single": sp.expand(layers.subs(p, 1) + ends.numel()),
             "first": sp.expand(layers + first.numel()),
-            "last": sp.expand(layers + last.numel())}
+            "last": sp.expand(layers + last.numel()),
+            "middle": sp.expand(layers)}
 
 
 def _last_stage_in_flight() -> sp.Expr:
@@ -214,7 +260,7 @@ def _last_stage_in_flight() -> sp.Expr:
 
 
 def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> dict[str, sp.Expr]:
-    """Activation bytes per GPU of the single, first and last stage (SP on, m micro-batches per step)."""
+    """Activation bytes per GPU of the single, first, last and middle (rank 1) stage (SP on, m micro-batches per step)."""
     common = dict(profile=profile, attention_kernel=attention_kernel, tensor_parallel=t,
                   sequence_parallel=True, recompute=recompute)
     single = first_stage_activation_bytes(**common, pipeline=1, micro_batches=m)
@@ -224,7 +270,8 @@ def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> d
     per_layer = layer_activation_bytes(profile, attention_kernel, t, True, recompute)
     last = (_last_stage_in_flight() * L / (p * v) * per_layer
             + output_edge(t, sequence_parallel=True).bytes())
-    return {"single": single, "first": first, "last": last}
+    middle = stage_in_flight("middle") * L / (p * v) * per_layer  # rank 1: no edge (balanced, p > 2)
+    return {"single": single, "first": first, "last": last, "middle": middle}
 
 
 @dataclass(frozen=True)
@@ -238,11 +285,17 @@ class Accounts:
     logits: sp.Expr
     model_flops: sp.Expr
     hardware_flops: sp.Expr
+    balanced: bool = False
 
-    def _staged(self, account: Callable[[str], sp.Expr], stage: str) -> sp.Expr:
-        """``account`` of ``stage`` at p = 1 (the whole model), else of ``stage`` at uneven stages."""
+    def _staged(self, account: Callable[[str], sp.Expr], stage: str, activations: bool = False) -> sp.Expr:
+        """``account`` of ``stage`` at p = 1 (the whole model), else at the layers ``stage`` holds."""
         return sp.Piecewise((account("single"), sp.Eq(p, 1)),
-                            (account(stage).xreplace(STAGE_LAYERS), True))
+                            (account(stage).xreplace(stage_layers(stage, self.balanced, activations)), True))
+
+    def loaded(self, stage: str) -> sp.Expr:
+        """States + activations per GPU of ``stage`` at p > 1, at the layers it holds (:func:`stage_layers`)."""
+        return (self.state(stage).xreplace(stage_layers(stage, self.balanced))
+                + self.activation(stage).xreplace(stage_layers(stage, self.balanced, True)))
 
     def state(self, stage: str) -> sp.Expr:
         """Resident state bytes per GPU of ``stage`` ('single', 'first', 'last')."""
@@ -263,14 +316,17 @@ class Accounts:
 
     def columns(self) -> dict[str, sp.Expr]:
         """Every account a grid reports, by column name."""
-        most_loaded = sp.Max(self.total("first").xreplace(STAGE_LAYERS),
-                             self.total("last").xreplace(STAGE_LAYERS), evaluate=False)
+        ranks = {f"{stage}_rank_bytes": self.loaded(stage) for stage in ("first", "last")}
+        if self.balanced:  # rank 1 holds v ceil((L + 2) / (p v)) layers, one more than the edge ranks (p > 2)
+            ranks["middle_rank_bytes"] = sp.Piecewise((0, sp.Eq(p, 2)), (self.loaded("middle"), True))
+        most_loaded = sp.Max(*ranks.values(), evaluate=False)
         return {
+            **(ranks if self.balanced else {}),
             "parameters": self.parameters["single"].subs(t, 1),
             "stage_parameters": self._staged(self.parameters.__getitem__, "first"),
             "state_bytes": self._staged(self.state, "first"),
             "layer_activation_bytes": self.layer_activations.xreplace(CONTEXT),
-            "stage_activation_bytes": self._staged(self.activation, "first"),
+            "stage_activation_bytes": self._staged(self.activation, "first", True),
             "logits_bytes": self.logits.xreplace(CONTEXT),
             "memory_per_gpu": sp.Piecewise((self.total("single"), sp.Eq(p, 1)), (most_loaded, True)),
             "flops_per_token": self.model_flops,
@@ -280,11 +336,13 @@ class Accounts:
 
 @lru_cache(maxsize=None)
 def accounts(architecture: str | Layout, profile: str, recompute: str, placement_name: str = "megatron",
-             sharded: bool = False, attention_kernel: str = "fused") -> Accounts:
+             sharded: bool = False, attention_kernel: str = "fused", balanced: bool = False) -> Accounts:
     """The accounts of one combination, built from derive's tables (cached).
 
     ``profile`` is a layer profile of ``derive.architectures.saved`` (``gpt``,
-    ``llama-eager``, ``llama-fused``); ``attention_kernel`` applies to ``gpt`` only.
+    ``llama-eager``, ``llama-fused``); ``attention_kernel`` applies to ``gpt`` only. ``balanced``:
+    the embedding and the loss take one layer slot each (derive.parallelism.Parallelism.balanced),
+    every rank's layers counted exactly (derive.accounts.pipeline_split).
     """
     choose("recompute", recompute, RECOMPUTE_FLOPS)
     choose("profile", profile, LAYER_PROFILES)
@@ -297,14 +355,16 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
         logits=logits_bytes(t),
         model_flops=flops_per_token(architecture, "causal"),
         hardware_flops=flops_per_token(architecture, "causal", RECOMPUTE_FLOPS[recompute]),
+        balanced=bool(balanced),
     )
 
 
 @lru_cache(maxsize=None)
 def account_columns(architecture: str | Layout, profile: str, recompute: str, placement_name: str,
-                    sharded: bool, attention_kernel: str = "fused") -> dict[str, sp.Expr]:
+                    sharded: bool, attention_kernel: str = "fused", balanced: bool = False) -> dict[str, sp.Expr]:
     """:meth:`Accounts.columns` of one combination (cached)."""
-    return accounts(architecture, profile, recompute, placement_name, sharded, attention_kernel).columns()
+    return accounts(architecture, profile, recompute, placement_name, sharded, attention_kernel,
+                    balanced).columns()
 
 
 #: Every column :func:`evaluate` can report from the accounts.
@@ -313,9 +373,16 @@ COLUMNS = ("parameters", "stage_parameters", "state_bytes", "layer_activation_by
            "hardware_flops_per_token")
 
 
-def stage_balance() -> sp.Expr:
-    """p v ceil(L / (p v)) / L: how much longer the most loaded (uneven) stage runs than an even one."""
-    return STAGE_LAYERS[L] / L
+def stage_balance(balanced: bool = False) -> sp.Expr:
+    """p x the most layers a rank holds / L: how much longer the most loaded stage runs than an even one.
+
+    p v ceil(L / (p v)) / L; balanced, a middle rank's v ceil((L + 2) / (p v)) layers (p > 2), else the
+    edge ranks' one fewer (derive.accounts.pipeline_split.rank_layers).
+    """
+    if not balanced:
+        return STAGE_LAYERS[L] / L
+    most = sp.Piecewise((rank_layers("last", True), sp.Eq(p, 2)), (rank_layers("middle", True), True))
+    return p * most / L
 
 
 def bubble_factor(pipeline: np.ndarray, virtual: np.ndarray, micro_batches: np.ndarray) -> np.ndarray:
@@ -357,10 +424,17 @@ def micro_batches(tokens: int, s: np.ndarray, b: np.ndarray, d: np.ndarray) -> n
 def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "none",
              zero: int = 0, profile: str = "llama-fused", tokens: int | None = None,
              hardware_name: str = "h100", mfu: float = 1.0, placement_name: str = "megatron",
-             names: Sequence[str] = COLUMNS, attention_kernel: str = "fused") -> dict[str, np.ndarray]:
-    """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``)."""
+             names: Sequence[str] = COLUMNS, attention_kernel: str = "fused",
+             balanced: bool = False) -> dict[str, np.ndarray]:
+    """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``).
+
+    ``balanced``: every layout's embedding and loss take a layer slot each (p > 1 everywhere).
+    """
     sharded = placement_sharded(zero, placement_name)
-    exprs = account_columns(entry.architecture, profile, recompute, placement_name, sharded, attention_kernel)
+    if balanced and np.any(np.asarray(layout["p"]) == 1):
+        raise ValueError("balanced: the embedding and loss slots need p > 1")
+    exprs = account_columns(entry.architecture, profile, recompute, placement_name, sharded, attention_kernel,
+                            bool(balanced))
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
     run = {name: compile(exprs[name]) for name in names}
@@ -384,7 +458,7 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
         bound = step_time_lower_bound(tokens, columns["hardware_flops_per_token"], gpus, peak, mfu)
         columns["micro_batches"] = values["m"]
         columns["step_time"] = (bound * bubble_factor(values["p"], values["v"], values["m"])
-                                * compile(stage_balance())(**values))
+                                * compile(stage_balance(bool(balanced)))(**values))
         columns["mfu"] = model_flops_utilisation(tokens / columns["step_time"], columns["flops_per_token"],
                                                  gpus, peak)
     return columns

@@ -11,7 +11,7 @@ import pytest
 import sympy as sp
 
 from derive import sweep
-from derive.accounts.activations import in_flight_micro_batches, layer_activations
+from derive.accounts.activations import layer_activations
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import usable_bytes
 from derive.accounts.placement import placement_ledger
@@ -31,21 +31,48 @@ def result():
 
 
 def _exact_memory(entry, row: dict[str, object]) -> int:
-    """Most loaded rank's bytes by exact substitution, plus every request rounded one by one."""
-    recompute, zero = str(row["recompute"]), int(row["zero"])
-    terms = sweep.accounts(entry.family, "llama-fused", recompute, "megatron", bool(zero))
+    """Most loaded rank's bytes by exact substitution, plus every request rounded one by one.
+
+    Balanced: each rank's own layers, written out here: v ceil((L + 2) / (p v)) less the embedding's
+    slot on rank 0 and the loss's on rank p - 1; rank 1 (p > 2) holds them all and no edge.
+    """
+    recompute, zero, balanced = str(row["recompute"]), int(row["zero"]), bool(row["balanced"])
+    terms = sweep.accounts(entry.family, "llama-fused", recompute, "megatron", bool(zero), balanced=balanced)
     values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
-    values[L] = entry.layers + 2 * int(row["balanced"])  # balanced: L + 2 slots (embedding, loss)
     at = {symbol: sp.Integer(value) for symbol, value in values.items()}
-    total = terms.columns()["memory_per_gpu"].xreplace(at)
-    stage = (terms.parameters["single"] if row["p"] == 1
-             else terms.parameters["first"].xreplace(sweep.STAGE_LAYERS)).xreplace(at)
+    pp, vv, mm = int(row["p"]), int(row["v"]), int(row["m"])
+    if not balanced:
+        return _rank_memory(terms, "first", terms.columns()["memory_per_gpu"], sweep.STAGE_LAYERS,
+                            sweep.STAGE_LAYERS, zero, recompute, at)
+    per_chunk = -(-(entry.layers + 2) // (pp * vv))
+    ranks = {"first": (0, vv * per_chunk - 1), "last": (pp - 1, vv * per_chunk - 1)}
+    if pp > 2:
+        ranks["middle"] = (1, vv * per_chunk)
+    most = 0
+    for rank, (index, layers) in ranks.items():
+        warmup = pp - index - 1 if vv == 1 else 2 * (pp - index - 1) + (vv - 1) * pp  # schedules.py
+        chunks = min(warmup + 1, mm * vv)
+        # layer-micro-batches held: exact where every held chunk is the rank's one chunk or all of the
+        # step's, or on the last rank at m = p (one loss chunk held); else ceil per chunk
+        if vv == 1 or chunks == mm * vv:
+            held = chunks * layers / vv
+        else:
+            held = chunks * per_chunk - (rank == "last" and mm == pp)
+        states, activations = {L: pp * layers}, {L: sp.Rational(held * pp * vv, chunks)}
+        total = terms.state(rank).xreplace(states) + terms.activation(rank).xreplace(activations)
+        most = max(most, _rank_memory(terms, rank, total, states, activations, zero, recompute, at))
+    return most
+
+
+def _rank_memory(terms, rank, total, states, activations, zero, recompute, at):
+    """``total`` at ``at`` plus the allocator's rounding of the rank's state buffers and held activations."""
+    total = total.xreplace(at)
+    stage = (terms.parameters["single"] if at[p] == 1 else terms.parameters[rank].xreplace(states)).xreplace(at)
     for buffer in placement_ledger("megatron", bool(zero), d).where("resident"):
         one = buffer.bytes.xreplace({N: stage}).xreplace(at)
         total += allocated_bytes(int(sp.ceiling(one - sp.Rational(1, 2)))) - one
-    chunks = (in_flight_micro_batches(p, None, BY_NAME["m"]) if row["v"] == 1
-              else in_flight_micro_batches(p, v, BY_NAME["m"]))
-    held = (chunks * sp.ceiling(L / (p * v))).xreplace(at)
+    chunks = sweep.stage_in_flight(rank).xreplace(at)
+    held = (chunks * (L / (p * v)).xreplace(activations)).xreplace(at)
     for tensor in layer_activations("llama-fused", "fused", t, True, recompute):
         one = tensor.bytes.xreplace(sweep.CONTEXT).xreplace(at)
         total += held * (allocated_bytes(int(one)) - one)

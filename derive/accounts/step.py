@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from derive.accounts.pipeline_split import rank_layers
 from derive.accounts.schedule import (
     exposed,
     last_bucket_share,
@@ -189,14 +190,15 @@ def stage_loads(layers: int, lay: Layout) -> tuple[tuple[int, int], ...]:
     stage. Balanced (Parallelism.balanced, Dubey et al. 2024 section 3.3.2): L + 2 slots, the
     embedding and the loss each take one, so a middle stage (p > 2) holds v ceil((L + 2)/(p v))
     layers and the last stage one layer fewer plus the head (the first stage, one fewer and the
-    embedding lookup, is never slower than the last).
+    embedding lookup, is never slower than the last): derive.accounts.pipeline_split.rank_layers,
+    the layers the memory accounts count too.
     """
-    chunks = lay.p * lay.v
+    def held(rank: str) -> int:
+        return int(rank_layers(rank, lay.balanced, layers, lay.p, lay.v))
     if not lay.balanced:
-        return ((min(lay.v * -(-layers // chunks), layers), 1),)
-    full = lay.v * -(-(layers + 2) // chunks)
-    last = (full - 1, 1)
-    return ((full, 0), last) if lay.p > 2 else (last,)
+        return ((min(held("last"), layers), 1),)
+    last = (held("last"), 1)
+    return ((held("middle"), 0), last) if lay.p > 2 else (last,)
 
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
