@@ -25,12 +25,11 @@ import sympy as sp
 from derive.accounts.activations import (
     LAYER_PROFILES,
     first_stage_activation_bytes,
-    in_flight_micro_batches,
     layer_activation_bytes,
     logits_bytes,
     output_edge,
 )
-from derive.accounts.pipeline_split import chunk_slots, edge_slots_on, rank_layers
+from derive.accounts.pipeline_split import STAGE_LAYERS, rank_layers, stage_in_flight, stage_layers
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes_per_parameter
@@ -172,53 +171,6 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the issue's name: derive.
 #: the layers, not the output head: "full-layers" in derive.accounts.flops).
 RECOMPUTE_FLOPS: dict[str, str] = {"none": "none", "selective": "selective", "full": "full-layers"}
 
-#: The most loaded stage holds ceil(L / (p v)) layers per chunk: every stage account is read at
-#: L' = p v ceil(L / (p v)) (uneven stages when p v does not divide L).
-STAGE_LAYERS: dict[sp.Symbol, sp.Expr] = {L: p * v * sp.ceiling(L / (p * v))}
-
-
-
-@lru_cache(maxsize=None)
-def stage_in_flight(stage: str) -> sp.Expr:
-    """Chunks ``stage`` (rank 0, 1 or p - 1) holds: its warm-up + 1, at most m v (schedules.py get_pp_rank_microbatches).
-
-    Rank r warms up p - r - 1 micro-batches (1F1B) or 2 (p - r - 1) + (v - 1) p chunks (interleaved).
-    """
-    if stage == "first":
-        return sp.Piecewise((in_flight_micro_batches(p, None, m), sp.Eq(v, 1)),
-                            (in_flight_micro_batches(p, v, m), True))
-    if stage == "last":
-        return _last_stage_in_flight()
-    rank = {"middle": 1}[stage]
-    return sp.Piecewise((sp.Min(p - rank, m), sp.Eq(v, 1)),
-                        (sp.Min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v), True))
-
-
-@lru_cache(maxsize=None)
-def stage_layers(stage: str, balanced: bool, activations: bool = False) -> dict[sp.Symbol, sp.Expr]:
-    """L -> p x the layers ``stage`` holds (derive.accounts.pipeline_split.rank_layers), for L / p and L / (p v).
-
-    Not balanced: STAGE_LAYERS. Balanced: the exact layers of the rank (one fewer on the ranks holding
-    the embedding and the loss slot). ``activations``: its held chunks count those layers exactly where
-    every held chunk is the rank's one chunk (v = 1) or every chunk of the step is held (m v in flight);
-    on the last rank at m = p (one group of get_schedule_table: every forward after its warm-up is of
-    its last chunk) the held chunks are one loss chunk and the rest full; otherwise each held chunk is
-    counted at ceil((L + 2) / (p v)) layers (the mix of held chunks changes over the interleaved
-    steady state: conservative by at most the edge slot per held chunk).
-    """
-    if not balanced:
-        return STAGE_LAYERS
-    layers = rank_layers(stage, True)
-    if activations:
-        held = stage_in_flight(stage)
-        full = v * chunk_slots(True)
-        pieces = [(layers, sp.Eq(v, 1) | (held >= m * v))]
-        if stage == "last":
-            pieces.append((full - v * edge_slots_on(stage, True) / held, sp.Eq(m, p)))
-        layers = sp.Piecewise(*pieces, (full, True))
-    return {L: p * layers}
-
-
 #: Context parallelism over c ranks: each keeps the activations of s / c tokens of every sequence
 #: (exact for tables linear in s: flash attention, no score matrices).
 CONTEXT: dict[sp.Symbol, sp.Expr] = {s: s / c}
@@ -253,12 +205,6 @@ def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
             "middle": sp.expand(layers)}
 
 
-def _last_stage_in_flight() -> sp.Expr:
-    """Chunks the last stage holds: 1 (1F1B), (v - 1) p + 1 interleaved, at most m v (schedules.py)."""
-    interleaved = sp.Min((v - 1) * p + 1, m * v)
-    return sp.Piecewise((sp.Min(1, m), sp.Eq(v, 1)), (interleaved, True))
-
-
 def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> dict[str, sp.Expr]:
     """Activation bytes per GPU of the single, first, last and middle (rank 1) stage (SP on, m micro-batches per step)."""
     common = dict(profile=profile, attention_kernel=attention_kernel, tensor_parallel=t,
@@ -268,7 +214,7 @@ def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> d
         (first_stage_activation_bytes(**common, pipeline=p, micro_batches=m), sp.Eq(v, 1)),
         (first_stage_activation_bytes(**common, pipeline=p, virtual=v, micro_batches=m), True))
     per_layer = layer_activation_bytes(profile, attention_kernel, t, True, recompute)
-    last = (_last_stage_in_flight() * L / (p * v) * per_layer
+    last = (stage_in_flight("last") * L / (p * v) * per_layer
             + output_edge(t, sequence_parallel=True).bytes())
     middle = stage_in_flight("middle") * L / (p * v) * per_layer  # rank 1: no edge (balanced, p > 2)
     return {"single": single, "first": first, "last": last, "middle": middle}

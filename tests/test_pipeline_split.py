@@ -14,7 +14,7 @@ import sympy as sp
 
 from derive import sweep
 from derive.accounts.activations import layer_activations
-from derive.accounts.pipeline_split import chunk_contents, rank_layers
+from derive.accounts.pipeline_split import chunk_contents, most_layers, rank_layers
 from derive.presets import model
 from derive.symbols import BY_NAME, L, m, p, v
 
@@ -43,6 +43,7 @@ def test_rank_layers_agree_with_the_enumerated_chunks(pipeline, virtual):
         assert held[0] == rank_layers("first", True, layers, pipeline, virtual)
         assert held[-1] == rank_layers("last", True, layers, pipeline, virtual)
         assert max(held) == (rank_layers("middle", True, layers, pipeline, virtual) if pipeline > 2 else held[0])
+        assert max(held) == most_layers(True, layers, pipeline, virtual)  # the step model's and ledger's
 
 
 def _peak_layers(layers_per_chunk: list[int], rank: int, pipeline: int, virtual: int, micro: int) -> int:

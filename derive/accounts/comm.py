@@ -8,7 +8,8 @@ and the gradient and parameter rows of ``derive.accounts.state.state_ledger`` ov
 parameter share (data parallel). ``sent`` = payload x the algorithm's factor
 (``derive.accounts.collectives``), never a typed constant.
 
-The rows are those of the most loaded rank: ceil(L / (p v)) layers in each of its v chunks
+The rows are those of the most loaded rank: ceil(L / (p v)) layers in each of its v chunks (balanced:
+derive.accounts.pipeline_split.most_layers)
 (MoE layers first, up to L_E), the last pipeline stage's edges when p > 1 (final norm, output
 head, loss; with p = 1 every edge, embedding included), and for send/recv a rank with both
 neighbours (every rank of an interleaved chain but its two ends). Under context parallelism the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.comm_rows import Collective, LayoutTerms, rows
+from derive.accounts.pipeline_split import most_layers
 from derive.architectures.decoder import Layout
 from derive.parallelism import Parallelism
 from derive.presets import Model
@@ -37,9 +39,8 @@ __all__ = ["Collective", "GROUPS", "collectives", "symbolic_collectives", "per_r
 
 
 def _numeric_terms(model: Model, layout: Parallelism) -> LayoutTerms:
-    """The layout's sizes as integers, with the most loaded rank's layer counts."""
-    per_chunk = -(-model.layers // (layout.pp * layout.vp))
-    on_rank = min(per_chunk * layout.vp, model.layers)
+    """The layout's sizes as integers, with the most loaded rank's layer counts (pipeline_split.most_layers)."""
+    on_rank = int(most_layers(layout.balanced, model.layers, layout.pp, layout.vp))
     moe_on_rank = min(on_rank, len(model.moe_layers))
     return LayoutTerms(
         t=sp.Integer(layout.tp), p=sp.Integer(layout.pp), v=sp.Integer(layout.vp),

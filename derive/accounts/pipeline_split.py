@@ -12,10 +12,13 @@ j p + r; the embedding's slot is the first virtual chunk of rank 0 (``is_vp_firs
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
+from derive.accounts.activations import in_flight_micro_batches
 from derive.inputs import choose
-from derive.symbols import L, p, v
+from derive.symbols import L, m, p, v
 
 #: The model edges that take a layer slot of a balanced split -> (rank, virtual chunk) holding it.
 EDGE_SLOTS: dict[str, tuple[str, str]] = {"embedding": ("first", "first"), "loss": ("last", "last")}
@@ -46,6 +49,14 @@ def rank_layers(rank: str, balanced: bool, layers: sp.Expr = L, pipeline: sp.Exp
     return virtual * chunk_slots(balanced, layers, pipeline, virtual) - edge_slots_on(rank, balanced)
 
 
+def most_layers(balanced: bool, layers: sp.Expr = L, pipeline: sp.Expr = p, virtual: sp.Expr = v) -> sp.Expr:
+    """The most transformer layers one rank builds: min(v ceil(slots / (p v)), L); balanced at p = 2, one fewer."""
+    most = rank_layers("middle", balanced, layers, pipeline, virtual)
+    if balanced:  # at p = 2 both ranks hold an edge slot
+        most = sp.Piecewise((rank_layers("last", True, layers, pipeline, virtual), sp.Eq(pipeline, 2)), (most, True))
+    return sp.Min(most, layers)
+
+
 def chunk_contents(layers: int, pipeline: int, virtual: int, balanced: bool) -> list[list[list[object]]]:
     """Per rank, per virtual chunk, the slots it holds: 'embedding', layer numbers 0 .. L - 1, 'loss'.
 
@@ -61,3 +72,53 @@ def chunk_contents(layers: int, pipeline: int, virtual: int, balanced: bool) -> 
     size = len(order) // (pipeline * virtual)
     return [[order[(j * pipeline + r) * size:(j * pipeline + r + 1) * size] for j in range(virtual)]
             for r in range(pipeline)]
+
+
+# ---- the layers and chunks a rank's memory accounts read ----
+
+#: The most loaded stage holds ceil(L / (p v)) layers per chunk: every stage account is read at
+#: L' = p v ceil(L / (p v)) (uneven stages when p v does not divide L).
+STAGE_LAYERS: dict[sp.Symbol, sp.Expr] = {L: p * v * sp.ceiling(L / (p * v))}
+
+
+@lru_cache(maxsize=None)
+def stage_in_flight(stage: str) -> sp.Expr:
+    """Chunks ``stage`` (rank 0, 1 or p - 1) holds: its warm-up + 1, at most m v (schedules.py get_pp_rank_microbatches).
+
+    Rank r warms up p - r - 1 micro-batches (1F1B) or 2 (p - r - 1) + (v - 1) p chunks (interleaved).
+    """
+    choose("stage", stage, RANKS)
+    if stage == "first":
+        return sp.Piecewise((in_flight_micro_batches(p, None, m), sp.Eq(v, 1)),
+                            (in_flight_micro_batches(p, v, m), True))
+    if stage == "last":
+        interleaved = sp.Min((v - 1) * p + 1, m * v)  # 1 (1F1B), (v - 1) p + 1 interleaved, at most m v
+        return sp.Piecewise((sp.Min(1, m), sp.Eq(v, 1)), (interleaved, True))
+    rank = 1  # the middle rank with the most chunks in flight
+    return sp.Piecewise((sp.Min(p - rank, m), sp.Eq(v, 1)),
+                        (sp.Min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v), True))
+
+
+@lru_cache(maxsize=None)
+def stage_layers(stage: str, balanced: bool, activations: bool = False) -> dict[sp.Symbol, sp.Expr]:
+    """L -> p x the layers ``stage`` holds (:func:`rank_layers`), for the accounts' L / p and L / (p v).
+
+    Not balanced: STAGE_LAYERS. Balanced: the exact layers of the rank (one fewer on the ranks holding
+    the embedding and the loss slot). ``activations``: its held chunks count those layers exactly where
+    every held chunk is the rank's one chunk (v = 1) or every chunk of the step is held (m v in flight);
+    on the last rank at m = p (one group of get_schedule_table: every forward after its warm-up is of
+    its last chunk) the held chunks are one loss chunk and the rest full; otherwise each held chunk is
+    counted at ceil((L + 2) / (p v)) layers (the mix of held chunks changes over the interleaved
+    steady state: conservative by at most the edge slot per held chunk).
+    """
+    if not balanced:
+        return STAGE_LAYERS
+    layers = rank_layers(stage, True)
+    if activations:
+        held = stage_in_flight(stage)
+        full = v * chunk_slots(True)
+        pieces = [(layers, sp.Eq(v, 1) | (held >= m * v))]
+        if stage == "last":
+            pieces.append((full - v * edge_slots_on(stage, True) / held, sp.Eq(m, p)))
+        layers = sp.Piecewise(*pieces, (full, True))
+    return {L: p * layers}

@@ -19,6 +19,7 @@ import sympy as sp
 from derive.accounts.comm import collectives
 from derive.accounts.comm_rows import LayoutTerms
 from derive.accounts.comm_rows import rows as comm_rows
+from derive.accounts.pipeline_split import most_layers
 from derive.accounts.state import PRECISIONS, bytes_per_parameter
 from derive.accounts.step import (
     LINEAR_DTYPE,
@@ -71,11 +72,11 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
     """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
-    most loaded rank's layers min(v ceil(L / (p v)), L) (L + 2 slots when balanced), MoE layers first (as
+    most loaded rank's layers min(v ceil(L / (p v)), L) (balanced: derive.accounts.pipeline_split's,
+    a middle rank's v ceil((L + 2) / (p v)), at p = 2 one fewer), MoE layers first (as
     derive.accounts.comm.collectives numbers them); ``whole_model`` when p = 1 (every edge on the rank).
     """
-    slots = model.layers + (2 if flags.balanced else 0)  # Parallelism.balanced: embedding and loss slots
-    layers = sp.Min(v * sp.ceiling(slots / (p * v)), model.layers)
+    layers = most_layers(flags.balanced, model.layers)
     moe = sp.Min(layers, len(model.moe_layers))
     terms = LayoutTerms(t=t, p=sp.Integer(1) if whole_model else p, v=v, c=c, d=d, e=e, t_E=t_E, m=m,
                         dense_layers=layers - moe, moe_layers=moe,
