@@ -2,7 +2,8 @@
 
 Every figure is a proven expression of derive with the model's sizes
 substituted; ``--json`` prints each with its unit and the expression it came
-from. Bad input exits with status 2 and one line naming the option.
+from. Bad input exits with status 2 and one line naming the option. Memory is
+printed in GiB / TiB (2^30 / 2^40 B); the JSON gives bytes.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
 from derive.report import Request, figures, render_json, render_text
 from derive.systems import SYSTEMS, system
-from derive.units import BYTE_UNITS, format_bytes, to_unit
+from derive.units import BYTE_UNITS, format_memory, to_unit
 
 DEFAULT_BUDGET = "70GiB"
 DEFAULT_SEQ = 8192
@@ -277,7 +278,7 @@ def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -
                 texts.append(render_moe(model_, layout, profile)
                              + ("" if saved is None else
                                 f"\n  kept for backward ({args.profile}, transformers, b = "
-                                f"{args.micro_batch}): {format_bytes(saved['value'])}") + "\n")
+                                f"{args.micro_batch}): {format_memory(saved['value'])}") + "\n")
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
             raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None

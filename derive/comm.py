@@ -2,7 +2,8 @@
 
 Every row is a collective of :mod:`derive.accounts.comm` with the model's sizes substituted;
 ``--json`` prints ``per_rank_bytes_per_step`` (keyed dp, tp, pp, cp, ep; edp for an MoE model)
-and the ``collectives``. Bad input exits with status 2 and one line naming the option.
+and the ``collectives``. Bad input exits with status 2 and one line naming the option. Bytes
+sent over links are decimal (GB = 10^9 B, MB = 10^6 B, as bandwidths in GB/s); memory is GiB.
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ from derive.sweep import CONTEXT, accounts, compile, evaluate, placement_sharded
 from derive.symbols import L, N, d, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
-from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS
+from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
 
 GiB = BYTE_UNITS["GiB"]
 #: Micro-batch sizes tried, the most virtual stages per rank, the largest context-parallel size.
@@ -415,8 +415,8 @@ def nearest(result: Plan) -> str:
                 "would divide")
     if reason in ("memory", "memory-uncertain"):
         smallest = np.nanmin(result.columns["memory_per_gpu"])
-        return (f"no layout fits in memory: the smallest needs {smallest / GiB:.2f} GiB on its most loaded rank, "
-                f"over the usable low end {result.usable[0] / GiB:.2f} GiB; more GPUs or a larger --gpu")
+        return (f"no layout fits in memory: the smallest needs {format_memory(smallest)} on its most loaded rank, "
+                f"over the usable low end {format_memory(result.usable[0])}; more GPUs or a larger --gpu")
     return f"no layout fits: {REASONS[reason]}"
 
 

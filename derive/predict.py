@@ -31,6 +31,7 @@ from derive.parallelism import Parallelism
 from derive.presets import Model
 from derive.sweep import evaluate
 from derive.systems import SYSTEMS, System, system
+from derive.units import format_bytes, format_memory
 
 #: The architecture fields of --architecture and the Model field each sets.
 ARCHITECTURE_FIELDS = {"layers": "layers", "hidden": "hidden", "ffn": "ffn", "heads": "heads",
@@ -172,8 +173,8 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
     needed = memory_per_gpu(entry, layout)
     result.conventions["memory"] = memory_note(needed, gpu)
     if not args.no_memory_check and needed is not None and needed > gpu.hbm_bytes:
-        raise UsageError(f"--gpus: the most loaded rank needs {needed / 2**30:.1f} GiB, more than the "
-                         f"{gpu.hbm_bytes / 2**30:.1f} GiB of HBM on a {gpu.name}: does not fit")
+        raise UsageError(f"--gpus: the most loaded rank needs {format_memory(needed)}, more than the "
+                         f"HBM of a {gpu.name} (datasheet: {format_bytes(gpu.hbm_bytes, 'GB', 0)}): does not fit")
     return entry, layout, gpu, result
 
 
@@ -183,7 +184,7 @@ def memory_note(needed: float | None, gpu: System) -> str:
         return "not checked (MoE, or ZeRO-2/3: derive.sweep covers dense models with ZeRO 0/1)"
     low = usable(gpu)
     verdict = "fits" if needed <= low else "above the usable low end, under the HBM: may not fit"
-    return f"{needed / 2**30:.1f} GiB on the most loaded rank; usable low end {low / 2**30:.1f} GiB: {verdict}"
+    return f"{format_memory(needed)} on the most loaded rank; usable low end {format_memory(low)}: {verdict}"
 
 
 def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime) -> str:

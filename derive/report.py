@@ -21,7 +21,7 @@ from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
 from derive.presets import Model, hardware
 from derive.symbols import b, d
-from derive.units import BYTE_UNITS, format_bytes, format_count, format_percent, format_seconds
+from derive.units import BYTE_UNITS, format_count, format_memory, format_percent, format_seconds
 
 DEFAULT_MFU = 0.4
 
@@ -169,6 +169,8 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
 def _fit_line(request: Request, values: dict[str, Figure]) -> str:
     """The last line: how many GPUs (or ZeRO ranks) hold the state at the budget."""
     budget = values["fit.budget"].expression
+    if "iB" not in budget:  # a size given in decimal units (--budget 80GB): its binary value beside it
+        budget += f" = {format_memory(request.budget_bytes)}"
     if not request.zero:
         return (f"  fit at {budget} per GPU: resident state needs >= "
                 f"{values['fit.gpus_for_state'].value:.0f} GPUs; with one micro-batch of "
@@ -176,7 +178,7 @@ def _fit_line(request: Request, values: dict[str, Figure]) -> str:
     per_rank = values["state.resident"].value
     fits = "fits" if per_rank <= request.budget_bytes else "does not fit"
     line = (f"  fit at {budget} per GPU: ZeRO-{request.zero} over {request.dp} ranks holds "
-            f"{format_bytes(per_rank)} per rank ({fits});")
+            f"{format_memory(per_rank)} per rank ({fits});")
     if "fit.gpus_for_state" not in values:
         return line + " the unsharded state alone exceeds the budget at any number of ranks"
     line += f" the state needs >= {values['fit.gpus_for_state'].value:.0f} ranks"
@@ -203,22 +205,22 @@ def render_text(m: Model, request: Request, values: dict[str, Figure], seq_from:
         f"  N = {format_count(v('parameters'), 'parameters')}   ({request.precision} + "
         f"{request.optimizer}: {v('bytes_per_parameter'):.4g} B/param"
         + (f", ZeRO-{request.zero} over {request.dp} ranks" if request.zero else "") + ")",
-        f"  params {format_bytes(v('state.params')):>10}  grads {format_bytes(v('state.grads')):>10}"
-        f"  optim {format_bytes(v('state.optimizer')):>10}  resident "
-        f"{format_bytes(v('state.resident')):>10}",
+        f"  params {format_memory(v('state.params')):>11}  grads {format_memory(v('state.grads')):>11}"
+        f"  optim {format_memory(v('state.optimizer')):>11}  resident "
+        f"{format_memory(v('state.resident')):>11}",
         *([f"  {request.precision}: {format_count(v('fp8_parameters'), 'parameters')} in "
            f"{v('fp8_tensors'):.0f} layer matrices quantised; quantised weight copies and scales "
-           f"{format_bytes(v('state.fp8_copies'))} (in params, beside the bf16 copy)"]
+           f"{format_memory(v('state.fp8_copies'))} (in params, beside the bf16 copy)"]
           if "state.fp8_copies" in values else []),
         f"  activation/layer (b={request.micro_batch}, profile {request.profile}): "
-        f"{format_bytes(v('activations.per_layer_fused')):>10} "
+        f"{format_memory(v('activations.per_layer_fused')):>11} "
         + ("flash | " if materialised else "per layer | ")
-        + (f"{format_bytes(v('activations.per_layer_materialised')):>10} materialised scores | "
+        + (f"{format_memory(v('activations.per_layer_materialised')):>11} materialised scores | "
            if materialised else "")
-        + f"all layers + logits {format_bytes(v('activations.all_layers_and_logits')):>10}",
+        + f"all layers + logits {format_memory(v('activations.all_layers_and_logits')):>11}",
         *([f"  activation/layer with {request.precision}'s quantised linear inputs: "
-           f"{format_bytes(v('activations.per_layer_fp8')):>10} (16-bit: "
-           f"{format_bytes(v('activations.per_layer_fused'))})"]
+           f"{format_memory(v('activations.per_layer_fp8')):>11} (16-bit: "
+           f"{format_memory(v('activations.per_layer_fused'))})"]
           if "activations.per_layer_fp8" in values else []),
         f"  FLOPs/token: 6N = {format_count(v('flops.six_n'), 'FLOP', 0, 10)}, with causal "
         f"attention = {format_count(v('flops.per_token_causal'), 'FLOP', 0, 10)};  one "

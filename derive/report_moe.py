@@ -20,7 +20,7 @@ from derive.architectures.saved_moe import PROFILES
 from derive.inputs import choose, positive_int
 from derive.moe_presets import MoEModel
 from derive.symbols import D, E, a, b, d, e, f_E, g, p, s, t, t_E
-from derive.units import BYTE_UNITS
+from derive.units import format_memory
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,6 @@ def _names(values: dict[sp.Symbol, int]) -> dict[str, int]:
 def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused") -> str:
     """The text report."""
     v = {key: float(value) for key, value in moe_figures(model, layout, profile).items()}
-    gib = BYTE_UNITS["GiB"]
     lines = [
         f"{model.name} (MoE; {model.source})",
         f"  parameters N            {v['parameters'] / 1e9:10.2f} B   active per token "
@@ -101,9 +100,9 @@ def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused") -> st
         f"p = {layout.pp}, d = {layout.dp} (EDP = {int(v['expert_data_parallel'])}), b = {layout.micro_batch}",
         f"  first stage, one GPU    {v['stage_parameters'] / 1e9:10.3f} B parameters "
         f"({v['stage_expert_parameters'] / 1e9:.3f} B routed experts)",
-        f"  states per GPU          {v['state_bytes'] / gib:10.2f} GiB (Megatron bf16, distributed "
-        f"optimizer: 6 + 12/d, experts 6 + 12/EDP); {v['state_bytes_plain'] / gib:.2f} GiB without",
-        f"  activations per GPU     {v['activation_bytes'] / gib:10.2f} GiB ({profile} profile, "
+        f"  states per GPU          {format_memory(v['state_bytes']):>14} (Megatron bf16, distributed "
+        f"optimizer: 6 + 12/d, experts 6 + 12/EDP); {format_memory(v['state_bytes_plain'])} without",
+        f"  activations per GPU     {format_memory(v['activation_bytes']):>14} ({profile} profile, "
         f"first stage, {layout.pp} micro-batch(es) in flight, s = {model.values[s]})",
         f"  FLOPs per token         {v['flops_per_token'] / 1e9:10.1f} GFLOP (derived: 6 N_active_GEMM "
         f"+ scores, router included); Megatron {v['megatron_flops_per_token'] / 1e9:.1f}",

@@ -19,6 +19,9 @@ BYTE_UNITS: dict[str, int] = {
 }
 
 DECIMAL_STEPS: tuple[str, ...] = ("B", "KB", "MB", "GB", "TB")
+#: Memory (states, activations, budgets, per-GPU bytes) is printed in these binary units; decimal
+#: GB stays for link traffic, bandwidths (GB/s, the vendors' 10^9) and figures quoted from a source.
+BINARY_STEPS: tuple[str, ...] = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def to_unit(value: sp.Expr | int | float | Fraction, unit: str) -> float:
@@ -28,10 +31,10 @@ def to_unit(value: sp.Expr | int | float | Fraction, unit: str) -> float:
     return float(value) / BYTE_UNITS[unit]
 
 
-def decimal_unit(value: float) -> str:
-    """The largest decimal unit (B ... TB) in which ``value`` bytes is at least 1."""
-    unit = DECIMAL_STEPS[0]
-    for step in DECIMAL_STEPS:
+def largest_unit(value: float, steps: tuple[str, ...] = DECIMAL_STEPS) -> str:
+    """The largest unit of ``steps`` (decimal B ... TB unless told) in which ``value`` bytes is at least 1."""
+    unit = steps[0]
+    for step in steps:
         if abs(value) >= BYTE_UNITS[step]:
             unit = step
     return unit
@@ -50,8 +53,13 @@ def _fixed_or_scientific(number: float, digits: int) -> str:
 
 def format_bytes(value: sp.Expr | int | float, unit: str | None = None, digits: int = 2) -> str:
     """``value`` bytes as e.g. '128.48 GB'; decimal units unless ``unit`` says otherwise."""
-    unit = unit or decimal_unit(float(value))
+    unit = unit or largest_unit(float(value))
     return f"{_fixed_or_scientific(to_unit(value, unit), digits)} {unit}"
+
+
+def format_memory(value: sp.Expr | int | float, digits: int = 2) -> str:
+    """Memory ``value`` bytes in the largest binary unit it fills ('131.42 GiB', '1.03 TiB')."""
+    return format_bytes(value, largest_unit(float(value), BINARY_STEPS), digits)
 
 
 #: Decimal prefixes of counts: parameters use the article's B (billion), FLOPs SI's G.

@@ -117,11 +117,11 @@ def test_budget_takes_hardware_names_in_any_case(capsys):
 
 
 def test_zero3_counts_the_ranks_it_shards_over(capsys):
-    # 405B, bf16 + Adam: 16 N = 6.49 TB; ZeRO-3 over 2 ranks holds 3.25 TB per rank, and the
+    # 405B, bf16 + Adam: 16 N = 6.49 TB = 5.90 TiB; ZeRO-3 over 2 ranks holds 2.95 TiB per rank, and the
     # state needs ceil(16 N / 70 GiB) = 87 ranks - the same count as splitting the state.
     status, out, _ = cli("--model", "405b", "--zero", "3", "--dp", "2", capsys=capsys)
     assert status == 0
-    assert ("ZeRO-3 over 2 ranks holds 3.25 TB per rank (does not fit); the state needs >= 87 "
+    assert ("ZeRO-3 over 2 ranks holds 2.95 TiB per rank (does not fit); the state needs >= 87 "
             "ranks") in out
     # ZeRO-1 over 64 ranks: 4 N replicated (1.62 TB) exceeds 70 GiB at any number of ranks
     status, out, _ = cli("--model", "405b", "--zero", "1", "--dp", "64", capsys=capsys)
@@ -137,8 +137,8 @@ def test_units_scale_both_ways(capsys):
     status, out, _ = cli("--layers", "1000", "--hidden", str(2**17), "--heads", "1",
                          "--ffn", str(2**17), "--vocab", "1000", capsys=capsys)
     # N = 1000 (4 h^2 + 3 h f + 2 h) + 2 V h + h = 120,259,608,707,072 at h = f = 2^17, under 2^48:
-    # 16 N = 1924.15 TB, no float noise
-    assert status == 0 and "N = 120.26 T" in out and "resident 1924.15 TB" in out
+    # 16 N = 1,924,153,739,313,152 B = 1750.01 TiB, no float noise
+    assert status == 0 and "N = 120.26 T" in out and "resident 1750.01 TiB" in out
     assert not [word for word in out.split() if "." in word and len(word) > 10], out
     # N = 8.46e17 passes 2^48 (its 16 bytes each would pass 2^53): refused, naming the first largest field
     status, _, err = cli("--layers", "100000", "--hidden", str(2**40), "--heads", "1",

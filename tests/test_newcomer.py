@@ -126,6 +126,61 @@ def test_memory_is_judged_in_gib():
     assert fit.startswith("  fit at h100 usable low end 62.49 GiB per GPU")
 
 
+#: Text runs of every command for a dense and an MoE model (issue 27's vocabulary audit).
+AUDITED = {
+    "report dense": ("derive.cli", ["--model", "70b", "--gpu", "h100", "--tokens", "4194304", "--gpus", "1024",
+                                    "--step-time", "4.5"]),
+    "report dense, fp8": ("derive.cli", ["--model", "8b", "--precision", "fp8-current", "--profile", "llama-fused"]),
+    "report dense, GB budget": ("derive.cli", ["--model", "405b", "--budget", "80GB", "--zero", "3", "--dp", "2"]),
+    "report moe": ("derive.cli", ["--model", "deepseek-v3"]),
+    "report moe, transformers": ("derive.cli", ["--model", "mixtral-8x7b-v0.1", "--profile", "hf-sdpa",
+                                                "--seq", "2048"]),
+    "plan dense": ("derive.plan", ["--model", "70b", "--gpus", "64", "--tokens", "1048576", "--top", "2"]),
+    "plan moe": ("derive.plan", ["--model", "mixtral-8x7b", "--gpus", "64", "--tokens", "1048576", "--top", "2"]),
+    "predict dense": ("derive.predict", ["--model", "70b", "--tp", "8", "--pp", "4", "--gpus", "64",
+                                         "--global-batch", "128"]),
+    "predict moe": ("derive.predict", ["--model", "mixtral-8x7b", "--tp", "2", "--sequence-parallel", "--ep", "4",
+                                       "--dp", "4", "--global-batch", "64"]),
+    "comm dense": ("derive.comm", ["--model", "70b", "--tp", "8", "--pp", "4", "--dp", "2"]),
+    "comm moe": ("derive.comm", ["--model", "mixtral-8x7b", "--tp", "2", "--sequence-parallel", "--ep", "4",
+                                  "--dp", "4"]),
+}
+#: A size with a decimal byte unit ('141.11 GB', '1.13 TB', '80GB'); GB/s is a bandwidth, not memory.
+DECIMAL_SIZE = re.compile(r"\d ?[KMGT]B\b(?!/s)")
+#: What may carry a decimal size: a quoted source, labelled '(datasheet: 80 GB)' / '(article: ...)',
+#: and a --budget the user gave in GB, printed with its binary value ('80GB = 74.51 GiB').
+LABELLED = re.compile(r"\((?:datasheet|article)[^)]*\)|\S+ = [\d.]+ [KMGT]iB")
+
+
+@pytest.mark.parametrize("name", sorted(AUDITED))
+def test_memory_is_printed_in_binary_units(name):
+    module, argv = AUDITED[name]
+    code, out = call(module, argv)
+    assert code == 0, out
+    assert not DECIMAL_SIZE.findall(LABELLED.sub("", out)), out
+    for other in ("B/parameter", "bytes/param", "bytes per param", "B per param"):
+        assert other not in out
+    if module == "derive.cli" and "(MoE; " not in out:
+        assert re.search(r"\d B/param", out)
+    if module in ("derive.cli", "derive.plan"):
+        assert re.search(r"\d GiB|\d TiB|memory GiB", out)
+    if module == "derive.comm":     # traffic stays decimal, stated once in the table's heading
+        assert "GB (10^9 bytes) one rank sends per step" in out
+    if name == "predict dense":     # predict's memory verdict (its JSON's conventions) in GiB too
+        note = json.loads(call(module, [*argv, "--json"])[1])["conventions"]["memory"]
+        assert re.fullmatch(r"\d+\.\d\d GiB on the most loaded rank; usable low end 62\.49 GiB: fits", note)
+
+
+def test_the_budget_read_as_gb_is_shown_in_gib():
+    # 80 GB = 80 x 10^9 / 2^30 = 74.51 GiB; 405B's 16 N = 6.49e12 B = 5.90 TiB, over 2 ranks 2.95 TiB
+    _, out = call("derive.cli", ["--model", "405b", "--budget", "80GB", "--zero", "3", "--dp", "2"])
+    assert "fit at 80GB = 74.51 GiB per GPU: ZeRO-3 over 2 ranks holds 2.95 TiB per rank" in out
+    # the HBM a layout overflows is the datasheet's, quoted in its GB
+    code, line = call("derive.predict", ["--model", "405b", "--gpu", "h100", "--tp", "8", "--gpus", "8",
+                                         "--global-batch", "8"])
+    assert code == 2 and "(datasheet: 80 GB)" in line and not DECIMAL_SIZE.findall(LABELLED.sub("", line))
+
+
 def test_the_planner_takes_no_target_mfu():
     code, line = call("derive.plan", ["--model", "8b", "--gpus", "8", "--tokens", "65536", "--mfu", "0.4"])
     assert code == 2 and line.startswith("error: --mfu: the planner ranks layouts by the step model's predicted time")

@@ -77,6 +77,7 @@ def test_llama3_paper_pipeline_needs_balanced_stages_and_does_not_fit_unrecomput
     activations = 16 * 8 * 508.5 * 2**20
     assert main([*LLAMA3_PAPER, "--balanced"]) == 2
     err = capsys.readouterr().err
-    assert f"needs {(states + activations) / 2**30:.1f} GiB" in err and "81.7 GiB" in err
+    assert f"needs {(states + activations) / 2**30:.2f} GiB" in err and "81.65 GiB" in err
+    assert "HBM of a h100 (datasheet: 80 GB)" in err
     data = _json(capsys, [*LLAMA3_PAPER, "--balanced", "--recompute", "full", "--json"])
     assert data["layout"]["micro_batches"] == 16

@@ -14,21 +14,40 @@ def derive(*args):
                           capture_output=True, text=True)
 
 
+#: Decimal and binary byte units, to read the article's GB beside the report's GiB.
+SIZE = {"GB": 10**9, "TB": 10**12, "GiB": 2**30, "TiB": 2**40}
+
+
+def same_size(printed: str, article: str) -> bool:
+    """``printed`` ('131.42 GiB') and the article's ``article`` ('141.11 GB') agree within both roundings."""
+    (value, unit), (quoted, quoted_unit) = printed.split(), article.split()
+    return abs(float(value) * SIZE[unit] - float(quoted) * SIZE[quoted_unit]) <= \
+        0.005 * (SIZE[unit] + SIZE[quoted_unit])
+
+
 def test_default_report_has_the_article_sample_output():
     out = derive()
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    # The article's sample output of cli.py, section 8.4.
-    for line in (
-        "params   16.06 GB  grads   16.06 GB  optim   96.36 GB  resident  128.48 GB",
-        "params  141.11 GB  grads  141.11 GB  optim  846.64 GB  resident    1.13 TB",
-        "params  811.71 GB  grads  811.71 GB  optim    4.87 TB  resident    6.49 TB",
-    ):
-        assert line in text
-    for figure in ("1.14 GB flash", "11.88 GB materialised", "42.81 GB",
-                   "2.28 GB flash", "23.76 GB materialised", "188.84 GB",
-                   "4.56 GB flash", "47.51 GB materialised", "581.29 GB",
-                   "6N = 48 GFLOP, with causal attention = 51 GFLOP", ">= 0.43 s",
+    # The article's sample output of cli.py, section 8.4, in its GB; the report prints GiB / TiB.
+    state = re.findall(r"params +(\S+ \S+) +grads +(\S+ \S+) +optim +(\S+ \S+) +resident +(\S+ \S+)", text)
+    article = [("16.06 GB", "16.06 GB", "96.36 GB", "128.48 GB"),
+               ("141.11 GB", "141.11 GB", "846.64 GB", "1.13 TB"),
+               ("811.71 GB", "811.71 GB", "4.87 TB", "6.49 TB")]
+    assert len(state) == 3
+    for printed, quoted in zip(state, article):
+        assert all(same_size(*pair) for pair in zip(printed, quoted)), (printed, quoted)
+    # 70B: 2N = 141,107,412,992 B = 131.42 GiB; 16 N = 1.03 TiB
+    assert "params  131.42 GiB  grads  131.42 GiB  optim  788.50 GiB  resident    1.03 TiB" in text
+    activations = re.findall(r"(\S+ \S+) flash \| +(\S+ \S+) materialised scores \| all layers \+ logits +(\S+ \S+)",
+                             text)
+    article = [("1.14 GB", "11.88 GB", "42.81 GB"), ("2.28 GB", "23.76 GB", "188.84 GB"),
+               ("4.56 GB", "47.51 GB", "581.29 GB")]
+    assert len(activations) == 3
+    for printed, quoted in zip(activations, article):
+        assert all(same_size(*pair) for pair in zip(printed, quoted)), (printed, quoted)
+    assert not re.search(r"\d (GB|TB)\b", text)
+    for figure in ("6N = 48 GFLOP, with causal attention = 51 GFLOP", ">= 0.43 s",
                    "6N = 423 GFLOP, with causal attention = 449 GFLOP", ">= 3.72 s",
                    "6N = 2435 GFLOP, with causal attention = 2524 GFLOP", ">= 20.91 s",
                    "N = 8.03 B", "N = 70.55 B", "N = 405.85 B", "16 B/param"):
@@ -46,7 +65,9 @@ def test_the_mfu_example():
 def test_fp32_gradients():
     out = derive("--model", "70b", "--precision", "bf16-fp32grad")
     assert "18 B/param" in out.stdout
-    assert "grads  282.21 GB" in out.stdout and "resident    1.27 TB" in out.stdout
+    # the article: fp32 grads 282.21 GB = 262.83 GiB, resident 18 N = 1.27 TB = 1.16 TiB
+    assert "grads  262.83 GiB" in out.stdout and "resident    1.16 TiB" in out.stdout
+    assert same_size("262.83 GiB", "282.21 GB") and same_size("1.16 TiB", "1.27 TB")
 
 
 MODELS = ("llama3-8b", "llama3-70b", "llama3-405b")
@@ -62,7 +83,8 @@ def test_fit_answers_state_the_budget_unit():
     decimal = json.loads(derive("--json", "--budget", "70GB").stdout)
     assert [decimal[m]["fit.gpus_for_state"]["value"] for m in MODELS] == [2, 17, 93]
     text = derive("--model", "70b", "--budget", "80GB").stdout
-    assert "fit at 80GB per GPU: resident state needs >= 15 GPUs" in text
+    # 80 GB = 80e9 / 2^30 = 74.51 GiB, printed beside the size as given
+    assert "fit at 80GB = 74.51 GiB per GPU: resident state needs >= 15 GPUs" in text
 
 
 def test_json_keys_units_and_expressions():

@@ -1,5 +1,6 @@
 """The committed sheet is what make derive writes, byte for byte, and carries the article's numbers."""
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -34,6 +35,35 @@ def test_sheet_carries_the_article_numbers(fresh):
     assert r"| bf16 | adam | $16$ | $4 + \frac{12}{d}$ | $2 + \frac{14}{d}$ | $\frac{16}{d}$ |" in sheet
     tex = (fresh / "sheet.tex").read_text()
     assert r"\documentclass" in tex and "1.13 TB" in tex and r"$6 + \frac{12}{d}$" in tex
+
+
+#: The sheet's tables that print sizes in decimal units (issue 27: memory in GiB, GB only where a source
+#: is quoted): tables reproducing the article's, quoting sources or data sheets, and traffic over links.
+DECIMAL_TABLES = {
+    "Resident state (parameters, gradients, optimizer)",                  # the article's section 8.4 output
+    "Activations per model, the article's convention (s = 8192, b = 1)",  # the article's section 4.3 table
+    "GPUs that hold the resident state (bf16 + Adam, 16 B/param)",        # the article's self-test
+    "Per-GPU budget: h100 (80.00 GiB of HBM, sold as '80 GB')",           # sources quoted in the rows
+    "Per-GPU budget: a100 (80.00 GiB of HBM, sold as '80 GB')",
+    "Hardware presets", "Systems (derive.systems): dense peaks, HBM, links per GPU",    # data sheets
+    "Bytes one rank sends per training step, by group (ring collectives, the most loaded rank)",  # traffic
+    "The collectives of llama3-70b at t 8, p 4, d 64 (sequence parallel), per rank and step",
+    "The article's numeric claims", "Claims per document", "The papers' claims that do not hold",
+}
+
+
+def test_memory_tables_are_in_binary_units(sheet, tables):
+    heading, decimal = None, set()
+    for line in sheet.splitlines():
+        if line.startswith("**"):
+            heading = line.strip("*")
+        elif line.startswith("|") and re.search(r"\d ?[KMGT]B\b(?!/s)", line):
+            decimal.add(heading)
+    assert decimal == DECIMAL_TABLES
+    # the MoE table's exact bytes (tables.json) are printed in GiB on the sheet
+    for row in tables["moe_models"]["rows"]:
+        line = next(line for line in sheet.splitlines() if line.startswith(f"| {row['model']} |"))
+        assert f"| {row['states'] / 2**30:.2f} GiB | {row['activations'] / 2**30:.2f} GiB |" in line
 
 
 def test_tables_json_holds_exact_values_with_units(fresh):

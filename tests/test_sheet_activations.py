@@ -93,9 +93,11 @@ def _y_to_bytes(root) -> callable:
     ticks = {}
     for text in root.iter(f"{SVG}text"):
         if text.get("class") == "tick":
-            ticks[int(text.text[:-3].replace(",", ""))] = float(text.get("y"))
+            value, unit = text.text.split()
+            assert unit == "GiB"                            # memory in binary units (issue 27)
+            ticks[int(value.replace(",", ""))] = float(text.get("y"))
     zero, top = ticks[0], max(ticks)
-    per_pixel = top * GB / (zero - ticks[top])
+    per_pixel = top * 2**30 / (zero - ticks[top])
     return lambda y: (zero - y) * per_pixel
 
 
@@ -121,7 +123,9 @@ def test_memory_timeline_geometry_matches_the_ledger(fresh):
     line = next(l for l in root.iter(f"{SVG}line") if l.get("class") == "simple-sum")
     assert to_bytes(float(line.get("y1"))) == pytest.approx(16 * N_70B + 188.84e9, rel=1e-4)
     marks = [t.text for t in root.iter(f"{SVG}text") if t.text and t.text.startswith("end of")]
-    assert marks == ["end of forward (logits): 1176.59 GB", "end of backward (embedding): 1128.86 GB"]
+    # 14 N + 188.84 GB = 1176.59 GB = 1.07 TiB; 16 N = 1128.86 GB = 1.03 TiB (TiB = 2^40 B)
+    assert [f"{value * GB / 2**40:.2f}" for value in (1176.59, 1128.86)] == ["1.07", "1.03"]
+    assert marks == ["end of forward (logits): 1.07 TiB", "end of backward (embedding): 1.03 TiB"]
 
 
 def test_sheet_tex_draws_the_timeline_bars(fresh):

@@ -165,7 +165,8 @@ def test_departure_sizes_print_bytes_numbers_and_leftover_symbols():
     from derive.render.sections.megatron import _size_cell
     from derive.symbols import b
 
-    assert _size_cell(5 * 64 * 8192**2 // 8, "B").text == "2.68 GB"
+    # 5 a s^2 / 8 = 2,684,354,560 B = 2.5 x 2^30: memory in GiB
+    assert _size_cell(5 * 64 * 8192**2 // 8, "B").text == "2.50 GiB"
     assert _size_cell(sp.Rational(-3, 2), "bytes per parameter").text == "-1.5"
     leftover = _size_cell(2 * b, "B")
     assert leftover.math and leftover.text == "2 b" and leftover.value == "2*b"

@@ -12,7 +12,7 @@ from typing import Mapping
 import sympy as sp
 
 from derive.render.printer import tex
-from derive.units import format_bytes
+from derive.units import format_bytes, format_memory
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,13 @@ def int_cell(value: int | sp.Expr) -> Cell:
 
 
 def bytes_cell(value: int | sp.Expr, unit: str | None = None) -> Cell:
-    """A byte count: exact integer in the JSON (unit B), formatted in GB/TB (or ``unit``) on the sheet."""
-    return Cell(int_cell(value).value, format_bytes(value, unit))
+    """A byte count: exact integer in the JSON (unit B); memory in GiB / TiB on the sheet, or in ``unit``."""
+    return Cell(int_cell(value).value, format_memory(value) if unit is None else format_bytes(value, unit))
+
+
+def article_bytes_cell(value: int | sp.Expr) -> Cell:
+    """A byte count in a table that reproduces the article's: its decimal GB / TB, the note labels them."""
+    return Cell(int_cell(value).value, format_bytes(value))
 
 
 def text_cell(value: str) -> Cell:

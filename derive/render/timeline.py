@@ -5,7 +5,7 @@ from derive.accounts.activations import Moment, step_moments
 from derive.presets import MODELS
 from derive.render.figures import PALETTE, px
 from derive.render.sheet import Drawing
-from derive.units import format_bytes
+from derive.units import format_memory
 
 #: the four bands, bottom to top.
 BANDS = ("optimizer", "params", "grads", "activations")
@@ -13,7 +13,7 @@ BAND_NAMES = {"optimizer": "optimizer state (fp32 master + Adam moments)",
               "params": "bf16 parameters", "grads": "bf16 gradients",
               "activations": "activations (+ logits)"}
 LEFT, PLOT_WIDTH, TOP, PLOT_HEIGHT = 80, 700, 80, 300
-TICK_STEP = 200 * 10**9
+TICK_STEP = 200 * 2**30
 #: LaTeX points per byte-axis pixel for the bars sheet.tex draws at the key moments.
 TEX_SCALE = 0.5
 
@@ -41,10 +41,10 @@ def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str
     marks = []
     for index, anchor in ((layers + 1, "middle"), (len(moments) - 2, "end")):
         moment = moments[index]
-        marks.append({"label": f"{moment.label}: {format_bytes(moment.total, 'GB')}",
+        marks.append({"label": f"{moment.label}: {format_memory(moment.total)}",
                       "x": px(xs[index]), "y": px(y(moment.total)), "total": moment.total,
                       "text_y": px(y(moment.total) - 8), "anchor": anchor})
-    ticks = [{"y": px(y(value)), "label": f"{value // 10**9:,} GB"}
+    ticks = [{"y": px(y(value)), "label": f"{value // 2**30:,} GiB"}
              for value in range(0, axis_max + 1, TICK_STEP)]
     phases = [{"label": "forward", "x": px((xs[0] + xs[layers + 1]) / 2)},
               {"label": "backward", "x": px((xs[layers + 1] + xs[-2]) / 2)}]
@@ -60,7 +60,7 @@ def timeline_chart(moments: list[Moment], title: str, subtitle: str) -> dict[str
         "phase_y": px(TOP + PLOT_HEIGHT + 16), "axis_max": axis_max,
         "bands": bands, "marks": marks, "ticks": ticks, "phases": phases, "legend": legend,
         "simple_sum": {"label": f"parameters + gradients + optimizer + activations: "
-                                f"{format_bytes(simple, 'GB')} (the simple upper bound)",
+                                f"{format_memory(simple)} (the simple upper bound)",
                        "y": px(y(simple)), "total": simple, "text_y": px(y(simple) - 4)},
         "simple_sum_text_x": str(LEFT + 4),
         "tex": tex_bars(moments, [0, layers + 1, len(moments) - 2, len(moments) - 1], axis_max),
@@ -78,7 +78,7 @@ def tex_bars(moments: list[Moment], picks: list[int], axis_max: int) -> dict[str
                   "width": f"{moment.bands[band] / axis_max * PLOT_WIDTH * TEX_SCALE:.2f}pt"}
                  for band in BANDS]
         bars.append({"label": moment.label, "rules": rules,
-                     "value": format_bytes(moment.total)})
+                     "value": format_memory(moment.total)})
     colours = [{"name": names[band], "hex": PALETTE[i][1:].upper(), "legend": BAND_NAMES[band]}
                for i, band in enumerate(BANDS)]
     return {"bars": bars, "colours": colours}
@@ -94,4 +94,4 @@ def memory_timeline_figure(name: str = "llama3-70b") -> Drawing:
     return Drawing("memory_timeline.svg", "svg/memory_timeline.svg.j2",
                   f"Memory of one step of {name} over time: resident parameters and optimizer "
                   "state flat, activations peaking at the end of forward, gradients at the end "
-                  "of backward (GB = 10^9 B).", context, tex_template="tex/memory_timeline.tex.j2")
+                  "of backward (GiB = 2^30 B).", context, tex_template="tex/memory_timeline.tex.j2")

@@ -57,7 +57,7 @@ from derive.report import (
     figures,
 )
 from derive.symbols import b, d, k, meaning
-from derive.units import BYTE_UNITS, DECIMAL_STEPS
+from derive.units import BINARY_STEPS, BYTE_UNITS, DECIMAL_STEPS
 
 #: The report's figures the page computes (the transformers-only figure stays in the CLI).
 FORMULAS = tuple(formula for formula in ALL_FORMULAS if formula.key not in REPORT_ONLY)
@@ -203,8 +203,8 @@ DEFAULTS: dict[str, object] = {"mfu": DEFAULT_MFU}
 ERROR_PREFIX = "derive: error: "
 #: The model the page shows when a link names none (the CLI would print the three Llama 3 models).
 PAGE_MODEL = "llama3-70b"
-#: Digits the page prints: bytes and scaled counts as format_bytes does, significant figures
-#: of seconds and bytes/parameter, percent decimals, and how Python's repr escapes an unprintable
+#: Digits the page prints: memory as format_memory does (binary units), scaled counts, significant
+#: figures of seconds and bytes/parameter, percent decimals, and how Python's repr escapes an unprintable
 #: character (Objects/unicodeobject.c, unicode_repr): \\xhh below 0x100, \\uhhhh, then \\Uhhhhhhhh.
 DISPLAY: dict[str, object] = {"digits": 2, "significant": 4, "percent_digits": 1, "hex_base": 16,
                               "escapes": [["x", 2, 0x100], ["u", 4, 0x10000], ["U", 8, 0x110000]]}
@@ -543,7 +543,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "byte_units": BYTE_UNITS,
         "decimal_steps": list(DECIMAL_STEPS),
         "byte_unit_suffix": DECIMAL_STEPS[0],
-        "binary_steps": [DECIMAL_STEPS[0], *(unit for unit in BYTE_UNITS if unit.endswith("iB"))],
+        "binary_steps": list(BINARY_STEPS),
         "display": DISPLAY,
         "legend": symbol_legend(),
         "zero_stages": list(ZERO_STAGES),

@@ -183,10 +183,10 @@
     return DATA.approximate + String(Number(value.toPrecision(DATA.display.significant)));
   }
 
-  function format(value, unit, key) {
+  function format(value, unit) {
     const display = DATA.display;
     switch (unit) {
-      case "B": return scaled(value, DATA.byte_unit_suffix) + (key === "fit.budget" ? " = " + binary(value) : "");
+      case "B": return binary(value);  // memory in binary units, as the command line prints it
       case "parameters": return Number.isSafeInteger(value) ? INTEGER.format(value) : approximate(value);
       case "B/param": return String(Number(value.toPrecision(display.significant))) + " B/param";
       case "FLOP/token": return scaled(value, "FLOP/token");
@@ -245,7 +245,7 @@
         output.removeAttribute("data-value");
         continue;
       }
-      output.textContent = format(figure.value, figure.formula.unit, figure.formula.key);
+      output.textContent = format(figure.value, figure.formula.unit);
       output.dataset.value = String(figure.value);
       output.title = String(figure.value) + " " + figure.formula.unit;
       row.dataset.tex = (figure.formula.symbol ? DATA.legend[figure.formula.symbol].tex + " = " : "") + figure.variant.tex;

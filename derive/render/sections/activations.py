@@ -31,6 +31,7 @@ from derive.render.sheet import (
     Node,
     Section,
     Table,
+    article_bytes_cell,
     bytes_cell,
     math_cell,
     text_cell,
@@ -191,12 +192,12 @@ def article_activations_table() -> Table:
     """The article's convention (GPT table at f = 4h applied to Llama 3) per model, s from the presets, b = 1."""
     rows = tuple(
         {"model": text_cell(name),
-         "fused": bytes_cell(_at(name, article_layer_bytes("fused"))),
-         "materialised": bytes_cell(_at(name, article_layer_bytes("materialised"))),
-         "layers": bytes_cell(_at(name, article_model_bytes("fused", logits=False))),
-         "logits": bytes_cell(_at(name, logits_bytes())),
-         "total": bytes_cell(_at(name, article_model_bytes("fused"))),
-         "total_materialised": bytes_cell(_at(name, article_model_bytes("materialised")))}
+         "fused": article_bytes_cell(_at(name, article_layer_bytes("fused"))),
+         "materialised": article_bytes_cell(_at(name, article_layer_bytes("materialised"))),
+         "layers": article_bytes_cell(_at(name, article_model_bytes("fused", logits=False))),
+         "logits": article_bytes_cell(_at(name, logits_bytes())),
+         "total": article_bytes_cell(_at(name, article_model_bytes("fused"))),
+         "total_materialised": article_bytes_cell(_at(name, article_model_bytes("materialised")))}
         for name in LLAMA3_MODELS
     )
     return Table(
@@ -209,7 +210,8 @@ def article_activations_table() -> Table:
          Column("total_materialised", "L layers + logits, materialised", unit="B", width=NARROW)),
         rows,
         note="GPT table at f = 4h, norm statistics and logsumexp ignored (the article, section 4.3): "
-             "per layer sbh(34 + 5as/h) materialised, 34sbh fused; logits 6sbV. GB = 10^9 B, TB = 10^12 B.",
+             "per layer sbh(34 + 5as/h) materialised, 34sbh fused; logits 6sbV. In the article's units "
+             "(its section 4.3 table): GB = 10^9 B, TB = 10^12 B.",
     )
 
 
@@ -234,7 +236,7 @@ def profile_activations_table() -> Table:
         "activations_llama_profiles", f"Activations per model, Llama profiles ({_worked_shape()})",
         tuple(columns), tuple(rows),
         note="The Llama layer as each profile runs it (GQA, SwiGLU, no dropout; fused attention), "
-             "norm statistics and logsumexp ignored; logits 6sbV. GB = 10^9 B, TB = 10^12 B.",
+             "norm statistics and logsumexp ignored; logits 6sbV. GiB = 2^30 B, TiB = 2^40 B.",
     )
 
 

@@ -22,7 +22,7 @@ from derive.render.sheet import (
     Column,
     Section,
     Table,
-    bytes_cell,
+    article_bytes_cell,
     int_cell,
     text_cell,
 )
@@ -100,7 +100,7 @@ def self_test_table() -> Table:
     held = resident_bytes(*RECIPE)
     rows = tuple(
         {"model": text_cell(name),
-         "resident": bytes_cell(MODELS[name].at(held)),
+         "resident": article_bytes_cell(MODELS[name].at(held)),
          **{key: int_cell(counts[key][name]) for key, _, _ in budgets}}
         for name in LLAMA3_MODELS
     )
@@ -110,7 +110,8 @@ def self_test_table() -> Table:
          *(Column(key, heading, unit="GPUs") for key, heading, _ in budgets)),
         rows,
         note="ceil(resident state / budget per GPU); activations not counted. The article's "
-             "2 / 17 / 93 follows from a 70 GB budget; 70 GiB gives 2 / 16 / 87.",
+             "2 / 17 / 93 follows from a 70 GB budget; 70 GiB gives 2 / 16 / 87. The resident state "
+             "in the article's GB = 10^9 B and TB = 10^12 B.",
     )
 
 

@@ -17,6 +17,7 @@ from derive.presets import LLAMA3_MODELS, model
 from derive.recipes import RECIPES
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 from derive.symbols import b, h, s
+from derive.units import format_memory
 
 #: The rows of the bytes-per-parameter table: (precision, optimizer, --fp8-param-gather, label).
 STATE_ROWS = (
@@ -69,7 +70,7 @@ def saved_table() -> Table:
                      "llama_fused": math_cell(sp.expand(fused / SBH)),
                      "gpt": math_cell(sp.expand(gpt / SBH)),
                      "llama70": Cell(int(llama70.at(fused, b=1)),
-                                     f"{float(llama70.at(fused, b=1)) / 1e9:.3f} GB")})
+                                     format_memory(llama70.at(fused, b=1), 3))})
     return Table(
         "fp8_saved_coefficients", "Saved-for-backward bytes per layer over sbh, by recipe",
         (Column("recipe", "recipe"), Column("llama_fused", "llama-fused", unit="B / sbh"),

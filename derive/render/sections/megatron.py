@@ -11,7 +11,7 @@ from derive.presets import LLAMA3_MODELS, model
 from derive.render.quantities import json_number, number_cell
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 from derive.symbols import b
-from derive.units import format_bytes
+from derive.units import format_memory
 
 #: the GPT preset sized beside the Llama 3 ones (the GPT-only departures vanish on Llama).
 GPT_MODEL = "gpt3-175b"
@@ -28,7 +28,7 @@ def _layout() -> str:
 
 
 def _size_cell(value: sp.Expr, unit: str) -> Cell:
-    """A departure's size: bytes in decimal units, an integer in full, a number to 3 significant figures.
+    """A departure's size: bytes in binary units (GiB), an integer in full, a number to 3 significant figures.
 
     A size that still holds a symbol (a layout the presets do not fix) is printed as its expression.
     """
@@ -36,7 +36,7 @@ def _size_cell(value: sp.Expr, unit: str) -> Cell:
     if not value.is_number:
         return math_cell(value)
     if unit == "B":
-        return Cell(json_number(value), format_bytes(value))
+        return Cell(json_number(value), format_memory(value))
     if value.is_Integer:
         return number_cell(value, 0)
     return Cell(json_number(value), f"{float(value):.3g}")
@@ -103,7 +103,7 @@ def registry_table() -> Table:
          Column("status", "proof"), *(Column(name, name) for name in LLAMA3_MODELS),
          Column("source", "source", width="0.1\\linewidth")),
         tuple(rows),
-        note=f"Activations per layer per micro-batch of b = 1 sequence (bytes, GB = 10^9 B) at "
+        note=f"Activations per layer per micro-batch of b = 1 sequence (bytes, GiB = 2^30 B) at "
              f"{_layout()} and each preset's s; other sizes are plain ratios.",
     )
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from derive.accounts.state import bytes_per_parameter, state_bytes
 from derive.presets import LLAMA3_MODELS, MODELS
-from derive.render.sheet import Column, Section, Table, bytes_cell, int_cell, text_cell
+from derive.render.sheet import Column, Section, Table, article_bytes_cell, int_cell, text_cell
 
 #: the two recipes of the article's resident-state table: bf16 + Adam and Megatron's default.
 RESIDENT_RECIPES = (("bf16", "adam", "bf16 + Adam"), ("bf16-fp32grad", "adam", "bf16, fp32 grads + Adam"))
@@ -30,7 +30,7 @@ def llama3_models_table() -> Table:
 
 
 def resident_state_table() -> Table:
-    """Resident parameters + gradients + optimizer state of each model under each recipe, in GB."""
+    """Resident parameters + gradients + optimizer state of each model under each recipe, in the article's GB."""
     columns = [Column("model", "model")]
     for precision, optimizer, label in RESIDENT_RECIPES:
         per_parameter = bytes_per_parameter(precision, optimizer)
@@ -40,10 +40,11 @@ def resident_state_table() -> Table:
         model = MODELS[name]
         row = {"model": text_cell(name)}
         for precision, optimizer, _ in RESIDENT_RECIPES:
-            row[precision] = bytes_cell(model.at(state_bytes(precision, optimizer).total))
+            row[precision] = article_bytes_cell(model.at(state_bytes(precision, optimizer).total))
         rows.append(row)
     return Table("resident_state", "Resident state (parameters, gradients, optimizer)",
-                 tuple(columns), tuple(rows), note="GB = 10^9 B, TB = 10^12 B.")
+                 tuple(columns), tuple(rows),
+                 note="In the article's units (its section 8.4 output): GB = 10^9 B, TB = 10^12 B.")
 
 
 def models_section() -> Section:

@@ -37,8 +37,8 @@ def models_table() -> Table:
             "layout": text_cell(f"t = {at.tp}, e = {at.ep}, p = {at.pp}, d = {at.dp}"), "N": int_cell(v["parameters"]),
             "active": int_cell(v["active_parameters"]), "mtp": int_cell(v["mtp_parameters"]),
             "s": int_cell(entry.values[s]),
-            "states": bytes_cell(v["state_bytes"], "GB"),
-            "activations": bytes_cell(v["activation_bytes"], "GB"),
+            "states": bytes_cell(v["state_bytes"]),
+            "activations": bytes_cell(v["activation_bytes"]),
             "flops": flop_cell(v["flops_per_token"], "GFLOP", 1),
             "megatron": flop_cell(v["megatron_flops_per_token"], "GFLOP", 1),
         })
@@ -86,7 +86,7 @@ def saved_table() -> Table:
     model = moe_model("deepseek-v3")
     table = moe_layer_activations("fused", model.features, tensor_parallel=1, sequence_parallel=False)
     rows = [{"tensor": text_cell(row.name), "shape": math_cell(sp.Mul(*row.shape)),
-             "dtype": text_cell(row.dtype), "bytes": bytes_cell(model.subs(row.bytes, b=1), "MB"),
+             "dtype": text_cell(row.dtype), "bytes": bytes_cell(model.subs(row.bytes, b=1), "MiB"),
              "note": text_cell(row.note)} for row in table]
     return Table(
         "moe_saved", "DeepSeek-V3 MoE layer, fused profile (Megatron + TE, grouped GEMM): saved for backward",

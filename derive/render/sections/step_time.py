@@ -24,7 +24,7 @@ def systems_table() -> Table:
     return Table(
         "systems", "Systems (derive.systems): dense peaks, HBM, links per GPU",
         (Column("gpu", "GPU"), Column("bf16", "bf16", unit="FLOP/s"), Column("fp8", "fp8", unit="FLOP/s"),
-         Column("fp4", "fp4", unit="FLOP/s"), Column("hbm", "HBM", unit="B"),
+         Column("fp4", "fp4", unit="FLOP/s"), Column("hbm", "HBM (data sheet, GB)", unit="B"),
          Column("bandwidth", "HBM bandwidth", unit="B/s"), Column("nvlink", "NVLink each way", unit="B/s"),
          Column("domain", "NVLink domain", unit="GPUs"), Column("nic", "NIC each way", unit="B/s"),
          Column("sms", "SMs"), Column("generation", "generation")),
@@ -36,7 +36,8 @@ def systems_table() -> Table:
                "generation": text_cell(gpu.generation)}
               for gpu in SYSTEMS.values()),
         note="Dense tensor-core peaks (the data sheets' sparse figures halved); links unidirectional "
-             "(NVLink's bidirectional figure halved, a NIC's Gb/s over 8). Sources: derive.systems.",
+             "(NVLink's bidirectional figure halved, a NIC's Gb/s over 8); HBM as sold, in the data "
+             "sheets' GB = 10^9 B. Sources: derive.systems.",
     )
 
 

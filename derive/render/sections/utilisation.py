@@ -125,11 +125,11 @@ def hardware_table() -> Table:
     return Table(
         "hardware", "Hardware presets",
         (Column("name", "GPU"), Column("peak", "bf16 dense peak", unit="FLOP/s"),
-         Column("memory", "memory", unit="B"), Column("source", "source", width="0.55\\linewidth")),
+         Column("memory", "memory (as sold, GB)", unit="B"), Column("source", "source", width="0.55\\linewidth")),
         tuple({"name": text_cell(gpu.name), "peak": number_cell(gpu.peak_flops, 0, "TFLOPS", 1e12),
                "memory": bytes_cell(gpu.memory_bytes, "GB"), "source": text_cell(gpu.source)}
               for gpu in HARDWARE.values()),
-        note="TFLOPS = 10^12 FLOP/s, GB = 10^9 B.",
+        note="TFLOPS = 10^12 FLOP/s; memory as the data sheet sells it, GB = 10^9 B.",
     )
 
 
