@@ -35,13 +35,13 @@ from derive.validate.hf import Case, compare as compare_parameters, transformers
 SAVED: dict[str, tuple[str, ...]] = {
     "llama": ("sdpa", "eager"), "mistral": ("sdpa", "eager"), "qwen2": ("sdpa", "eager"),
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
-    "deepseek_v3": ("eager",),
+    "deepseek_v3": ("eager",), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
 }
 #: Families with routed experts: their draws alternate transformers' experts implementations.
 MOE = ("mixtral", "qwen3_moe", "deepseek_v3")
 EXPERTS_DRAWN = ("grouped_mm", "eager")
 #: Families checked on parameters only: their saved tensors are not modelled yet.
-PARAMETERS_ONLY = ("gemma2", "gemma3_text", "phi3", "olmo2", "gpt2", "gpt_neox", "qwen2_moe",
+PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "gpt_neox", "qwen2_moe",
                    "deepseek_v2")
 FAMILIES = (*SAVED, *PARAMETERS_ONLY)
 #: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
@@ -114,11 +114,7 @@ def _llama(rng: random.Random, family: str, width_step: int = 1) -> dict[str, An
     if family == "llama":
         _maybe(rng, config, "mlp_bias", rng.random() < 0.5, 0.5)
     if family == "mistral":
-        choice = rng.random()
-        if choice < 0.6:
-            config["sliding_window"] = rng.randint(2, MAX_SEQ)
-        elif choice < 0.8:
-            config["sliding_window"] = None
+        _window(rng, config)
     return config
 
 
@@ -172,8 +168,17 @@ def _deepseek(rng: random.Random, family: str) -> dict[str, Any]:
     return config
 
 
+def _window(rng: random.Random, config: dict[str, Any]) -> None:
+    """A sliding window (often), null, or left out (the class default)."""
+    choice = rng.random()
+    if choice < 0.6:
+        config["sliding_window"] = rng.randint(2, MAX_SEQ)
+    elif choice < 0.8:
+        config["sliding_window"] = None
+
+
 def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
-    """A config of a family checked on parameters alone."""
+    """A config of a family drawn apart from the Llama-layout, Mixtral and DeepSeek draws."""
     if family == "gpt2":
         heads = rng.randint(1, 6)
         config = {"model_type": "gpt2", "n_layer": rng.randint(1, 3), "n_head": heads,
@@ -198,6 +203,9 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
     if family == "phi3":
         config.pop("head_dim", None)
         config["hidden_size"] = config["num_attention_heads"] * 2 * rng.randint(1, 8)
+        _window(rng, config)
+        if rng.random() < 0.3:  # RoPE over part of each head (cos / sin k_rope wide)
+            config["partial_rotary_factor"] = rng.choice([0.25, 0.4, 0.5, 0.75])
     if family == "qwen2_moe":
         experts = rng.randint(1, 6)
         layers = config["num_hidden_layers"]
@@ -216,7 +224,7 @@ DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "mixtral": _mixtral, "qwen3_moe": _qwen3_moe,
     "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
     **{family: (lambda rng, family=family: _parameters_only(rng, family))
-       for family in PARAMETERS_ONLY},
+       for family in ("phi3", "olmo2", *PARAMETERS_ONLY)},
 }
 
 
