@@ -173,6 +173,10 @@ FAMILY_CASES = {
                    "sdpa", 2, 8),
     "olmo2 eager, one kv head": ("olmo2", dict(hidden_size=24, num_attention_heads=3,
                                                num_key_value_heads=1, head_dim=10), "eager", 1, 5),
+    "qwen2_moe sdpa, dense layer 0": ("qwen2_moe", dict(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+        mlp_only_layers=[0]), "sdpa", 2, 8),
 }
 
 
@@ -211,6 +215,36 @@ def test_phi3_partial_rotary_keeps_narrower_cos_and_sin():
     _, whole = config_saved(base, "hf-sdpa")
     # cos and sin: s (14 - 6) bf16 narrower each
     assert int(model.subs(whole.edges - saved.edges, b=1, s=5)) == 2 * 5 * (14 - 6) * 2
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
+def test_the_qwen2_moe_report_prints_what_transformers_keeps(tmp_path, experts):
+    config = {"model_type": "qwen2_moe", "hidden_size": 32, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "intermediate_size": 8, "num_hidden_layers": 2,
+              "num_experts": 3, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+              "shared_expert_intermediate_size": 12, "norm_topk_prob": True,
+              "vocab_size": 40, "max_position_embeddings": 64}
+    path = tmp_path / "qwen2_moe.json"
+    path.write_text(json.dumps(config))
+    out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", "2",
+                          "--seq", "5", "--experts-implementation", experts, "--json"]))
+    figure = next(iter(out.values()))["saved_for_backward_bytes"]
+    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 2, 5, experts))
+    assert figure["value"] == measured == figure["layers"] + figure["edges"]
+
+
+def test_qwen2_moe_gates_its_shared_expert_once():
+    from derive.architectures.moe_model import MoEFeatures
+    from derive.architectures.saved_moe import eager_layer
+
+    gated = eager_layer(MoEFeatures("gqa", shared=True, gate=True, weights_dtype="bf16",
+                                    normalise_topk=False), True, implementation="sdpa")
+    at = dict(b=2, s=5, h=32, f_S=12, a=4, g=4, k=8, E=3, k_E=2, f_E=8)
+    tokens = 2 * 5
+    # sigmoid(shared_expert_gate(x)) [T, 1] and the shared expert's output [T, h], bf16
+    assert _bytes(gated, ["shared expert gate", "shared expert output"], **at) == tokens * (1 + 32) * 2
+    # the router's bf16 input is the shared expert's input: kept once
+    assert _bytes(gated, ["router input", "shared_experts input"], **at) == tokens * 32 * 2
 
 
 def test_olmo2_norms_keep_fp32_over_whole_projections():
@@ -269,6 +303,9 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
      "qwen3, phi3, olmo2 and the MoE families, not gemma2"),
     ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
      ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
+    ({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,
+      "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8, "use_sliding_window": True},
+     ["--profile", "hf-sdpa"], "--config: hf-sdpa: transformers' Qwen sliding-window layers"),
     ({"model_type": "llama"}, ["--profile", "hf-sdpa", "--experts-implementation", "grouped_mm"],
      "--experts-implementation: only the MoE report"),
 ])

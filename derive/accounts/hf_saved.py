@@ -7,8 +7,8 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 ``derive.architectures.saved_moe.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
 families, Phi 3's fused projections and OLMo 2's post-norms included,
-``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen3-MoE and
-DeepSeek-V3). The rows that exist only under a condition (b = 1, g = b = 1
+``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
+sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist only under a condition (b = 1, g = b = 1
 under eager attention, s >= w under sdpa, a, s > 1 for Phi 3's output copy) carry it as a Piecewise
 count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
 compares these sums with transformers' own models at random shapes.
@@ -119,6 +119,10 @@ def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm")
     """The rows of ``model`` (read from the parsed ``config`` by from_config) under ``profile``."""
     if model.model_type in MOE_FAMILIES:
         window = "w" in dict(model.sizes)
+        if model.model_type == "qwen2_moe" and (config.get("use_sliding_window") or "sliding_attention"
+                                                 in (config.get("layer_types") or ())):
+            raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
+                             "(use_sliding_window, layer_types) are not modelled")
         saved = moe_saved(moe_features(config, model.layout), profile, window, experts)
         if "L_E" in dict(model.sizes):
             return saved

@@ -36,13 +36,13 @@ SAVED: dict[str, tuple[str, ...]] = {
     "llama": ("sdpa", "eager"), "mistral": ("sdpa", "eager"), "qwen2": ("sdpa", "eager"),
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
     "deepseek_v3": ("eager",), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
+    "qwen2_moe": ("sdpa", "eager"),
 }
 #: Families with routed experts: their draws alternate transformers' experts implementations.
-MOE = ("mixtral", "qwen3_moe", "deepseek_v3")
+MOE = ("mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe")
 EXPERTS_DRAWN = ("grouped_mm", "eager")
 #: Families checked on parameters only: their saved tensors are not modelled yet.
-PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "gpt_neox", "qwen2_moe",
-                   "deepseek_v2")
+PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "gpt_neox", "deepseek_v2")
 FAMILIES = (*SAVED, *PARAMETERS_ONLY)
 #: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
 GROUPED_MM_STEP = 8
@@ -128,8 +128,9 @@ def _mixtral(rng: random.Random) -> dict[str, Any]:
     return config
 
 
-def _qwen3_moe(rng: random.Random) -> dict[str, Any]:
-    config = _llama(rng, "qwen3_moe", GROUPED_MM_STEP)
+def _qwen_moe(rng: random.Random, family: str = "qwen3_moe") -> dict[str, Any]:
+    """Qwen3-MoE, or Qwen2-MoE with its gated shared expert (shared_expert_intermediate_size)."""
+    config = _llama(rng, family, GROUPED_MM_STEP)
     experts = rng.randint(1, 6)
     config["num_hidden_layers"] = layers = rng.randint(2, 4)  # room for a sparse step
     config.update(num_experts=experts, num_experts_per_tok=rng.randint(1, experts),
@@ -138,6 +139,9 @@ def _qwen3_moe(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.3:
         config["mlp_only_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
     _maybe(rng, config, "norm_topk_prob", rng.random() < 0.5, 0.5)
+    if family == "qwen2_moe":
+        config["shared_expert_intermediate_size"] = rng.randint(4, 40)
+        _maybe(rng, config, "qkv_bias", rng.random() < 0.5, 0.5)
     return config
 
 
@@ -206,22 +210,13 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
         _window(rng, config)
         if rng.random() < 0.3:  # RoPE over part of each head (cos / sin k_rope wide)
             config["partial_rotary_factor"] = rng.choice([0.25, 0.4, 0.5, 0.75])
-    if family == "qwen2_moe":
-        experts = rng.randint(1, 6)
-        layers = config["num_hidden_layers"]
-        config.update(num_experts=experts, num_experts_per_tok=rng.randint(1, experts),
-                      moe_intermediate_size=rng.randint(4, 40),
-                      shared_expert_intermediate_size=rng.randint(4, 40))
-        _maybe(rng, config, "decoder_sparse_step", rng.randint(1, 3), 0.5)
-        if rng.random() < 0.3:
-            config["mlp_only_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
     return config
 
 
 DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     **{family: (lambda rng, family=family: _llama(rng, family))
        for family in ("llama", "mistral", "qwen2", "qwen3")},
-    "mixtral": _mixtral, "qwen3_moe": _qwen3_moe,
+    "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen2_moe": lambda rng: _qwen_moe(rng, "qwen2_moe"),
     "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
     **{family: (lambda rng, family=family: _parameters_only(rng, family))
        for family in ("phi3", "olmo2", *PARAMETERS_ONLY)},
