@@ -429,8 +429,8 @@ def read_shape(config: Mapping[str, Any]) -> Shape:
 
 
 #: model_type -> (the config's window field, the switch it needs or None, the class default when
-#: absent): MistralConfig's sliding_window defaults to 4096; Mixtral's and Phi3Config's to null; the Qwen
-#: configs keep theirs only under use_sliding_window (configuration_*.py __post_init__).
+#: absent): MistralConfig's sliding_window defaults to 4096; Mixtral's and Phi3Config's to null;
+#: the Qwen configs keep theirs only under use_sliding_window (configuration_*.py __post_init__).
 WINDOWS: dict[str, tuple[str, str | None, int | None]] = {
     "mistral": ("sliding_window", None, 4096), "mixtral": ("sliding_window", None, None),
     "phi3": ("sliding_window", None, None),
@@ -468,8 +468,8 @@ def rotary_width(config: Mapping[str, Any], head_dim: int) -> int | None:
     """
     if config.get("model_type") not in PARTIAL_ROTARY:
         return None
-    found = [(config.get(field) or {}).get("partial_rotary_factor")
-             for field in ("rope_parameters", "rope_scaling") if isinstance(config.get(field), dict)]
+    found = [config[field].get("partial_rotary_factor") for field in ("rope_parameters", "rope_scaling")
+             if isinstance(config.get(field), dict)]
     factor = next((value for value in [*found, config.get("partial_rotary_factor")]
                    if value is not None), 1.0)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:

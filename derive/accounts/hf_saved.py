@@ -8,8 +8,9 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
 families, Phi 3's fused projections and OLMo 2's post-norms included,
 ``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
-sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist only under a condition (b = 1, g = b = 1
-under eager attention, s >= w under sdpa, a, s > 1 for Phi 3's output copy) carry it as a Piecewise
+sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist
+only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
+sdpa, a, s > 1 for Phi 3's output copy) carry it as a Piecewise
 count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
 compares these sums with transformers' own models at random shapes.
 """
@@ -24,7 +25,7 @@ from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, 
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
 from derive.inputs import choose
-from derive.hf import from_config, load_config
+from derive.hf import DENSE, from_config, load_config
 from derive.moe_presets import MOE_FAMILIES, moe_features
 from derive.presets import Model
 from derive.symbols import L, L_E, k, k_rope
@@ -41,8 +42,8 @@ EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
 #: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3,
 #: fused qkv_proj and gate_up_proj for Phi 3, post-norms and projection q/k norms for OLMo 2).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")
-#: OLMo 2's layer norms (derive.hf FAMILIES["olmo2"]): after attention and after the MLP.
-POST_NORMS = (("post_attention_layernorm", "attention"), ("post_feedforward_layernorm", "mlp"))
+#: OLMo 2's layer norms, as derive.hf reads them: after attention and after the MLP.
+POST_NORMS = DENSE["olmo2"].layout.layer_norms
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm")
     """The rows of ``model`` (read from the parsed ``config`` by from_config) under ``profile``."""
     if model.model_type in MOE_FAMILIES:
         window = "w" in dict(model.sizes)
-        if model.model_type == "qwen2_moe" and (config.get("use_sliding_window") or "sliding_attention"
-                                                 in (config.get("layer_types") or ())):
+        layer_types = config.get("layer_types") or ()
+        if model.model_type == "qwen2_moe" and (config.get("use_sliding_window")
+                                                 or "sliding_attention" in layer_types):
             raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
                              "(use_sliding_window, layer_types) are not modelled")
         saved = moe_saved(moe_features(config, model.layout), profile, window, experts)

@@ -283,7 +283,8 @@ def sliding_mask(window: bool) -> sp.Basic:
     return s >= w if window else sp.false
 
 
-def hf_sdpa_attention(head: sp.Expr, window: bool = False, heads_first: bool = False) -> list[Tensor]:
+def hf_sdpa_attention(head: sp.Expr, window: bool = False,
+                      heads_first: bool = False) -> list[Tensor]:
     """sdpa_attention_forward: GQA kept at g heads (enable_gqa), the CPU flash kernel's logsumexp.
 
     ``heads_first``: the query after RoPE is contiguous as [b, a, s, head] (Phi 3's
@@ -350,7 +351,7 @@ def hf_eager_attention(head: sp.Expr) -> list[Tensor]:
 
 def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool, window: bool = False,
               fused: bool = False, post_norms: bool = False) -> list[Tensor]:
-    """LlamaDecoderLayer (and Mistral's, Qwen 3's, Phi 3's, OLMo 2's) as transformers 5.23 trains it.
+    """LlamaDecoderLayer (Mistral's, Qwen 3's, Phi 3's, OLMo 2's alike) as transformers 5.23 trains it.
 
     ``fused``: Phi3Attention's qkv_proj and Phi3MLP's gate_up_proj (modeling_phi3.py): q, k, v
     and gate, up are views of one output each; RoPE's cat keeps the query heads first.

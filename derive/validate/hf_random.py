@@ -216,7 +216,8 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
 DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     **{family: (lambda rng, family=family: _llama(rng, family))
        for family in ("llama", "mistral", "qwen2", "qwen3")},
-    "mixtral": _mixtral, "qwen3_moe": _qwen_moe, "qwen2_moe": lambda rng: _qwen_moe(rng, "qwen2_moe"),
+    "mixtral": _mixtral, "qwen3_moe": _qwen_moe,
+    "qwen2_moe": lambda rng: _qwen_moe(rng, "qwen2_moe"),
     "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
     **{family: (lambda rng, family=family: _parameters_only(rng, family))
        for family in ("phi3", "olmo2", *PARAMETERS_ONLY)},
