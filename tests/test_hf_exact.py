@@ -270,8 +270,14 @@ def test_drawn_shapes_are_exact_across_families():
     assert checks >= 2 * len(hf_random.FAMILIES) and saved >= 10
 
 
-def test_the_report_prints_what_transformers_keeps(tmp_path):
-    family, fields, implementation, batch, seq = PATTERNS["sliding window"]
+@pytest.mark.parametrize("family, fields, implementation, batch, seq", [
+    PATTERNS["sliding window"],
+    ("phi3", dict(hidden_size=40, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0,
+                  sliding_window=5, partial_rotary_factor=0.5), "sdpa", 2, 6),
+    ("olmo2", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=1), "eager", 1, 6),
+])
+def test_the_report_prints_what_transformers_keeps(tmp_path, family, fields, implementation,
+                                                   batch, seq):
     config = _config(family, fields)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
