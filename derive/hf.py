@@ -455,25 +455,26 @@ def sliding_window(config: Mapping[str, Any]) -> int | None:
         c.size(field) if config.get(field) is not None else None)
 
 
-#: model_type -> where transformers turns only part of each head with RoPE (configuration_phi3.py
-#: __post_init__: rope_parameters' partial_rotary_factor, else the top-level field, else 1).
-PARTIAL_ROTARY = ("phi3",)
+#: model_type -> (the legacy top-level field, its class default) of a partial rotary head
+#: (configuration_phi3.py / configuration_gpt_neox.py __post_init__: rope_parameters'
+#: partial_rotary_factor, else the top-level field, else the default).
+PARTIAL_ROTARY = {"phi3": ("partial_rotary_factor", 1.0), "gpt_neox": ("rotary_pct", 0.25)}
 
 
 def rotary_width(config: Mapping[str, Any], head_dim: int) -> int | None:
     """The cos / sin width of a partial rotary config, None where RoPE turns whole heads.
 
-    Phi3RotaryEmbedding.compute_default_rope_parameters: dim = int(head_dim * factor), one
+    Phi3RotaryEmbedding (GPTNeoXRotaryEmbedding alike).compute_default_rope_parameters: dim = int(head_dim * factor), one
     frequency per even index below dim, cos = cat(freqs, freqs): 2 ceil(dim / 2) wide.
     """
     if config.get("model_type") not in PARTIAL_ROTARY:
         return None
+    legacy, default = PARTIAL_ROTARY[config["model_type"]]
     found = [config[field].get("partial_rotary_factor") for field in ("rope_parameters", "rope_scaling")
              if isinstance(config.get(field), dict)]
-    factor = next((value for value in [*found, config.get("partial_rotary_factor")]
-                   if value is not None), 1.0)
+    factor = next((value for value in [*found, config.get(legacy)] if value is not None), default)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
-        raise ValueError(f"partial_rotary_factor: must be a number in (0, 1], got {factor!r}")
+        raise ValueError(f"{legacy}: must be a number in (0, 1], got {factor!r}")
     if factor == 1:
         return None
     dim = int(head_dim * factor)   # 0 is allowed: transformers then turns nothing

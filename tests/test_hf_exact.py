@@ -173,6 +173,10 @@ FAMILY_CASES = {
                    "sdpa", 2, 8),
     "olmo2 eager, one kv head": ("olmo2", dict(hidden_size=24, num_attention_heads=3,
                                                num_key_value_heads=1, head_dim=10), "eager", 1, 5),
+    "gpt_neox sdpa, parallel": ("gpt_neox", dict(hidden_size=32, num_attention_heads=4), "sdpa", 2, 6),
+    "gpt_neox eager, sequential, half rotary": ("gpt_neox", dict(
+        hidden_size=36, num_attention_heads=3, use_parallel_residual=False, rotary_pct=0.5),
+        "eager", 1, 7),
     "qwen2_moe sdpa, dense layer 0": ("qwen2_moe", dict(
         hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_experts=4,
         num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
@@ -247,6 +251,24 @@ def test_qwen2_moe_gates_its_shared_expert_once():
     assert _bytes(gated, ["router input", "shared_experts input"], **at) == tokens * 32 * 2
 
 
+def test_gpt_neox_parallel_residual_keeps_the_layer_input_once():
+    from derive.architectures.saved_neox import neox_layer_saved
+
+    at = dict(b=2, s=5, h=32, a=4, g=4, k=8, f=10)
+    tokens = 2 * 5
+    parallel, sequential = (neox_layer_saved("sdpa", flag) for flag in (True, False))
+    # both LayerNorms read x: one bf16 [b, s, h] input, each norm its own bf16 mean and rstd
+    assert _bytes(parallel, ["layer input", "input_layernorm", "post_attention_layernorm"],
+                  **at) == tokens * 32 * 2 + 2 * 2 * tokens * 2
+    # sequential: post_attention_layernorm keeps the residual sum, one [b, s, h] more
+    assert (int(sequential.bytes().xreplace({BY_NAME[n]: v for n, v in at.items()}))
+            - int(parallel.bytes().xreplace({BY_NAME[n]: v for n, v in at.items()}))) == tokens * 32 * 2
+    # the default rotary_pct 0.25 of a head of 8: cos / sin 2 wide
+    assert dict(from_config({"model_type": "gpt_neox", "hidden_size": 32, "num_attention_heads": 4,
+                             "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 11,
+                             "max_position_embeddings": 32}).sizes)["k_rope"] == 2
+
+
 def test_olmo2_norms_keep_fp32_over_whole_projections():
     rows = llama_layer_saved("hf-sdpa", k, post_norms=True)
     at = dict(a=4, g=2, b=2, s=8, k=8, h=32, f=16)
@@ -306,7 +328,7 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
 @pytest.mark.parametrize("config, options, line", [
     ({"model_type": "gemma2", "num_key_value_heads": 2}, ["--profile", "hf-eager"],
      "--profile: hf-eager: transformers' saved tensors are modelled for llama, mistral, qwen2, "
-     "qwen3, phi3, olmo2 and the MoE families, not gemma2"),
+     "qwen3, phi3, olmo2, gpt_neox and the MoE families, not gemma2"),
     ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
      ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
     ({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,

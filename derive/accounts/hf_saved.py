@@ -6,7 +6,8 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 ``derive.architectures.saved_edges.hf_edges_saved`` or, for the MoE families,
 ``derive.architectures.saved_moe.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
-families, Phi 3's fused projections and OLMo 2's post-norms included,
+families, Phi 3's fused projections and OLMo 2's post-norms included;
+``derive.architectures.saved_neox`` for GPT-NeoX;
 ``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
 sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist
 only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
@@ -24,6 +25,7 @@ from derive.accounts.activations import PRE_NORMS, llama_layer_form
 from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
+from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
 from derive.hf import DENSE, from_config, load_config
 from derive.moe_presets import MOE_FAMILIES, moe_features
@@ -73,6 +75,10 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
     implementation = implementation_of(profile)
     model.require_dense("model")
     layout = model.layout
+    if model.model_type == "gpt_neox" and layout is not None:
+        layer = neox_layer_saved(implementation, layout.parallel)
+        edges = neox_edges_saved("k_rope" in dict(model.sizes))
+        return SavedForBackward(edges.bytes(), layer.times(L).bytes())
     fused = layout is not None and layout.qkv_fused
     post_norms = layout is not None and layout.layer_norms == POST_NORMS
     unfused = layout and replace(layout, qkv_fused=False, gate_up_fused=False)
@@ -81,7 +87,7 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
     if (layout is None or model.model_type not in LLAMA_LAYER_FAMILIES
             or layout.gate_up_fused != fused or not llama_layer_form(unfused)):
         raise ValueError(f"profile: {profile}: transformers' saved tensors are modelled for "
-                         f"{', '.join(LLAMA_LAYER_FAMILIES)} and the MoE families, not "
+                         f"{', '.join(LLAMA_LAYER_FAMILIES)}, gpt_neox and the MoE families, not "
                          f"{model.model_type or model.family} ({model.name})")
     window = "w" in dict(model.sizes)
     if model.model_type in ("qwen2", "qwen3") and window:

@@ -36,13 +36,13 @@ SAVED: dict[str, tuple[str, ...]] = {
     "llama": ("sdpa", "eager"), "mistral": ("sdpa", "eager"), "qwen2": ("sdpa", "eager"),
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
     "deepseek_v3": ("eager",), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
-    "qwen2_moe": ("sdpa", "eager"),
+    "qwen2_moe": ("sdpa", "eager"), "gpt_neox": ("sdpa", "eager"),
 }
 #: Families with routed experts: their draws alternate transformers' experts implementations.
 MOE = ("mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe")
 EXPERTS_DRAWN = ("grouped_mm", "eager")
 #: Families checked on parameters only: their saved tensors are not modelled yet.
-PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "gpt_neox", "deepseek_v2")
+PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "deepseek_v2")
 FAMILIES = (*SAVED, *PARAMETERS_ONLY)
 #: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
 GROUPED_MM_STEP = 8
@@ -202,6 +202,9 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
         config.pop("head_dim", None)
         _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
         _maybe(rng, config, "use_parallel_residual", rng.random() < 0.5, 0.5)
+        even = config["hidden_size"] // config["num_attention_heads"] % 2 == 0
+        # an odd head turned whole would need an even cos: transformers cannot run it
+        _maybe(rng, config, "rotary_pct", rng.choice([0.25, 0.5, 1.0] if even else [0.25, 0.5]), 0.5)
     if family in ("gemma2", "gemma3_text", "olmo2"):
         _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
     if family == "phi3":
@@ -220,7 +223,7 @@ DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "qwen2_moe": lambda rng: _qwen_moe(rng, "qwen2_moe"),
     "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
     **{family: (lambda rng, family=family: _parameters_only(rng, family))
-       for family in ("phi3", "olmo2", *PARAMETERS_ONLY)},
+       for family in ("phi3", "olmo2", "gpt_neox", *PARAMETERS_ONLY)},
 }
 
 
