@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
     moe.add_argument("--moe", metavar="NAME|CONFIG",
                      help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
-                          "of a mixtral, qwen3_moe or deepseek_v3 model")
+                          "of a mixtral, qwen2_moe, qwen3_moe or deepseek_v3 model")
     for option, meaning in MOE_PARALLEL.items():
         moe.add_argument(option, type=POSITIVE, help=f"{meaning}-parallel size (default 1)")
     moe.add_argument("--moe-profile", choices=["eager", "fused"],

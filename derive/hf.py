@@ -429,10 +429,11 @@ def read_shape(config: Mapping[str, Any]) -> Shape:
 
 
 #: model_type -> (the config's window field, the switch it needs or None, the class default when
-#: absent): MistralConfig's sliding_window defaults to 4096; Mixtral's to null; the Qwen
-#: configs keep theirs only under use_sliding_window (configuration_*.py __post_init__).
+#: absent): MistralConfig's sliding_window defaults to 4096; Mixtral's and Phi3Config's to null;
+#: the Qwen configs keep theirs only under use_sliding_window (configuration_*.py __post_init__).
 WINDOWS: dict[str, tuple[str, str | None, int | None]] = {
     "mistral": ("sliding_window", None, 4096), "mixtral": ("sliding_window", None, None),
+    "phi3": ("sliding_window", None, None),
     "qwen2": ("sliding_window", "use_sliding_window", 4096),
     "qwen3": ("sliding_window", "use_sliding_window", 4096),
     "qwen3_moe": ("sliding_window", "use_sliding_window", 4096),
@@ -454,6 +455,32 @@ def sliding_window(config: Mapping[str, Any]) -> int | None:
         c.size(field) if config.get(field) is not None else None)
 
 
+#: model_type -> (the legacy top-level field, its class default) of a partial rotary head
+#: (configuration_phi3.py / configuration_gpt_neox.py __post_init__: rope_parameters'
+#: partial_rotary_factor, else the top-level field, else the default).
+PARTIAL_ROTARY = {"phi3": ("partial_rotary_factor", 1.0), "gpt_neox": ("rotary_pct", 0.25)}
+
+
+def rotary_width(config: Mapping[str, Any], head_dim: int) -> int | None:
+    """The cos / sin width of a partial rotary config, None where RoPE turns whole heads.
+
+    Phi3RotaryEmbedding (GPTNeoXRotaryEmbedding alike).compute_default_rope_parameters: dim = int(head_dim * factor), one
+    frequency per even index below dim, cos = cat(freqs, freqs): 2 ceil(dim / 2) wide.
+    """
+    if config.get("model_type") not in PARTIAL_ROTARY:
+        return None
+    legacy, default = PARTIAL_ROTARY[config["model_type"]]
+    found = [config[field].get("partial_rotary_factor") for field in ("rope_parameters", "rope_scaling")
+             if isinstance(config.get(field), dict)]
+    factor = next((value for value in [*found, config.get(legacy)] if value is not None), default)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        raise ValueError(f"{legacy}: must be a number in (0, 1], got {factor!r}")
+    if factor == 1:
+        return None
+    dim = int(head_dim * factor)   # 0 is allowed: transformers then turns nothing
+    return 2 * -(-dim // 2)
+
+
 def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | None = None,
                 seq: int | None = None, source: str = ""):
     """A :class:`derive.presets.Model` whose parameter table is generated from ``config``'s fields.
@@ -469,6 +496,9 @@ def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | No
     window = sliding_window(parsed)
     if window is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "w": window}
+    rotary = rotary_width(parsed, shape.get("head_dim") or shape["hidden"] // shape["heads"])
+    if rotary is not None:
+        shape["sizes"] = {**shape.get("sizes", {}), "k_rope": rotary}
     shape["sizes"] = tuple(sorted(shape.get("sizes", {}).items()))
     return Model(name=name or default_name, family="llama" if shape["layout"].gated else "gpt",
                  source=source or f"config.json of {default_name}",

@@ -48,13 +48,15 @@ class MoEModel:
 
 
 #: Hugging Face model types :func:`moe_model_from_config` reads, and the dtype each one's
-#: routing weights reach the experts in (Qwen3-MoE casts them to the hidden dtype).
-MOE_FAMILIES: dict[str, str] = {"mixtral": "fp32", "qwen3_moe": "bf16", "deepseek_v3": "fp32"}
+#: routing weights reach the experts in (Qwen2-MoE and Qwen3-MoE cast them to the hidden dtype).
+MOE_FAMILIES: dict[str, str] = {"mixtral": "fp32", "qwen2_moe": "bf16", "qwen3_moe": "bf16",
+                                "deepseek_v3": "fp32"}
 
 
 #: Whether the router renormalises its top-k weights when a config omits norm_topk_prob (the
 #: config classes' defaults); Mixtral's router always does (modeling_mixtral.py MixtralTopKRouter).
-NORMALISED_TOPK: dict[str, bool] = {"mixtral": True, "qwen3_moe": False, "deepseek_v3": True}
+NORMALISED_TOPK: dict[str, bool] = {"mixtral": True, "qwen2_moe": False, "qwen3_moe": False,
+                                    "deepseek_v3": True}
 
 
 def moe_model_from_config(config: Mapping[str, Any], name: str | None = None,
@@ -67,8 +69,8 @@ def moe_model_from_config(config: Mapping[str, Any], name: str | None = None,
     layout, values = model.layout, dict(model.values)
     if layout.tied:
         raise ValueError("tie_word_embeddings: derive's MoE tables have an untied output head")
-    if kind == "qwen3_moe" and values[L_E] != values[L]:
-        raise ValueError("mlp_only_layers: dense layers in a Qwen3-MoE config are not modelled")
+    if kind in ("qwen2_moe", "qwen3_moe") and values[L_E] != values[L]:
+        raise ValueError("mlp_only_layers: dense layers in a Qwen-MoE config are not modelled")
     deepseek = kind == "deepseek_v3"
     mtp = deepseek and bool(config.get("num_nextn_predict_layers"))
     if deepseek:

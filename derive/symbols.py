@@ -105,8 +105,8 @@ NOTATION: tuple[Notation, ...] = (
     Notation(r_q, "MLA query compression rank (q_lora_rank)", "mla"),
     Notation(r_kv, "MLA key/value compression rank (kv_lora_rank)", "mla"),
     Notation(k_nope, "MLA query/key head width without RoPE (qk_nope_head_dim)", "mla"),
-    Notation(k_rope, "MLA decoupled RoPE width, per query head and shared by keys (qk_rope_head_dim)",
-             "mla"),
+    Notation(k_rope, "MLA decoupled RoPE width, per query head and shared by keys (qk_rope_head_dim); "
+             "the turned width of a partial rotary head (Phi 3, GPT-NeoX)", "mla"),
     Notation(k_v, "MLA value head width (v_head_dim)", "mla"),
     Notation(D, "multi-token-prediction modules (DeepSeek-V3's depth D)", "moe"),
     Notation(n_g, "expert groups of group-limited routing (DeepSeek-V3's n_group)", "moe"),

@@ -157,6 +157,132 @@ def test_each_pattern_is_exact_and_needs_its_row(pattern):
         assert int(model.subs(conditional, b=batch, s=seq)) > 0
 
 
+# ---- families beyond the Llama layer: Phi 3 (fused projections), OLMo 2 (post-norms) ----
+
+#: (family, fields, implementation, b, s): each exact against transformers' own model.
+FAMILY_CASES = {
+    "phi3 sdpa, GQA": ("phi3", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2),
+                       "sdpa", 2, 8),
+    "phi3 eager, window": ("phi3", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=1,
+                                        sliding_window=6), "eager", 1, 8),
+    "phi3 sdpa, window": ("phi3", dict(hidden_size=24, num_attention_heads=2, num_key_value_heads=1,
+                                       sliding_window=6), "sdpa", 3, 7),
+    "phi3 partial rotary": ("phi3", dict(hidden_size=40, num_attention_heads=4, num_key_value_heads=2,
+                                         partial_rotary_factor=0.4), "sdpa", 2, 6),
+    "olmo2 sdpa": ("olmo2", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2),
+                   "sdpa", 2, 8),
+    "olmo2 eager, one kv head": ("olmo2", dict(hidden_size=24, num_attention_heads=3,
+                                               num_key_value_heads=1, head_dim=10), "eager", 1, 5),
+    "gpt_neox sdpa, parallel": ("gpt_neox", dict(hidden_size=32, num_attention_heads=4), "sdpa", 2, 6),
+    "gpt_neox eager, sequential, half rotary": ("gpt_neox", dict(
+        hidden_size=36, num_attention_heads=3, use_parallel_residual=False, rotary_pct=0.5),
+        "eager", 1, 7),
+    "qwen2_moe sdpa, dense layer 0": ("qwen2_moe", dict(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+        mlp_only_layers=[0]), "sdpa", 2, 8),
+}
+
+
+@pytest.mark.parametrize("case", FAMILY_CASES)
+def test_families_beyond_llama_are_exact(case):
+    family, fields, implementation, batch, seq = FAMILY_CASES[case]
+    config = _config(family, {**fields, "pad_token_id": 0})   # Phi3Config's 32000 is past V
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert hf_random.predicted(config, implementation, batch, seq) == measured
+
+
+@pytest.mark.parametrize("heads, seq, expected", [
+    (4, 8, 2 * 4 * 8 * 8 * 2),   # [b, a, s, k] bf16: the kernel's output beside o_proj's copy
+    (1, 8, 0),                   # a = 1: transpose(1, 2) of it is contiguous, no copy
+    (4, 1, 0),                   # s = 1: likewise
+])
+def test_phi3_sdpa_keeps_its_output_in_the_query_layout(heads, seq, expected):
+    rows = llama_layer_saved("hf-sdpa", k, fused=True)
+    at = dict(a=heads, g=1, b=2, s=seq, k=8, h=32, f=16)
+    assert _bytes(rows, ["attention output (query layout)"], **at) == expected
+    assert _bytes(llama_layer_saved("hf-sdpa", k), ["attention output (query"], **at) == 0
+
+
+def test_phi3_partial_rotary_keeps_narrower_cos_and_sin():
+    base = {"model_type": "phi3", "hidden_size": 56, "num_attention_heads": 4, "intermediate_size": 8,
+            "num_hidden_layers": 1, "vocab_size": 11, "max_position_embeddings": 32}
+    # head 14: int(14 * 0.4) = 5 dimensions, frequencies at 0, 2, 4, cos = cat(freqs, freqs): 6
+    assert dict(from_config({**base, "partial_rotary_factor": 0.4}).sizes)["k_rope"] == 6
+    assert dict(from_config({**base, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4,
+                                                          "partial_rotary_factor": 0.5}}).sizes)[
+        "k_rope"] == 8   # 7 dimensions -> 8
+    assert "k_rope" not in dict(from_config(base).sizes)
+    with pytest.raises(ValueError, match="^partial_rotary_factor:"):
+        from_config({**base, "partial_rotary_factor": 1.5})
+    model, saved = config_saved({**base, "partial_rotary_factor": 0.4}, "hf-sdpa")
+    _, whole = config_saved(base, "hf-sdpa")
+    # cos and sin: s (14 - 6) bf16 narrower each
+    assert int(model.subs(whole.edges - saved.edges, b=1, s=5)) == 2 * 5 * (14 - 6) * 2
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
+def test_the_qwen2_moe_report_prints_what_transformers_keeps(tmp_path, experts):
+    config = {"model_type": "qwen2_moe", "hidden_size": 32, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "intermediate_size": 8, "num_hidden_layers": 2,
+              "num_experts": 3, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
+              "shared_expert_intermediate_size": 12, "norm_topk_prob": True,
+              "vocab_size": 40, "max_position_embeddings": 64}
+    path = tmp_path / "qwen2_moe.json"
+    path.write_text(json.dumps(config))
+    out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", "2",
+                          "--seq", "5", "--experts-implementation", experts, "--json"]))
+    figure = next(iter(out.values()))["saved_for_backward_bytes"]
+    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 2, 5, experts))
+    assert figure["value"] == measured == figure["layers"] + figure["edges"]
+
+
+def test_qwen2_moe_gates_its_shared_expert_once():
+    from derive.architectures.moe_model import MoEFeatures
+    from derive.architectures.saved_moe import eager_layer
+
+    gated = eager_layer(MoEFeatures("gqa", shared=True, gate=True, weights_dtype="bf16",
+                                    normalise_topk=False), True, implementation="sdpa")
+    at = dict(b=2, s=5, h=32, f_S=12, a=4, g=4, k=8, E=3, k_E=2, f_E=8)
+    tokens = 2 * 5
+    # sigmoid(shared_expert_gate(x)) [T, 1] and the shared expert's output [T, h], bf16
+    assert _bytes(gated, ["shared expert gate", "shared expert output"], **at) == tokens * (1 + 32) * 2
+    # the router's bf16 input is the shared expert's input: kept once
+    assert _bytes(gated, ["router input", "shared_experts input"], **at) == tokens * 32 * 2
+
+
+def test_gpt_neox_parallel_residual_keeps_the_layer_input_once():
+    from derive.architectures.saved_neox import neox_layer_saved
+
+    at = dict(b=2, s=5, h=32, a=4, g=4, k=8, f=10)
+    tokens = 2 * 5
+    parallel, sequential = (neox_layer_saved("sdpa", flag) for flag in (True, False))
+    # both LayerNorms read x: one bf16 [b, s, h] input, each norm its own bf16 mean and rstd
+    assert _bytes(parallel, ["layer input", "input_layernorm", "post_attention_layernorm"],
+                  **at) == tokens * 32 * 2 + 2 * 2 * tokens * 2
+    # sequential: post_attention_layernorm keeps the residual sum, one [b, s, h] more
+    assert (int(sequential.bytes().xreplace({BY_NAME[n]: v for n, v in at.items()}))
+            - int(parallel.bytes().xreplace({BY_NAME[n]: v for n, v in at.items()}))) == tokens * 32 * 2
+    # the default rotary_pct 0.25 of a head of 8: cos / sin 2 wide
+    assert dict(from_config({"model_type": "gpt_neox", "hidden_size": 32, "num_attention_heads": 4,
+                             "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 11,
+                             "max_position_embeddings": 32}).sizes)["k_rope"] == 2
+
+
+def test_olmo2_norms_keep_fp32_over_whole_projections():
+    rows = llama_layer_saved("hf-sdpa", k, post_norms=True)
+    at = dict(a=4, g=2, b=2, s=8, k=8, h=32, f=16)
+    tokens = 2 * 8
+    # Olmo2RMSNorm over q_proj's a k = 32 outputs: fp32 input, fp32 x * rstd, one fp32 rstd a token
+    assert _bytes(rows, ["q_norm"], **at) == tokens * (4 * 32 + 4 * 32 + 4)
+    assert _bytes(rows, ["k_norm"], **at) == tokens * (4 * 16 + 4 * 16 + 4)
+    assert _bytes(rows, ["input_layernorm"], **at) == 0   # no norm before attention
+    assert _bytes(rows, ["post_feedforward_layernorm"], **at) == tokens * (4 * 32 * 2 + 4)
+    # Olmo2RotaryEmbedding returns fp32 cos and sin: s k fp32 each
+    edges = hf_edges_saved(k, normalised="fp32", rope="fp32")
+    assert _bytes(edges, ["rope: "], **at) == 2 * 8 * 8 * 4
+
+
 def test_drawn_shapes_are_exact_across_families():
     """A few dozen random configs and shapes: parameters of every family, saved bytes where modelled."""
     result = hf_random.run(2, seed=31, report=lambda line: None)
@@ -166,8 +292,14 @@ def test_drawn_shapes_are_exact_across_families():
     assert checks >= 2 * len(hf_random.FAMILIES) and saved >= 10
 
 
-def test_the_report_prints_what_transformers_keeps(tmp_path):
-    family, fields, implementation, batch, seq = PATTERNS["sliding window"]
+@pytest.mark.parametrize("family, fields, implementation, batch, seq", [
+    PATTERNS["sliding window"],
+    ("phi3", dict(hidden_size=40, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0,
+                  sliding_window=5, partial_rotary_factor=0.5), "sdpa", 2, 6),
+    ("olmo2", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=1), "eager", 1, 6),
+])
+def test_the_report_prints_what_transformers_keeps(tmp_path, family, fields, implementation,
+                                                   batch, seq):
     config = _config(family, fields)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
@@ -196,9 +328,12 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
 @pytest.mark.parametrize("config, options, line", [
     ({"model_type": "gemma2", "num_key_value_heads": 2}, ["--profile", "hf-eager"],
      "--profile: hf-eager: transformers' saved tensors are modelled for llama, mistral, qwen2, "
-     "qwen3 and the MoE families, not gemma2"),
+     "qwen3, phi3, olmo2, gpt_neox and the MoE families, not gemma2"),
     ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
      ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
+    ({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,
+      "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8, "use_sliding_window": True},
+     ["--profile", "hf-sdpa"], "--config: hf-sdpa: transformers' Qwen sliding-window layers"),
     ({"model_type": "llama"}, ["--profile", "hf-sdpa", "--experts-implementation", "grouped_mm"],
      "--experts-implementation: only the MoE report"),
 ])

@@ -383,7 +383,7 @@ def injected(browser) -> dict:
 
 @pytest.mark.parametrize("name, options, field", [
     ("meta-llama-3-8b", {}, None),                                 # taken: the name is text
-    ("qwen1.5-moe-a2.7b", {}, "config"),                           # MoE: the dense report refuses
+    ("deepseek-v2-lite", {}, "config"),                            # MLA: the dense report refuses
     ("gemma-2-9b", {"profile": "llama-hf-eager"}, "profile"),      # a Llama-only profile
 ])
 def test_a_pasted_config_is_data(browser, page, tmp_path, monkeypatch, name, options, field):

@@ -6,27 +6,31 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 ``derive.architectures.saved_edges.hf_edges_saved`` or, for the MoE families,
 ``derive.architectures.saved_moe.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
-families, ``derive.architectures.saved_moe.eager_layer`` for Mixtral,
-Qwen3-MoE and DeepSeek-V3). The rows that exist only under a condition (b = 1,
-g = b = 1 under eager attention, s >= w under sdpa) carry it as a Piecewise
+families, Phi 3's fused projections and OLMo 2's post-norms included;
+``derive.architectures.saved_neox`` for GPT-NeoX;
+``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
+sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist
+only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
+sdpa, a, s > 1 for Phi 3's output copy) carry it as a Piecewise
 count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
 compares these sums with transformers' own models at random shapes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from derive.accounts.activations import llama_layer_form
-from derive.architectures.saved import SINGLE_SEQUENCE, llama_layer_saved
+from derive.accounts.activations import PRE_NORMS, llama_layer_form
+from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
+from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
-from derive.hf import from_config, load_config
+from derive.hf import DENSE, from_config, load_config
 from derive.moe_presets import MOE_FAMILIES, moe_features
 from derive.presets import Model
-from derive.symbols import L, L_E, k
+from derive.symbols import L, L_E, k, k_rope
 from derive.tensors import Ledger
 
 #: The report's transformers profiles: the family comes from the config.
@@ -37,8 +41,11 @@ HF_PROFILES: dict[str, str] = {
 #: transformers 5's experts implementations derive models (integrations/moe.py
 #: grouped_mm_experts_forward, the default; eager: the modeling file's loop over experts).
 EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
-#: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3).
-LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+#: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3,
+#: fused qkv_proj and gate_up_proj for Phi 3, post-norms and projection q/k norms for OLMo 2).
+LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")
+#: OLMo 2's layer norms, as derive.hf reads them: after attention and after the MLP.
+POST_NORMS = DENSE["olmo2"].layout.layer_norms
 
 
 @dataclass(frozen=True)
@@ -60,21 +67,38 @@ def implementation_of(profile: str) -> str:
 
 
 def dense_saved(model: Model, profile: str) -> SavedForBackward:
-    """A dense config's whole model under ``profile`` (hf-sdpa / hf-eager), heads of width k."""
+    """A dense config's whole model under ``profile`` (hf-sdpa / hf-eager), heads of width k.
+
+    A partial rotary config (Phi 3's partial_rotary_factor, ``derive.hf.rotary_width``) keeps
+    cos / sin k_rope wide.
+    """
     implementation = implementation_of(profile)
     model.require_dense("model")
     layout = model.layout
-    if layout is None or model.model_type not in LLAMA_LAYER_FAMILIES or not llama_layer_form(layout):
+    if model.model_type == "gpt_neox" and layout is not None:
+        layer = neox_layer_saved(implementation, layout.parallel)
+        edges = neox_edges_saved("k_rope" in dict(model.sizes))
+        return SavedForBackward(edges.bytes(), layer.times(L).bytes())
+    fused = layout is not None and layout.qkv_fused
+    post_norms = layout is not None and layout.layer_norms == POST_NORMS
+    unfused = layout and replace(layout, qkv_fused=False, gate_up_fused=False)
+    if post_norms and layout.qk_norm == "projection":  # OLMo 2: the Llama layer, norms moved
+        unfused = replace(unfused, layer_norms=PRE_NORMS, qk_norm="none")
+    if (layout is None or model.model_type not in LLAMA_LAYER_FAMILIES
+            or layout.gate_up_fused != fused or not llama_layer_form(unfused)):
         raise ValueError(f"profile: {profile}: transformers' saved tensors are modelled for "
-                         f"{', '.join(LLAMA_LAYER_FAMILIES)} and the MoE families, not "
+                         f"{', '.join(LLAMA_LAYER_FAMILIES)}, gpt_neox and the MoE families, not "
                          f"{model.model_type or model.family} ({model.name})")
     window = "w" in dict(model.sizes)
     if model.model_type in ("qwen2", "qwen3") and window:
         raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
                          "(use_sliding_window, from max_window_layers on) are not modelled")
     layer = llama_layer_saved(f"hf-{implementation}", k, qk_norm=layout.qk_norm == "head",
-                              window=window)
-    return SavedForBackward(hf_edges_saved(k).bytes(), layer.times(L).bytes())
+                              window=window, fused=fused, post_norms=post_norms)
+    olmo2 = STATISTICS if post_norms else ACTIVATION  # Olmo2RMSNorm and its RoPE keep fp32
+    rotary = k_rope if "k_rope" in dict(model.sizes) else k
+    edges = hf_edges_saved(rotary, normalised=olmo2, rope=olmo2)
+    return SavedForBackward(edges.bytes(), layer.times(L).bytes())
 
 
 def moe_saved(features, profile: str, window: bool = False,
@@ -102,6 +126,11 @@ def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm")
     """The rows of ``model`` (read from the parsed ``config`` by from_config) under ``profile``."""
     if model.model_type in MOE_FAMILIES:
         window = "w" in dict(model.sizes)
+        layer_types = config.get("layer_types") or ()
+        if model.model_type == "qwen2_moe" and (config.get("use_sliding_window")
+                                                 or "sliding_attention" in layer_types):
+            raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
+                             "(use_sliding_window, layer_types) are not modelled")
         saved = moe_saved(moe_features(config, model.layout), profile, window, experts)
         if "L_E" in dict(model.sizes):
             return saved

@@ -215,24 +215,37 @@ def _llama_fused(head: sp.Expr = HEAD) -> list[Tensor]:
 
 # ---- transformers' own modeling code (transformers 5.23, models/llama/modeling_llama.py) ----
 
-def hf_rms_norm(prefix: str, shape: tuple[sp.Expr, ...], *tags: str) -> list[Tensor]:
+def hf_rms_norm(prefix: str, shape: tuple[sp.Expr, ...], *tags: str,
+                normalised: str = ACTIVATION) -> list[Tensor]:
     """LlamaRMSNorm: keeps the fp32 upcast input and rstd, and casts x * rstd back to bf16 before the scale.
 
-    ``tags`` replace ``replicated`` (a norm over per-head widths is ``tp_shardable``).
+    ``tags`` replace ``replicated`` (a norm over per-head widths is ``tp_shardable``);
+    ``normalised="fp32"``: Olmo2RMSNorm scales before the cast (modeling_olmo2.py), so the
+    multiply with the weight keeps x * rstd in fp32.
     """
     tags = tags or ("replicated",)
+    cast = "(x * rstd).to(input_dtype)" if normalised == ACTIVATION else "x * rstd (fp32)"
     return [
         _row(f"{prefix} input (fp32 upcast)", shape, STATISTICS, "norm", *tags,
              note=f"hidden_states.to(float32), kept by pow and mul inside {prefix}"),
         _row(f"{prefix} rstd", shape[:-1], STATISTICS, "norm_statistics", "norm", *tags,
              note=f"rsqrt(variance + eps), kept by the mul inside {prefix}"),
-        _row(f"{prefix} normalised (bf16)", shape, ACTIVATION, "norm", *tags,
-             note=f"(x * rstd).to(input_dtype), kept by the multiply with {prefix}.weight"),
+        _row(f"{prefix} normalised ({normalised})", shape, normalised, "norm", *tags,
+             note=f"{cast}, kept by the multiply with {prefix}.weight"),
     ]
 
 
-def _hf_qk_norms(head: sp.Expr) -> list[Tensor]:
-    """Qwen 3's q_norm / k_norm (modeling_qwen3.py): a LlamaRMSNorm over each head's width."""
+def _hf_qk_norms(head: sp.Expr, projection: bool = False) -> list[Tensor]:
+    """Qwen 3's q_norm / k_norm (modeling_qwen3.py): a LlamaRMSNorm over each head's width.
+
+    ``projection``: OLMo 2's (modeling_olmo2.py Olmo2Attention): an Olmo2RMSNorm over the whole
+    q_proj / k_proj output, one rstd per token, fp32 normalised.
+    """
+    if projection:
+        return [*hf_rms_norm("q_norm", (b, s, a * head), "tp_shardable", "qk_norm",
+                             normalised=STATISTICS),
+                *hf_rms_norm("k_norm", (b, s, g * head), "tp_shardable", "qk_norm",
+                             normalised=STATISTICS)]
     return [*hf_rms_norm("q_norm", (b, s, a, head), "tp_shardable", "qk_norm"),
             *hf_rms_norm("k_norm", (b, s, g, head), "tp_shardable", "qk_norm")]
 
@@ -270,8 +283,13 @@ def sliding_mask(window: bool) -> sp.Basic:
     return s >= w if window else sp.false
 
 
-def hf_sdpa_attention(head: sp.Expr, window: bool = False) -> list[Tensor]:
+def hf_sdpa_attention(head: sp.Expr, window: bool = False,
+                      heads_first: bool = False) -> list[Tensor]:
     """sdpa_attention_forward: GQA kept at g heads (enable_gqa), the CPU flash kernel's logsumexp.
+
+    ``heads_first``: the query after RoPE is contiguous as [b, a, s, head] (Phi 3's
+    apply_rotary_pos_emb ends in torch.cat), so the kernel's output, in the query's layout, is kept
+    by the kernel and ``transpose(1, 2).contiguous()`` copies it for o_proj unless a = 1 or s = 1.
 
     ``window`` (a sliding window w): at s >= w the mask exists, so use_gqa_in_sdpa is False and
     repeat_kv copies K and V to a heads (a stride-0 view when g = 1), and the CPU flash kernel
@@ -298,6 +316,10 @@ def hf_sdpa_attention(head: sp.Expr, window: bool = False) -> list[Tensor]:
         *when(_row("sliding-window mask", (b, 1, s, s), ACTIVATION, "replicated", "attention",
                     "attention_mask", note="sdpa_mask's bool mask as the query dtype, kept by the "
                     "CPU flash kernel"), masked),
+        *(when(_row("attention output (query layout)", (b, a, s, head), ACTIVATION, *tags,
+                    note="the kernel's output as [b, a, s, head], kept by the kernel; o_proj "
+                    "keeps its transposed copy"), sp.And(sp.Ne(a, 1), sp.Ne(s, 1)))
+          if heads_first else []),
     ]
 
 
@@ -327,47 +349,70 @@ def hf_eager_attention(head: sp.Expr) -> list[Tensor]:
     ]
 
 
-def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool, window: bool = False) -> list[Tensor]:
-    """LlamaDecoderLayer (and Mistral's, Qwen 3's with q/k norms) as transformers 5.23 runs it in training."""
-    rows = hf_rms_norm("input_layernorm", (b, s, h))
+def _llama_hf(head: sp.Expr, attention: str, qk_norm: bool, window: bool = False,
+              fused: bool = False, post_norms: bool = False) -> list[Tensor]:
+    """LlamaDecoderLayer (Mistral's, Qwen 3's, Phi 3's, OLMo 2's alike) as transformers 5.23 trains it.
+
+    ``fused``: Phi3Attention's qkv_proj and Phi3MLP's gate_up_proj (modeling_phi3.py): q, k, v
+    and gate, up are views of one output each; RoPE's cat keeps the query heads first.
+    ``post_norms``: Olmo2DecoderLayer (modeling_olmo2.py): no norm before attention or the MLP,
+    whose projections keep the residual stream; an Olmo2RMSNorm after each, and q/k norms over
+    the whole projections.
+    """
+    qkv = "qkv_proj" if fused else "q_proj, k_proj and v_proj"
+    norm = {"normalised": STATISTICS} if post_norms else {}
+    rows = [] if post_norms else hf_rms_norm("input_layernorm", (b, s, h))
     rows.append(_row("q/k/v projection input", (b, s, h), ACTIVATION, "replicated", "attention",
-                     note="input_layernorm output, kept by q_proj, k_proj and v_proj"))
-    if qk_norm:
-        rows += _hf_qk_norms(head)
-    rows += hf_sdpa_attention(head, window) if attention == "sdpa" else hf_eager_attention(head)
+                     note=f"{'the residual stream' if post_norms else 'input_layernorm output'}, "
+                          f"kept by {qkv}"))
+    if qk_norm or post_norms:
+        rows += _hf_qk_norms(head, projection=post_norms)
+    rows += (hf_sdpa_attention(head, window, heads_first=fused) if attention == "sdpa"
+             else hf_eager_attention(head))
     rows.append(_row("attention output", (b, s, a * head), ACTIVATION, "tp_shardable",
                      "attention", note="o_proj's input"))
-    rows += hf_rms_norm("post_attention_layernorm", (b, s, h))
+    if not post_norms:
+        rows += hf_rms_norm("post_attention_layernorm", (b, s, h))
+    gate, up = (("gate_up_proj output, gate half", "gate_up_proj output, up half") if fused
+                else ("gate (gate_proj output)", "up (up_proj output)"))
     rows += [
         _row("gate/up input", (b, s, h), ACTIVATION, "replicated", "mlp",
-             note="post_attention_layernorm output, kept by gate_proj and up_proj"),
-        _row("gate (gate_proj output)", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
-             note="kept by SiLU"),
-        _row("up (up_proj output)", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
+             note=("the residual sum" if post_norms else "post_attention_layernorm output")
+                  + ", kept by " + ("gate_up_proj" if fused else "gate_proj and up_proj")),
+        _row(gate, (b, s, f), ACTIVATION, "tp_shardable", "mlp", note="kept by SiLU"),
+        _row(up, (b, s, f), ACTIVATION, "tp_shardable", "mlp",
              note="kept by the multiply with SiLU(gate)"),
         _row("SiLU output", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
              note="kept by the multiply with up"),
         _row("down_proj input", (b, s, f), ACTIVATION, "tp_shardable", "mlp",
              note="SiLU(gate) * up, kept by down_proj"),
     ]
+    if post_norms:  # o_proj's and down_proj's outputs, normalised before each residual add
+        rows += hf_rms_norm("post_attention_layernorm", (b, s, h), **norm)
+        rows += hf_rms_norm("post_feedforward_layernorm", (b, s, h), **norm)
     return rows
 
 
 def llama_layer_saved(profile: str, head_dim: sp.Expr = HEAD, qk_norm: bool = False,
-                      window: bool = False) -> Ledger:
+                      window: bool = False, fused: bool = False,
+                      post_norms: bool = False) -> Ledger:
     """One Llama layer (RMSNorm, GQA, RoPE, SwiGLU, no dropout) as ``profile`` runs it, heads of width ``head_dim``.
 
-    ``qk_norm`` adds Qwen 3's per-head q/k norms and ``window`` a sliding window w (Mistral)
-    to the hf-sdpa profile's mask rows (the transformers profiles only).
+    ``qk_norm`` adds Qwen 3's per-head q/k norms, ``window`` a sliding window w (Mistral)
+    to the hf-sdpa profile's mask rows, ``fused`` Phi 3's qkv_proj / gate_up_proj and
+    ``post_norms`` OLMo 2's norms (the transformers profiles only).
     """
     choose("profile", profile, LLAMA_PROFILES)
-    if qk_norm and not profile.startswith("hf-"):
-        raise ValueError(f"qk_norm: the {profile!r} profile has no q/k norms (the hf-* profiles do)")
+    for name, value in (("qk_norm", qk_norm), ("fused", fused), ("post_norms", post_norms)):
+        if value and not profile.startswith("hf-"):
+            raise ValueError(f"{name}: the {profile!r} profile is not transformers' (the hf-* "
+                             "profiles take it)")
     if profile == "eager":
         return Ledger(_llama_eager(head_dim))
     if profile == "fused":
         return Ledger(_llama_fused(head_dim))
-    return Ledger(_llama_hf(head_dim, profile.removeprefix("hf-"), qk_norm, window))
+    return Ledger(_llama_hf(head_dim, profile.removeprefix("hf-"), qk_norm, window, fused,
+                            post_norms))
 
 
 def layer_saved(profile: str, attention_kernel: str = "materialised",

@@ -49,7 +49,8 @@ def llama_edges_saved() -> Ledger:
     )
 
 
-def hf_edges_saved(head_dim: sp.Expr = HEAD) -> Ledger:
+def hf_edges_saved(head_dim: sp.Expr = HEAD, normalised: str = DTYPE, rope: str = DTYPE,
+                   final_norm: list[Tensor] | None = None) -> Ledger:
     """The edges as transformers 5.23 runs a LlamaForCausalLM with labels (modeling_llama.py, loss_utils.py).
 
     Besides the eager edges: the RoPE cos and sin, computed once per forward from
@@ -59,14 +60,19 @@ def hf_edges_saved(head_dim: sp.Expr = HEAD) -> Ledger:
     s + 1 and shifted (transformers/loss/loss_utils.py ForCausalLMLoss: ``pad(labels, (0, 1))``,
     ``[..., 1:].contiguous()``): at b = 1 the shifted slice is already contiguous, no copy is
     made and nll_loss keeps the padded storage, one int64 more (:data:`SINGLE_SEQUENCE`).
+    ``normalised``: the final norm's kept x * rstd (fp32 for OLMo 2's Olmo2RMSNorm, hf_rms_norm);
+    ``rope``: the cos / sin dtype (fp32 for OLMo 2: Olmo2RotaryEmbedding.forward returns them
+    uncast and apply_rotary_pos_emb casts q and k back); ``final_norm``: the final norm's rows
+    where it is no RMSNorm (GPT-NeoX's LayerNorm, derive.architectures.saved_neox).
     """
     return (
         Ledger([_row("embedding: token ids", (b, s), INDEX_DTYPE, "embedding", "replicated"),
-                _row("rope: cos", (s, head_dim), DTYPE, "embedding", "rope", "replicated",
+                _row("rope: cos", (s, head_dim), rope, "embedding", "rope", "replicated",
                      note="LlamaRotaryEmbedding output, kept by q * cos and k * cos in every layer"),
-                _row("rope: sin", (s, head_dim), DTYPE, "embedding", "rope", "replicated",
+                _row("rope: sin", (s, head_dim), rope, "embedding", "rope", "replicated",
                      note="kept by rotate_half(q) * sin and rotate_half(k) * sin in every layer")])
-        + Ledger(hf_rms_norm("norm", (b, s, h)))
+        + Ledger(final_norm if final_norm is not None
+                 else hf_rms_norm("norm", (b, s, h), normalised=normalised))
         + Ledger(
             [
                 _row("output: head input", (b, s, h), DTYPE, "output", "replicated"),

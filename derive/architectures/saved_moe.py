@@ -224,8 +224,27 @@ def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False,
         return Ledger(rows + _dense("mlp", f))
     rows += eager_router(features) + EXPERTS[choose("experts", experts, EXPERTS)](features)
     if features.shared:
-        rows += _dense("shared_experts", f_S, "shared_expert")
+        shared = _dense("shared_experts", f_S, "shared_expert")
+        # a bf16 (softmax) router's input is the shared experts' input: one tensor, one row
+        rows += shared[1:] if features.router == "softmax" else shared
+    if features.gate:
+        rows += eager_shared_gate()
     return Ledger(rows)
+
+
+def eager_shared_gate() -> list[Tensor]:
+    """Qwen2MoeSparseMoeBlock.forward: ``sigmoid(shared_expert_gate(x)) * shared_expert(x)``.
+
+    The gate linear keeps x (the router's input already); sigmoid keeps its [T, 1] output,
+    which the multiply keeps too, with the shared expert's output (modeling_qwen2_moe.py).
+    """
+    tags = ("shared_expert", "mlp")
+    return [
+        _row("shared expert gate (sigmoid output)", (T, 1), ACTIVATION, *tags, "replicated",
+             note="kept by sigmoid and by the multiply with the shared expert's output"),
+        _row("shared expert output", (T, h), ACTIVATION, *tags, "replicated",
+             note="down_proj's output, kept by the multiply with the gate"),
+    ]
 
 
 def eager_edges(features: MoEFeatures, single_sequence: bool = False) -> Ledger:

@@ -255,9 +255,9 @@ CONFIG_SENTINELS: dict[str, tuple[object, list[str], dict[str, str]]] = {
     "divides_head": ({**SENTINEL_CONFIG, "hidden_size": 1022118}, [],
                      {"field": "num_attention_heads", "divisor": "1009", "other": "hidden_size",
                       "dividend": "1022118"}),
-    # the dense report refuses MoE / MLA layers (qwen2_moe: the CLI has no MoE report for it)
-    "dense_only": ({**published_config("qwen1.5-moe-a2.7b"), "_name_or_path": "zqname"}, [],
-                   {"name": "zqname", "model_type": "qwen2_moe"}),
+    # the dense report refuses MoE / MLA layers (deepseek_v2: the CLI has no MoE report for it)
+    "dense_only": ({**published_config("deepseek-v2-lite"), "_name_or_path": "zqname"}, [],
+                   {"name": "zqname", "model_type": "deepseek_v2"}),
     # a Llama-only profile on another layer
     "layer": ({**SENTINEL_CONFIG, "model_type": "gemma2"}, ["--profile=llama-hf-sdpa"],
               {"profile": "llama-hf-sdpa", "name": "zqname", "model_type": "gemma2"}),

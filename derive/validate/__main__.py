@@ -18,7 +18,7 @@ except ModuleNotFoundError as missing:
     sys.stderr.write(f"python -m derive.validate: error: {NO_TORCH}\n")
     sys.exit(2)
 Saved, measured_flops, saved_tensors = measure.Saved, measure.measured_flops, measure.saved_tensors
-from derive.validate import comm  # noqa: E402
+from derive.validate import comm, hf_random  # noqa: E402
 from derive.validate.predicted import (  # noqa: E402
     HF_KINDS,
     KINDS,
@@ -167,7 +167,8 @@ def _print_table(results: list[dict[str, object]], tensors: bool) -> None:
         print("note:", note)
 
 
-def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None) -> int:
+def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None,
+             families: Sequence[str] | None = None) -> int:
     """``--hf``: the grid of every family's parameter table (derive.validate.hf), then random
     configs and shapes through the public path, parameters and saved bytes (derive.validate.hf_random)."""
     from derive.validate import hf, hf_random
@@ -179,7 +180,8 @@ def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None) -> int:
         return 0 if all(part["passed"] for part in out.values()) else 1
     results = hf.run()
     failed = sum(not r["passed"] for r in results)
-    drawn = hf_random.run(samples, seed, report=(lambda line: None) if as_json else print)
+    drawn = hf_random.run(samples, seed, tuple(families or hf_random.FAMILIES),
+                          report=(lambda line: None) if as_json else print)
     failed_draws = len(drawn["failures"])
     if as_json:
         counts = [{"family": family, "check": check, "passed": ok, "count": n}
@@ -211,11 +213,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"--hf: random configs drawn per family (default {DEFAULT_SAMPLES})")
     parser.add_argument("--seed", type=int, default=0, help="--hf: the draws' random seed")
     parser.add_argument("--replay", metavar="JSON", help="--hf: rerun one printed draw")
+    parser.add_argument("--family", action="append", choices=hf_random.FAMILIES,
+                        help="--hf: draw only this family (repeatable; default every family)")
     args = parser.parse_args(argv)
     if args.samples < 1:
         parser.error("--samples: must be a positive integer")
     if args.hf:
-        return _main_hf(args.json, args.samples, args.seed, args.replay)
+        return _main_hf(args.json, args.samples, args.seed, args.replay, args.family)
     if args.fp8_torchao:
         from derive.validate import fp8
         try:

@@ -35,14 +35,14 @@ from derive.validate.hf import Case, compare as compare_parameters, transformers
 SAVED: dict[str, tuple[str, ...]] = {
     "llama": ("sdpa", "eager"), "mistral": ("sdpa", "eager"), "qwen2": ("sdpa", "eager"),
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
-    "deepseek_v3": ("eager",),
+    "deepseek_v3": ("eager",), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
+    "qwen2_moe": ("sdpa", "eager"), "gpt_neox": ("sdpa", "eager"),
 }
 #: Families with routed experts: their draws alternate transformers' experts implementations.
-MOE = ("mixtral", "qwen3_moe", "deepseek_v3")
+MOE = ("mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe")
 EXPERTS_DRAWN = ("grouped_mm", "eager")
 #: Families checked on parameters only: their saved tensors are not modelled yet.
-PARAMETERS_ONLY = ("gemma2", "gemma3_text", "phi3", "olmo2", "gpt2", "gpt_neox", "qwen2_moe",
-                   "deepseek_v2")
+PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "deepseek_v2")
 FAMILIES = (*SAVED, *PARAMETERS_ONLY)
 #: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
 GROUPED_MM_STEP = 8
@@ -114,11 +114,7 @@ def _llama(rng: random.Random, family: str, width_step: int = 1) -> dict[str, An
     if family == "llama":
         _maybe(rng, config, "mlp_bias", rng.random() < 0.5, 0.5)
     if family == "mistral":
-        choice = rng.random()
-        if choice < 0.6:
-            config["sliding_window"] = rng.randint(2, MAX_SEQ)
-        elif choice < 0.8:
-            config["sliding_window"] = None
+        _window(rng, config)
     return config
 
 
@@ -132,8 +128,9 @@ def _mixtral(rng: random.Random) -> dict[str, Any]:
     return config
 
 
-def _qwen3_moe(rng: random.Random) -> dict[str, Any]:
-    config = _llama(rng, "qwen3_moe", GROUPED_MM_STEP)
+def _qwen_moe(rng: random.Random, family: str = "qwen3_moe") -> dict[str, Any]:
+    """Qwen3-MoE, or Qwen2-MoE with its gated shared expert (shared_expert_intermediate_size)."""
+    config = _llama(rng, family, GROUPED_MM_STEP)
     experts = rng.randint(1, 6)
     config["num_hidden_layers"] = layers = rng.randint(2, 4)  # room for a sparse step
     config.update(num_experts=experts, num_experts_per_tok=rng.randint(1, experts),
@@ -142,6 +139,9 @@ def _qwen3_moe(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.3:
         config["mlp_only_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
     _maybe(rng, config, "norm_topk_prob", rng.random() < 0.5, 0.5)
+    if family == "qwen2_moe":
+        config["shared_expert_intermediate_size"] = rng.randint(4, 40)
+        _maybe(rng, config, "qkv_bias", rng.random() < 0.5, 0.5)
     return config
 
 
@@ -172,8 +172,17 @@ def _deepseek(rng: random.Random, family: str) -> dict[str, Any]:
     return config
 
 
+def _window(rng: random.Random, config: dict[str, Any]) -> None:
+    """A sliding window (often), null, or left out (the class default)."""
+    choice = rng.random()
+    if choice < 0.6:
+        config["sliding_window"] = rng.randint(2, MAX_SEQ)
+    elif choice < 0.8:
+        config["sliding_window"] = None
+
+
 def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
-    """A config of a family checked on parameters alone."""
+    """A config of a family drawn apart from the Llama-layout, Mixtral and DeepSeek draws."""
     if family == "gpt2":
         heads = rng.randint(1, 6)
         config = {"model_type": "gpt2", "n_layer": rng.randint(1, 3), "n_head": heads,
@@ -193,30 +202,28 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
         config.pop("head_dim", None)
         _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
         _maybe(rng, config, "use_parallel_residual", rng.random() < 0.5, 0.5)
+        even = config["hidden_size"] // config["num_attention_heads"] % 2 == 0
+        # an odd head turned whole would need an even cos: transformers cannot run it
+        _maybe(rng, config, "rotary_pct", rng.choice([0.25, 0.5, 1.0] if even else [0.25, 0.5]), 0.5)
     if family in ("gemma2", "gemma3_text", "olmo2"):
         _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
     if family == "phi3":
         config.pop("head_dim", None)
         config["hidden_size"] = config["num_attention_heads"] * 2 * rng.randint(1, 8)
-    if family == "qwen2_moe":
-        experts = rng.randint(1, 6)
-        layers = config["num_hidden_layers"]
-        config.update(num_experts=experts, num_experts_per_tok=rng.randint(1, experts),
-                      moe_intermediate_size=rng.randint(4, 40),
-                      shared_expert_intermediate_size=rng.randint(4, 40))
-        _maybe(rng, config, "decoder_sparse_step", rng.randint(1, 3), 0.5)
-        if rng.random() < 0.3:
-            config["mlp_only_layers"] = sorted(rng.sample(range(layers), rng.randint(0, layers)))
+        _window(rng, config)
+        if rng.random() < 0.3:  # RoPE over part of each head (cos / sin k_rope wide)
+            config["partial_rotary_factor"] = rng.choice([0.25, 0.4, 0.5, 0.75])
     return config
 
 
 DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     **{family: (lambda rng, family=family: _llama(rng, family))
        for family in ("llama", "mistral", "qwen2", "qwen3")},
-    "mixtral": _mixtral, "qwen3_moe": _qwen3_moe,
+    "mixtral": _mixtral, "qwen3_moe": _qwen_moe,
+    "qwen2_moe": lambda rng: _qwen_moe(rng, "qwen2_moe"),
     "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
     **{family: (lambda rng, family=family: _parameters_only(rng, family))
-       for family in PARAMETERS_ONLY},
+       for family in ("phi3", "olmo2", "gpt_neox", *PARAMETERS_ONLY)},
 }
 
 
