@@ -111,7 +111,7 @@ COMMANDS: dict[str, Command] = {
         "--no-sequence-parallel": FLAG, "--no-memory-check": FLAG, "--json": FLAG,
     }, cases=120, usual={"--model": "8b", "--gpu": "h100", "--dp": "8", "--zero": "1"}),
     # --write is left out: it rewrites derive/calibration.json in the checkout
-    "calibrate": Command(calibrate_main, "python -m derive.calibrate", {"--json": FLAG}, cases=3),
+    "calibrate": Command(calibrate_main, "python -m derive.calibrate", {"--json": FLAG, "--check": FLAG}, cases=3),
 }
 
 
