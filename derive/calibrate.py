@@ -41,6 +41,7 @@ from derive.claims import dubey, korthikanti, narayanan
 from derive.cli import OneLineParser, UsageError, serve
 from derive.names import named_model
 from derive.parallelism import Parallelism
+from derive.predict import memory_per_gpu
 from derive.presets import Model, model
 from derive.systems import System, system
 
@@ -263,8 +264,16 @@ def _spread(errors: Sequence[float]) -> dict[str, float]:
             "max_abs_error": round(max(map(abs, errors)), 4), "rows": len(errors)}
 
 
+def _gib(size: float | None) -> float | None:
+    return None if size is None else round(size / 2**30, 1)
+
+
 def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: Efficiency) -> dict[str, object]:
-    """Every held-out row's predicted and published tokens/s per GPU, the groups' errors, the rows not run."""
+    """Every held-out row's predicted and published tokens/s per GPU, the groups' errors, the rows not run.
+
+    Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
+    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
+    """
     rows, groups = [], {}
     for run, error in zip(runs, residuals(runs, eta)):
         tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
@@ -273,7 +282,8 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
                "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
                "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
                "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
-               "assumptions": run.assumptions}
+               "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
+               "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions}
         rows.append(row)
         for key in ("precision", "gpu", "kind"):
             groups.setdefault(f"{key} {row[key]}", []).append(row["error"])
@@ -289,8 +299,11 @@ def render_heldout(result: dict[str, object]) -> str:
     """Each held-out row's tokens/s per GPU, the groups' errors, the rows not run and why."""
     lines = [f"held out (never fitted): {result['release']}, {result['source']}"]
     for row in result["rows"]:
+        over = row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]
         lines.append(f"  {row['run']:44s} published {row['published_tokens']:7,d}  predicted "
-                     f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}")
+                     f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}"
+                     + (f"  (derive's memory accounts: {row['memory_gib']} GiB > {row['hbm_gib']} GiB HBM)"
+                        if over else ""))
     for name, errors in result["groups"].items():
         lines.append(f"{name}: mean |error| {errors['mean_abs_error']:.1%}, max {errors['max_abs_error']:.1%} "
                      f"({errors['rows']} rows)")

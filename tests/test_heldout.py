@@ -86,6 +86,18 @@ def test_one_row_by_hand(result):
     assert (row["precision"], row["kind"], row["gpu"]) == ("fp8-current", "dense", "h100")
 
 
+def test_derives_memory_accounts_refuse_five_rows_that_ran(result):
+    # predicted without the memory check; derive.predict (no recompute, unbalanced stages) would refuse
+    # these five published rows: 70B and 405B on H100, 405B on B200 (both recipes) and GB200
+    over = {row["run"]: (row["memory_gib"], row["hbm_gib"]) for row in result["rows"]
+            if row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]}
+    assert over == {"LLAMA3_70B FP8-CS 64 DGX-H100": (76.1, 74.5), "LLAMA3.1_405B FP8-CS 1024 DGX-H100": (77.0, 74.5),
+                    "LLAMA3.1_405B FP8-CS 128 DGX-B200": (181.8, 167.6),
+                    "LLAMA3.1_405B FP8-MX 128 DGX-B200": (181.8, 167.6),
+                    "LLAMA3.1_405B FP8-CS 256 DGX-GB200": (214.8, 173.2)}
+    assert 80e9 / 2**30 == pytest.approx(74.5, abs=0.05)  # the H100's 80 GB in GiB
+
+
 def test_nothing_is_fitted(result):
     # the shipped constants, untouched; no held-out row in the calibration set
     assert result["constants"] == json.loads(CALIBRATION.read_text())["constants"]

@@ -99,8 +99,9 @@ def test_the_check_sees_an_upward_import(tmp_path):
 FRONT_ENDS = ("plan", "comm", "predict", "calibrate", "check", "validate", "render")
 SHARED = {"cli", "options"}
 #: The uses of a front end's library part by another: the sheet's layouts section runs derive.plan.plan, its
-#: step-time section derive.calibrate's held-out check (heldout_runs, heldout_report).
-LIBRARY_USES = {("render", "plan"), ("render", "calibrate")}
+#: step-time section derive.calibrate's held-out check (heldout_runs, heldout_report), which reads
+#: derive.predict's memory account (memory_per_gpu) of each held-out run.
+LIBRARY_USES = {("render", "plan"), ("render", "calibrate"), ("calibrate", "predict")}
 
 
 @pytest.mark.parametrize("name", FRONT_ENDS)

@@ -79,7 +79,9 @@ def heldout_table() -> Table:
     result = heldout_report(*heldout_runs(), calibrated())
     rows = tuple({"run": text_cell(row["run"]), "precision": text_cell(row["precision"]), "kind": text_cell(row["kind"]),
                   "published": int_cell(row["published_tokens"]), "predicted": int_cell(row["predicted_tokens"]),
-                  "error": percent_cell(row["error"])}
+                  "error": percent_cell(row["error"]),
+                  "memory": blank_cell() if row["memory_gib"] is None else number_cell(row["memory_gib"], 1),
+                  "hbm": number_cell(row["hbm_gib"], 1)}
                  for row in result["rows"])
     groups = "; ".join(f"{name}: mean |error| {errors['mean_abs_error']:.1%}, max {errors['max_abs_error']:.1%} "
                        f"({errors['rows']} rows)" for name, errors in result["groups"].items())
@@ -88,10 +90,13 @@ def heldout_table() -> Table:
         "heldout_runs", "Published runs, predicted (held out: never fitted)",
         (Column("run", "run (model, precision, GPUs, system)"), Column("precision", "derive precision"),
          Column("kind", "dense / MoE"), Column("published", "published", unit="tokens/s/GPU"),
-         Column("predicted", "predicted", unit="tokens/s/GPU"), Column("error", "error", unit="fraction")),
+         Column("predicted", "predicted", unit="tokens/s/GPU"), Column("error", "error", unit="fraction"),
+         Column("memory", "derive's memory, most loaded rank", unit="GiB"), Column("hbm", "HBM", unit="GiB")),
         rows,
         note=f"{result['release']}, {result['source']} (derive/heldout_runs.json; python -m derive.calibrate "
-             f"--check). Error: predicted / published tokens/s per GPU - 1. {groups}. Not run "
+             f"--check). Error: predicted / published tokens/s per GPU - 1. Every row is predicted without the memory "
+             f"check (each ran); a memory above the HBM is one derive's accounts (derive.predict, no recompute) "
+             f"would refuse; blank: not covered (MoE, ZeRO-3). {groups}. Not run "
              f"({len(result['not_run'])} rows): {'; '.join(missing)}.",
     )
 
