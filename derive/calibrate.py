@@ -17,6 +17,12 @@ issue's target on Korthikanti's Table 5 (mean <= 3 %, max <= 6 %) as a penalised
 by coordinate search on a fixed grid (deterministic). The constants, every row's residual and
 each table's mean and max error go to ``derive/calibration.json``, which the predictor reads.
 Layout details the papers leave unstated are assumptions named on each row.
+
+``--check`` predicts a held-out set with those constants and fits nothing: NVIDIA's published
+Megatron-Bridge pre-training runs of one release (``derive/heldout_runs.json``: dense and MoE,
+H100 and Blackwell, BF16 and FP8), each row's tokens/s per GPU against the published one, the
+mean and max absolute error by precision, GPU and dense / MoE, and every row derive cannot run
+with the reason (issues 29 and 32).
 """
 from __future__ import annotations
 
@@ -24,15 +30,18 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Sequence
 
 from derive.accounts.flops import flops_per_token
-from derive.accounts.prediction import predict
+from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
-from derive.accounts.step import CALIBRATION, Efficiency
+from derive.accounts.step import CALIBRATION, Efficiency, calibrated
 from derive.claims import dubey, korthikanti, narayanan
-from derive.cli import OneLineParser, serve
+from derive.cli import OneLineParser, UsageError, serve
+from derive.names import named_model
 from derive.parallelism import Parallelism
+from derive.predict import memory_per_gpu
 from derive.presets import Model, model
 from derive.systems import System, system
 
@@ -59,6 +68,7 @@ class PublishedRun:
     published: str
     assumptions: str
     overlap: frozenset[str] = DEFAULT_OVERLAP
+    precision: str | None = None  # an FP8 recipe the state ledger does not hold (predict's override)
 
 
 def korthikanti_runs() -> list[PublishedRun]:
@@ -139,7 +149,7 @@ def calibration_runs() -> list[PublishedRun]:
 
 def residuals(runs: Sequence[PublishedRun], eta: Efficiency) -> list[float]:
     """Predicted / published - 1 of every run."""
-    return [predict(run.model, run.parallelism, run.gpu, eta=eta, overlap=run.overlap).step_time_s
+    return [predict(run.model, run.parallelism, run.gpu, run.precision, eta=eta, overlap=run.overlap).step_time_s
             / run.seconds - 1
             for run in runs]
 
@@ -199,11 +209,117 @@ def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
             "tables": summary, "rows": rows, "narayanan_layouts": NARAYANAN_SOURCE}
 
 
+#: The held-out check set: one release of NVIDIA's published Megatron-Bridge pre-training table.
+HELDOUT = Path(__file__).resolve().parent / "heldout_runs.json"
+#: The table's names -> derive's: models (a preset or MoE preset), systems, precisions. A row whose
+#: name is not here is listed as one derive cannot run, with the missing name.
+HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b",
+                  "DeepSeekV3 (w/o MTP)": "deepseek-v3", "DeepSeekV3 (w/ MTP)": "deepseek-v3",
+                  "Qwen3_30B_a3B": "qwen3-30b-a3b"}
+HELDOUT_SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-GB200": "gb200"}
+HELDOUT_PRECISIONS = {"BF16": "bf16", "FP8-CS": "fp8-current", "FP8-DS": "fp8-delayed", "FP8-MX": "mxfp8"}
+#: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
+HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
+                       "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
+                       "v = 1 where it prints n/a; pipeline stages unbalanced; bf16 states with fp32 gradients; "
+                       "MoE routing uniform (the runs force-balance it), dropless")
+#: What a row's model name says that derive's model lacks.
+HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": "the run trains an MTP module; derive's step model counts none"}
+
+
+def heldout_runs(path: Path = HELDOUT) -> tuple[list[PublishedRun], list[dict[str, object]]]:
+    """The rows derive can run as PublishedRuns (step time GBS s / (tokens/s/GPU x GPUs)), and the others with why."""
+    data = json.loads(path.read_text())
+    runs, skipped = [], []
+    for row in data["rows"]:
+        label = f"{row['model']} {row['precision']} {row['gpus']} {row['system']}"
+        try:
+            runs.append(_heldout_run(row, label, data["release"]))
+        except ValueError as error:
+            skipped.append({"run": label, "reason": str(error), "published_tokens": row["tokens_per_s_per_gpu"]})
+    return runs, skipped
+
+
+def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
+    """One table row as a PublishedRun; ValueError naming what derive lacks."""
+    for field, names in (("model", HELDOUT_MODELS), ("system", HELDOUT_SYSTEMS), ("precision", HELDOUT_PRECISIONS)):
+        if row[field] not in names:
+            raise ValueError(f"{field}: derive has no {row[field]!r} (no preset, shipped config or system of that name)")
+    entry = replace(named_model(HELDOUT_MODELS[row["model"]], moe=True)[0], seq=row["seq"])
+    precision = HELDOUT_PRECISIONS[row["precision"]]
+    tp, pp, cp = row["tp"], row["pp"], row["cp"]
+    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=row["ep"], dp=row["gpus"] // (tp * pp * cp),
+                         micro_batch=row["micro_batch"], global_batch=row["global_batch"], recompute="none",
+                         sequence_parallel=tp > 1, zero=3 if row["fsdp"] else 1,
+                         precision=ledger_precision(precision))
+    layout.check(entry)
+    seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
+    assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]))))
+    return PublishedRun(release, label, entry, layout, system(HELDOUT_SYSTEMS[row["system"]]), seconds,
+                        f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, precision=precision)
+
+
+def _spread(errors: Sequence[float]) -> dict[str, float]:
+    return {"mean_abs_error": round(sum(map(abs, errors)) / len(errors), 4),
+            "max_abs_error": round(max(map(abs, errors)), 4), "rows": len(errors)}
+
+
+def _gib(size: float | None) -> float | None:
+    return None if size is None else round(size / 2**30, 1)
+
+
+def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: Efficiency) -> dict[str, object]:
+    """Every held-out row's predicted and published tokens/s per GPU, the groups' errors, the rows not run.
+
+    Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
+    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
+    """
+    rows, groups = [], {}
+    for run, error in zip(runs, residuals(runs, eta)):
+        tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
+        predicted = tokens / (1 + error)  # throughput scales as 1 / step time
+        row = {"run": run.label, "gpu": run.gpu.name, "precision": run.precision,
+               "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
+               "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
+               "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
+               "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
+               "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions}
+        rows.append(row)
+        for key in ("precision", "gpu", "kind"):
+            groups.setdefault(f"{key} {row[key]}", []).append(row["error"])
+        groups.setdefault("all", []).append(row["error"])
+    data = json.loads(HELDOUT.read_text())
+    order = sorted(groups, key=lambda name: (name != "all", name.lower()))
+    return {"source": data["source"], "release": data["release"],
+            "constants": {name: getattr(eta, name) for name in FIELDS}, "rows": rows,
+            "groups": {name: _spread(groups[name]) for name in order}, "not_run": list(skipped)}
+
+
+def render_heldout(result: dict[str, object]) -> str:
+    """Each held-out row's tokens/s per GPU, the groups' errors, the rows not run and why."""
+    lines = [f"held out (never fitted): {result['release']}, {result['source']}"]
+    for row in result["rows"]:
+        over = row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]
+        lines.append(f"  {row['run']:44s} published {row['published_tokens']:7,d}  predicted "
+                     f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}"
+                     + (f"  (derive's memory accounts: {row['memory_gib']} GiB > {row['hbm_gib']} GiB HBM)"
+                        if over else ""))
+    for name, errors in result["groups"].items():
+        lines.append(f"{name}: mean |error| {errors['mean_abs_error']:.1%}, max {errors['max_abs_error']:.1%} "
+                     f"({errors['rows']} rows)")
+    for row in result["not_run"]:
+        lines.append(f"  not run: {row['run']}: {row['reason']}")
+    return "\n".join(lines) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``python -m derive.calibrate``."""
     parser = OneLineParser(prog="derive.calibrate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="write derive/calibration.json")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--check", action="store_true",
+                        help="predict the held-out published runs (derive/heldout_runs.json) with the shipped "
+                             "constants; fits nothing")
     return parser
 
 
@@ -222,6 +338,11 @@ def render_text(result: dict[str, object]) -> str:
 def run(argv: Sequence[str] | None = None) -> str:
     """Fit, report, and with --write store the result in derive/calibration.json."""
     args = build_parser().parse_args(argv)
+    if args.check:
+        if args.write:
+            raise UsageError("--write: the held-out check fits and writes nothing; drop --write or --check")
+        result = heldout_report(*heldout_runs(), calibrated())
+        return json.dumps(result, indent=1) + "\n" if args.json else render_heldout(result)
     runs = calibration_runs()
     eta = fit(runs, Efficiency(0.8, 0.7, 0.8, gemm_hopper=0.8))
     result = report(runs, eta)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from derive.calibrate import main as calibrate_main
 from derive.check import main as check_main
 from derive.cli import SHAPE_OPTIONS
 from derive.cli import main as report_main
@@ -110,8 +109,6 @@ COMMANDS: dict[str, Command] = {
         "--overlap": ["none", "tp-comm-overlap", "dp-reduce-with-backward,nothing"],
         "--no-sequence-parallel": FLAG, "--no-memory-check": FLAG, "--json": FLAG,
     }, cases=120, usual={"--model": "8b", "--gpu": "h100", "--dp": "8", "--zero": "1"}),
-    # --write is left out: it rewrites derive/calibration.json in the checkout
-    "calibrate": Command(calibrate_main, "python -m derive.calibrate", {"--json": FLAG}, cases=3),
 }
 
 

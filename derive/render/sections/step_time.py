@@ -1,9 +1,10 @@
-"""Step time predicted: the systems table, the calibrated constants, and the published runs predicted (issue 32)."""
+"""Step time predicted: the systems table, the calibrated constants, the published runs predicted, and a held-out set (issues 29, 32)."""
 from __future__ import annotations
 
 import json
 
-from derive.accounts.step import CALIBRATION
+from derive.accounts.step import CALIBRATION, calibrated
+from derive.calibrate import heldout_report, heldout_runs
 from derive.render.quantities import blank_cell, number_cell, percent_cell, seconds_cell
 from derive.render.sheet import Column, Section, Table, bytes_cell, int_cell, text_cell
 from derive.systems import SYSTEMS
@@ -74,6 +75,33 @@ def published_runs_table() -> Table:
     )
 
 
+def heldout_table() -> Table:
+    """derive.calibrate's held-out check: NVIDIA's published Megatron-Bridge runs, predicted with the shipped constants."""
+    result = heldout_report(*heldout_runs(), calibrated())
+    rows = tuple({"run": text_cell(row["run"]), "precision": text_cell(row["precision"]), "kind": text_cell(row["kind"]),
+                  "published": int_cell(row["published_tokens"]), "predicted": int_cell(row["predicted_tokens"]),
+                  "error": percent_cell(row["error"]),
+                  "memory": blank_cell() if row["memory_gib"] is None else number_cell(row["memory_gib"], 1),
+                  "hbm": number_cell(row["hbm_gib"], 1)}
+                 for row in result["rows"])
+    groups = "; ".join(f"{name}: mean |error| {errors['mean_abs_error']:.1%}, max {errors['max_abs_error']:.1%} "
+                       f"({errors['rows']} rows)" for name, errors in result["groups"].items())
+    missing = sorted({row["reason"].partition(" (")[0] for row in result["not_run"]})
+    return Table(
+        "heldout_runs", "Published runs, predicted (held out: never fitted)",
+        (Column("run", "run (model, precision, GPUs, system)"), Column("precision", "derive precision"),
+         Column("kind", "dense / MoE"), Column("published", "published", unit="tokens/s/GPU"),
+         Column("predicted", "predicted", unit="tokens/s/GPU"), Column("error", "error", unit="fraction"),
+         Column("memory", "derive's memory, most loaded rank", unit="GiB"), Column("hbm", "HBM", unit="GiB")),
+        rows,
+        note=f"{result['release']}, {result['source']} (derive/heldout_runs.json; python -m derive.calibrate "
+             f"--check). Error: predicted / published tokens/s per GPU - 1. Every row is predicted without the memory "
+             f"check (each ran); a memory above the HBM is one derive's accounts (derive.predict, no recompute) "
+             f"would refuse; blank: not covered (MoE, ZeRO-3). {groups}. Not run "
+             f"({len(result['not_run'])} rows): {'; '.join(missing)}.",
+    )
+
+
 def step_time_section() -> Section:
     """The systems, the constants, and the published runs predicted."""
     return Section(
@@ -84,7 +112,8 @@ def step_time_section() -> Section:
                "output tiles, element-wise work from the saved-tensor bytes at HBM bandwidth, every row of the "
                "communication ledger on the link its group spans (ranks ordered tp, cp, ep, dp, pp as Megatron "
                "does) with a named overlap rule, the 1F1B / interleaved bubble (p - 1)/(v m) of the slowest "
-               "stage, and the optimizer's state bytes. Four constants are fitted on the runs below.",),
+               "stage, and the optimizer's state bytes. Four constants are fitted on the runs below; the held-out "
+               "runs after them are predicted with those constants and fitted to nothing.",),
         tables={"systems": systems_table(), "step_constants": constants_table(),
-                "published_runs": published_runs_table()},
+                "published_runs": published_runs_table(), "heldout_runs": heldout_table()},
     )
