@@ -165,6 +165,18 @@ class Plan:
         return {key: int(np.sum(reasons == key)) for key in REASONS if np.any(reasons == key)}
 
 
+def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.ndarray) -> np.ndarray:
+    """Each layout's first failure (a REASONS key; "" fits): ``failed`` checks in order, then memory.
+
+    Memory above the usable range's high end fails outright; above the end ``fit`` names
+    (low or high), it is inside the range's uncertainty.
+    """
+    low, high = usable
+    limit = low if fit == "low" else high
+    return np.select([*failed.values(), memory > high, memory > limit],
+                     [*failed, "memory", "memory-uncertain"], default="")
+
+
 def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
          profile: str = "llama-fused", placement_name: str = "megatron", mfu: float = 1.0,
          max_context: int = MAX_CONTEXT, fit: str = "low") -> Plan:
@@ -217,9 +229,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
                              0)
                     for rank in ranks], axis=0)
             time[rows] = figures["step_time"]
-        limit = low if fit == "low" else high
-        reason = np.select([~whole, ~schedule, memory > high, memory > limit],
-                           ["batch", "schedule", "memory", "memory-uncertain"], default="")
+        reason = reasons(memory, (low, high), fit, batch=~whole, schedule=~schedule)
         parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
                       "bound": time, "feasible": reason == "", "reason": reason})
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

@@ -35,7 +35,7 @@ from derive.hf import published_model
 from derive.inputs import choose
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.parallelism import Parallelism
-from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, divisors
+from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, divisors, reasons
 from derive.sweep import compile
 from derive.symbols import E, L, a, b, d, e, f_E, g, p, s, t, t_E
 from derive.systems import system
@@ -112,9 +112,7 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
                           "t_E": c["etp"][rows], "b": c["b"][rows]}
                 memory[rows] = np.broadcast_to(function(**{k: v for k, v in arrays.items()
                                                            if k in function.names}), rows.sum())
-    limit = low if fit == "low" else high
-    reason = np.select([~whole, memory > high, memory > limit], ["batch", "memory", "memory-uncertain"],
-                       default="")
+    reason = reasons(memory, (low, high), fit, batch=~whole)
     feasible = reason == ""
     config = published_model(CONFIGS[name], seq=seq)
     gpu = system(SYSTEM_NAMES.get(hardware_name, hardware_name))

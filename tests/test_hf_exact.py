@@ -221,6 +221,17 @@ def test_phi3_partial_rotary_keeps_narrower_cos_and_sin():
     assert int(model.subs(whole.edges - saved.edges, b=1, s=5)) == 2 * 5 * (14 - 6) * 2
 
 
+def _moe_report_and_measured(tmp_path, config: dict, micro_batch: int, seq: int,
+                             experts: str) -> tuple[dict, int]:
+    """derive report's saved_for_backward_bytes for ``config`` (hf-eager) and transformers' measured bytes."""
+    path = tmp_path / f"{config['model_type']}.json"
+    path.write_text(json.dumps(config))
+    out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", str(micro_batch),
+                          "--seq", str(seq), "--experts-implementation", experts, "--json"]))
+    measured = sum(row.bytes for row in hf_random.measured(config, "eager", micro_batch, seq, experts))
+    return next(iter(out.values()))["saved_for_backward_bytes"], measured
+
+
 @pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
 def test_the_qwen2_moe_report_prints_what_transformers_keeps(tmp_path, experts):
     config = {"model_type": "qwen2_moe", "hidden_size": 32, "num_attention_heads": 4,
@@ -228,12 +239,7 @@ def test_the_qwen2_moe_report_prints_what_transformers_keeps(tmp_path, experts):
               "num_experts": 3, "num_experts_per_tok": 2, "moe_intermediate_size": 8,
               "shared_expert_intermediate_size": 12, "norm_topk_prob": True,
               "vocab_size": 40, "max_position_embeddings": 64}
-    path = tmp_path / "qwen2_moe.json"
-    path.write_text(json.dumps(config))
-    out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", "2",
-                          "--seq", "5", "--experts-implementation", experts, "--json"]))
-    figure = next(iter(out.values()))["saved_for_backward_bytes"]
-    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 2, 5, experts))
+    figure, measured = _moe_report_and_measured(tmp_path, config, 2, 5, experts)
     assert figure["value"] == measured == figure["layers"] + figure["edges"]
 
 
@@ -316,12 +322,7 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8,
               "intermediate_size": 16, "num_local_experts": 3, "num_experts_per_tok": 3,
               "vocab_size": 40, "max_position_embeddings": 64}
-    path = tmp_path / "mixtral.json"
-    path.write_text(json.dumps(config))
-    out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", "1",
-                          "--seq", "6", "--experts-implementation", experts, "--json"]))
-    figure = next(iter(out.values()))["saved_for_backward_bytes"]
-    measured = sum(row.bytes for row in hf_random.measured(config, "eager", 1, 6, experts))
+    figure, measured = _moe_report_and_measured(tmp_path, config, 1, 6, experts)
     assert figure["value"] == measured == figure["layers"] + figure["edges"]
 
 
