@@ -1,6 +1,8 @@
 """``python -m derive.plan``: every layout of a model on N GPUs, the ones that fit, ranked by step time.
 
-A layout is (t, p, v, c, d, b, recompute, ZeRO, balanced): t divides the query and kv
+A layout is (t, p, v, c, d, b, recompute, ZeRO, balanced), ZeRO every stage the placement's
+framework offers (:func:`derive.accounts.placement.stage_placements`: Megatron's DDP, distributed
+optimizer, Megatron-FSDP optim_grads and optim_grads_params), each with its placement's states: t divides the query and kv
 heads, c (context parallel, profiles without score matrices) divides s, t p c
 divides the GPUs (d = GPUs / (t p c)), p v <= L (uneven stages: the
 most loaded holds ceil(L / (p v)) layers per chunk); at p > 1 each layout is also tried
@@ -42,7 +44,7 @@ from derive.accounts.activations import (
 )
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
-from derive.accounts.placement import PLACEMENTS, placement, placement_ledger
+from derive.accounts.placement import PLACEMENTS, placement_ledger, stage_placements
 from derive.accounts.prediction import predict
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
@@ -188,14 +190,14 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     if seq is not None:
         entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
-    stage = placement(placement_name).stage
+    stages = stage_placements(placement_name)
     linear = accounts(entry.architecture, profile, "none").context_parallel
     largest = layer_activations(profile, "fused", 1, True, "none").bytes() * L
     exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
                 entry.at(largest, b=max(MICRO_BATCHES)))
     contexts = ([k for k in range(1, min(max_context, gpus) + 1) if entry.seq % k == 0]
                 if linear else [1])
-    base = layouts(entry, gpus, sorted({0, stage}), contexts)
+    base = layouts(entry, gpus, sorted(stages), contexts)
     # m = T / (s b d) in integers: T / s first (b d <= 8 * 2^20), so no int64 product overflows.
     sequences = tokens // entry.seq if tokens % entry.seq == 0 else 0
     parts = []
@@ -214,18 +216,19 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
             layout = {k: part[k][rows] for k in ("t", "p", "v", "c", "d", "b")}
             layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows])
             ranks = ("first", "last", "middle") if balanced else ()
+            held = stages[int(zero)]  # the framework's placement at this stage
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
-                               hardware_name=hardware_name, mfu=mfu, placement_name=placement_name,
+                               hardware_name=hardware_name, mfu=mfu, placement_name=held,
                                names=tuple(f"{rank}_rank_bytes" for rank in ranks) or ("memory_per_gpu",),
                                balanced=bool(balanced))
             values = {symbol.name: number for symbol, number in entry.values.items()} | layout
             if not balanced:
                 memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
-                    entry, recompute, int(zero), profile, placement_name, values)
+                    entry, recompute, int(zero), profile, held, values)
             else:  # the most loaded rank, each with its own rounding (rank 1 is the last rank at p = 2)
                 memory[rows] = np.max([
                     np.where((rank != "middle") | (layout["p"] > 2), figures[f"{rank}_rank_bytes"]
-                             + rounding_bytes(entry, recompute, int(zero), profile, placement_name, values, True, rank),
+                             + rounding_bytes(entry, recompute, int(zero), profile, held, values, True, rank),
                              0)
                     for rank in ranks], axis=0)
             time[rows] = figures["step_time"]

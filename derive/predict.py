@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from derive.accounts.budget import usable_low_end
+from derive.accounts.placement import stage_placements
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import LINEAR_DTYPE, StepTime
@@ -93,8 +94,11 @@ def usable(gpu: System) -> int:
 
 
 def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
-    """The most loaded rank's bytes (derive.sweep: Megatron's placement, SP on); None for MoE / ZeRO-2/3."""
-    if not entry.dense or layout.zero > 1:
+    """The most loaded rank's bytes (derive.sweep: Megatron's placement at the stage, SP on); None for MoE.
+
+    ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params (derive.accounts.placement).
+    """
+    if not entry.dense:
         return None
     profile = "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
     arrays = {"s": np.array([entry.seq]), "b": np.array([layout.micro_batch]), "t": np.array([layout.tp]),
@@ -105,6 +109,7 @@ def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
               "c": np.array([layout.cp]), "m": np.array([layout.micro_batches])}
     # balanced pipelines: each rank's exact layers (Parallelism.balanced; derive.plan does the same)
     figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),
+                       placement_name=stage_placements("megatron")[layout.zero],
                        attention_kernel="fused", balanced=layout.balanced)
     return float(figures["memory_per_gpu"][0])
 

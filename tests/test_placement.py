@@ -8,6 +8,7 @@ from derive.accounts.placement import (
     placement_bytes_per_parameter,
     placement_ledger,
     placement_table,
+    stage_placements,
     transient_bytes,
 )
 from derive.presets import MODELS
@@ -86,9 +87,22 @@ def test_zero_stage_step_copy_is_an_fp32_partition():
     assert transient_bytes("deepspeed-zero2") == 4 * N                  # d = 1
 
 
+def test_megatron_fsdp_shards_grads_then_params():
+    # optim_grads: bf16 parameters whole (2), fp32 main grads + fp32 master + two fp32 moments over d
+    # (4 + 4 + 8); optim_grads_params: all 18 over d; one layer's fp32 gradient bucket in flight,
+    # and under optim_grads_params one layer's gathered bf16 parameters
+    assert placement_bytes_per_parameter("megatron-fsdp-optim-grads", sharded=True) == 2 + 16 / d
+    assert placement_bytes_per_parameter("megatron-fsdp-optim-grads-params", sharded=True) == 18 / d
+    assert transient_bytes("megatron-fsdp-optim-grads", sharded=True) == 4 * N / L
+    assert transient_bytes("megatron-fsdp-optim-grads-params", sharded=True) == 6 * N / L
+    assert stage_placements("megatron") == {0: "megatron", 1: "megatron", 2: "megatron-fsdp-optim-grads",
+                                            3: "megatron-fsdp-optim-grads-params"}
+    assert stage_placements("torchtitan-fsdp2") == {0: "torchtitan-fsdp2", 3: "torchtitan-fsdp2"}
+
+
 def test_table_rows():
     rows = {row["placement"]: row for row in placement_table()}
-    assert set(rows) == set(PLACEMENTS) and len(rows) == 8
+    assert set(rows) == set(PLACEMENTS) and len(rows) == 10
     megatron = rows["megatron"]
     assert megatron["bytes_per_parameter"] == 18
     assert megatron["sharded_bytes_per_parameter"] == 6 + 12 / d

@@ -37,13 +37,15 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
     slot on rank 0 and the loss's on rank p - 1; rank 1 (p > 2) holds them all and no edge.
     """
     recompute, zero, balanced = str(row["recompute"]), int(row["zero"]), bool(row["balanced"])
-    terms = sweep.accounts(entry.family, "llama-fused", recompute, "megatron", bool(zero), balanced=balanced)
+    # ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params placements
+    placed = {0: "megatron", 1: "megatron", 2: "megatron-fsdp-optim-grads", 3: "megatron-fsdp-optim-grads-params"}[zero]
+    terms = sweep.accounts(entry.family, "llama-fused", recompute, placed, bool(zero), balanced=balanced)
     values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
     at = {symbol: sp.Integer(value) for symbol, value in values.items()}
     pp, vv, mm = int(row["p"]), int(row["v"]), int(row["m"])
     if not balanced:
         return _rank_memory(terms, "first", terms.columns()["memory_per_gpu"], sweep.STAGE_LAYERS,
-                            sweep.STAGE_LAYERS, zero, recompute, at)
+                            sweep.STAGE_LAYERS, placed, zero, recompute, at)
     per_chunk = -(-(entry.layers + 2) // (pp * vv))
     ranks = {"first": (0, vv * per_chunk - 1), "last": (pp - 1, vv * per_chunk - 1)}
     if pp > 2:
@@ -60,15 +62,15 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
             held = chunks * per_chunk - (rank == "last" and mm == pp)
         states, activations = {L: pp * layers}, {L: sp.Rational(held * pp * vv, chunks)}
         total = terms.state(rank).xreplace(states) + terms.activation(rank).xreplace(activations)
-        most = max(most, _rank_memory(terms, rank, total, states, activations, zero, recompute, at))
+        most = max(most, _rank_memory(terms, rank, total, states, activations, placed, zero, recompute, at))
     return most
 
 
-def _rank_memory(terms, rank, total, states, activations, zero, recompute, at):
+def _rank_memory(terms, rank, total, states, activations, placed, zero, recompute, at):
     """``total`` at ``at`` plus the allocator's rounding of the rank's state buffers and held activations."""
     total = total.xreplace(at)
     stage = (terms.parameters["single"] if at[p] == 1 else terms.parameters[rank].xreplace(states)).xreplace(at)
-    for buffer in placement_ledger("megatron", bool(zero), d).where("resident"):
+    for buffer in placement_ledger(placed, bool(zero), d).where("resident"):
         one = buffer.bytes.xreplace({N: stage}).xreplace(at)
         total += allocated_bytes(int(sp.ceiling(one - sp.Rational(1, 2)))) - one
     chunks = sweep.stage_in_flight(rank).xreplace(at)

@@ -31,7 +31,7 @@ def _brute_force(entry, gpus: int, max_context: int) -> set[tuple]:
         for v, balanced in itertools.product(range(1, MAX_VIRTUAL + 1), (0, 1)):
             if p * v > entry.layers + 2 * balanced or (v > 1 and p == 1) or (balanced and p == 1):
                 continue
-            for b, zero, recompute in itertools.product((1, 2, 4, 8), (0, 1), ("none", "selective", "full")):
+            for b, zero, recompute in itertools.product((1, 2, 4, 8), (0, 1, 2, 3), ("none", "selective", "full")):
                 found.add((t, p, v, c, gpus // (t * c * p), b, zero, recompute, balanced))
     return found
 

@@ -378,8 +378,13 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
                       "backward", "backward", f"{MEGATRON_DDP} (bucketed, overlap_grad_reduce); "
                       "torch/nn/parallel/distributed.py DDP")
         elif layout.zero in (1, 2):
-            build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads, 1,
-                      "backward", "backward", f"{MEGATRON_DDP} (distributed optimizer); Rajbhandari et al. 2020, 7.2.1")
+            # ZeRO-2 has no whole gradient buffer to accumulate into: it reduces every micro-batch
+            per_step, source = ((1, f"{MEGATRON_DDP} (distributed optimizer)") if layout.zero == 1 else (
+                terms.m, "megatron/core/distributed/fsdp/mcore_fsdp_adapter.py ('optim_grads': reduce-scatter "
+                         "on all micro-batches); deepspeed/runtime/zero/stage_1_and_2.py (partition_gradients: "
+                         "reduced in every backward)"))
+            build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
+                      per_step, "backward", "backward", f"{source}; Rajbhandari et al. 2020, 7.2.1")
             build.add(f"{group}.params.all-gather", f"{what}parameters", "all-gather", group, ranks, params, 1,
                       "optimizer", "forward", "megatron/core/optimizer/distrib_optimizer.py (overlap_param_gather); "
                       "Rajbhandari et al. 2020, 7.2.1")

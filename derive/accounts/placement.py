@@ -230,11 +230,61 @@ TORCH_AMP = Placement(
             "stay fp32)"),
 )
 
+_MFSDP_SOURCE = ("megatron/core/distributed/fsdp/src/megatron_fsdp/fully_shard.py fully_shard "
+                 "(zero_dp_strategy: 'optim_grads' / 2 shards gradients and optimizer states, "
+                 "'optim_grads_params' / 3 also the parameters; FSDP unit = TransformerLayer, "
+                 "megatron/core/distributed/fsdp/mcore_fsdp_adapter.py); "
+                 "megatron_fsdp/param_and_grad_buffer.py ParamAndGradBuffer (main_grad_buffer in "
+                 "the grad dtype, fp32 with grad_reduce_in_fp32; unsharded buckets from "
+                 "main_grad_alloc / weight_alloc, freed after the unit's reduce-scatter or use)")
+_UNIT_GRAD = Transient("fp32 unsharded gradient of one layer", "fp32", "grads", LAYER_PARAMS,
+                       "backward of one FSDP unit (a TransformerLayer): the bucket its gradients land in, "
+                       "freed after the reduce-scatter into this rank's shard")
+
+
+def _megatron_fsdp(stage: int) -> Placement:
+    """Megatron-FSDP at ``zero_dp_strategy`` 2 (optim_grads) or 3 (optim_grads_params)."""
+    strategy = {2: "optim_grads", 3: "optim_grads_params"}[stage]
+    return Placement(
+        name=f"megatron-fsdp-{strategy.replace('_', '-')}",
+        framework=f"Megatron-FSDP (bf16, fp32 main grads, data_parallel_sharding_strategy={strategy})",
+        recipe="bf16-fp32grad",
+        stage=stage,
+        lifetimes={
+            "params": _WHOLE_RUN + (" (this rank's shard; a unit is all-gathered for its forward and "
+                                    "backward)" if stage == 3 else ""),
+            "grads": "whole run: this rank's shard of the fp32 main_grad_buffer, reduce-scattered "
+                     "into every micro-batch",
+            "master": _MASTER,
+            "moments": _MOMENTS,
+        },
+        transients=(_GATHERED, _UNIT_GRAD) if stage == 3 else (_UNIT_GRAD,),
+        source=_MFSDP_SOURCE,
+    )
+
+
 PLACEMENTS: dict[str, Placement] = {
     entry.name: entry
-    for entry in (MEGATRON, DEEPSPEED_BF16, *(_zero_stage(k) for k in range(4)), FSDP2, TORCH_AMP)
+    for entry in (MEGATRON, _megatron_fsdp(2), _megatron_fsdp(3), DEEPSPEED_BF16,
+                  *(_zero_stage(k) for k in range(4)), FSDP2, TORCH_AMP)
 }
 
+
+#: Each framework's placement at each ZeRO stage it offers (the planner's sharding choices).
+FRAMEWORK_STAGES: dict[str, dict[int, str]] = {
+    "Megatron-LM": {0: "megatron", 1: "megatron", 2: "megatron-fsdp-optim-grads",
+                    3: "megatron-fsdp-optim-grads-params"},
+    "DeepSpeed": {k: f"deepspeed-zero{k}" for k in range(4)},
+}
+
+
+def stage_placements(name: str) -> dict[int, str]:
+    """The placement each ZeRO stage takes in ``name``'s framework (0: unsharded; only 0 and its own stage if alone)."""
+    entry = placement(name)
+    for stages in FRAMEWORK_STAGES.values():
+        if name in stages.values():
+            return stages
+    return {0: name, entry.stage: name}
 
 # ---- ZeRO-Offload / ZeRO-Infinity: states held in host memory (a host account beside the GPU one) ----
 

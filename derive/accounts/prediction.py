@@ -68,7 +68,7 @@ TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
 
 
 @lru_cache(maxsize=256)
-def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
+def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, object]:
     """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
@@ -81,12 +81,11 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple:
     terms = LayoutTerms(t=t, p=sp.Integer(1) if whole_model else p, v=v, c=c, d=d, e=e, t_E=t_E, m=m,
                         dense_layers=layers - moe, moe_layers=moe,
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
-    compiled = []
-    for row in comm_rows(model.architecture, terms, flags, whole_model):
-        fields = [sp.sympify(model.at(getattr(row, name))) for name in ("ranks", "sent", "count")]
-        functions = [sp.lambdify(TEMPLATE_SIZES, field, "math") for field in fields]
-        compiled.append((row.name, row.group, row.collective, row.overlap, row.pass_, functions))
-    return tuple(compiled)
+    rows = comm_rows(model.architecture, terms, flags, whole_model)
+    fields = [sp.sympify(model.at(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
+    # one function for every row's ranks, sent and count: one lambdify, not three per row
+    values = sp.lambdify(TEMPLATE_SIZES, fields, "math")
+    return tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows), values
 
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
@@ -117,9 +116,11 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     flags = _flags(parallelism)
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
+    names, values = _template(model, flags, parallelism.pp == 1)
+    fields = values(*sizes)
     found = []
-    for name, group, collective, overlap, pass_, functions in _template(model, flags, parallelism.pp == 1):
-        ranks, sent, count = (float(function(*sizes)) for function in functions)
+    for index, (name, group, collective, overlap, pass_) in enumerate(names):
+        ranks, sent, count = (float(field) for field in fields[3 * index:3 * index + 3])
         if ranks == 1 or count == 0 or sent == 0:
             continue
         found.append(Row(name, group, collective, overlap, pass_, ranks, sent, count))
@@ -136,6 +137,7 @@ def _state_bytes_per_parameter(precision: str, zero: int, fp8_param_gather: bool
     return bytes_per_parameter(ledger, "adam", min(zero, 3), d, fp8_param_gather=fp8_param_gather)
 
 
+@lru_cache(maxsize=4096)
 def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_parallel: int,
                               fp8_param_gather: bool = False) -> float:
     """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
