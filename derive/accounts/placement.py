@@ -230,13 +230,9 @@ TORCH_AMP = Placement(
             "stay fp32)"),
 )
 
-_MFSDP_SOURCE = ("megatron/core/distributed/fsdp/src/megatron_fsdp/fully_shard.py fully_shard "
-                 "(zero_dp_strategy: 'optim_grads' / 2 shards gradients and optimizer states, "
-                 "'optim_grads_params' / 3 also the parameters; FSDP unit = TransformerLayer, "
-                 "megatron/core/distributed/fsdp/mcore_fsdp_adapter.py); "
-                 "megatron_fsdp/param_and_grad_buffer.py ParamAndGradBuffer (main_grad_buffer in "
-                 "the grad dtype, fp32 with grad_reduce_in_fp32; unsharded buckets from "
-                 "main_grad_alloc / weight_alloc, freed after the unit's reduce-scatter or use)")
+_MFSDP_SOURCE = ("megatron/core/distributed/fsdp/src/megatron_fsdp/fully_shard.py (zero_dp_strategy "
+                 "optim_grads / optim_grads_params; unit: TransformerLayer); param_and_grad_buffer.py "
+                 "(fp32 main_grad_buffer shard; unit buckets from main_grad_alloc)")
 _UNIT_GRAD = Transient("fp32 unsharded gradient of one layer", "fp32", "grads", LAYER_PARAMS,
                        "backward of one FSDP unit (a TransformerLayer): the bucket its gradients land in, "
                        "freed after the reduce-scatter into this rank's shard")
