@@ -553,6 +553,27 @@ def dropout(config: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
     return tuple(found)
 
 
+#: model_type -> (config field, the values whose saved tensors derive lists, the class default):
+#: GPT2Attention._upcast_and_reordered_attn (fp32 baddbmm) and any activation but gelu_new
+#: (NewGELUActivation) keep other tensors, and without use_cache no DynamicCache copies k and v
+#: (models/gpt2/modeling_gpt2.py, activations.py, cache_utils.py DynamicLayer.update).
+SAVED_SETTINGS: dict[str, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {
+    "gpt2": (("reorder_and_upcast_attn", (False,), False),
+             ("activation_function", ("gelu_new",), "gelu_new"),
+             ("use_cache", (True,), True)),
+}
+
+
+def unmodelled(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """"field = value" of each setting whose saved tensors derive does not list (the parameters do not change)."""
+    found = []
+    for name, modelled, default in SAVED_SETTINGS.get(str(config.get("model_type")), ()):
+        value = config.get(name, default)
+        if value not in modelled:
+            found.append(f"{name} = {value!r}")
+    return tuple(found)
+
+
 def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | None = None,
                 seq: int | None = None, source: str = ""):
     """A :class:`derive.presets.Model` whose parameter table is generated from ``config``'s fields.
@@ -568,7 +589,8 @@ def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | No
     window = sliding_window(parsed)
     if window is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "w": window}
-    shape["layout"] = replace(shape["layout"], dropout=dropout(parsed))
+    shape["layout"] = replace(shape["layout"], dropout=dropout(parsed),
+                              unmodelled=unmodelled(parsed))
     types = layer_types(parsed, shape["layers"])
     if types is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "L_w": types.count(SLIDING)}

@@ -496,3 +496,50 @@ def test_the_report_json_carries_the_whole_model_on_top(tmp_path):
                           "--seq", "5", "--json"]))
     assert "saved_for_backward_bytes" not in two
     assert "saved_for_backward_bytes" not in json.loads(run(["--config", str(path), "--json"]))
+
+
+# ---- GPT-2 without dropout: learned positions, Conv1D, the cache's k / v copies, gelu_new ----
+
+GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_head": 3, "n_embd": 24, "vocab_size": 31,
+        "n_positions": 32, "n_inner": 14, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}
+
+
+@pytest.mark.parametrize("fields, implementation, batch, seq", [
+    ({}, "sdpa", 2, 5),
+    ({"tie_word_embeddings": False}, "eager", 2, 5),
+    ({}, "eager", 1, 3),                                   # b = 1: q folds without a copy
+    ({"n_head": 1, "n_embd": 8, "n_inner": None}, "eager", 3, 4),   # a = 1 likewise
+])
+def test_gpt2_is_exact(fields, implementation, batch, seq):
+    config = {key: value for key, value in {**GPT2, **fields}.items() if value is not None}
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert hf_random.predicted(config, implementation, batch, seq) == measured
+
+
+def test_gpt2_rows_by_hand():
+    from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
+
+    at = dict(a=3, b=2, s=5, k=8, h=24, f=14, V=31)
+    tokens = 2 * 5
+    sdpa, eager = gpt2_layer_saved("sdpa"), gpt2_layer_saved("eager")
+    # sdpa keeps q as a view of c_attn's [b, s, 3h] output; the cache's torch.cat copies k and v
+    assert _bytes(sdpa, ["c_attn output", "q (", "k (", "v ("], **at) == tokens * (3 * 24 + 2 * 24) * 2
+    # eager at b = 2, a = 3: matmul copies q to [b a, s, k]; at b = 1 it keeps c_attn's output
+    assert _bytes(eager, ["c_attn output", "q ("], **at) == tokens * 24 * 2
+    assert _bytes(eager, ["c_attn output", "q ("], **{**at, "b": 1}) == 5 * 3 * 24 * 2
+    # gelu_new keeps four [b, s, f] tensors (input, tanh, 0.5 x, 1 + tanh)
+    assert _bytes(eager, ["gelu_new"], **at) == 4 * tokens * 14 * 2
+    # wpe's int64 position ids [1, s]; no RoPE
+    edges = gpt2_edges_saved()
+    assert _bytes(edges, ["embedding: position ids"], **at) == 5 * 8
+    assert not [row for row in edges if "rope" in row.tags]
+
+
+def test_gpt2_settings_whose_tensors_differ_are_refused_by_name():
+    for field, value in (("use_cache", False), ("reorder_and_upcast_attn", True),
+                         ("activation_function", "relu")):
+        with pytest.raises(ValueError, match=f"^profile: hf-eager: {field} = "):
+            config_saved({**GPT2, field: value}, "hf-eager")
+    # GPT2Config's own dropout, 0.1 when absent, is named
+    with pytest.raises(ValueError, match="^profile: hf-sdpa: attn_pdrop = 0.1: "):
+        config_saved({key: value for key, value in GPT2.items() if key != "attn_pdrop"}, "hf-sdpa")

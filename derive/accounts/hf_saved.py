@@ -27,6 +27,7 @@ from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, 
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
 from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layers_saved
+from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
 from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
 from derive.hf import DENSE, from_config, load_config
@@ -73,11 +74,14 @@ def implementation_of(profile: str) -> str:
 
 
 def refuse_dropout(model: Model, profile: str) -> None:
-    """A ValueError naming the first dropout field a config turns on: its masks are not modelled."""
+    """A ValueError naming the first dropout field a config turns on (its masks are not modelled), or another unmodelled setting."""
     if model.layout is not None and model.layout.dropout:
         name, p = model.layout.dropout[0]
         raise ValueError(f"profile: {profile}: {name} = {p:g}: transformers' dropout masks are not "
                          f"modelled (set {name} to 0 for the bytes kept without dropout)")
+    if model.layout is not None and model.layout.unmodelled:
+        raise ValueError(f"profile: {profile}: {model.layout.unmodelled[0]}: the tensors "
+                         "transformers keeps under this setting are not modelled")
 
 
 def dense_saved(model: Model, profile: str) -> SavedForBackward:
@@ -96,6 +100,9 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
         return SavedForBackward(edges.bytes(), layer.times(L).bytes())
     if model.model_type in GEMMA_FAMILIES and layout is not None:
         return gemma_saved(model, implementation)
+    if model.model_type == "gpt2" and layout is not None:
+        layer, edges = gpt2_layer_saved(implementation), gpt2_edges_saved()
+        return SavedForBackward(edges.bytes(), layer.times(L).bytes())
     fused = layout is not None and layout.qkv_fused
     post_norms = layout is not None and layout.layer_norms == POST_NORMS
     unfused = layout and replace(layout, qkv_fused=False, gate_up_fused=False)
@@ -105,7 +112,7 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
             or layout.gate_up_fused != fused or not llama_layer_form(unfused)):
         raise ValueError(f"profile: {profile}: transformers' saved tensors are modelled for "
                          f"{', '.join(LLAMA_LAYER_FAMILIES)}, gpt_neox, "
-                         f"{', '.join(GEMMA_FAMILIES)} and the MoE families, not "
+                         f"{', '.join(GEMMA_FAMILIES)}, gpt2 and the MoE families, not "
                          f"{model.model_type or model.family} ({model.name})")
     window = "w" in dict(model.sizes)
     if model.model_type in ("qwen2", "qwen3") and window:

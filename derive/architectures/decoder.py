@@ -57,7 +57,9 @@ class Layout:
     final logits (Gemma 2's attn_logit_softcapping, final_logit_softcapping): no parameter,
     kept for the saved-tensor accounts (derive.architectures.saved_gemma).
     ``dropout``: the config's dropout fields above 0, (field, p): no parameter; the
-    transformers saved-tensor accounts (derive.accounts.hf_saved) refuse them. These three
+    transformers saved-tensor accounts (derive.accounts.hf_saved) refuse them, as they refuse
+    the settings in ``unmodelled`` ("field = value": GPT-2's reorder_and_upcast_attn, an
+    activation_function whose rows derive does not list). These four
     change no parameter, FLOP or page figure, so a layout's form (equality) ignores them.
     """
 
@@ -76,6 +78,7 @@ class Layout:
     attention_softcap: bool = field(default=False, compare=False)
     logit_softcap: bool = field(default=False, compare=False)
     dropout: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    unmodelled: tuple[str, ...] = field(default=(), compare=False)
     names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES), compare=False)
     moe: MoE | None = None
     mla: MLA | None = None

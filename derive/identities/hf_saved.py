@@ -11,6 +11,7 @@ import sympy as sp
 
 from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
+from derive.architectures.saved_gpt2 import gpt2_layer_saved
 from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layer_saved, gemma_rms_norm
 from derive.identities import identity
 from derive.symbols import L, L_w, V, a, b, g, h, k, s, w
@@ -110,3 +111,13 @@ def hf_gemma_logit_softcap() -> sp.Expr:
                        "layer"))
 def hf_gemma_rope_pairs() -> sp.Expr:
     return _named(gemma_edges_saved(True, False), "rope")
+
+
+@identity("transformers' GPT-2 keeps q, k, v as c_attn's output, 6bsh (not with its cache)",
+          topic=TOPIC, claim=6 * b * s * h, holds=False,
+          source=f"{TRANSFORMERS} models/gpt2/modeling_gpt2.py GPT2Attention.forward (q, k, v "
+                 "split from c_attn), cache_utils.py DynamicLayer.update: torch.cat copies k and v",
+          assumptions=("sdpa: q a view of c_attn's bf16 [b, s, 3h] output", "use_cache (the "
+                       "config default): k and v kept as the cache's bf16 copies"))
+def hf_gpt2_cache_copies() -> sp.Expr:
+    return _named(gpt2_layer_saved("sdpa"), "c_attn output", "k (", "v (")
