@@ -556,11 +556,16 @@ def dropout(config: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
 #: model_type -> (config field, the values whose saved tensors derive lists, the class default):
 #: GPT2Attention._upcast_and_reordered_attn (fp32 baddbmm) and any activation but gelu_new
 #: (NewGELUActivation) keep other tensors, and without use_cache no DynamicCache copies k and v
-#: (models/gpt2/modeling_gpt2.py, activations.py, cache_utils.py DynamicLayer.update).
+#: (models/gpt2/modeling_gpt2.py, activations.py, cache_utils.py DynamicLayer.update); Gemma's
+#: rows are gelu_pytorch_tanh's, and Gemma3TextConfig's use_bidirectional_attention halves the
+#: window and drops the causal mask (configuration_gemma3.py __post_init__).
 SAVED_SETTINGS: dict[str, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {
     "gpt2": (("reorder_and_upcast_attn", (False,), False),
              ("activation_function", ("gelu_new",), "gelu_new"),
              ("use_cache", (True,), True)),
+    "gemma2": (("hidden_activation", ("gelu_pytorch_tanh",), "gelu_pytorch_tanh"),),
+    "gemma3_text": (("hidden_activation", ("gelu_pytorch_tanh",), "gelu_pytorch_tanh"),
+                    ("use_bidirectional_attention", (False, None), False)),
 }
 
 

@@ -456,6 +456,10 @@ def test_gemma_layer_types_and_caps_read_as_transformers_builds_them():
     with pytest.raises(ValueError, match="^layer_types: "):
         from_config({**base, "model_type": "gemma2", "num_hidden_layers": 3,
                      "layer_types": ["sliding_attention"]})
+    for field, value in (("use_bidirectional_attention", True), ("hidden_activation", "relu")):
+        with pytest.raises(ValueError, match=f"^profile: hf-sdpa: {field} = "):
+            config_saved({**_config("gemma3_text", dict(hidden_size=32, num_attention_heads=4)),
+                          field: value}, "hf-sdpa")
     with pytest.raises(ValueError, match="^final_logit_softcapping: "):
         from_config({**base, "model_type": "gemma2", "num_hidden_layers": 1,
                      "final_logit_softcapping": 0})

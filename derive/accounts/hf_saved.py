@@ -48,7 +48,7 @@ EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
 #: fused qkv_proj and gate_up_proj for Phi 3, post-norms and projection q/k norms for OLMo 2).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")
 #: Families transformers refuses to run under sdpa (their PreTrainedModel's _supports_sdpa is False).
-NO_SDPA = {"gemma2": "Gemma2PreTrainedModel._supports_sdpa is False (sdpa has no softcapping)"}
+NO_SDPA = {"gemma2": "Gemma2PreTrainedModel._supports_sdpa is False: sdpa has no softcapping"}
 #: Gemma's layer tables (derive.architectures.saved_gemma): model_type -> q/k head norms.
 GEMMA_FAMILIES = {"gemma2": False, "gemma3_text": True}
 #: OLMo 2's layer norms, as derive.hf reads them: after attention and after the MLP.
