@@ -9,12 +9,16 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 families, Phi 3's fused projections and OLMo 2's post-norms included;
 ``derive.architectures.saved_neox`` for GPT-NeoX; ``derive.architectures.saved_gemma``
 for Gemma 2 / 3 (L_w sliding and L - L_w full layers, soft-capping);
+``derive.architectures.saved_gpt2`` for GPT-2 without dropout;
 ``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
 sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist
 only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
-sdpa, a, s > 1 for Phi 3's output copy) carry it as a Piecewise
+sdpa, a, s > 1 for Phi 3's output copy, b = 1 or a = 1 for GPT-2's eager q, 0 < L_w < L
+for Gemma 3's second RoPE pair) carry it as a Piecewise
 count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
-compares these sums with transformers' own models at random shapes.
+compares these sums with transformers' own models at random shapes. A config whose dropout
+or another setting keeps tensors derive does not list (``Layout.dropout``, ``Layout.unmodelled``)
+is refused, naming the field.
 """
 from __future__ import annotations
 
