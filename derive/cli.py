@@ -282,6 +282,8 @@ def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
             raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
+        if args.json and saved is not None and len(sources) == 1:  # one model: its figure on top too
+            data["saved_for_backward_bytes"] = {**saved, "model": model_.name}
     return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
 
 

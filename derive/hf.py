@@ -437,6 +437,7 @@ WINDOWS: dict[str, tuple[str, str | None, int | None]] = {
     "qwen2": ("sliding_window", "use_sliding_window", 4096),
     "qwen3": ("sliding_window", "use_sliding_window", 4096),
     "qwen3_moe": ("sliding_window", "use_sliding_window", 4096),
+    "gemma2": ("sliding_window", None, 4096), "gemma3_text": ("sliding_window", None, 4096),
 }
 
 
@@ -481,6 +482,103 @@ def rotary_width(config: Mapping[str, Any], head_dim: int) -> int | None:
     return 2 * -(-dim // 2)
 
 
+#: model_type -> (the config field of its default pattern or None, its default period) of a
+#: family whose layers alternate sliding and full attention: without layer_types, layer i slides
+#: unless i + 1 is a multiple of the period (Gemma2Config.__post_init__: 2;
+#: Gemma3TextConfig.__post_init__: sliding_window_pattern, 6).
+LAYER_TYPES = {"gemma2": (None, 2), "gemma3_text": ("sliding_window_pattern", 6)}
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+
+def layer_types(config: Mapping[str, Any], layers: int) -> list[str] | None:
+    """Each layer's attention (sliding_attention / full_attention) as transformers builds it, None for other families."""
+    if config.get("model_type") not in LAYER_TYPES:
+        return None
+    listed = config.get("layer_types")
+    if listed is not None:
+        if not isinstance(listed, list) or len(listed) != layers or any(
+                kind not in (SLIDING, FULL) for kind in listed):
+            raise ValueError(f"layer_types: must list {SLIDING!r} or {FULL!r} for each of the "
+                             f"num_hidden_layers = {layers} layers, got {listed!r}")
+        return list(listed)
+    field, period = LAYER_TYPES[config["model_type"]]
+    if field is not None:
+        period = Fields(config).size(field, period)
+    return [SLIDING if (i + 1) % period else FULL for i in range(layers)]
+
+
+#: model_type -> (Layout field, config field, the config class's default) of each tanh
+#: soft-capping transformers applies: Gemma2Attention passes attn_logit_softcapping to the
+#: attention function, Gemma2ForCausalLM / Gemma3ForCausalLM.forward cap the logits with
+#: final_logit_softcapping; Gemma3Attention.forward passes no softcap (its field changes nothing).
+SOFTCAPPING = {
+    "gemma2": (("attention_softcap", "attn_logit_softcapping", 50.0),
+               ("logit_softcap", "final_logit_softcapping", 30.0)),
+    "gemma3_text": (("logit_softcap", "final_logit_softcapping", None),),
+}
+
+
+def softcapping(config: Mapping[str, Any]) -> dict[str, bool]:
+    """Layout field -> whether transformers soft-caps there (a number, or the class default when absent; null: no cap)."""
+    found = {}
+    for row, name, default in SOFTCAPPING.get(str(config.get("model_type")), ()):
+        value = config[name] if name in config else default
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not value > 0):
+            raise ValueError(f"{name}: must be a positive number or null, got {value!r}")
+        found[row] = value is not None
+    return found
+
+
+#: model_type -> the dropout probabilities its modeling code applies in training and their config
+#: class defaults (configuration_<family>.py); every other family: attention_dropout, 0.
+DROPOUT: dict[str, tuple[tuple[str, float], ...]] = {
+    "phi3": (("attention_dropout", 0.0), ("resid_pdrop", 0.0), ("embd_pdrop", 0.0)),
+    "gpt_neox": (("attention_dropout", 0.0), ("hidden_dropout", 0.0)),
+    "gpt2": (("attn_pdrop", 0.1), ("resid_pdrop", 0.1), ("embd_pdrop", 0.1)),
+}
+ATTENTION_DROPOUT = (("attention_dropout", 0.0),)
+
+
+def dropout(config: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """(field, p) of each dropout the config turns on (p > 0, or a class default above 0 when absent)."""
+    found = []
+    for name, default in DROPOUT.get(str(config.get("model_type")), ATTENTION_DROPOUT):
+        value = config.get(name)
+        value = default if value is None else value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ValueError(f"{name}: must be a probability in [0, 1), got {value!r}")
+        if value > 0:
+            found.append((name, float(value)))
+    return tuple(found)
+
+
+#: model_type -> (config field, the values whose saved tensors derive lists, the class default):
+#: GPT2Attention._upcast_and_reordered_attn (fp32 baddbmm) and any activation but gelu_new
+#: (NewGELUActivation) keep other tensors, and without use_cache no DynamicCache copies k and v
+#: (models/gpt2/modeling_gpt2.py, activations.py, cache_utils.py DynamicLayer.update); Gemma's
+#: rows are gelu_pytorch_tanh's, and Gemma3TextConfig's use_bidirectional_attention halves the
+#: window and drops the causal mask (configuration_gemma3.py __post_init__).
+SAVED_SETTINGS: dict[str, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {
+    "gpt2": (("reorder_and_upcast_attn", (False,), False),
+             ("activation_function", ("gelu_new",), "gelu_new"),
+             ("use_cache", (True,), True)),
+    "gemma2": (("hidden_activation", ("gelu_pytorch_tanh",), "gelu_pytorch_tanh"),),
+    "gemma3_text": (("hidden_activation", ("gelu_pytorch_tanh",), "gelu_pytorch_tanh"),
+                    ("use_bidirectional_attention", (False, None), False)),
+}
+
+
+def unmodelled(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """"field = value" of each setting whose saved tensors derive does not list (the parameters do not change)."""
+    found = []
+    for name, modelled, default in SAVED_SETTINGS.get(str(config.get("model_type")), ()):
+        value = config.get(name, default)
+        if value not in modelled:
+            found.append(f"{name} = {value!r}")
+    return tuple(found)
+
+
 def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | None = None,
                 seq: int | None = None, source: str = ""):
     """A :class:`derive.presets.Model` whose parameter table is generated from ``config``'s fields.
@@ -496,6 +594,12 @@ def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | No
     window = sliding_window(parsed)
     if window is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "w": window}
+    shape["layout"] = replace(shape["layout"], dropout=dropout(parsed),
+                              unmodelled=unmodelled(parsed))
+    types = layer_types(parsed, shape["layers"])
+    if types is not None:
+        shape["sizes"] = {**shape.get("sizes", {}), "L_w": types.count(SLIDING)}
+        shape["layout"] = replace(shape["layout"], **softcapping(parsed))
     rotary = rotary_width(parsed, shape.get("head_dim") or shape["hidden"] // shape["heads"])
     if rotary is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "k_rope": rotary}

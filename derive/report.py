@@ -243,13 +243,24 @@ def render_text(m: Model, request: Request, values: dict[str, Figure], seq_from:
     return "\n".join(lines) + "\n"
 
 
+#: The top-level key of a one-model report under a transformers profile (issue 31): the whole
+#: model's bytes kept for backward, its layers and edges, beside the same figure under the model.
+SAVED_KEY = "saved_for_backward_bytes"
+
+
 def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]],
                 seq_from: dict[str, str] | None = None) -> str:
     """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON), and ``seq``
-    as ``{"value", "unit", "from"}``: --seq, preset, max_position_embeddings or the default."""
+    as ``{"value", "unit", "from"}``: --seq, preset, max_position_embeddings or the default; one
+    model under an hf profile also at the top level (:data:`SAVED_KEY`, with ``"model"``)."""
     data = {m.name: {fig.key: fig.as_json() for fig in values} for m, values in reports}
     for m, _ in reports:
         data[m.name]["seq"] = {"value": m.seq, "unit": "tokens", "from": (seq_from or {}).get(m.name, "preset")}
+    if len(reports) == 1:  # one model under --profile hf-sdpa / hf-eager: its whole-model figure on top
+        m, values = reports[0]
+        whole = next((fig for fig in values if fig.key == SAVED_KEY and fig.parts), None)
+        if whole is not None:
+            data[SAVED_KEY] = {**whole.as_json(), "model": m.name}
     return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 

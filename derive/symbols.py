@@ -42,6 +42,10 @@ V = _size("V")
 f = _size("f")
 k = _size("k")
 w = _size("w")
+# Gemma 2/3: the layers of layer_types that attend through the sliding window (the others fully)
+# (a count that may be 0: every layer full)
+L_w = sp.Symbol("L_w", nonnegative=True, integer=True)
+LATEX_NAMES[L_w] = "L_{w}"
 # parameters (the ZeRO paper writes Psi)
 N = _size("N")
 N_GEMM = _size("N_GEMM", r"N_{\mathrm{GEMM}}")
@@ -95,6 +99,8 @@ NOTATION: tuple[Notation, ...] = (
     Notation(f, "FFN (MLP) hidden size", "shape"),
     Notation(w, "sliding-window width (a config's sliding_window): a token attends to the last w",
              "shape"),
+    Notation(L_w, "sliding-window layers (Gemma's layer_types sliding_attention); the other "
+             "L - L_w attend fully", "shape"),
     Notation(s_max, "learned position rows (GPT-2's n_positions), fixed by the model, not the batch",
              "shape"),
     Notation(E, "routed experts per MoE layer", "moe"),

@@ -229,7 +229,8 @@ def _moe_report_and_measured(tmp_path, config: dict, micro_batch: int, seq: int,
     out = json.loads(run(["--config", str(path), "--profile", "hf-eager", "--micro-batch", str(micro_batch),
                           "--seq", str(seq), "--experts-implementation", experts, "--json"]))
     measured = sum(row.bytes for row in hf_random.measured(config, "eager", micro_batch, seq, experts))
-    return next(iter(out.values()))["saved_for_backward_bytes"], measured
+    assert out["saved_for_backward_bytes"]["model"] in out   # one model: its figure on top too
+    return out[out["saved_for_backward_bytes"]["model"]]["saved_for_backward_bytes"], measured
 
 
 @pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
@@ -311,9 +312,11 @@ def test_the_report_prints_what_transformers_keeps(tmp_path, family, fields, imp
     path.write_text(json.dumps(config))
     out = json.loads(run(["--config", str(path), "--profile", f"hf-{implementation}",
                           "--micro-batch", str(batch), "--seq", str(seq), "--json"]))
-    figure = next(iter(out.values()))["saved_for_backward_bytes"]
+    top = out["saved_for_backward_bytes"]
+    figure = out[top["model"]]["saved_for_backward_bytes"]
     measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
     assert figure["value"] == measured == figure["layers"] + figure["edges"]
+    assert {key: top[key] for key in figure} == figure
 
 
 @pytest.mark.parametrize("experts", ["grouped_mm", "eager"])
@@ -327,9 +330,16 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
 
 
 @pytest.mark.parametrize("config, options, line", [
-    ({"model_type": "gemma2", "num_key_value_heads": 2}, ["--profile", "hf-eager"],
-     "--profile: hf-eager: transformers' saved tensors are modelled for llama, mistral, qwen2, "
-     "qwen3, phi3, olmo2, gpt_neox and the MoE families, not gemma2"),
+    ({"model_type": "gemma2", "num_key_value_heads": 2}, ["--profile", "hf-sdpa"],
+     "--profile: hf-sdpa: transformers runs gemma2 under eager only "
+     "(Gemma2PreTrainedModel._supports_sdpa is False"),
+    ({"model_type": "gemma3_text", "num_key_value_heads": 2, "attention_dropout": 0.1},
+     ["--profile", "hf-eager"], "--profile: hf-eager: attention_dropout = 0.1: transformers' "
+     "dropout masks are not modelled"),
+    ({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,
+      "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8, "attention_dropout": 0.25},
+     ["--profile", "hf-eager"], "--config: hf-eager: attention_dropout = 0.25: transformers' "
+     "dropout masks"),
     ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
      ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
     ({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,
@@ -372,3 +382,168 @@ def test_a_printed_draw_replays(capsys):
     assert main(["--hf", "--replay", line.split("--replay '", 1)[1][:-1]]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["saved"]["predicted"] == out["saved"]["measured"] and out["parameters"]["passed"]
+
+
+# ---- Gemma 2 / 3: (1 + w) norms, four per layer, soft-capping, sliding and full layers ----
+
+GEMMA_CASES = {
+    # Gemma2Config's defaults: attention and final soft-capping, layers 0, 2 sliding, 1 full
+    "gemma2 eager, class defaults": ("gemma2", dict(hidden_size=24, num_attention_heads=3,
+                                                    num_key_value_heads=1, head_dim=10,
+                                                    num_hidden_layers=3), "eager", 2, 5),
+    "gemma2 eager, no caps, window": ("gemma2", dict(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        sliding_window=4, attn_logit_softcapping=None, final_logit_softcapping=None), "eager", 1, 6),
+    # one sliding layer past its window (mask, K/V repeated) and one full layer: two RoPE pairs
+    "gemma3 sdpa, sliding and full": ("gemma3_text", dict(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"], final_logit_softcapping=20.0),
+        "sdpa", 2, 6),
+    "gemma3 eager, pattern 2": ("gemma3_text", dict(
+        hidden_size=24, num_attention_heads=2, num_key_value_heads=1, head_dim=6,
+        sliding_window=3, sliding_window_pattern=2), "eager", 1, 5),
+}
+
+
+@pytest.mark.parametrize("case", GEMMA_CASES)
+def test_gemma_is_exact(case):
+    family, fields, implementation, batch, seq = GEMMA_CASES[case]
+    config = _config(family, {**fields, "pad_token_id": 0})
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert hf_random.predicted(config, implementation, batch, seq) == measured
+
+
+def test_gemma_rows_by_hand():
+    from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layer_saved
+
+    at = dict(a=4, g=2, b=2, s=6, k=8, h=32, f=16, V=50, w=4, L=3, L_w=1)
+    tokens = 2 * 6
+    eager = gemma_layer_saved("eager", False, softcap=True)
+    # Gemma2RMSNorm: fp32 input, fp32 rstd, fp32 x * rstd, and the fp32 vector 1 + w of h
+    assert _bytes(eager, ["input_layernorm"], **at) == tokens * (4 * 32 * 2 + 4) + 4 * 32
+    # tanh(scores / cap): bf16 [b, a, s, s]; none without the cap
+    assert _bytes(eager, ["attention scores tanh"], **at) == 2 * 4 * 6 * 6 * 2
+    assert _bytes(gemma_layer_saved("eager", False), ["attention scores tanh"], **at) == 0
+    # Gemma 3's q_norm over each head: [b, s, a, k] fp32 twice, rstd per head, 1 + w of k
+    gemma3 = gemma_layer_saved("sdpa", True, qk_norm=True)
+    assert _bytes(gemma3, ["q_norm"], **at) == tokens * 4 * (8 * 4 * 2 + 4) + 8 * 4
+    # a sliding layer at s = 6 >= w = 4 keeps the bf16 mask [b, 1, s, s]; a full layer none
+    assert _bytes(gemma3, ["sliding-window mask"], **at) == 2 * 6 * 6 * 2
+    assert _bytes(gemma_layer_saved("sdpa", False, qk_norm=True), ["sliding-window mask"], **at) == 0
+    # the capped logits' tanh: bf16 [b, s, V]; Gemma 3's second RoPE pair where 0 < L_w < L
+    edges = gemma_edges_saved(True, True)
+    assert _bytes(edges, ["output: logits tanh"], **at) == tokens * 50 * 2
+    assert _bytes(edges, ["rope (second"], **at) == 2 * 6 * 8 * 2
+    assert _bytes(edges, ["rope (second"], **{**at, "L_w": 3}) == 0
+    assert _bytes(edges, ["rope (second"], **{**at, "L_w": 0}) == 0
+
+
+def test_gemma_layer_types_and_caps_read_as_transformers_builds_them():
+    base = {"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 8,
+            "vocab_size": 11, "max_position_embeddings": 32}
+    # Gemma2Config: layer i slides unless i + 1 is even; 5 layers -> 0, 2, 4
+    gemma2 = from_config({**base, "model_type": "gemma2", "num_hidden_layers": 5})
+    assert dict(gemma2.sizes) == {"L_w": 3, "w": 4096}
+    assert gemma2.layout.attention_softcap and gemma2.layout.logit_softcap   # 50.0, 30.0
+    # Gemma3TextConfig: sliding_window_pattern 6 by default; 7 layers -> all but layer 5
+    gemma3 = from_config({**base, "model_type": "gemma3_text", "num_hidden_layers": 7,
+                          "sliding_window": 9, "attn_logit_softcapping": 3.0})
+    assert dict(gemma3.sizes) == {"L_w": 6, "w": 9}
+    assert not gemma3.layout.logit_softcap and not gemma3.layout.attention_softcap
+    listed = from_config({**base, "model_type": "gemma3_text", "num_hidden_layers": 3,
+                          "layer_types": ["full_attention"] * 3, "sliding_window_pattern": 2})
+    assert dict(listed.sizes)["L_w"] == 0
+    with pytest.raises(ValueError, match="^layer_types: "):
+        from_config({**base, "model_type": "gemma2", "num_hidden_layers": 3,
+                     "layer_types": ["sliding_attention"]})
+    for field, value in (("use_bidirectional_attention", True), ("hidden_activation", "relu")):
+        with pytest.raises(ValueError, match=f"^profile: hf-sdpa: {field} = "):
+            config_saved({**_config("gemma3_text", dict(hidden_size=32, num_attention_heads=4)),
+                          field: value}, "hf-sdpa")
+    with pytest.raises(ValueError, match="^final_logit_softcapping: "):
+        from_config({**base, "model_type": "gemma2", "num_hidden_layers": 1,
+                     "final_logit_softcapping": 0})
+
+
+def test_dropout_is_refused_by_name_and_zero_dropout_is_not():
+    config = _config("llama", dict(hidden_size=32, num_attention_heads=4))
+    _, saved = config_saved({**config, "attention_dropout": 0.0}, "hf-sdpa")
+    assert saved.total == config_saved(config, "hf-sdpa")[1].total
+    with pytest.raises(ValueError, match=r"^profile: hf-sdpa: attention_dropout = 0.1: "):
+        config_saved({**config, "attention_dropout": 0.1}, "hf-sdpa")
+    phi3 = _config("phi3", dict(hidden_size=32, num_attention_heads=4, pad_token_id=0))
+    with pytest.raises(ValueError, match=r"^profile: hf-eager: resid_pdrop = 0.2: "):
+        config_saved({**phi3, "resid_pdrop": 0.2}, "hf-eager")
+    with pytest.raises(ValueError, match=r"^attention_dropout: must be a probability"):
+        from_config({**config, "attention_dropout": 1.5})
+    # GPT2Config drops 0.1 by default: the parameters are read, the saved bytes refused
+    gpt2 = {"model_type": "gpt2", "n_embd": 16, "n_head": 2, "n_layer": 1, "vocab_size": 11,
+            "n_positions": 8}
+    assert from_config(gpt2).layout.dropout == (("attn_pdrop", 0.1), ("resid_pdrop", 0.1),
+                                                ("embd_pdrop", 0.1))
+
+
+def test_the_report_json_carries_the_whole_model_on_top(tmp_path):
+    config = _config("gemma3_text", dict(hidden_size=32, num_attention_heads=4,
+                                         num_key_value_heads=2, head_dim=8, sliding_window=4,
+                                         pad_token_id=0))
+    path = tmp_path / "gemma.json"
+    path.write_text(json.dumps(config))
+    out = json.loads(run(["--config", str(path), "--profile", "hf-sdpa", "--micro-batch", "2",
+                          "--seq", "5", "--json"]))
+    measured = sum(row.bytes for row in hf_random.measured(config, "sdpa", 2, 5))
+    top = out["saved_for_backward_bytes"]
+    assert top["value"] == measured == top["layers"] + top["edges"]
+    assert top["model"] == "gemma (custom)" and out[top["model"]]["saved_for_backward_bytes"]["value"] == measured
+    # two models, or no transformers profile: no whole-model figure on top
+    two = json.loads(run(["--config", str(path), "--config", str(path), "--profile", "hf-sdpa",
+                          "--seq", "5", "--json"]))
+    assert "saved_for_backward_bytes" not in two
+    assert "saved_for_backward_bytes" not in json.loads(run(["--config", str(path), "--json"]))
+
+
+# ---- GPT-2 without dropout: learned positions, Conv1D, the cache's k / v copies, gelu_new ----
+
+GPT2 = {"model_type": "gpt2", "n_layer": 2, "n_head": 3, "n_embd": 24, "vocab_size": 31,
+        "n_positions": 32, "n_inner": 14, "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0}
+
+
+@pytest.mark.parametrize("fields, implementation, batch, seq", [
+    ({}, "sdpa", 2, 5),
+    ({"tie_word_embeddings": False}, "eager", 2, 5),
+    ({}, "eager", 1, 3),                                   # b = 1: q folds without a copy
+    ({"n_head": 1, "n_embd": 8, "n_inner": None}, "eager", 3, 4),   # a = 1 likewise
+])
+def test_gpt2_is_exact(fields, implementation, batch, seq):
+    config = {key: value for key, value in {**GPT2, **fields}.items() if value is not None}
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert hf_random.predicted(config, implementation, batch, seq) == measured
+
+
+def test_gpt2_rows_by_hand():
+    from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
+
+    at = dict(a=3, b=2, s=5, k=8, h=24, f=14, V=31)
+    tokens = 2 * 5
+    sdpa, eager = gpt2_layer_saved("sdpa"), gpt2_layer_saved("eager")
+    # sdpa keeps q as a view of c_attn's [b, s, 3h] output; the cache's torch.cat copies k and v
+    assert _bytes(sdpa, ["c_attn output", "q (", "k (", "v ("], **at) == tokens * (3 * 24 + 2 * 24) * 2
+    # eager at b = 2, a = 3: matmul copies q to [b a, s, k]; at b = 1 it keeps c_attn's output
+    assert _bytes(eager, ["c_attn output", "q ("], **at) == tokens * 24 * 2
+    assert _bytes(eager, ["c_attn output", "q ("], **{**at, "b": 1}) == 5 * 3 * 24 * 2
+    # gelu_new keeps four [b, s, f] tensors (input, tanh, 0.5 x, 1 + tanh)
+    assert _bytes(eager, ["gelu_new"], **at) == 4 * tokens * 14 * 2
+    # wpe's int64 position ids [1, s]; no RoPE
+    edges = gpt2_edges_saved()
+    assert _bytes(edges, ["embedding: position ids"], **at) == 5 * 8
+    assert not [row for row in edges if "rope" in row.tags]
+
+
+def test_gpt2_settings_whose_tensors_differ_are_refused_by_name():
+    for field, value in (("use_cache", False), ("reorder_and_upcast_attn", True),
+                         ("activation_function", "relu")):
+        with pytest.raises(ValueError, match=f"^profile: hf-eager: {field} = "):
+            config_saved({**GPT2, field: value}, "hf-eager")
+    # GPT2Config's own dropout, 0.1 when absent, is named
+    with pytest.raises(ValueError, match="^profile: hf-sdpa: attn_pdrop = 0.1: "):
+        config_saved({key: value for key, value in GPT2.items() if key != "attn_pdrop"}, "hf-sdpa")

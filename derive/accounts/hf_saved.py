@@ -7,13 +7,18 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 ``derive.architectures.saved_moe.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
 families, Phi 3's fused projections and OLMo 2's post-norms included;
-``derive.architectures.saved_neox`` for GPT-NeoX;
+``derive.architectures.saved_neox`` for GPT-NeoX; ``derive.architectures.saved_gemma``
+for Gemma 2 / 3 (L_w sliding and L - L_w full layers, soft-capping);
+``derive.architectures.saved_gpt2`` for GPT-2 without dropout;
 ``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
 sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist
 only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
-sdpa, a, s > 1 for Phi 3's output copy) carry it as a Piecewise
+sdpa, a, s > 1 for Phi 3's output copy, b = 1 or a = 1 for GPT-2's eager q, 0 < L_w < L
+for Gemma 3's second RoPE pair) carry it as a Piecewise
 count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
-compares these sums with transformers' own models at random shapes.
+compares these sums with transformers' own models at random shapes. A config whose dropout
+or another setting keeps tensors derive does not list (``Layout.dropout``, ``Layout.unmodelled``)
+is refused, naming the field.
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ from derive.accounts.activations import PRE_NORMS, llama_layer_form
 from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
+from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layers_saved
+from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
 from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
 from derive.hf import DENSE, from_config, load_config
@@ -44,6 +51,10 @@ EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
 #: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3,
 #: fused qkv_proj and gate_up_proj for Phi 3, post-norms and projection q/k norms for OLMo 2).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")
+#: Families transformers refuses to run under sdpa (their PreTrainedModel's _supports_sdpa is False).
+NO_SDPA = {"gemma2": "Gemma2PreTrainedModel._supports_sdpa is False: sdpa has no softcapping"}
+#: Gemma's layer tables (derive.architectures.saved_gemma): model_type -> q/k head norms.
+GEMMA_FAMILIES = {"gemma2": False, "gemma3_text": True}
 #: OLMo 2's layer norms, as derive.hf reads them: after attention and after the MLP.
 POST_NORMS = DENSE["olmo2"].layout.layer_norms
 
@@ -66,6 +77,17 @@ def implementation_of(profile: str) -> str:
     return choose("profile", profile, HF_PROFILES).removeprefix("hf-")
 
 
+def refuse_dropout(model: Model, profile: str) -> None:
+    """A ValueError naming the first dropout field a config turns on (its masks are not modelled), or another unmodelled setting."""
+    if model.layout is not None and model.layout.dropout:
+        name, p = model.layout.dropout[0]
+        raise ValueError(f"profile: {profile}: {name} = {p:g}: transformers' dropout masks are not "
+                         f"modelled (set {name} to 0 for the bytes kept without dropout)")
+    if model.layout is not None and model.layout.unmodelled:
+        raise ValueError(f"profile: {profile}: {model.layout.unmodelled[0]}: the tensors "
+                         "transformers keeps under this setting are not modelled")
+
+
 def dense_saved(model: Model, profile: str) -> SavedForBackward:
     """A dense config's whole model under ``profile`` (hf-sdpa / hf-eager), heads of width k.
 
@@ -74,10 +96,16 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
     """
     implementation = implementation_of(profile)
     model.require_dense("model")
+    refuse_dropout(model, profile)
     layout = model.layout
     if model.model_type == "gpt_neox" and layout is not None:
         layer = neox_layer_saved(implementation, layout.parallel)
         edges = neox_edges_saved("k_rope" in dict(model.sizes))
+        return SavedForBackward(edges.bytes(), layer.times(L).bytes())
+    if model.model_type in GEMMA_FAMILIES and layout is not None:
+        return gemma_saved(model, implementation)
+    if model.model_type == "gpt2" and layout is not None:
+        layer, edges = gpt2_layer_saved(implementation), gpt2_edges_saved()
         return SavedForBackward(edges.bytes(), layer.times(L).bytes())
     fused = layout is not None and layout.qkv_fused
     post_norms = layout is not None and layout.layer_norms == POST_NORMS
@@ -87,7 +115,8 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
     if (layout is None or model.model_type not in LLAMA_LAYER_FAMILIES
             or layout.gate_up_fused != fused or not llama_layer_form(unfused)):
         raise ValueError(f"profile: {profile}: transformers' saved tensors are modelled for "
-                         f"{', '.join(LLAMA_LAYER_FAMILIES)}, gpt_neox and the MoE families, not "
+                         f"{', '.join(LLAMA_LAYER_FAMILIES)}, gpt_neox, "
+                         f"{', '.join(GEMMA_FAMILIES)}, gpt2 and the MoE families, not "
                          f"{model.model_type or model.family} ({model.name})")
     window = "w" in dict(model.sizes)
     if model.model_type in ("qwen2", "qwen3") and window:
@@ -99,6 +128,20 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
     rotary = k_rope if "k_rope" in dict(model.sizes) else k
     edges = hf_edges_saved(rotary, normalised=olmo2, rope=olmo2)
     return SavedForBackward(edges.bytes(), layer.times(L).bytes())
+
+
+def gemma_saved(model: Model, implementation: str) -> SavedForBackward:
+    """Gemma 2 / 3 (derive.architectures.saved_gemma): sdpa refused where transformers refuses it."""
+    if implementation == "sdpa" and model.model_type in NO_SDPA:
+        raise ValueError(f"profile: hf-sdpa: transformers runs {model.model_type} under eager "
+                         f"only ({NO_SDPA[model.model_type]}); use hf-eager")
+    sizes = dict(model.sizes)
+    if implementation == "sdpa" and sizes.get("L_w") and "w" not in sizes:
+        raise ValueError("sliding_window: null with sliding_attention layers is not modelled")
+    qk_norm = GEMMA_FAMILIES[model.model_type]
+    layers = gemma_layers_saved(implementation, qk_norm, model.layout.attention_softcap)
+    edges = gemma_edges_saved(qk_norm, model.layout.logit_softcap)
+    return SavedForBackward(edges.bytes(), layers.bytes())
 
 
 def moe_saved(features, profile: str, window: bool = False,
@@ -125,6 +168,8 @@ def moe_saved(features, profile: str, window: bool = False,
 def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm") -> SavedForBackward:
     """The rows of ``model`` (read from the parsed ``config`` by from_config) under ``profile``."""
     if model.model_type in MOE_FAMILIES:
+        implementation_of(profile)
+        refuse_dropout(model, profile)
         window = "w" in dict(model.sizes)
         layer_types = config.get("layer_types") or ()
         if model.model_type == "qwen2_moe" and (config.get("use_sliding_window")

@@ -53,6 +53,14 @@ class Layout:
     ``parallel``: attention and MLP read the same input (GPT-NeoX's
     use_parallel_residual); it moves no parameter and is kept for the activation
     accounts, which do not model it.
+    ``attention_softcap`` / ``logit_softcap``: tanh soft-capping of the attention scores / the
+    final logits (Gemma 2's attn_logit_softcapping, final_logit_softcapping): no parameter,
+    kept for the saved-tensor accounts (derive.architectures.saved_gemma).
+    ``dropout``: the config's dropout fields above 0, (field, p): no parameter; the
+    transformers saved-tensor accounts (derive.accounts.hf_saved) refuse them, as they refuse
+    the settings in ``unmodelled`` ("field = value": GPT-2's reorder_and_upcast_attn, an
+    activation_function whose rows derive does not list). These four
+    change no parameter, FLOP or page figure, so a layout's form (equality) ignores them.
     """
 
     norm: str = "rms"
@@ -67,6 +75,10 @@ class Layout:
     tied: bool = False
     learned_positions: bool = False
     parallel: bool = False
+    attention_softcap: bool = field(default=False, compare=False)
+    logit_softcap: bool = field(default=False, compare=False)
+    dropout: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    unmodelled: tuple[str, ...] = field(default=(), compare=False)
     names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES), compare=False)
     moe: MoE | None = None
     mla: MLA | None = None

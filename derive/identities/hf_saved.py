@@ -11,8 +11,10 @@ import sympy as sp
 
 from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
+from derive.architectures.saved_gpt2 import gpt2_layer_saved
+from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layer_saved, gemma_rms_norm
 from derive.identities import identity
-from derive.symbols import a, b, g, h, k, s, w
+from derive.symbols import L, L_w, V, a, b, g, h, k, s, w
 from derive.tensors import Ledger
 
 TOPIC = "activations"
@@ -64,3 +66,58 @@ def hf_eager_kv_view() -> sp.Expr:
                        "bf16 [b, 1, s, s] in every layer", "g = 1: the repeat is a stride-0 view"))
 def hf_sdpa_window_mask() -> sp.Expr:
     return _named(Ledger(hf_sdpa_attention(k, window=True)), "k ", "v", "sliding-window mask")
+
+
+# ---- Gemma 2 / 3 (models/gemma2/modeling_gemma2.py, models/gemma3/modeling_gemma3.py) ----
+
+@identity("transformers' RMSNorm keeps 6bsh + 4bs (not Gemma's)", topic=TOPIC,
+          claim=6 * b * s * h + 4 * b * s, holds=False,
+          source=f"{TRANSFORMERS} models/gemma2/modeling_gemma2.py Gemma2RMSNorm.forward: "
+                 "x * rstd * (1.0 + weight.float()) before the cast (LlamaRMSNorm casts first)",
+          assumptions=("fp32 upcast input and rstd as LlamaRMSNorm", "Gemma: x * rstd kept in "
+                       "fp32, and the fp32 vector 1 + w made at every call"))
+def hf_gemma_norm() -> sp.Expr:
+    return Ledger(gemma_rms_norm("norm", (b, s, h))).bytes()
+
+
+@identity("transformers' eager attention keeps 6bask + 6bas^2 (not with Gemma 2's soft-capping)",
+          topic=TOPIC, claim=6 * b * a * s * k + 6 * b * a * s**2, where={b: 2, g: 2},
+          holds=False,
+          source=f"{TRANSFORMERS} models/gemma2/modeling_gemma2.py eager_attention_forward: "
+                 "tanh(scores / attn_logit_softcapping) keeps its bf16 result",
+          assumptions=("q, K and V repeated to a heads, fp32 softmax, bf16 probabilities (b = 2, "
+                       "g = 2: no view)", "Gemma3Attention passes no softcap: Gemma 3 keeps the "
+                       "Llama rows"))
+def hf_gemma_softcap() -> sp.Expr:
+    return _named(gemma_layer_saved("eager", False, softcap=True), "q after", "k ", "v ",
+                  "softmax", "probabilities", "attention scores tanh")
+
+
+@identity("transformers' loss keeps 4bsV of logits (not under final_logit_softcapping)",
+          topic=TOPIC, claim=4 * b * s * V, holds=False,
+          source=f"{TRANSFORMERS} models/gemma2/modeling_gemma2.py Gemma2ForCausalLM.forward "
+                 "(Gemma3ForCausalLM alike): tanh(logits / final_logit_softcapping)",
+          assumptions=("fp32 log-probabilities kept by the loss", "the cap's bf16 tanh result "
+                       "[b, s, V] kept by tanh"))
+def hf_gemma_logit_softcap() -> sp.Expr:
+    return _named(gemma_edges_saved(False, True), "loss: log-prob", "output: logits tanh")
+
+
+@identity("transformers' RoPE keeps one cos/sin pair, 4sk (not Gemma 3 with both layer types)",
+          topic=TOPIC, claim=4 * s * k, where={L: 2, L_w: 1}, holds=False,
+          source=f"{TRANSFORMERS} models/gemma3/modeling_gemma3.py Gemma3TextModel.forward: "
+                 "rotary_emb(x, position_ids, layer_type) for each layer type in layer_types",
+          assumptions=("bf16 cos and sin [s, k]", "one sliding_attention and one full_attention "
+                       "layer"))
+def hf_gemma_rope_pairs() -> sp.Expr:
+    return _named(gemma_edges_saved(True, False), "rope")
+
+
+@identity("transformers' GPT-2 keeps q, k, v as c_attn's output, 6bsh (not with its cache)",
+          topic=TOPIC, claim=6 * b * s * h, holds=False,
+          source=f"{TRANSFORMERS} models/gpt2/modeling_gpt2.py GPT2Attention.forward (q, k, v "
+                 "split from c_attn), cache_utils.py DynamicLayer.update: torch.cat copies k and v",
+          assumptions=("sdpa: q a view of c_attn's bf16 [b, s, 3h] output", "use_cache (the "
+                       "config default): k and v kept as the cache's bf16 copies"))
+def hf_gpt2_cache_copies() -> sp.Expr:
+    return _named(gpt2_layer_saved("sdpa"), "c_attn output", "k (", "v (")

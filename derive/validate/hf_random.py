@@ -37,12 +37,13 @@ SAVED: dict[str, tuple[str, ...]] = {
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
     "deepseek_v3": ("eager",), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
     "qwen2_moe": ("sdpa", "eager"), "gpt_neox": ("sdpa", "eager"),
+    "gemma2": ("eager",), "gemma3_text": ("sdpa", "eager"), "gpt2": ("sdpa", "eager"),
 }
 #: Families with routed experts: their draws alternate transformers' experts implementations.
 MOE = ("mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe")
 EXPERTS_DRAWN = ("grouped_mm", "eager")
 #: Families checked on parameters only: their saved tensors are not modelled yet.
-PARAMETERS_ONLY = ("gemma2", "gemma3_text", "gpt2", "deepseek_v2")
+PARAMETERS_ONLY = ("deepseek_v2",)
 FAMILIES = (*SAVED, *PARAMETERS_ONLY)
 #: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
 GROUPED_MM_STEP = 8
@@ -181,15 +182,35 @@ def _window(rng: random.Random, config: dict[str, Any]) -> None:
         config["sliding_window"] = None
 
 
+def _gemma(rng: random.Random, config: dict[str, Any]) -> None:
+    """Gemma's window (s is drawn around it), its layer types (listed, a pattern period, or the
+    class default), its scores' scale, and each soft-capping a number, null or left out."""
+    _maybe(rng, config, "sliding_window", rng.randint(2, MAX_SEQ), 0.2)
+    choice = rng.random()
+    if choice < 0.4:
+        config["layer_types"] = [rng.choice(["sliding_attention", "full_attention"])
+                                 for _ in range(config["num_hidden_layers"])]
+    elif choice < 0.6 and config["model_type"] == "gemma3_text":
+        config["sliding_window_pattern"] = rng.randint(1, 4)
+    _maybe(rng, config, "query_pre_attn_scalar", rng.randint(1, 64), 0.5)
+    for field in ("attn_logit_softcapping", "final_logit_softcapping"):
+        _maybe(rng, config, field, rng.choice([None, round(rng.uniform(1, 60), 1)]), 0.3)
+
+
 def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
     """A config of a family drawn apart from the Llama-layout, Mixtral and DeepSeek draws."""
     if family == "gpt2":
         heads = rng.randint(1, 6)
         config = {"model_type": "gpt2", "n_layer": rng.randint(1, 3), "n_head": heads,
                   "n_embd": heads * rng.randint(1, 12), "vocab_size": rng.randint(8, 97),
-                  "n_positions": rng.randint(8, 64)}
+                  "n_positions": rng.randint(MAX_SEQ, 64)}
         _maybe(rng, config, "n_inner", rng.randint(4, 80), 0.5)
         _maybe(rng, config, "tie_word_embeddings", rng.random() < 0.5)
+        # GPT2Config drops 0.1 by default; derive models no dropout mask, so the draws turn them off
+        config.update(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        for field in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx"):
+            _maybe(rng, config, field, rng.random() < 0.5, 0.5)
+        _maybe(rng, config, "activation_function", "gelu_new", 0.7)
         return config
     if family in ("deepseek_v2",):
         return _deepseek(rng, family)
@@ -207,6 +228,8 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
         _maybe(rng, config, "rotary_pct", rng.choice([0.25, 0.5, 1.0] if even else [0.25, 0.5]), 0.5)
     if family in ("gemma2", "gemma3_text", "olmo2"):
         _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
+    if family in ("gemma2", "gemma3_text"):
+        _gemma(rng, config)
     if family == "phi3":
         config.pop("head_dim", None)
         config["hidden_size"] = config["num_attention_heads"] * 2 * rng.randint(1, 8)
@@ -223,7 +246,8 @@ DRAW: dict[str, Callable[[random.Random], dict[str, Any]]] = {
     "qwen2_moe": lambda rng: _qwen_moe(rng, "qwen2_moe"),
     "deepseek_v3": lambda rng: _deepseek(rng, "deepseek_v3"),
     **{family: (lambda rng, family=family: _parameters_only(rng, family))
-       for family in ("phi3", "olmo2", "gpt_neox", *PARAMETERS_ONLY)},
+       for family in ("phi3", "olmo2", "gpt_neox", "gemma2", "gemma3_text", "gpt2",
+                      *PARAMETERS_ONLY)},
 }
 
 
