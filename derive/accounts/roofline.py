@@ -11,6 +11,13 @@ its output fills (``wave_efficiency``). Small and skinny GEMMs (few tokens per e
 narrow hidden size) land on the memory side by the same formula that puts large ones on
 the compute side. The FP8 casts a recipe runs before its GEMMs are memory-bound traffic
 from the recipe's fields (``cast_bytes_per_element``).
+
+Measured and not kept (python -m derive.calibrate, then --check; nothing fitted to the held-out
+runs): the bytes side at the element-wise HBM efficiency instead of the GEMM's own (held-out mean
+|error| 27.5 % against 25.7 %, MoE 61.8 % against 48.1 %, Korthikanti Table 5 max 3.6 % against
+2.5 %); a flash kernel's score tile kept off HBM for the Llama-family attention (31.1 %, dense
+10.7 % but MoE 68.4 %: the score GEMMs then run at the dense GEMMs' efficiency, which a fused
+attention kernel does not reach).
 """
 from __future__ import annotations
 
