@@ -200,8 +200,8 @@ def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
     return {"source": "python -m derive.calibrate: fitted on Korthikanti et al. 2022 Table 5, Narayanan "
                       "et al. 2021 Table 1, Dubey et al. 2024 Table 4 (8K context)",
             "constants": {name: getattr(eta, name) for name in FIELDS},
-            "meaning": {"gemm": "fraction of the roofline min(peak, intensity x HBM bandwidth) a GEMM reaches "
-                                "on Ampere (A100)",
+            "meaning": {"gemm": "fraction of its roofline (FLOPs at the dtype's peak or operand bytes at HBM "
+                                "bandwidth, whichever is slower) a GEMM pass reaches on Ampere (A100)",
                         "gemm_hopper": "the same on Hopper (H100, H200) and, until a Blackwell run is "
                                        "calibrated, Blackwell (B200, GB200)",
                         "memory": "fraction of HBM bandwidth element-wise work and the optimizer reach",

@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from derive.accounts.comm import collectives
 from derive.accounts.prediction import ledger_rows, predict
 from derive.accounts.schedule import DEFAULT_OVERLAP, bubble_fraction, pipeline_length, span
-from derive.accounts.step import Efficiency, achieved_flops, wave_efficiency
+from derive.accounts.roofline import (
+    achieved_flops,
+    cast_bytes_per_element,
+    pass_bytes,
+    pass_seconds,
+    wave_efficiency,
+)
+from derive.accounts.step import Efficiency, fp8_cast_bytes
+from derive.recipes import RECIPES
 from derive.hf import published_model
 from derive.parallelism import Parallelism
 from derive.presets import model
@@ -49,6 +58,56 @@ def test_roofline_by_hand():
     # a large square GEMM is compute-bound: eta x peak x waves
     big = achieved_flops(8192, 8192, 8192, "fp8", H100, 0.5)
     assert big == pytest.approx(0.5 * 1979e12 * wave_efficiency(8192, 8192, H100))
+
+
+def test_pass_bytes_by_operand_dtype_by_hand():
+    # forward [4096, 1024] x [1024, 2048] in FP8: operands one byte each, result BF16
+    m, n, k = 4096, 2048, 1024
+    assert pass_bytes(m, n, k, "forward", "fp8") == 4096 * 1024 + 1024 * 2048 + 2 * 4096 * 2048
+    # the data gradient reads dC [m, n] and B^T [n, k], writes dA [m, k] in BF16
+    assert pass_bytes(m, n, k, "dgrad", "bf16") == 2 * 4096 * 2048 + 2 * 2048 * 1024 + 2 * 4096 * 1024
+    # the weight gradient reads A^T and dC, accumulates dB [k, n] into the FP32 main grad (read + write)
+    assert pass_bytes(m, n, k, "wgrad", "fp8") == 1024 * 4096 + 4096 * 2048 + 8 * 1024 * 2048
+    with pytest.raises(ValueError, match="pass"):
+        pass_bytes(m, n, k, "backward", "fp8")
+
+
+def test_skinny_expert_gemm_is_memory_bound_by_hand():
+    # 16 tokens through a [2048, 768] expert in FP8 on an H100: 2 x 16 x 768 x 2048 FLOPs at 1979 TFLOP/s
+    # take 25 ns; its bytes (16 x 2048 + 2048 x 768 + 2 x 16 x 768) at 3.35 TB/s take 485 ns
+    m, n, k = 16, 768, 2048
+    waves = wave_efficiency(m, n, H100)
+    memory = (16 * 2048 + 2048 * 768 + 2 * 16 * 768) / 3.35e12
+    assert memory > 2 * m * n * k / 1979e12
+    assert pass_seconds(m, n, k, "forward", "fp8", H100, 0.5) == pytest.approx(memory / (0.5 * waves))
+
+
+def test_fp8_cast_bytes_by_recipe_by_hand():
+    # per element: current scaling reads BF16 twice (amax, then cast); delayed and MX once. Hopper's FP8
+    # tensor cores are TN-only: a per-tensor cast writes the row-wise and the transposed copy; Blackwell
+    # needs one; MXFP8 always writes both, each with one E8M0 (1 byte) scale per 32 elements
+    assert cast_bytes_per_element(RECIPES["fp8-current"], "hopper") == 2 + 2 + 1 + 1
+    assert cast_bytes_per_element(RECIPES["fp8-current"], "blackwell") == 2 + 2 + 1
+    assert cast_bytes_per_element(RECIPES["fp8-delayed"], "hopper") == 2 + 1 + 1
+    assert cast_bytes_per_element(RECIPES["mxfp8"], "blackwell") == 2 + 2 * (1 + 1 / 32)
+    assert cast_bytes_per_element(RECIPES["fp8-blockwise"], "hopper") == 2 + 2 * (1 + 4 / 128)
+
+
+def test_fp8_cast_bytes_of_a_layer_by_hand():
+    # Llama 3 8B, t = 1, m micro-batches of T tokens: per layer the inputs of qkv (h), o (h), gate/up (h)
+    # and down (f) once each, the output gradients of q, k, v, o, gate, up, down, and the weights / m
+    from derive.accounts.step import Layout
+    from derive.accounts.workload import workload
+    work = workload(model("llama3-8b"))
+    h, f, g, L, T, m = 4096, 14336, 1024, 32, 8192, 4
+    lay = Layout(1, 1, 1, 1, 1, 1, 1, 1, m, False, 1, "none", "fp8-current")
+    inputs = h + h + h + f
+    gradients = h + g + g + h + f + f + h
+    weights = h * h + 2 * h * g + h * h + 3 * h * f
+    elements = L * (T * (inputs + gradients) + weights / m)
+    assert fp8_cast_bytes(work, lay, T, system("b200")) == pytest.approx(elements * 5)
+    assert fp8_cast_bytes(work, replace(lay, precision="mxfp8"), T, system("b200")) == pytest.approx(
+        elements * (2 + 2 * 33 / 32))
 
 
 LAYOUTS = [

@@ -7,12 +7,15 @@ One step on the slowest pipeline stage (``derive.accounts.schedule``):
 where stage(micro-batch) = GEMMs + attention + element-wise work + exposed TP / CP / EP
 communication of one micro-batch on the stage holding ceil(L/(p v)) v layers and the
 output head. Every GEMM of the GEMM ledger (``derive.accounts.workload``) is timed pass
-by pass (forward, dgrad, wgrad; recomputed forwards by the recompute policy) at
+by pass (forward, dgrad, wgrad; recomputed forwards by the recompute policy) on its own
+roofline (``derive.accounts.roofline``, Williams et al. 2009):
 
-    achieved(M, N, K, dtype) = eta_gemm(generation) x min(peak_dtype, intensity x HBM bandwidth)
+    seconds = max(2MNK / peak_dtype, bytes / HBM bandwidth) / (eta_gemm(generation) x waves)
 
-(a roofline, Williams et al. 2009, with intensity 2MNK / (bytes x (MK + KN + MN)),
-times one fitted constant per GPU generation, times the wave quantization of its output tiles over the SMs).
+with the bytes of the pass's operands at their dtype (FP8: one byte) and its result (BF16; the
+weight gradient accumulated into FP32), and the wave quantization of its output tiles over the
+SMs. Under an FP8 recipe the casts before the GEMMs (inputs and output gradients each
+micro-batch, weights once per step) are memory-bound traffic from the recipe's fields.
 Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
 kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16. Element-wise work
 moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
@@ -38,9 +41,9 @@ from derive.accounts.schedule import (
     pipeline_length,
     span,
 )
+from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
 from derive.accounts.workload import GemmRow, Workload
-from derive.dtypes import DTYPE_BYTES
-from derive.inputs import choose
+from derive.recipes import RECIPES
 from derive.systems import System
 
 #: The calibration data file the package ships (written by python -m derive.calibrate).
@@ -60,13 +63,6 @@ STATE_PRECISION: dict[str, str] = {"bf16": "bf16-fp32grad", "fp16": "fp16-megatr
 #: Element-wise HBM traffic of a saved tensor: written in the forward, read in the backward, its
 #: gradient written and read once (stated reasoning; a recomputed forward writes it once more).
 MEMORY_CROSSINGS = 4
-#: Bytes of a GEMM operand at the roofline: the element size of its dtype (derive.dtypes); an FP8
-#: element (E4M3 / E5M2) is one byte, held as uint8 data in Transformer Engine's Float8Tensor.
-OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["uint8"]}
-#: Bytes one element's FP8 cast moves: read in BF16 (2), written in FP8 (1) and FP8 transposed (1).
-FP8_CAST = DTYPE_BYTES["bf16"] + 2 * DTYPE_BYTES["uint8"]
-#: Output tile of one thread block (CUTLASS's default 128 x 256 tensor-core tile on Ampere and Hopper).
-TILE = (128, 256)
 #: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count. An
 #: all-to-all is one round of grouped sends and receives to every peer at once (NCCL's alltoall
 #: is ncclGroupStart / ncclSend / ncclRecv per peer / ncclGroupEnd).
@@ -139,30 +135,6 @@ class StepTime:
                 "breakdown": dict(self.breakdown), "conventions": dict(self.conventions)}
 
 
-def wave_efficiency(rows: float, cols: float, gpu: System, batch: float = 1) -> float:
-    """Share of the tile slots a GEMM's output [rows, cols] fills: tiles over whole waves of one tile per SM.
-
-    The output is cut into ``TILE`` tiles (CUTLASS / cuBLAS thread-block tiles), one per streaming
-    multiprocessor at a time; the last wave and the edge tiles run partly empty (NVIDIA, "Matrix
-    Multiplication Background User's Guide": tile and wave quantization).
-    """
-    tile_rows, tile_cols = TILE
-    down, across = -(-rows // tile_rows), -(-cols // tile_cols)
-    tiles = down * across * batch
-    waves = -(-tiles // gpu.sms)
-    return (rows * cols * batch) / (waves * gpu.sms * tile_rows * tile_cols)
-
-
-def achieved_flops(m: float, n: float, k: float, dtype: str, gpu: System, eta: float,
-                   output: tuple[float, float] | None = None, batch: float = 1) -> float:
-    """eta x min(peak, intensity x HBM bandwidth) x wave quantization of the output (default [m, n]) for C[m, n] = A[m, k] B[k, n]."""
-    size = OPERAND_BYTES[choose("dtype", dtype, OPERAND_BYTES)]
-    intensity = 2 * m * n * k / (size * (m * k + k * n + m * n))
-    rows, cols = output or (m, n)
-    return (eta * min(gpu.peak(dtype), intensity * gpu.hbm_bandwidth)
-            * wave_efficiency(max(rows, 1), max(cols, 1), gpu, batch))
-
-
 @dataclass(frozen=True)
 class Layout:
     """The sizes of a parallel layout the step model reads (from a derive Parallelism)."""
@@ -205,16 +177,17 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
                   tokens: float) -> tuple[float, float]:
     """(forward seconds, backward seconds) of a GEMM row over ``tokens`` tokens of one rank.
 
-    The three passes of ``derive.architectures.gemms.Gemm.passes``: forward C[M, N] = A[M, K] B[K, N],
-    dgrad [M, K], wgrad [K, N] (same FLOPs, their own output shapes).
+    The three passes of ``derive.architectures.gemms.Gemm.passes`` (forward, dgrad, wgrad), each on
+    its own roofline (``derive.accounts.roofline.pass_seconds``): the layer matrices at the
+    precision's linear dtype, attention's score GEMMs and the output head in BF16.
     """
+    passes = ("forward", "dgrad", "wgrad")
+    rate = dict(gpu=gpu, eta=eta.gemm_for(gpu))
     if row.kind == "score":
         # one batched GEMM per layer: count / L heads on this rank's share (a / t), each [M, n] x [n, k]
         heads = row.count / work.layers / lay.t
         m, n, k = tokens, row.n, row.k
-        one = 2 * m * n * k * heads
-        times = [one / achieved_flops(m, n, k, "bf16", gpu, eta.gemm_for(gpu), shape, heads)
-                 for shape in ((m, n), (m, k), (n, k))]
+        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, **rate) for name in passes]
         return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
@@ -223,9 +196,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
     if row.kind == "expert":
         m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
         copies = row.count * tokens / m
-    one = 2 * m * n * k
-    forward, dgrad, wgrad = ((m, n), (m, k), (k, n))
-    times = [one / achieved_flops(m, n, k, dtype, gpu, eta.gemm_for(gpu), shape) for shape in (forward, dgrad, wgrad)]
+    times = [pass_seconds(m, n, k, name, dtype, **rate) for name in passes]
     return copies * times[0], copies * (times[1] + times[2])
 
 
@@ -241,7 +212,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind."""
     tokens = lay.b * work.seq / lay.c
     timed = _timed_rows(work, gpu, eta, lay.t, lay.etp, lay.e, lay.precision, tokens)
-    cast = fp8_cast_bytes(work, lay, tokens) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
+    cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
     slowest: dict[str, float] = {}
@@ -261,22 +232,42 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     return slowest
 
 
-def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float) -> float:
+#: Projections Transformer Engine runs as one GEMM on one input, so their input is cast once:
+#: q / k / v as linear_qkv, gate / up as linear_fc1 (Megatron's TE layer spec,
+#: megatron/core/models/gpt/gpt_layer_specs.py), MLA's two down-projections of the layer input.
+SHARED_INPUT = {"k_proj": "q_proj", "v_proj": "q_proj", "up_proj": "gate_proj",
+                "kv_a_proj_with_mqa": "q_a_proj"}
+
+
+def _input_name(name: str) -> str:
+    """The GEMM whose input ``name``'s input is (``SHARED_INPUT``): one cast for a fused projection."""
+    for part, first in SHARED_INPUT.items():
+        name = name.replace(part, first)
+    return name
+
+
+def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> float:
     """HBM bytes of the FP8 casts of one micro-batch's linear GEMMs on one rank, all L layers.
 
-    Each linear GEMM's input [M, K] is cast once in the forward and its output gradient [M, N] once
-    in the backward: read in BF16, written in FP8 row-wise and transposed (Transformer Engine's
-    fused cast_transpose, transformer_engine/common/transpose/cast_transpose.cu): FP8_CAST
-    bytes per element. Weights are cast once per step and left out.
+    Each linear GEMM's input [M, K] is cast once in the forward (once per fused projection,
+    ``SHARED_INPUT``) and its output gradient [M, N] once in the backward; each layer matrix is cast
+    once per step (cached over the step's m micro-batches: TE ``is_first_microbatch``), a 1/m share
+    here. Bytes per element from the recipe (``derive.accounts.roofline.cast_bytes_per_element``).
     """
+    per_element = cast_bytes_per_element(RECIPES[lay.precision], gpu.generation)
+    inputs: dict[tuple[str, str, float], float] = {}
     total = 0.0
     for row in work.rows:
         if row.kind not in ("layer", "expert"):
             continue
         split = lay.etp if row.kind == "expert" else lay.t
         n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
-        total += tokens * row.count * (n + k) * FP8_CAST
-    return total
+        inputs[(row.kind, _input_name(row.name), row.count)] = row.count * k
+        weights = n * k * row.count
+        if row.kind == "expert":
+            weights *= work.experts / (work.active_experts * lay.e)  # every local expert's matrix
+        total += tokens * row.count * n + weights / lay.m
+    return (total + tokens * sum(inputs.values())) * per_element
 
 
 def local_parameters(work: Workload, lay: Layout) -> float:
