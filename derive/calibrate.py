@@ -215,14 +215,15 @@ HELDOUT = Path(__file__).resolve().parent / "heldout_runs.json"
 #: name is not here is listed as one derive cannot run, with the missing name.
 HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b",
                   "DeepSeekV3 (w/o MTP)": "deepseek-v3", "DeepSeekV3 (w/ MTP)": "deepseek-v3",
-                  "Qwen3_30B_a3B": "qwen3-30b-a3b"}
-HELDOUT_SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-GB200": "gb200"}
+                  "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b"}
+HELDOUT_SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-GB200": "gb200", "DGX-GB300": "gb300"}
 HELDOUT_PRECISIONS = {"BF16": "bf16", "FP8-CS": "fp8-current", "FP8-DS": "fp8-delayed", "FP8-MX": "mxfp8"}
 #: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
 HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
                        "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
                        "v = 1 where it prints n/a; pipeline stages unbalanced; bf16 states with fp32 gradients; "
-                       "MoE routing uniform (the runs force-balance it), dropless")
+                       "MoE routing uniform (the runs force-balance it), dropless; expert tensor parallel 1 where ep > 1 "
+                       "(the MoE recipes' expert_tensor_parallelism = 1)")
 #: What a row's model name says that derive's model lacks.
 HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": "the run trains an MTP module; derive's step model counts none"}
 
@@ -248,7 +249,8 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
     entry = replace(named_model(HELDOUT_MODELS[row["model"]], moe=True)[0], seq=row["seq"])
     precision = HELDOUT_PRECISIONS[row["precision"]]
     tp, pp, cp = row["tp"], row["pp"], row["cp"]
-    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=row["ep"], dp=row["gpus"] // (tp * pp * cp),
+    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=row["ep"], etp=1 if row["ep"] > 1 else None,
+                         dp=row["gpus"] // (tp * pp * cp),
                          micro_batch=row["micro_batch"], global_batch=row["global_batch"], recompute="none",
                          sequence_parallel=tp > 1, zero=3 if row["fsdp"] else 1,
                          precision=ledger_precision(precision))

@@ -116,6 +116,12 @@ SYSTEMS: dict[str, System] = {
                "NVIDIA GB200 NVL72 data sheet, per GPU (the rack's figures / 72): FP4 1,440, FP8 720, "
                "BF16 360 PFLOPS with sparsity, so 10, 5 and 2.5 PFLOPS dense per GPU; 13.4 TB HBM3e "
                "= 186 GB per GPU, 576 TB/s = 8 TB/s per GPU; 148 SMs (the B200 die)", _NVLINK5),
+        System("gb300", {"bf16": 2500 * TERA, "fp8": 5000 * TERA, "fp4": 15000 * TERA}, 288 * GIGA,
+               8000 * GIGA, 900 * GIGA, 72, 800 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 160, "blackwell",
+               "NVIDIA GB300 NVL72 data sheet, per GPU (the rack's figures / 72): FP4 1,080 PFLOPS dense "
+               "(1,440 with sparsity), FP8 720 and BF16 360 with sparsity, so 15, 5 and 2.5 PFLOPS dense "
+               "per GPU; 576 TB/s = 8 TB/s per GPU; Blackwell Ultra: 288 GB HBM3e (eight 12-high stacks), "
+               "160 SMs; one ConnectX-8 SuperNIC at 800 Gb/s per GPU", _NVLINK5),
     )
 }
 
