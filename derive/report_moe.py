@@ -110,6 +110,8 @@ def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused",
     if recipe is None:
         return values
     n_8, tensors = fp8_weight_counts(stage)
+    # t and t_E split each matrix (every rank holds a shard of each, with its own scales); e splits the experts
+    tensors = tensors.xreplace({t: 1, t_E: 1})
     fp8_states = fp8_resident_bytes(precision, "adam", 1, d, stage.numel(), fp8_params=n_8,
                                     fp8_tensors=tensors)
     fp8_activations = moe_first_stage_activation_bytes(profile, features, t, layout.tp > 1, p,
