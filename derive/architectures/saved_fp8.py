@@ -9,6 +9,10 @@ A ``linear_input`` row is re-typed; a ``linear_input_shared`` row (the attention
 which flash attention keeps for its own backward) stays and gains an FP8 copy; a
 ``linear_input_twice`` row (read by two TE Linears, each quantising its own input: MLA's
 down projections, megatron/core/transformer/multi_latent_attention.py) becomes two FP8 copies.
+A ``grouped_gemm`` row (a GroupedLinear's input: the rank's E/e local experts' tokens) is
+quantised split by split, one quantizer per GEMM (transformer_engine/pytorch/module/
+grouped_linear.py _GroupedLinear.forward, ``split_quantize(inp, m_splits, input_quantizers)``):
+per-tensor recipes keep E/e scales for it.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from dataclasses import replace
 import sympy as sp
 
 from derive.recipes import recipe as fp8_recipe
+from derive.symbols import E, e
 from derive.tensors import Ledger, Tensor
 
 #: Tags a scale row inherits from its data row: how tensor and sequence parallelism split it.
@@ -39,10 +44,11 @@ def _scale_row(data: Tensor, name: str) -> Tensor:
     scaling = fp8_recipe(name).activation
     tags = frozenset({"fp8_scale"}) | (data.tags - {"linear_input", "linear_input_shared",
                                                     "linear_input_twice", "fp8"})
-    if scaling.per_tensor:  # one scale whatever the split: not sharded, not all-gathered over t_E
-        return Tensor(f"{data.name} scale_inv", (sp.Integer(1),), scaling.dtype,
-                      tags - SPLIT_TAGS - {"expert_hidden"},
-                      count=data.count, note="one per saved tensor")
+    if scaling.per_tensor:  # one scale per GEMM's input: not sharded, not all-gathered over t_E
+        grouped = data.has("grouped_gemm")
+        return Tensor(f"{data.name} scale_inv", (E / e if grouped else sp.Integer(1),), scaling.dtype,
+                      tags - SPLIT_TAGS - {"expert_hidden"}, count=data.count,
+                      note="one per local expert (GroupedLinear)" if grouped else "one per saved tensor")
     elements = sp.Mul(*data.shape)
     return Tensor(f"{data.name} block scales", (scaling.scales(elements, 1),), scaling.dtype, tags,
                   count=data.count, note=f"one per {scaling.block[0] * scaling.block[1]} elements")

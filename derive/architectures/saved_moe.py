@@ -26,7 +26,8 @@ another op keeps in 16 bits too (the attention output, kept by flash attention; 
 input, kept by the router's own gating linear, megatron/core/transformer/moe/router.py
 TopKRouter.gating, which is no TE module and stays 16-bit), ``linear_input_twice`` where two
 TE Linears read one tensor and each quantises its own copy (MLA's linear_q_down_proj and
-linear_kv_down_proj, or linear_q_proj, both reading the input norm's output).
+linear_kv_down_proj, or linear_q_proj, both reading the input norm's output); ``grouped_gemm``
+on the rows of the experts' GroupedLinear (one FP8 quantizer per local expert).
 ``derive.architectures.saved_fp8.quantised_saved`` re-types them under an FP8 recipe.
 """
 from __future__ import annotations
@@ -367,10 +368,11 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
              note="kept by _moe_permute_mask_map and _moe_unpermute_mask_map (one tensor; "
                   "transformer_engine/pytorch/permutation.py)"),
         _row("permuted tokens", (copies, h), ACTIVATION, *experts, "expert_hidden", "linear_input",
+             "grouped_gemm",
              note="K copies of each token after the alltoall, kept by linear_fc1 (GroupedLinear)"),
         _row("permuted probabilities (fp32)", (copies, 1), FP32, *experts,
              note="kept by the weighted SwiGLU (weighted_bias_swiglu_impl)"),
-        *_fused_swiglu("experts", (copies,), f_E, *experts),
+        *_fused_swiglu("experts", (copies,), f_E, *experts, "grouped_gemm"),
     ]
     if features.shared:
         rows += _fused_swiglu("shared_experts", (s, b), f_S, "shared_expert", "mlp", "tp_shardable")

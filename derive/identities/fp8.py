@@ -17,7 +17,7 @@ from derive.architectures.parameters import model_parameters
 from derive.conventions.fp8 import dispatch_bytes_per_element, flops_by_dtype, gather_ratio
 from derive.identities import identity
 from derive.recipes import fp8_weight_counts
-from derive.symbols import FFN_4H, E, N, N_8, a, b, f, f_E, f_S, g, h, k, k_E, k_v, n_8, r_kv, r_q, s
+from derive.symbols import FFN_4H, E, e, N, N_8, a, b, f, f_E, f_S, g, h, k, k_E, k_v, n_8, r_kv, r_q, s
 
 TOPIC = "FP8 training"
 TE_RECIPES = ("transformer_engine/common/recipe/__init__.py (the delayed, current, MXFP8 and "
@@ -214,8 +214,8 @@ MOE_FP8 = ("linear_qkv, linear_proj, the experts' GroupedLinear fc1 (the permute
            "keep their FP8 input; flash attention keeps the 16-bit attention output; the router "
            "(megatron/core/transformer/moe/router.py TopKRouter.gating, no TE module), the fused "
            "SwiGLU's fc1 output, norms and the probabilities stay 16/32-bit")
-GROUPED_SCALES = ("one fp32 scale_inv per saved FP8 tensor (GroupedLinear's per-expert scale_inv, "
-                  "4 bytes per local expert, counted once per grouped input)")
+GROUPED_SCALES = ("one fp32 scale_inv per saved FP8 tensor, E/e of them for each GroupedLinear input "
+                  "(one quantizer per local expert: grouped_linear.py split_quantize)")
 #: Mixtral 8x7B's form: GQA, no shared experts, softmax router.
 MIXTRAL_FORM = MoEFeatures("gqa")
 #: DeepSeek-V3's form: MLA with query compression, one shared expert.
@@ -228,9 +228,9 @@ def _moe_layer(features: MoEFeatures, recipe: str | None) -> sp.Expr:
 
 
 @identity("MoE layer (GQA, fused), per-tensor FP8: bs(7h + 5ak + 4gk + 4a + 13E + 12 + k_E h + 4k_E "
-          "+ 5k_E f_E) + 16", topic=TOPIC,
+          "+ 5k_E f_E) + 4(2 + 2E/e)", topic=TOPIC,
           claim=b * s * (7 * h + 5 * a * k + 4 * g * k + 4 * a + 13 * E + 12 + k_E * h + 4 * k_E
-                         + 5 * k_E * f_E) + PER_TENSOR_SCALES,
+                         + 5 * k_E * f_E) + 4 * (2 + 2 * E / e),
           source=TE_USAGES + "; transformer_engine/pytorch/module/grouped_linear.py "
                  "_GroupedLinear.forward (quantised inputs saved for wgrad)",
           assumptions=(MOE_FUSED, MOE_FP8, GROUPED_SCALES,
@@ -253,8 +253,8 @@ def moe_gqa_mxfp8() -> sp.Expr:
 
 
 @identity("MLA + shared-expert MoE layer, per-tensor FP8 - bf16 = -bs(r_q + r_kv - ak_v - h + k_E h "
-          "+ k_E f_E + f_S) + 36", topic=TOPIC,
-          claim=-b * s * (r_q + r_kv - a * k_v - h + k_E * h + k_E * f_E + f_S) + 9 * 4,
+          "+ k_E f_E + f_S) + 4(7 + 2E/e)", topic=TOPIC,
+          claim=-b * s * (r_q + r_kv - a * k_v - h + k_E * h + k_E * f_E + f_S) + 4 * (7 + 2 * E / e),
           source=TE_USAGES + "; megatron/core/transformer/multi_latent_attention.py "
                  "MLASelfAttention.get_query_key_value_tensors (linear_q_down_proj and "
                  "linear_kv_down_proj each read the input norm's output)",
@@ -263,6 +263,6 @@ def moe_gqa_mxfp8() -> sp.Expr:
                        "(2 bytes either way: no saving)",
                        "linear_q_up_proj and linear_kv_up_proj keep FP8 latents (r_q, r_kv)",
                        "the router keeps the 16-bit input; the shared experts' fc1 an FP8 copy (+h)",
-                       "nine saved FP8 tensors, one fp32 scale_inv each"))
+                       "seven saved FP8 tensors outside the experts, one fp32 scale_inv each"))
 def moe_mla_per_tensor_saving() -> sp.Expr:
     return _moe_layer(DEEPSEEK_FORM, "fp8-current") - _moe_layer(DEEPSEEK_FORM, None)
