@@ -269,19 +269,20 @@ def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -
             layout = MoELayout(*sizes, args.dp or 1, args.micro_batch)
             saved = _moe_saved(args, source, option)
             if args.json:
-                values = moe_figures(model_, layout, profile)
+                values = moe_figures(model_, layout, profile, args.precision)
                 data[model_.name] = {key: int(value) if sp.sympify(value).is_Integer else float(value)
                                      for key, value in values.items()}
                 if saved is not None:
                     data[model_.name]["saved_for_backward_bytes"] = saved
             else:
-                texts.append(render_moe(model_, layout, profile)
+                texts.append(render_moe(model_, layout, profile, args.precision)
                              + ("" if saved is None else
                                 f"\n  kept for backward ({args.profile}, transformers, b = "
                                 f"{args.micro_batch}): {format_memory(saved['value'])}") + "\n")
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
-            raise UsageError(f"{field if field.startswith('--') else option}: {rest}") from None
+            named = field if field.startswith("--") else "--precision" if field == "precision" else option
+            raise UsageError(f"{named}: {rest}") from None
         if args.json and saved is not None and len(sources) == 1:  # one model: its figure on top too
             data["saved_for_backward_bytes"] = {**saved, "model": model_.name}
     return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
@@ -400,8 +401,9 @@ def request(args: argparse.Namespace, given: frozenset[str] = frozenset()) -> Re
                    budget_label=budget_label)
 
 
-#: The dense report's options the MoE report (Megatron bf16, distributed optimizer) does not read.
-DENSE_ONLY = ("precision", "optimizer", "profile", "tokens", "gpus", "mfu", "step_time", "zero", "budget",
+#: The dense report's options the MoE report (Megatron bf16, distributed optimizer) does not read;
+#: --precision it reads (bf16 or an FP8 recipe: derive.report_moe.moe_recipe).
+DENSE_ONLY = ("optimizer", "profile", "tokens", "gpus", "mfu", "step_time", "zero", "budget",
               "peak", "gpu", *(field for field in SHAPE_OPTIONS if field != "seq"))
 _UNSET = object()
 

@@ -4,6 +4,11 @@ Every number is a substitution into the expressions of ``derive.accounts.experts
 and ``derive.architectures.moe_model``; the layout is checked the way Megatron's
 argument validation checks it (t divides the heads, e divides E, t_E divides
 f_E, t_E e p divides the world t p d).
+
+``precision`` is bf16 (Megatron --bf16) or an FP8 recipe (Megatron --bf16 with --fp8-recipe,
+``derive.recipes``): the fused profile's linear inputs are then saved in FP8 with their
+scales (``derive.architectures.saved_fp8``) and the rank's layer matrices gain their cached
+FP8 copies (``derive.accounts.fp8_state``), both printed beside the bf16 figures.
 """
 from __future__ import annotations
 
@@ -12,13 +17,15 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive import megatron_moe
-from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
+from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes, moe_layer_activations,
                                      first_stage_parameters, moe_first_stage_activation_bytes)
+from derive.accounts.state import FP8_PRECISIONS, PRECISIONS, fp8_resident_bytes
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import model_gemms, model_parameters
 from derive.architectures.saved_moe import PROFILES
 from derive.inputs import choose, positive_int
 from derive.moe_presets import MoEModel
+from derive.recipes import fp8_weight_counts
 from derive.symbols import D, E, a, b, d, e, f_E, g, p, s, t, t_E
 from derive.units import format_memory
 
@@ -54,9 +61,27 @@ class MoELayout:
         return {t: self.tp, e: self.ep, t_E: self.etp, p: self.pp, d: self.dp, b: self.micro_batch}
 
 
-def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused") -> dict[str, float]:
+#: The precisions the MoE report takes: Megatron's bf16 recipe, alone or under an FP8 recipe.
+MOE_PRECISIONS = ("bf16", *FP8_PRECISIONS)
+
+
+def moe_recipe(precision: str, profile: str = "fused") -> str | None:
+    """The FP8 recipe of ``precision`` (None for bf16); ValueError naming the field otherwise."""
+    if precision not in MOE_PRECISIONS:
+        raise ValueError(f"precision: the MoE report (derive.report_moe: Megatron bf16, distributed "
+                         f"optimizer) takes {', '.join(MOE_PRECISIONS)}, not {precision!r}")
+    recipe = PRECISIONS[precision].fp8
+    if recipe is not None and profile != "fused":
+        raise ValueError(f"precision: {precision} is counted on the fused profile (Megatron + TE); "
+                         f"transformers' {profile} profile runs in bf16")
+    return recipe
+
+
+def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused",
+                precision: str = "bf16") -> dict[str, float]:
     """Every number the MoE report prints, exact integers where they are."""
     choose("profile", profile, PROFILES)
+    recipe = moe_recipe(precision, profile)
     layout.check(model)
     at = {**layout.values}
     features = model.features
@@ -69,7 +94,7 @@ def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused") -> d
         megatron = megatron.xreplace({D: 0})
     activations = moe_first_stage_activation_bytes(
         profile, features, t, layout.tp > 1, p)
-    return {
+    values = {
         "parameters": model.parameters,
         "active_parameters": model.active_parameters,
         "mtp_parameters": model.mtp_parameters,
@@ -82,15 +107,35 @@ def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused") -> d
         "flops_per_token": model.subs(flops_per_token),
         "megatron_flops_per_token": model.subs(megatron),
     }
+    if recipe is None:
+        return values
+    n_8, tensors = fp8_weight_counts(stage)
+    # t and t_E split each matrix (every rank holds a shard of each, with its own scales); e splits the experts
+    tensors = tensors.xreplace({t: 1, t_E: 1})
+    fp8_states = fp8_resident_bytes(precision, "adam", 1, d, stage.numel(), fp8_params=n_8,
+                                    fp8_tensors=tensors)
+    fp8_activations = moe_first_stage_activation_bytes(profile, features, t, layout.tp > 1, p,
+                                                       recipe=recipe)
+    return {**values,
+            "fp8_weight_bytes": model.subs(fp8_states, **_names(at)),
+            "activation_bytes_fp8": model.subs(fp8_activations, **_names(at)),
+            "layer_saved_bytes": model.subs(_moe_layer_bytes(features, layout, None), **_names(at)),
+            "layer_saved_bytes_fp8": model.subs(_moe_layer_bytes(features, layout, recipe), **_names(at))}
+
+
+def _moe_layer_bytes(features, layout: MoELayout, recipe: str | None) -> sp.Expr:
+    """One MoE layer's saved bytes on one rank (fused profile, statistics kept, SP when t > 1)."""
+    return moe_layer_activations("fused", features, True, t, layout.tp > 1, norm_statistics=True,
+                                 recipe=recipe).bytes()
 
 
 def _names(values: dict[sp.Symbol, int]) -> dict[str, int]:
     return {symbol.name: n for symbol, n in values.items()}
 
 
-def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused") -> str:
+def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused", precision: str = "bf16") -> str:
     """The text report."""
-    v = {key: float(value) for key, value in moe_figures(model, layout, profile).items()}
+    v = {key: float(value) for key, value in moe_figures(model, layout, profile, precision).items()}
     lines = [
         f"{model.name} (MoE; {model.source})",
         f"  parameters N            {v['parameters'] / 1e9:10.2f} B   active per token "
@@ -107,4 +152,14 @@ def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused") -> st
         f"  FLOPs per token         {v['flops_per_token'] / 1e9:10.1f} GFLOP (derived: 6 N_active_GEMM "
         f"+ scores, router included); Megatron {v['megatron_flops_per_token'] / 1e9:.1f}",
     ]
+    if "fp8_weight_bytes" in v:
+        lines[5:5] = [
+            f"  {precision}: FP8 weights  {format_memory(v['fp8_weight_bytes']):>14} (the layer matrices' "
+            f"cached FP8 copies and scales, beside the bf16 states: "
+            f"{format_memory(v['state_bytes'] + v['fp8_weight_bytes'])} in all)"]
+        lines[7:7] = [
+            f"  {precision}: activations {format_memory(v['activation_bytes_fp8']):>14} (linear inputs "
+            f"in FP8 with their scales; router, attention core, norms 16-bit)",
+            f"  saved per MoE layer     {format_memory(v['layer_saved_bytes_fp8']):>14} under {precision} "
+            f"(bf16: {format_memory(v['layer_saved_bytes'])}; one rank, b = {layout.micro_batch})"]
     return "\n".join(lines)

@@ -133,6 +133,7 @@ AUDITED = {
     "report dense, fp8": ("derive.cli", ["--model", "8b", "--precision", "fp8-current", "--profile", "llama-fused"]),
     "report dense, GB budget": ("derive.cli", ["--model", "405b", "--budget", "80GB", "--zero", "3", "--dp", "2"]),
     "report moe": ("derive.cli", ["--model", "deepseek-v3"]),
+    "report moe, fp8": ("derive.cli", ["--model", "deepseek-v3", "--precision", "fp8-blockwise"]),
     "report moe, transformers": ("derive.cli", ["--model", "mixtral-8x7b-v0.1", "--profile", "hf-sdpa",
                                                 "--seq", "2048"]),
     "plan dense": ("derive.plan", ["--model", "70b", "--gpus", "64", "--tokens", "1048576", "--top", "2"]),

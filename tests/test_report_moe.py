@@ -58,6 +58,9 @@ def test_cli_text_and_json(tmp_path):
     (["--moe", "deepseek-v3", "--ep", "3"], "--ep"),
     (["--moe", "nope"], "--moe"),
     (["--moe", "missing.json"], "--moe"),
+    (["--model", "mixtral-8x7b", "--precision", "fp32"], "--precision"),
+    (["--model", "mixtral-8x7b", "--precision", "fp9"], "--precision"),
+    (["--model", "mixtral-8x7b", "--precision", "fp8-current", "--moe-profile", "eager"], "--precision"),
 ])
 def test_bad_options_are_one_line(argv, option, capsys):
     assert main(argv) == 2
@@ -72,3 +75,59 @@ def test_config_of_an_moe_model_gets_the_moe_report(tmp_path):
                            "--dp", "32"]))
     assert data["mixtral"]["stage_parameters"] == 1_467_940_864
     assert data["mixtral"]["active_parameters"] == 12_879_925_248
+
+
+# Mixtral 8x7B at s = 4096, b = 1, t = e = 1, one MoE layer (fused profile), bytes per token by hand:
+# norms' inputs and the two normed tensors (attention input, router input) 2h each, q and the
+# attention output 2ak each, k and v 2gk each, two fp32 rstd, fp32 logsumexp 4a, fp32 router
+# scores 4E, routing map E, int32 row_id_map 4(2E + 1), k_E permuted tokens 2k_E h, fp32
+# probabilities 4k_E, fc1 output 2 k_E 2f_E, fc2 input 2 k_E f_E.
+H, A_K, G_K, A, E_, K_E, F_E, T = 4096, 32 * 128, 8 * 128, 32, 8, 2, 14336, 4096
+BF16_PER_TOKEN = (4 * 2 * H + 2 * 2 * A_K + 2 * 2 * G_K + 2 * 4 + 4 * A + 4 * E_ + E_ + 4 * (2 * E_ + 1)
+                  + 2 * K_E * H + 4 * K_E + 2 * K_E * 2 * F_E + 2 * K_E * F_E)
+
+
+def test_mixtral_layer_under_fp8_by_hand():
+    """fp8-current: the attention input, permuted tokens and fc2 input lose a byte per element,
+    linear_proj's FP8 copy of the attention output adds one; fp32 scale_inv: one for each of the two
+    attention inputs, one per expert for each of the two GroupedLinear inputs; MXFP8: 33/32 bytes."""
+    data = json.loads(run(["--model", "mixtral-8x7b", "--seq", "4096", "--json", "--precision", "fp8-current"]))
+    mixtral = data["Mixtral 8x7B"]
+    assert BF16_PER_TOKEN == 241_916
+    assert mixtral["layer_saved_bytes"] == BF16_PER_TOKEN * T == 990_887_936
+    fp8 = (BF16_PER_TOKEN - H + A_K - K_E * H - K_E * F_E) * T + 4 * (2 + 2 * 8)
+    assert mixtral["layer_saved_bytes_fp8"] == fp8 == 839_893_064
+    # cached FP8 weight and transpose of the 32 layers' q, k, v, o and 8 x 3 expert matrices, fp32 scale each
+    n_8 = 32 * (2 * H * A_K + 2 * H * G_K + 8 * 3 * H * F_E)
+    assert mixtral["fp8_weight_bytes"] == 2 * n_8 + 4 * 32 * (4 + 8 * 3) == 92_878_671_360
+    # first stage: 32 such layers and the token ids (int64)
+    assert mixtral["activation_bytes_fp8"] == 32 * fp8 + 8 * T
+    mx = json.loads(run(["--model", "mixtral-8x7b", "--seq", "4096", "--json", "--precision", "mxfp8"]))
+    saved = (H + K_E * H + K_E * F_E) * T          # the elements re-typed; A_K * T copied
+    assert mx["Mixtral 8x7B"]["layer_saved_bytes_fp8"] == (
+        BF16_PER_TOKEN * T - 2 * saved + Fraction(33, 32) * (saved + A_K * T)) == 845_660_160
+    assert "layer_saved_bytes" not in json.loads(run(["--model", "mixtral-8x7b", "--json"]))["Mixtral 8x7B"]
+
+
+def test_fp8_text_report_and_tensor_parallel_scales():
+    text = run(["--model", "mixtral-8x7b", "--seq", "4096", "--precision", "fp8-current"])
+    assert "fp8-current: FP8 weights" in text and "800.98 MiB under fp8-current (bf16: 944.98 MiB" in text
+    # t = 2 with SP halves every saved row but not the per-tensor scales (2 + 2 x 8/e of them); every
+    # rank holds a shard of each attention matrix (its own scale) and 8/e = 2 experts' matrices
+    data = json.loads(run(["--model", "mixtral-8x7b", "--seq", "4096", "--json", "--precision", "fp8-current",
+                           "--tp", "2", "--ep", "4", "--dp", "4"]))["Mixtral 8x7B"]
+    assert data["layer_saved_bytes"] == 990_887_936 // 2
+    assert data["layer_saved_bytes_fp8"] == (839_893_064 - 72) // 2 + 4 * (2 + 2 * 2)
+    rank = 32 * ((2 * H * A_K + 2 * H * G_K) // 2 + 2 * 3 * H * F_E)
+    assert data["fp8_weight_bytes"] == 2 * rank + 4 * 32 * (4 + 2 * 3)
+
+
+def test_deepseek_v3_layer_saving_under_fp8():
+    """MLA + a shared expert (s = 4096): the two down projections each keep an FP8 copy of the
+    7168-wide input (no saving), the up projections' latents (1536 + 512) and the 8 x (7168 + 2048)
+    expert inputs and the shared fc2 input (2048) lose a byte per element, linear_proj (128 x 128)
+    and the shared fc1 (7168) add an FP8 copy; seven fp32 scales and 256 per GroupedLinear input."""
+    data = json.loads(run(["--model", "deepseek-v3", "--json", "--precision", "fp8-current"]))["DeepSeek-V3"]
+    per_token = 1536 + 512 + 8 * (7168 + 2048) + 2048 - 128 * 128 - 7168
+    assert data["layer_saved_bytes"] - data["layer_saved_bytes_fp8"] == per_token * 4096 - 4 * (7 + 2 * 256) \
+        == 222_296_036

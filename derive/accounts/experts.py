@@ -55,13 +55,20 @@ def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = 
 
 def moe_layer_activations(profile: str, features, moe: bool = True, tensor_parallel: sp.Expr = t,
                           sequence_parallel: bool = True, capacity_factor: sp.Expr | None = None,
-                          norm_statistics: bool = False, softmax_statistics: bool = True) -> Ledger:
+                          norm_statistics: bool = False, softmax_statistics: bool = True,
+                          recipe: str | None = None) -> Ledger:
     """One MoE (or dense) layer's saved rows on one rank: SP shards every row over t; the k_E token
-    copies of width h are all-gathered over the t_E expert-TP ranks (token_dispatcher.py)."""
+    copies of width h are all-gathered over the t_E expert-TP ranks (token_dispatcher.py).
+
+    ``recipe`` (an FP8 recipe of ``derive.recipes``) keeps the linear inputs in FP8 (saved_fp8).
+    """
     from derive.accounts.activations import keeping, sharded
+    from derive.architectures.saved_fp8 import quantised_saved
     from derive.architectures.saved_moe import layer_saved_moe
-    table = keeping(layer_saved_moe(profile, features, moe, capacity_factor),
-                    norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
+    table = layer_saved_moe(profile, features, moe, capacity_factor)
+    if recipe is not None:
+        table = quantised_saved(table, recipe)
+    table = keeping(table, norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
     table = sharded(table, tensor_parallel, sequence_parallel)
     return table.map(lambda w: w.times(t_E) if w.has("expert_hidden") and tensor_parallel != 1 else w)
 
@@ -69,7 +76,7 @@ def moe_layer_activations(profile: str, features, moe: bool = True, tensor_paral
 def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp.Expr = t,
                                      sequence_parallel: bool = True, pipeline: sp.Expr = 1,
                                      capacity_factor: sp.Expr | None = None,
-                                     norm_statistics: bool = True) -> sp.Expr:
+                                     norm_statistics: bool = True, recipe: str | None = None) -> sp.Expr:
     """First pipeline stage (1F1B): p micro-batches in flight of (L - L_E)/p dense and L_E/p MoE layers,
     plus the embedding edge (token ids); the MTP modules sit on the last stage."""
     from derive.accounts.activations import in_flight_micro_batches, sharded
@@ -77,7 +84,7 @@ def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp
 
     def layer_bytes(moe: bool) -> sp.Expr:
         return moe_layer_activations(profile, features, moe, tensor_parallel, sequence_parallel,
-                                     capacity_factor, norm_statistics).bytes()
+                                     capacity_factor, norm_statistics, recipe=recipe).bytes()
 
     per_micro_batch = ((L - L_E) * layer_bytes(False) + L_E * layer_bytes(True)) / pipeline
     ids = sharded(Ledger([eager_edges(features)["embedding: token ids"]]), tensor_parallel,

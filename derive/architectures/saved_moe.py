@@ -17,7 +17,18 @@ alltoall dispatcher with permute fusion and grouped GEMM
 (megatron/core/transformer/moe/moe_layer.py MoELayer.forward,
 token_dispatcher.py MoEAlltoAllTokenDispatcher, moe_utils.py permute/unpermute,
 experts.py TEGroupedMLP, router.py TopKRouter; multi_latent_attention.py
-MLASelfAttention), each row citing the function that keeps it.
+MLASelfAttention), each row citing the function that keeps it. Its layer matrices' inputs
+carry the dense tables' tags (derive.architectures.saved): ``linear_input`` for a tensor only
+a TE Linear / LayerNormLinear / GroupedLinear keeps (under fp8_autocast it keeps the FP8
+data its weight-gradient GEMM reads: transformer_engine/pytorch/module/linear.py
+_Linear.forward, grouped_linear.py _GroupedLinear.forward), ``linear_input_shared`` for one
+another op keeps in 16 bits too (the attention output, kept by flash attention; the router
+input, kept by the router's own gating linear, megatron/core/transformer/moe/router.py
+TopKRouter.gating, which is no TE module and stays 16-bit), ``linear_input_twice`` where two
+TE Linears read one tensor and each quantises its own copy (MLA's linear_q_down_proj and
+linear_kv_down_proj, or linear_q_proj, both reading the input norm's output); ``grouped_gemm``
+on the rows of the experts' GroupedLinear (one FP8 quantizer per local expert).
+``derive.architectures.saved_fp8.quantised_saved`` re-types them under an FP8 recipe.
 """
 from __future__ import annotations
 
@@ -296,7 +307,7 @@ def _flash(qk: sp.Expr, value: sp.Expr, kv_heads: sp.Expr) -> list[Tensor]:
         _row("q", (s, b, a, qk), ACTIVATION, *tags, note="after RoPE, kept by flash attention"),
         _row("k", (s, b, kv_heads, qk), ACTIVATION, *tags, note="after RoPE, kept by flash attention"),
         _row("v", (s, b, kv_heads, value), ACTIVATION, *tags, note="kept by flash attention"),
-        _row("attention output", (s, b, a * value), ACTIVATION, *tags,
+        _row("attention output", (s, b, a * value), ACTIVATION, *tags, "linear_input_shared",
              note="kept by flash attention; the same tensor is linear_proj's input"),
         _row("softmax logsumexp", (b, a, s), FP32, *tags, "softmax_statistics",
              note="kept by flash attention"),
@@ -306,7 +317,9 @@ def _flash(qk: sp.Expr, value: sp.Expr, kv_heads: sp.Expr) -> list[Tensor]:
 def fused_attention(features: MoEFeatures) -> list[Tensor]:
     """Attention half: fused input norm, GQA (TE linear_qkv) or MLA (megatron/core/transformer/multi_latent_attention.py MLASelfAttention.get_query_key_value_tensors)."""
     rows = _te_norm("input_layernorm", h, "replicated", "attention")
+    two = () if features.attention == "gqa" else ("linear_input_twice",)
     rows.append(_row("attention input", (s, b, h), ACTIVATION, "replicated", "attention",
+                     "linear_input", *two,
                      note="input_layernorm output, kept by linear_qkv / the down projections"))
     if features.attention == "gqa":
         if features.qk_norm:
@@ -316,10 +329,10 @@ def fused_attention(features: MoEFeatures) -> list[Tensor]:
     latent = ("replicated", "attention", "mla_down")
     if features.attention == "mla":
         rows += _te_norm("q_layernorm", r_q, *latent)
-        rows.append(_row("linear_q_up_proj input", (s, b, r_q), ACTIVATION, *latent,
+        rows.append(_row("linear_q_up_proj input", (s, b, r_q), ACTIVATION, *latent, "linear_input",
                          note="q_layernorm output"))
     rows += _te_norm("kv_layernorm", r_kv, *latent)
-    rows.append(_row("linear_kv_up_proj input", (s, b, r_kv), ACTIVATION, *latent,
+    rows.append(_row("linear_kv_up_proj input", (s, b, r_kv), ACTIVATION, *latent, "linear_input",
                      note="kv_layernorm output"))
     return rows + _flash(k_nope + k_rope, k_v, a)
 
@@ -328,7 +341,7 @@ def _fused_swiglu(prefix: str, tokens: tuple[sp.Expr, ...], width: sp.Expr, *tag
     """TE linear_fc1 output kept by the fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py), fc2 input."""
     return [_row(f"{prefix} linear_fc1 output (gate and up)", (*tokens, 2 * width), ACTIVATION, *tags,
                  note="the only tensor the fused SwiGLU keeps"),
-            _row(f"{prefix} linear_fc2 input", (*tokens, width), ACTIVATION, *tags,
+            _row(f"{prefix} linear_fc2 input", (*tokens, width), ACTIVATION, *tags, "linear_input",
                  note="SwiGLU output, kept by linear_fc2")]
 
 
@@ -342,8 +355,10 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
     router = ("router", "mlp", "replicated")
     copies = T * k_E if capacity_factor is None else capacity_factor * T * k_E
     experts = ("routed_expert", "mlp", "tp_shardable")
+    # the shared experts' linear_fc1 (a TE Linear) reads the router's input and keeps its own FP8 copy
+    shared_input = ("linear_input_shared",) if features.shared else ()
     rows = [
-        _row("router input", (s, b, h), ACTIVATION, *router,
+        _row("router input", (s, b, h), ACTIVATION, *router, *shared_input,
              note="pre_mlp_layernorm output, kept by the router's gating linear (and shared experts)"),
         _row("router scores (fp32)", (T, E), FP32, *router,
              note="intermediate_output, kept by FusedTopkScoreFunction "
@@ -352,11 +367,12 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
         _row("permutation row_id_map", (T, 2 * E + 1), "int32", *experts,
              note="kept by _moe_permute_mask_map and _moe_unpermute_mask_map (one tensor; "
                   "transformer_engine/pytorch/permutation.py)"),
-        _row("permuted tokens", (copies, h), ACTIVATION, *experts, "expert_hidden",
+        _row("permuted tokens", (copies, h), ACTIVATION, *experts, "expert_hidden", "linear_input",
+             "grouped_gemm",
              note="K copies of each token after the alltoall, kept by linear_fc1 (GroupedLinear)"),
         _row("permuted probabilities (fp32)", (copies, 1), FP32, *experts,
              note="kept by the weighted SwiGLU (weighted_bias_swiglu_impl)"),
-        *_fused_swiglu("experts", (copies,), f_E, *experts),
+        *_fused_swiglu("experts", (copies,), f_E, *experts, "grouped_gemm"),
     ]
     if features.shared:
         rows += _fused_swiglu("shared_experts", (s, b), f_S, "shared_expert", "mlp", "tp_shardable")
@@ -370,7 +386,8 @@ def fused_layer(features: MoEFeatures, moe: bool, capacity_factor: sp.Expr | Non
     """One Megatron-Core layer: attention, fused pre-MLP norm, dense SwiGLU or MoE block."""
     rows = fused_attention(features) + _te_norm("pre_mlp_layernorm", h, "replicated", "mlp")
     if not moe:
-        return Ledger(rows + [_row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp")]
+        return Ledger(rows + [_row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp",
+                                   "linear_input")]
                       + _fused_swiglu("mlp", (s, b), f, "tp_shardable", "mlp"))
     return Ledger(rows + fused_moe(features, capacity_factor))
 

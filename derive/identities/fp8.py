@@ -10,12 +10,14 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.activations import layer_activation_bytes
+from derive.accounts.experts import moe_layer_activations
 from derive.accounts.state import resident_bytes
+from derive.architectures.moe_model import MoEFeatures
 from derive.architectures.parameters import model_parameters
 from derive.conventions.fp8 import dispatch_bytes_per_element, flops_by_dtype, gather_ratio
 from derive.identities import identity
 from derive.recipes import fp8_weight_counts
-from derive.symbols import FFN_4H, N, N_8, a, b, f, g, h, n_8, s
+from derive.symbols import FFN_4H, E, e, N, N_8, a, b, f, f_E, f_S, g, h, k, k_E, k_v, n_8, r_kv, r_q, s
 
 TOPIC = "FP8 training"
 TE_RECIPES = ("transformer_engine/common/recipe/__init__.py (the delayed, current, MXFP8 and "
@@ -202,3 +204,65 @@ def llama_fused_nvfp4() -> sp.Expr:
           assumptions=("the row-wise copy and its block scales gathered; global scales O(tensors)",))
 def gather_nvfp4() -> sp.Expr:
     return gather_ratio("nvfp4")
+
+
+# ---- MoE layers (Megatron + TE, the fused profile of derive.architectures.saved_moe) ----
+
+MOE_FUSED = ("Megatron-Core MoE layer with TE (saved_moe fused profile): flash attention, alltoall "
+             "dispatch with fused permute, TEGroupedMLP; statistics kept; one rank, t = 1, dropless")
+MOE_FP8 = ("linear_qkv, linear_proj, the experts' GroupedLinear fc1 (the permuted tokens) and fc2 "
+           "keep their FP8 input; flash attention keeps the 16-bit attention output; the router "
+           "(megatron/core/transformer/moe/router.py TopKRouter.gating, no TE module), the fused "
+           "SwiGLU's fc1 output, norms and the probabilities stay 16/32-bit")
+GROUPED_SCALES = ("one fp32 scale_inv per saved FP8 tensor, E/e of them for each GroupedLinear input "
+                  "(one quantizer per local expert: grouped_linear.py split_quantize)")
+#: Mixtral 8x7B's form: GQA, no shared experts, softmax router.
+MIXTRAL_FORM = MoEFeatures("gqa")
+#: DeepSeek-V3's form: MLA with query compression, one shared expert.
+DEEPSEEK_FORM = MoEFeatures("mla", shared=True)
+
+
+def _moe_layer(features: MoEFeatures, recipe: str | None) -> sp.Expr:
+    return moe_layer_activations("fused", features, True, 1, False, norm_statistics=True,
+                                 recipe=recipe).bytes()
+
+
+@identity("MoE layer (GQA, fused), per-tensor FP8: bs(7h + 5ak + 4gk + 4a + 13E + 12 + k_E h + 4k_E "
+          "+ 5k_E f_E) + 4(2 + 2E/e)", topic=TOPIC,
+          claim=b * s * (7 * h + 5 * a * k + 4 * g * k + 4 * a + 13 * E + 12 + k_E * h + 4 * k_E
+                         + 5 * k_E * f_E) + 4 * (2 + 2 * E / e),
+          source=TE_USAGES + "; transformer_engine/pytorch/module/grouped_linear.py "
+                 "_GroupedLinear.forward (quantised inputs saved for wgrad)",
+          assumptions=(MOE_FUSED, MOE_FP8, GROUPED_SCALES,
+                       "bf16 form bs(8h + 4ak + 4gk + 4a + 13E + 12 + 2k_E h + 4k_E + 6k_E f_E): "
+                       "the attention input (h), permuted tokens (k_E h) and fc2 input (k_E f_E) "
+                       "lose a byte per element, linear_proj's FP8 copy adds ak"))
+def moe_gqa_per_tensor() -> sp.Expr:
+    return _moe_layer(MIXTRAL_FORM, "fp8-current")
+
+
+@identity("MoE layer (GQA, fused), MXFP8: bs((6 + 33/32)h + (4 + 33/32)ak + 4gk + 4a + 13E + 12 "
+          "+ (33/32)k_E h + 4k_E + (4 + 33/32)k_E f_E)", topic=TOPIC,
+          claim=b * s * ((6 + sp.Rational(33, 32)) * h + (4 + sp.Rational(33, 32)) * a * k + 4 * g * k
+                         + 4 * a + 13 * E + 12 + sp.Rational(33, 32) * k_E * h + 4 * k_E
+                         + (4 + sp.Rational(33, 32)) * k_E * f_E),
+          source=TE_USAGES + "; " + TE_RECIPES,
+          assumptions=(MOE_FUSED, MOE_FP8, "one E8M0 byte per 32 saved FP8 elements"))
+def moe_gqa_mxfp8() -> sp.Expr:
+    return _moe_layer(MIXTRAL_FORM, "mxfp8")
+
+
+@identity("MLA + shared-expert MoE layer, per-tensor FP8 - bf16 = -bs(r_q + r_kv - ak_v - h + k_E h "
+          "+ k_E f_E + f_S) + 4(7 + 2E/e)", topic=TOPIC,
+          claim=-b * s * (r_q + r_kv - a * k_v - h + k_E * h + k_E * f_E + f_S) + 4 * (7 + 2 * E / e),
+          source=TE_USAGES + "; megatron/core/transformer/multi_latent_attention.py "
+                 "MLASelfAttention.get_query_key_value_tensors (linear_q_down_proj and "
+                 "linear_kv_down_proj each read the input norm's output)",
+          assumptions=(MOE_FUSED, MOE_FP8, GROUPED_SCALES,
+                       "the two down projections each keep an FP8 copy of the h-wide input "
+                       "(2 bytes either way: no saving)",
+                       "linear_q_up_proj and linear_kv_up_proj keep FP8 latents (r_q, r_kv)",
+                       "the router keeps the 16-bit input; the shared experts' fc1 an FP8 copy (+h)",
+                       "seven saved FP8 tensors outside the experts, one fp32 scale_inv each"))
+def moe_mla_per_tensor_saving() -> sp.Expr:
+    return _moe_layer(DEEPSEEK_FORM, "fp8-current") - _moe_layer(DEEPSEEK_FORM, None)
