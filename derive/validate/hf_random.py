@@ -116,21 +116,21 @@ def _llama(rng: random.Random, family: str, width_step: int = 1) -> dict[str, An
         _maybe(rng, config, "mlp_bias", rng.random() < 0.5, 0.5)
     if family == "mistral":
         _window(rng, config)
-    if family in ("qwen2", "qwen3") and rng.random() < 0.5:
+    if family in ("qwen2", "qwen3") and rng.random() < 0.6:
         _qwen_window(rng, config)
     return config
 
 
 def _qwen_window(rng: random.Random, config: dict[str, Any]) -> None:
     """Qwen's sliding layers: use_sliding_window (or not), its window, max_window_layers or layer_types."""
-    config["use_sliding_window"] = rng.random() < 0.8
+    config["use_sliding_window"] = rng.random() < 0.85
     _window(rng, config)
     layers = config["num_hidden_layers"]
     if rng.random() < 0.2 and config["use_sliding_window"] and config.get("sliding_window", 1):
         config["layer_types"] = [rng.choice(["sliding_attention", "full_attention"])
                                  for _ in range(layers)]
     else:
-        _maybe(rng, config, "max_window_layers", rng.randint(0, layers), 0.8)
+        _maybe(rng, config, "max_window_layers", rng.randint(0, layers - 1), 0.1)
 
 
 def _mixtral(rng: random.Random) -> dict[str, Any]:
