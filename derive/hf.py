@@ -488,11 +488,22 @@ def rotary_width(config: Mapping[str, Any], head_dim: int) -> int | None:
 #: Gemma3TextConfig.__post_init__: sliding_window_pattern, 6).
 LAYER_TYPES = {"gemma2": (None, 2), "gemma3_text": ("sliding_window_pattern", 6)}
 SLIDING, FULL = "sliding_attention", "full_attention"
+#: model_type -> (the config field, its class default) of the first sliding layer of a Qwen family
+#: without layer_types: layer i slides where the window is on (use_sliding_window) and i is at
+#: least max_window_layers (configuration_qwen2.py / configuration_qwen3.py __post_init__).
+QWEN_WINDOW_LAYERS = {"qwen2": ("max_window_layers", 28), "qwen3": ("max_window_layers", 28)}
 
 
 def layer_types(config: Mapping[str, Any], layers: int) -> list[str] | None:
-    """Each layer's attention (sliding_attention / full_attention) as transformers builds it, None for other families."""
-    if config.get("model_type") not in LAYER_TYPES:
+    """Each layer's attention (sliding_attention / full_attention) as transformers builds it.
+
+    None for other families, and for a Qwen config with neither layer_types nor a window (every
+    layer full_attention, the Llama layer).
+    """
+    if config.get("model_type") not in (*LAYER_TYPES, *QWEN_WINDOW_LAYERS):
+        return None
+    if (config["model_type"] in QWEN_WINDOW_LAYERS and config.get("layer_types") is None
+            and sliding_window(config) is None):
         return None
     listed = config.get("layer_types")
     if listed is not None:
@@ -501,6 +512,13 @@ def layer_types(config: Mapping[str, Any], layers: int) -> list[str] | None:
             raise ValueError(f"layer_types: must list {SLIDING!r} or {FULL!r} for each of the "
                              f"num_hidden_layers = {layers} layers, got {listed!r}")
         return list(listed)
+    if config["model_type"] in QWEN_WINDOW_LAYERS:
+        field, first = QWEN_WINDOW_LAYERS[config["model_type"]]
+        first = config.get(field, first)
+        if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_SIZE:
+            raise ValueError(f"{field}: must be a non-negative integer up to 2^53, got {first!r}")
+        on = sliding_window(config) is not None
+        return [SLIDING if on and i >= first else FULL for i in range(layers)]
     field, period = LAYER_TYPES[config["model_type"]]
     if field is not None:
         period = Fields(config).size(field, period)

@@ -99,7 +99,7 @@ NOTATION: tuple[Notation, ...] = (
     Notation(f, "FFN (MLP) hidden size", "shape"),
     Notation(w, "sliding-window width (a config's sliding_window): a token attends to the last w",
              "shape"),
-    Notation(L_w, "sliding-window layers (Gemma's layer_types sliding_attention); the other "
+    Notation(L_w, "sliding-window layers (Gemma's and Qwen's layer_types sliding_attention); the other "
              "L - L_w attend fully", "shape"),
     Notation(s_max, "learned position rows (GPT-2's n_positions), fixed by the model, not the batch",
              "shape"),

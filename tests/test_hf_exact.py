@@ -14,9 +14,10 @@ import sympy as sp
 from derive.accounts.hf_saved import config_saved
 from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
+from derive.architectures.saved_moe import eager_attention
 from derive.cli import run
 from derive.hf import from_config
-from derive.moe_presets import moe_model_from_config
+from derive.moe_presets import moe_features, moe_model_from_config
 from derive.symbols import BY_NAME, a, b, h, k, s
 from derive.tensors import Ledger
 
@@ -340,8 +341,9 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
       "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8, "attention_dropout": 0.25},
      ["--profile", "hf-eager"], "--config: hf-eager: attention_dropout = 0.25: transformers' "
      "dropout masks"),
-    ({"model_type": "qwen3", "num_key_value_heads": 2, "use_sliding_window": True},
-     ["--profile", "hf-sdpa"], "--profile: hf-sdpa: transformers' Qwen sliding-window layers"),
+    ({"model_type": "qwen3", "num_key_value_heads": 2, "layer_types": ["sliding_attention"]},
+     ["--profile", "hf-sdpa"], "--profile: hf-sdpa: layer_types: sliding_attention layers without "
+     "a sliding window"),
     ({"model_type": "qwen2_moe", "num_key_value_heads": 2, "num_experts": 2, "num_experts_per_tok": 1,
       "moe_intermediate_size": 8, "shared_expert_intermediate_size": 8, "use_sliding_window": True},
      ["--profile", "hf-sdpa"], "--config: hf-sdpa: transformers' Qwen sliding-window layers"),
@@ -547,3 +549,75 @@ def test_gpt2_settings_whose_tensors_differ_are_refused_by_name():
     # GPT2Config's own dropout, 0.1 when absent, is named
     with pytest.raises(ValueError, match="^profile: hf-sdpa: attn_pdrop = 0.1: "):
         config_saved({key: value for key, value in GPT2.items() if key != "attn_pdrop"}, "hf-sdpa")
+
+
+# ---- DeepSeek-V3's MLA under sdpa: the CPU flash kernel where k_v = k_nope + k_rope, math elsewhere ----
+
+def _deepseek(v_head_dim, heads=2):
+    return {"model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 16,
+            "num_attention_heads": heads, "num_key_value_heads": heads, "intermediate_size": 8,
+            "vocab_size": 11, "max_position_embeddings": 64, "kv_lora_rank": 8,
+            "qk_nope_head_dim": 3, "qk_rope_head_dim": 2, "v_head_dim": v_head_dim,
+            "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 16,
+            "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+            "q_lora_rank": None}
+
+
+@pytest.mark.parametrize("v_head_dim, heads, experts, attention_bytes", [
+    # flash (k_v = 5 = 3 + 2): bf16 q, k, output [b, a, s, 5] 2*2*7*5*2 each, kv_b_proj's
+    # output (V's storage) 14 * 2 * (3 + 5) * 2, fp32 logsumexp 2*2*7*4
+    (5, 2, "grouped_mm", 3 * 280 + 448 + 112),
+    (5, 1, "eager", 140 + 140 + 14 * 8 * 2 + 56),   # a = 1: o_proj's copy is the output itself
+    # math (k_v = 4): fp32 q, k [b, a, s, 5] 2*2*7*5*4 each, softmax 2*2*7*7*4, v 2*2*7*4*4
+    (4, 2, "grouped_mm", 2 * 560 + 784 + 448),
+    (4, 2, "eager", 2 * 560 + 784 + 448),
+])
+def test_deepseek_sdpa_is_exact_on_both_cpu_paths(v_head_dim, heads, experts, attention_bytes):
+    config = _deepseek(v_head_dim, heads)
+    measured = sum(row.bytes for row in hf_random.measured(config, "sdpa", 2, 7, experts))
+    assert hf_random.predicted(config, "sdpa", 2, 7, experts) == measured
+    model, _ = config_saved(config, "hf-sdpa", experts)
+    _, eager = config_saved(config, "hf-eager", experts)
+    rows = eager_attention(moe_features(config, model.layout), False, "sdpa")
+    mla = ["q (flash)", "k (flash)", "kv_b_proj output", "softmax logsumexp (flash)",
+           "attention output (q layout", "q scaled", "k scaled", "softmax (fp32, math)", "v (fp32"]
+    chosen = Ledger([row for row in rows if row.name.startswith(tuple(mla))])
+    assert int(model.subs(chosen.bytes(), b=2, s=7)) == attention_bytes
+    assert int(model.subs(eager.total, b=2, s=7)) != measured   # eager's rows are not sdpa's
+
+
+# ---- Qwen 2 / 3 sliding layers: from max_window_layers on, or as layer_types lists them ----
+
+def _qwen(family, **fields):
+    return {"model_type": family, "num_hidden_layers": 3, "hidden_size": 32,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 8,
+            "vocab_size": 11, "max_position_embeddings": 64, **fields}
+
+
+@pytest.mark.parametrize("fields, sliding", [
+    ({}, None),                                                  # no window: the Llama layer
+    ({"use_sliding_window": True}, 0),                           # max_window_layers 28 >= L
+    ({"use_sliding_window": True, "max_window_layers": 1}, 2),   # layers 1 and 2
+    ({"use_sliding_window": True, "max_window_layers": 0}, 3),
+    ({"sliding_window": 5, "max_window_layers": 0}, None),       # use_sliding_window off
+    ({"use_sliding_window": True, "layer_types": ["full_attention", "sliding_attention",
+                                                  "full_attention"]}, 1),
+])
+def test_qwen_reads_its_sliding_layers(fields, sliding):
+    assert dict(from_config(_qwen("qwen2", **fields)).sizes).get("L_w") == sliding
+
+
+@pytest.mark.parametrize("family, implementation, batch, seq, mask_layers", [
+    ("qwen2", "sdpa", 2, 7, 2),    # s = 7 >= w = 5: a [b, 1, s, s] mask on each sliding layer
+    ("qwen3", "sdpa", 2, 4, 0),    # s < w: sdpa skips the mask
+    ("qwen3", "eager", 1, 7, 0),   # eager adds the mask: nothing kept
+])
+def test_qwen_sliding_layers_are_exact(family, implementation, batch, seq, mask_layers):
+    config = _qwen(family, use_sliding_window=True, sliding_window=5, max_window_layers=1)
+    measured = sum(row.bytes for row in hf_random.measured(config, implementation, batch, seq))
+    assert hf_random.predicted(config, implementation, batch, seq) == measured
+    _, full = config_saved({**config, "use_sliding_window": False}, f"hf-{implementation}")
+    model = from_config(config)
+    without = int(model.subs(full.total, b=batch, s=seq))
+    # the mask as bf16, plus (g = 2 != 1) K and V repeated to a = 4 heads instead of g = 2
+    assert measured - without == mask_layers * (batch * seq * seq * 2 + 2 * batch * 2 * seq * 8 * 2)

@@ -6,16 +6,19 @@ the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 ``derive.architectures.saved_edges.hf_edges_saved`` or, for the MoE families,
 ``derive.architectures.saved_moe.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
-families, Phi 3's fused projections and OLMo 2's post-norms included;
+families, Phi 3's fused projections and OLMo 2's post-norms included, Qwen 2 / 3's
+L_w sliding layers (use_sliding_window, from max_window_layers on, or layer_types)
+beside L - L_w full ones;
 ``derive.architectures.saved_neox`` for GPT-NeoX; ``derive.architectures.saved_gemma``
 for Gemma 2 / 3 (L_w sliding and L - L_w full layers, soft-capping);
 ``derive.architectures.saved_gpt2`` for GPT-2 without dropout;
 ``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
-sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3). The rows that exist
-only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
-sdpa, a, s > 1 for Phi 3's output copy, b = 1 or a = 1 for GPT-2's eager q, 0 < L_w < L
-for Gemma 3's second RoPE pair) carry it as a Piecewise
-count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
+sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3, whose MLA under sdpa takes
+the CPU flash kernel where k_v = k_nope + k_rope and the fp32 math path elsewhere). The rows
+that exist only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
+sdpa, k_v = k_nope + k_rope for DeepSeek's sdpa kernel, a, s > 1 for Phi 3's output copy,
+b = 1 or a = 1 for GPT-2's eager q, 0 < L_w < L for Gemma 3's second RoPE pair) carry it
+as a Piecewise count, so the expressions stay exact at every shape. ``derive.validate.hf_random``
 compares these sums with transformers' own models at random shapes. A config whose dropout
 or another setting keeps tensors derive does not list (``Layout.dropout``, ``Layout.unmodelled``)
 is refused, naming the field.
@@ -37,7 +40,7 @@ from derive.inputs import choose
 from derive.hf import DENSE, from_config, load_config
 from derive.moe_presets import MOE_FAMILIES, moe_features
 from derive.presets import Model
-from derive.symbols import L, L_E, k, k_rope
+from derive.symbols import L, L_E, L_w, k, k_rope
 from derive.tensors import Ledger
 
 #: The report's transformers profiles: the family comes from the config.
@@ -118,16 +121,24 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
                          f"{', '.join(LLAMA_LAYER_FAMILIES)}, gpt_neox, "
                          f"{', '.join(GEMMA_FAMILIES)}, gpt2 and the MoE families, not "
                          f"{model.model_type or model.family} ({model.name})")
-    window = "w" in dict(model.sizes)
-    if model.model_type in ("qwen2", "qwen3") and window:
-        raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
-                         "(use_sliding_window, from max_window_layers on) are not modelled")
-    layer = llama_layer_saved(f"hf-{implementation}", k, qk_norm=layout.qk_norm == "head",
-                              window=window, fused=fused, post_norms=post_norms)
+    sizes = dict(model.sizes)
+    window = "w" in sizes
+
+    def layer(sliding: bool) -> Ledger:
+        return llama_layer_saved(f"hf-{implementation}", k, qk_norm=layout.qk_norm == "head",
+                                 window=sliding, fused=fused, post_norms=post_norms)
+
+    if "L_w" in sizes:  # Qwen's layer_types: L_w sliding layers (from max_window_layers on)
+        if sizes["L_w"] and not window:
+            raise ValueError(f"profile: {profile}: layer_types: sliding_attention layers without "
+                             "a sliding window (use_sliding_window, sliding_window) are not modelled")
+        layers = layer(True).times(L_w) + layer(False).times(L - L_w)
+    else:
+        layers = layer(window).times(L)
     olmo2 = STATISTICS if post_norms else ACTIVATION  # Olmo2RMSNorm and its RoPE keep fp32
-    rotary = k_rope if "k_rope" in dict(model.sizes) else k
+    rotary = k_rope if "k_rope" in sizes else k
     edges = hf_edges_saved(rotary, normalised=olmo2, rope=olmo2)
-    return SavedForBackward(edges.bytes(), layer.times(L).bytes())
+    return SavedForBackward(edges.bytes(), layers.bytes())
 
 
 def gemma_saved(model: Model, implementation: str) -> SavedForBackward:

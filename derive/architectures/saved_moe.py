@@ -87,7 +87,8 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False,
     """The attention half of a transformers layer: input norm, GQA or MLA, scores, o_proj input.
 
     GQA's scores are transformers' dense rows (derive.architectures.saved): ``implementation``
-    "eager" (K and V repeated to a heads, viewed at g = b = 1) or "sdpa" (with ``window``'s mask).
+    "eager" (K and V repeated to a heads, viewed at g = b = 1) or "sdpa" (with ``window``'s mask);
+    MLA's under sdpa are :func:`_sdpa_mla`'s.
 
     ``single_sequence`` (b = 1): MLA's V reshapes to (a, s, k_v) without a copy, so matmul(P, V)
     keeps a view of kv_b_proj's output and with it the storage of the keys' d_nope part
@@ -104,9 +105,6 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False,
                  else hf_sdpa_attention(k, window))
         width = a * k
     else:
-        if implementation != "eager":
-            raise ValueError(f"implementation: transformers' MLA under {implementation!r} attention "
-                             "is not modelled (eager is)")
         if features.attention == "mla":
             rows += _hf_norm("q_a_layernorm", (b, s), r_q, "replicated", "attention", "mla_down")
             rows.append(_row("q_b_proj input", (T, r_q), ACTIVATION, "replicated", "attention",
@@ -120,11 +118,49 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False,
         # matmul folds [b, a] of V (a transposed slice of kv_b_proj's output) into one batch
         # dimension without a copy when either is 1 (aten LinearAlgebra.cpp _matmul_impl)
         viewed = sp.true if single_sequence else sp.Eq(a, 1)
-        rows += _eager_scores(k_nope + k_rope, k_v, kv_b_output, viewed)
+        rows += (_eager_scores(k_nope + k_rope, k_v, kv_b_output, viewed)
+                 if implementation == "eager" else _sdpa_mla(kv_b_output))
         width = a * k_v
     rows.append(_row("o_proj input", (T, width), ACTIVATION, "tp_shardable", "attention",
                      note="attention output, kept by o_proj"))
     return rows
+
+
+def _sdpa_mla(value_storage: Tensor) -> list[Tensor]:
+    """sdpa_attention_forward on DeepseekV3Attention's q, k (k_nope + k_rope wide) and v (k_v wide).
+
+    No mask (is_causal) and a heads each, so no repeat_kv. Where k_v = k_nope + k_rope the CPU
+    flash kernel runs: it keeps q and k (both contiguous, torch.cat and expand_kv's new_empty),
+    v as a view of kv_b_proj's output, its logsumexp and its output in q's [b, a, s, k_v] layout,
+    of which ``transpose(1, 2).contiguous()`` makes o_proj's copy unless a = 1 or s = 1. Elsewhere
+    sdp_utils_cpp.cpp check_head_dim_size_cpp refuses flash and the math fallback
+    (aten/src/ATen/native/transformers/attention.cpp _scaled_dot_product_attention_math) upcasts
+    bf16 to fp32 on CPU: bmm keeps scaled q and k, the fp32 softmax (kept by _safe_softmax too)
+    and v, all fp32.
+    """
+    qk = k_nope + k_rope
+    flash = sp.Eq(k_v, qk)
+    tags = ("attention", "tp_shardable")
+    return [
+        *when(_row("q (flash)", (b, a, s, qk), ACTIVATION, *tags,
+                   note="torch.cat((q_pass, q_rot)), kept by the CPU flash kernel"), flash),
+        *when(_row("k (flash)", (b, a, s, qk), ACTIVATION, *tags,
+                   note="expand_kv's key_states, kept by the CPU flash kernel"), flash),
+        *when(value_storage, flash),
+        *when(_row("softmax logsumexp (flash)", (b, a, s), FP32, *tags, "softmax_statistics",
+                   note="kept by the CPU flash kernel"), flash),
+        *when(_row("attention output (q layout, flash)", (b, a, s, k_v), ACTIVATION, *tags,
+                   note="kept by the kernel; o_proj keeps its transposed copy"),
+              sp.And(flash, sp.Ne(a, 1), sp.Ne(s, 1))),
+        *when(_row("q scaled (fp32, math)", (b, a, s, qk), FP32, *tags,
+                   note="q.float() * sqrt(scale), kept by bmm(q, k^T)"), sp.Not(flash)),
+        *when(_row("k scaled (fp32, math)", (b, a, s, qk), FP32, *tags,
+                   note="k.float() * sqrt(scale), kept by bmm(q, k^T)"), sp.Not(flash)),
+        *when(_row("softmax (fp32, math)", (b, a, s, s), FP32, *tags, "score_matrix",
+                   note="_safe_softmax's result, kept by it and by bmm(P, v)"), sp.Not(flash)),
+        *when(_row("v (fp32, math)", (b, a, s, k_v), FP32, *tags,
+                   note="v.float(), kept by bmm(P, v)"), sp.Not(flash)),
+    ]
 
 
 def eager_swiglu(prefix: str, tokens: sp.Expr, width: sp.Expr, *tags: str) -> list[Tensor]:

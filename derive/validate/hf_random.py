@@ -35,7 +35,7 @@ from derive.validate.hf import Case, compare as compare_parameters, transformers
 SAVED: dict[str, tuple[str, ...]] = {
     "llama": ("sdpa", "eager"), "mistral": ("sdpa", "eager"), "qwen2": ("sdpa", "eager"),
     "qwen3": ("sdpa", "eager"), "mixtral": ("sdpa", "eager"), "qwen3_moe": ("sdpa", "eager"),
-    "deepseek_v3": ("eager",), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
+    "deepseek_v3": ("sdpa", "eager"), "phi3": ("sdpa", "eager"), "olmo2": ("sdpa", "eager"),
     "qwen2_moe": ("sdpa", "eager"), "gpt_neox": ("sdpa", "eager"),
     "gemma2": ("eager",), "gemma3_text": ("sdpa", "eager"), "gpt2": ("sdpa", "eager"),
 }
@@ -116,7 +116,21 @@ def _llama(rng: random.Random, family: str, width_step: int = 1) -> dict[str, An
         _maybe(rng, config, "mlp_bias", rng.random() < 0.5, 0.5)
     if family == "mistral":
         _window(rng, config)
+    if family in ("qwen2", "qwen3") and rng.random() < 0.6:
+        _qwen_window(rng, config)
     return config
+
+
+def _qwen_window(rng: random.Random, config: dict[str, Any]) -> None:
+    """Qwen's sliding layers: use_sliding_window (or not), its window, max_window_layers or layer_types."""
+    config["use_sliding_window"] = rng.random() < 0.85
+    _window(rng, config)
+    layers = config["num_hidden_layers"]
+    if rng.random() < 0.2 and config["use_sliding_window"] and config.get("sliding_window", 1):
+        config["layer_types"] = [rng.choice(["sliding_attention", "full_attention"])
+                                 for _ in range(layers)]
+    else:
+        _maybe(rng, config, "max_window_layers", rng.randint(0, layers - 1), 0.1)
 
 
 def _mixtral(rng: random.Random) -> dict[str, Any]:
@@ -165,6 +179,8 @@ def _deepseek(rng: random.Random, family: str) -> dict[str, Any]:
         "first_k_dense_replace": rng.randint(0, layers), "n_group": groups,
         "topk_group": topk_group, "q_lora_rank": rng.choice([None, rng.randint(2, 16)]),
     }
+    if rng.random() < 0.3:  # v as wide as q and k: sdpa's CPU flash kernel (else its math path)
+        config["v_head_dim"] = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
     _maybe(rng, config, "norm_topk_prob", rng.random() < 0.5, 0.5)
     _maybe(rng, config, "tie_word_embeddings", rng.random() < 0.5)
     if family == "deepseek_v2":
