@@ -38,21 +38,6 @@ def missing_tool(tool: str, detail: str = "") -> None:
     pytest.skip(message)
 
 
-#: Test files whose module fixture is costly (a plan, a wheel, a verdict table): under pytest-xdist
-#: (make test runs ``-n 2 --dist loadgroup``) each file's tests stay on one worker, so it is built once.
-ONE_WORKER = {"test_claims", "test_heldout", "test_install", "test_literature", "test_literature_papers",
-              "test_plan", "test_step_plan", "test_sweep", "test_validate_comm"}
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist, mark the tests of ONE_WORKER's files with their file's xdist_group."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        name = item.path.stem
-        if name in ONE_WORKER:
-            item.add_marker(pytest.mark.xdist_group(name))
-
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory) -> Path:
     """formulas/ as make derive would write it now, in a temporary folder."""
