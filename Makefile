@@ -1,5 +1,5 @@
 # make derive  -- regenerate formulas/ (creates .venv with the package if missing)
-# make test    -- prove every identity, run the test suite, validate the ledgers against PyTorch
+# make test    -- prove every identity, run the test suite (two pytest-xdist workers), validate the ledgers against PyTorch
 # make bench   -- print timings against a bare SymPy import
 # make fuzz    -- the fuzz harness ten times over (DERIVE_FUZZ_SCALE=10; make test runs it once)
 PYTHON ?= python3
@@ -34,7 +34,7 @@ renderers:
 test: renderers $(VENV)/.installed-test
 	$(PY) -m derive.check
 	$(PY) -m derive.check --claims
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 	$(PY) -m derive.validate
 	$(PY) -m derive.validate --hf
 

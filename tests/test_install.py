@@ -49,17 +49,27 @@ def test_the_wheel_ships_every_template(installed):
     assert len(shipped) >= 10
 
 
-def test_an_install_renders_the_committed_sheet(installed, tmp_path):
-    where = python(installed, tmp_path, "-c", "import derive; print(derive.__file__)")
-    assert where.stdout.startswith(str(installed)), where.stderr
-    out = python(installed, tmp_path, "-m", "derive.render", "--out", "sheet")
-    assert out.returncode == 0, out.stderr
+@pytest.fixture(scope="module")
+def renders(installed, tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+    """Two renders by the install in one empty folder: the `derive` command with --out, and
+    python -m derive.render with its default out (each test below reads both)."""
+    folder = tmp_path_factory.mktemp("installed-render")
+    return folder, {
+        "where": python(installed, folder, "-c", "import derive; print(derive.__file__)"),
+        "command": python(installed, folder, "-m", "derive", "render", "--out", "sheet"),
+        "default": python(installed, folder, "-m", "derive.render"),
+    }
+
+
+def test_an_install_renders_the_committed_sheet(installed, renders):
+    folder, runs = renders
+    assert runs["where"].stdout.startswith(str(installed)), runs["where"].stderr
+    assert runs["command"].returncode == 0, runs["command"].stderr
     for name in ("sheet.md", "sheet.tex", "tables.json", "memory_timeline.svg"):
-        assert (tmp_path / "sheet" / name).read_bytes() == (ROOT / "formulas" / name).read_bytes()
+        assert (folder / "sheet" / name).read_bytes() == (ROOT / "formulas" / name).read_bytes()
     # without --out an install writes ./formulas, not into site-packages
-    default = python(installed, tmp_path, "-m", "derive.render")
-    assert default.returncode == 0, default.stderr
-    assert (tmp_path / "formulas" / "sheet.md").read_bytes() == (ROOT / "formulas" / "sheet.md").read_bytes()
+    assert runs["default"].returncode == 0, runs["default"].stderr
+    assert (folder / "formulas" / "sheet.md").read_bytes() == (ROOT / "formulas" / "sheet.md").read_bytes()
     assert not (installed / "formulas").exists()
 
 
@@ -97,11 +107,12 @@ def test_license_is_an_spdx_string():
     assert project["license"] == "Apache-2.0"
 
 
-def test_an_installed_derive_render_says_why_no_page(installed, tmp_path):
+def test_an_installed_derive_render_says_why_no_page(installed, renders, tmp_path):
     # the installed `derive` command: the dispatcher runs derive.render; no KaTeX in an install
-    out = python(installed, tmp_path, "-m", "derive", "render", "--out", "sheet")
-    assert out.returncode == 0, out.stderr
-    assert not (tmp_path / "sheet" / "index.html").exists()
-    assert out.stdout.splitlines()[-1].startswith("not written: index.html (the web page inlines KaTeX")
+    folder, runs = renders
+    for run, out in ((runs["command"], folder / "sheet"), (runs["default"], folder / "formulas")):
+        assert run.returncode == 0, run.stderr
+        assert not (out / "index.html").exists()
+        assert run.stdout.splitlines()[-1].startswith("not written: index.html (the web page inlines KaTeX")
     listed = python(installed, tmp_path, "-m", "derive", "report", "--list-models")
     assert listed.returncode == 0 and "qwen2.5-7b" in listed.stdout and "deepseek-v3" in listed.stdout
