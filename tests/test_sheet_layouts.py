@@ -14,8 +14,10 @@ def _limits(svg: str) -> list[float]:
 def test_feasible_dots_sit_below_the_usable_low_line_and_the_rest_above():
     svg = SVG.read_text()
     low_y, high_y = sorted(_limits(svg), reverse=True)      # the low end is drawn lower (larger y)
-    dots = re.findall(r'<circle class="layout" data-legend="([^"]+)" cx="[\d.]+" cy="([\d.]+)"', svg)
-    assert dots
+    groups = re.findall(r'<g class="layout" data-legend="([^"]+)"[^>]*>(.*?)</g>', svg, re.S)
+    dots = [(legend, y) for legend, body in groups for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', body)]
+    assert dots and {legend for legend, _ in groups} == {"fits", "inside the usable range&#39;s uncertainty",
+                                                          "over the usable range"}
     for legend, y in dots:
         y = float(y)
         if legend == "fits":

@@ -116,7 +116,7 @@ def scatter_chart(points: list[Point], colours: dict[str, str], title: str, subt
     """A scatter chart with log axes spanning the first to the last tick (svg/scatter.svg.j2, tex/scatter.tex.j2).
 
     Points outside the ticks are clipped to the frame; points that land on the
-    same half pixel with the same legend are drawn once; ``lines`` are
+    same pixel with the same legend are drawn once (a 2.5-pixel dot moves at most half a pixel); ``lines`` are
     horizontal reference lines (y, label).
     """
     x_low, x_high = math.log(x_ticks[0]), math.log(x_ticks[-1])
@@ -131,18 +131,20 @@ def scatter_chart(points: list[Point], colours: dict[str, str], title: str, subt
         return SCATTER_TOP + SCATTER_HEIGHT * (1 - (clipped - y_low) / (y_high - y_low))
 
     bottom = SCATTER_TOP + SCATTER_HEIGHT
-    drawn = sorted({(round(x_at(point.x) * 2) / 2, round(y_at(point.y) * 2) / 2, point.legend)
+    drawn = sorted({(float(round(x_at(point.x))), float(round(y_at(point.y))), point.legend)
                     for point in points}, key=lambda dot: (list(colours).index(dot[2]), dot[0], dot[1]))
     tex_names = {name: f"scatter{chr(ord('A') + index)}" for index, name in enumerate(colours)}
     dots = [{"x": px(x), "y": px(y), "fill": colours[legend], "legend": legend,
              "tex_x": px(x * TEX_SCALE), "tex_y": px((bottom - y) * TEX_SCALE),
              "tex_colour": tex_names[legend]} for x, y, legend in drawn]
     counts = {name: sum(point.legend == name for point in points) for name in colours}
+    groups = [{"legend": name, "fill": colour, "dots": [dot for dot in dots if dot["legend"] == name]}
+              for name, colour in colours.items()]
     return {
         "title": title, "subtitle": subtitle, "x_axis": x_axis, "y_axis": y_axis,
         "width": str(SCATTER_LEFT + SCATTER_WIDTH + 30), "height": str(bottom + 80),
         "left": str(SCATTER_LEFT), "right": str(SCATTER_LEFT + SCATTER_WIDTH),
-        "top": str(SCATTER_TOP), "bottom": str(bottom), "dots": dots,
+        "top": str(SCATTER_TOP), "bottom": str(bottom), "dots": dots, "groups": groups,
         "x_ticks": [{"x": px(x_at(x)), "label": f"{x:g}", "tex_x": px(x_at(x) * TEX_SCALE)}
                     for x in x_ticks],
         "y_ticks": [{"y": px(y_at(y)), "label": f"{y:g}", "tex_y": px((bottom - y_at(y)) * TEX_SCALE)}
