@@ -154,12 +154,12 @@ def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused", preci
     ]
     if "fp8_weight_bytes" in v:
         lines[5:5] = [
-            f"  {precision}: FP8 weights  {format_memory(v['fp8_weight_bytes']):>14} (the layer matrices' "
-            f"cached FP8 copies and scales, beside the bf16 states: "
+            f"  {'FP8 weight copies':<24}{format_memory(v['fp8_weight_bytes']):>14} ({precision}: the layer "
+            f"matrices' cached FP8 copies and scales, beside the bf16 states: "
             f"{format_memory(v['state_bytes'] + v['fp8_weight_bytes'])} in all)"]
         lines[7:7] = [
-            f"  {precision}: activations {format_memory(v['activation_bytes_fp8']):>14} (linear inputs "
-            f"in FP8 with their scales; router, attention core, norms 16-bit)",
+            f"  {'activations, FP8':<24}{format_memory(v['activation_bytes_fp8']):>14} ({precision}: linear "
+            f"inputs in FP8 with their scales; router, attention core, norms 16-bit)",
             f"  saved per MoE layer     {format_memory(v['layer_saved_bytes_fp8']):>14} under {precision} "
             f"(bf16: {format_memory(v['layer_saved_bytes'])}; one rank, b = {layout.micro_batch})"]
     return "\n".join(lines)

@@ -111,7 +111,7 @@ def test_mixtral_layer_under_fp8_by_hand():
 
 def test_fp8_text_report_and_tensor_parallel_scales():
     text = run(["--model", "mixtral-8x7b", "--seq", "4096", "--precision", "fp8-current"])
-    assert "fp8-current: FP8 weights" in text and "800.98 MiB under fp8-current (bf16: 944.98 MiB" in text
+    assert "  FP8 weight copies" in text and "(fp8-current: the layer matrices' cached FP8" in text and "800.98 MiB under fp8-current (bf16: 944.98 MiB" in text
     # t = 2 with SP halves every saved row but not the per-tensor scales (2 + 2 x 8/e of them); every
     # rank holds a shard of each attention matrix (its own scale) and 8/e = 2 experts' matrices
     data = json.loads(run(["--model", "mixtral-8x7b", "--seq", "4096", "--json", "--precision", "fp8-current",
