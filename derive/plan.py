@@ -216,19 +216,19 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
             layout = {k: part[k][rows] for k in ("t", "p", "v", "c", "d", "b")}
             layout.update(s=np.full(rows.sum(), entry.seq, dtype=np.int64), m=micro[rows])
             ranks = ("first", "last", "middle") if balanced else ()
-            held = stages[int(zero)]  # the framework's placement at this stage
+            placed = stages[int(zero)]  # the framework's placement at this stage
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
-                               hardware_name=hardware_name, mfu=mfu, placement_name=held,
+                               hardware_name=hardware_name, mfu=mfu, placement_name=placed,
                                names=tuple(f"{rank}_rank_bytes" for rank in ranks) or ("memory_per_gpu",),
                                balanced=bool(balanced))
             values = {symbol.name: number for symbol, number in entry.values.items()} | layout
             if not balanced:
                 memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
-                    entry, recompute, int(zero), profile, held, values)
+                    entry, recompute, int(zero), profile, placed, values)
             else:  # the most loaded rank, each with its own rounding (rank 1 is the last rank at p = 2)
                 memory[rows] = np.max([
                     np.where((rank != "middle") | (layout["p"] > 2), figures[f"{rank}_rank_bytes"]
-                             + rounding_bytes(entry, recompute, int(zero), profile, held, values, True, rank),
+                             + rounding_bytes(entry, recompute, int(zero), profile, placed, values, True, rank),
                              0)
                     for rank in ranks], axis=0)
             time[rows] = figures["step_time"]

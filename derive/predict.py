@@ -186,7 +186,7 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
 def memory_note(needed: float | None, gpu: System) -> str:
     """What the memory accounts say of the layout: its most loaded rank's bytes against the usable range."""
     if needed is None:
-        return "not checked (MoE, or ZeRO-2/3: derive.sweep covers dense models with ZeRO 0/1)"
+        return "not checked (MoE: derive.sweep covers dense models)"
     low = usable(gpu)
     verdict = "fits" if needed <= low else "above the usable low end, under the HBM: may not fit"
     return f"{format_memory(needed)} on the most loaded rank; usable low end {format_memory(low)}: {verdict}"
