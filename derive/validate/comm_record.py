@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import tempfile
 import time
 import warnings
@@ -154,21 +153,18 @@ class Recorder(TorchDispatchMode):
         return rows * math.prod(full.shape[1:]) * full.element_size()
 
 
-def free_port() -> int:
-    """A free TCP port on localhost (the rendezvous of one run)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _worker(rank: int, world: int, port: int, jobs: list[tuple[Callable, tuple]], folder: str) -> None:
+def _worker(rank: int, world: int, jobs: list[tuple[Callable, tuple]], folder: str) -> None:
+    """One rank: rendezvous through a file in the run's own folder (no TCP port another run could
+    take between choosing and binding it), run the jobs, and leave only when every rank is done:
+    a rank that tears gloo down while its peer still talks to it aborts the peer."""
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=timedelta(seconds=TIMEOUT_S))
+    dist.init_process_group("gloo", init_method=f"file://{os.path.join(folder, 'rendezvous')}",
+                            rank=rank, world_size=world, timeout=timedelta(seconds=TIMEOUT_S))
     try:
         results = [job(rank, world, *args) for job, args in jobs]
         with open(os.path.join(folder, f"{rank}.json"), "w") as out:
             json.dump(results, out)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -176,7 +172,7 @@ def _worker(rank: int, world: int, port: int, jobs: list[tuple[Callable, tuple]]
 def spawn(world: int, jobs: list[tuple[Callable, tuple]]) -> list[list[Any]]:
     """Each ``job(rank, world, *args)`` in turn in ``world`` gloo processes: results[job][rank]."""
     with tempfile.TemporaryDirectory() as folder:
-        context = mp.start_processes(_worker, args=(world, free_port(), jobs, folder),
+        context = mp.start_processes(_worker, args=(world, jobs, folder),
                                      nprocs=world, join=False, start_method="spawn")
         try:
             deadline = time.monotonic() + TIMEOUT_S * (len(jobs) + 1)
