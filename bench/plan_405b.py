@@ -2,12 +2,12 @@
 
 Run: ``.venv/bin/python bench/plan_405b.py [--rounds 3]``. Prints the first call's seconds
 (templates and expressions compiled), the median of later calls, the target (2 s) and the
-top ten with the rank of the paper's layout (TP 8, CP 1, PP 16, DP 128), first as the planner
-answers by default (Megatron's distributed optimizer, fit at the usable range's low end), then
+top ten ranks (layouts with the same predicted step share one) with the rank of the paper's
+layout (TP 8, CP 1, PP 16, DP 128): first as the planner answers by default (Megatron's
+placements for ZeRO 0-3, fit at the usable range's high end, 'tight' above its low end), then
 under the paper's own state placement read as ZeRO-2 (section 3.3.2: FSDP "shards the optimizer
-states and gradients", parameters kept whole after forward: derive's deepspeed-zero2 placement)
-judged at the usable range's high end (a run that happened is evidence the low end is
-conservative there); each time the paper's best feasible variant and, if none fits, why.
+states and gradients", parameters kept whole after forward: derive's deepspeed-zero2 placement),
+then judged at the low end only; each time the paper's best feasible variant and, if none fits, why.
 """
 from __future__ import annotations
 
@@ -27,17 +27,17 @@ PAPER = {"t": 8, "c": 1, "p": 16, "d": 128}
 
 
 #: (placement, fit) of each question asked.
-VARIANTS = (("megatron", "low"), ("deepspeed-zero2", "high"))
+VARIANTS = (("megatron", "high"), ("deepspeed-zero2", "high"), ("megatron", "low"))
 
 
 def paper_rank(result) -> str:
     """The paper's best feasible variant and its rank, or its leanest variant's memory and reason."""
     c = result.columns
-    order = result.order()
+    order, ranks = result.order(), result.ranks()
     paper = [row for row in order if all(int(c[key][row]) == value for key, value in PAPER.items())]
-    for rank, row in enumerate(order, 1):
-        if row in paper[:1] and c["feasible"][row]:
-            return (f"the paper's layout first appears at rank {rank}: v={c['v'][row]} b={c['b'][row]} "
+    for row in paper[:1]:
+        if c["feasible"][row]:
+            return (f"the paper's layout first appears at rank {ranks[row]}: v={c['v'][row]} b={c['b'][row]} "
                     f"balanced={c['balanced'][row]} {c['recompute'][row]} zero={c['zero'][row]}, "
                     f"{c['step_time'][row]:.2f} s, {c['memory_per_gpu'][row] / 2**30:.1f} GiB; "
                     f"breakdown {dict((k, round(x, 3)) for k, x in c['breakdown'][row].items())}")

@@ -16,12 +16,16 @@ the first stage's in-flight micro-batches with the interleaving factor, the
 logits on the last stage) plus the caching allocator's rounding of every
 state buffer and every saved activation (:mod:`derive.accounts.allocator`),
 judged against the GPU's usable range (:mod:`derive.accounts.budget`): it fits
-at or under the low end (``fit="high"``: at or under the high end). Each layout that fits is timed by the step model
+at or under the high end, and one above the low end is marked *tight* (it fits only if the CUDA
+context, NCCL buffers and fragmentation stay under their largest estimates); ``fit="low"`` keeps only layouts at or
+under the low end. Each layout that fits is timed by the step model
 (:func:`derive.accounts.prediction.predict`: GEMMs, element-wise work, the
 communication ledger's rows on their links with Megatron's overlap, the
 pipeline bubble, the optimizer; sequence parallelism on, as the memory accounts
-assume) and the layouts are ranked by that predicted step time. Ties (equal
-predicted times) go to the lower memory per GPU, then to smaller t, p, v, c, b, unbalanced first.
+assume) and the layouts are ranked by that predicted step time. Layouts the step model cannot tell
+apart (equal predicted times, e.g. c and b traded at equal tokens per GPU with the context ring
+hidden under attention) share one rank; within it they are listed by lower memory per GPU, then
+smaller t, p, v, c, b, unbalanced first.
 The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
 kept as the ``bound`` column. Dense models here; the MoE presets (``--model mixtral-8x7b``,
 ``qwen3-30b-a3b``, ``deepseek-v3``) go to :mod:`derive.plan_moe` (the e axis, expert accounts).
@@ -67,12 +71,14 @@ MAX_VIRTUAL = 8
 MAX_CONTEXT = 16
 COMMUNICATION = ("step time predicted by derive.accounts.prediction (GEMMs, element-wise work, the "
                  "communication ledger on NVLink / NIC with Megatron's overlap rules, bubble, optimizer); "
-                 "ties go to lower memory, then smaller t, p, v, c, b")
+                 "equal predicted times share a rank, listed by lower memory, then smaller t, p, v, c, b")
 #: derive.accounts.budget's hardware names -> the systems table's.
 SYSTEM_NAMES = {"h100": "h100", "a100": "a100-80gb"}
 
 #: Where a layout's most loaded rank must land in the usable range (derive.accounts.budget).
 FITS = {"low": "at or under the usable range's low end", "high": "at or under its high end"}
+#: Predicted step times within this relative difference are one rank (the model cannot order them).
+TIE = 1e-9
 
 #: Why a layout is left out, in the order the summary lists them.
 REASONS = {
@@ -141,8 +147,26 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     return extra
 
 
+class Ranked:
+    """Ranks and the tight mark of a plan's rows (``columns``, ``usable`` and ``order`` from the plan)."""
+
+    columns: dict[str, np.ndarray]
+    usable: tuple[int, int]
+
+    def order(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def ranks(self) -> np.ndarray:
+        """Each row's rank by predicted step time (:func:`shared_ranks`)."""
+        return shared_ranks(self.columns["step_time"], self.order(), self.columns["feasible"])
+
+    def tight(self) -> np.ndarray:
+        """Feasible rows whose most loaded rank lies above the usable range's low end."""
+        return self.columns["feasible"] & (self.columns["memory_per_gpu"] > self.usable[0])
+
+
 @dataclass(frozen=True)
-class Plan:
+class Plan(Ranked):
     """Every layout with its memory, step time, feasibility and reason (columns of equal length)."""
 
     model: Model
@@ -151,7 +175,7 @@ class Plan:
     tokens: int
     usable: tuple[int, int]
     columns: dict[str, np.ndarray]
-    fit: str = "low"
+    fit: str = "high"
 
     def order(self) -> np.ndarray:
         """Row indices: feasible layouts by step time (then memory), then the rest."""
@@ -165,6 +189,16 @@ class Plan:
         """How many layouts failed for each reason."""
         reasons = self.columns["reason"]
         return {key: int(np.sum(reasons == key)) for key in REASONS if np.any(reasons == key)}
+
+
+def shared_ranks(step_time: np.ndarray, order: np.ndarray, feasible: np.ndarray) -> np.ndarray:
+    """Rank of each row, 1 the fastest, 0 where it does not fit: a time within ``TIE`` of the one before shares its rank."""
+    ranks = np.zeros(step_time.size, dtype=np.int64)
+    timed = order[feasible[order]]
+    if timed.size:
+        times = step_time[timed]
+        ranks[timed] = 1 + np.concatenate([[0], np.cumsum(np.diff(times) > TIE * times[1:])])
+    return ranks
 
 
 def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.ndarray) -> np.ndarray:
@@ -181,10 +215,11 @@ def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.
 
 def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
          profile: str = "llama-fused", placement_name: str = "megatron", mfu: float = 1.0,
-         max_context: int = MAX_CONTEXT, fit: str = "low") -> Plan:
+         max_context: int = MAX_CONTEXT, fit: str = "high") -> Plan:
     """Every layout of ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed.
 
-    ``fit``: a layout fits at or under the usable range's ``low`` end (default) or its ``high`` end.
+    ``fit``: a layout fits at or under the usable range's ``high`` end (default; above the low end it
+    is :meth:`Plan.tight`) or, conservatively, its ``low`` end.
     """
     choose("fit", fit, FITS)
     if seq is not None:
@@ -274,30 +309,45 @@ def _seconds(value: float) -> str:
     return f"{value:6.2f}" if value < 1e5 else f"{value:.2e}"
 
 
+#: The layout fields of the text table, in its column order.
+FIELDS = ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced")
+
+
 def render_text(result: Plan, top: int = 10) -> str:
-    """The plan as text: header, the top feasible layouts, failure counts per reason."""
+    """The plan as text: header, the ``top`` ranks (one line each, its alike layouts named below), failures."""
     c, entry = result.columns, result.model
     low, high = result.usable
-    order = result.order()
+    order, ranks, tight = result.order(), result.ranks(), result.tight()
     feasible = int(c["feasible"].sum())
+    judged = (f"a layout fits at or under {high / GiB:.2f} GiB on its most loaded rank ('tight' above "
+              f"{low / GiB:.2f} GiB: it fits only if context, NCCL buffers and fragmentation stay under their "
+              f"largest estimates)"
+              if result.fit == "high" else f"a layout fits at or under {low / GiB:.2f} GiB on its most loaded rank")
     lines = [
         f"== {entry.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step "
         f"(s = {entry.seq})",
-        f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); "
-        f"a layout fits at or under {(low if result.fit == 'low' else high) / GiB:.2f} GiB on its most "
-        f"loaded rank",
+        f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); {judged}",
         f"  {COMMUNICATION}",
         f"  {len(order)} layouts, {feasible} fit",
     ]
+    shown = [row for row in order[:feasible] if ranks[row] <= top]
+    first = {int(ranks[row]): row for row in reversed(shown)}
     if feasible:
         lines.append("  rank   t   p  v  c     d  b     m  recompute  zero bal  memory GiB  step s  bubble")
-    for rank, row in enumerate(order[:min(top, feasible)], 1):
+    for rank, row in sorted(first.items()):
         bubble = (c["p"][row] - 1) / (c["v"][row] * c["m"][row])
         lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
                      f"{c['d'][row]:5d} "
                      f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d} {c['balanced'][row]:3d}  "
-                     f"{_gib(c['memory_per_gpu'][row]):>10s}  {_seconds(c['step_time'][row]):>6s}  {bubble:6.1%}")
-    for rank, row in enumerate(order[:min(BREAKDOWNS, top, feasible)], 1):
+                     f"{_gib(c['memory_per_gpu'][row]):>10s}  {_seconds(c['step_time'][row]):>6s}  {bubble:6.1%}"
+                     + ("  tight" if tight[row] else ""))
+    for rank, row in sorted(first.items()):
+        alike = [other for other in shown if ranks[other] == rank and other != row]
+        if alike:
+            named = "; ".join(" ".join(f"{key}={c[key][other]}" for key in FIELDS if c[key][other] != c[key][row])
+                              + (" tight" if tight[other] else "") for other in alike)
+            lines.append(f"  rank {rank} also (the same predicted step): {named}")
+    for rank, row in sorted(first.items())[:BREAKDOWNS]:
         parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
         lines.append(f"  #{rank} breakdown (s): {parts}")
     for key, count in result.failures().items():
@@ -306,8 +356,8 @@ def render_text(result: Plan, top: int = 10) -> str:
 
 
 def render_json(result: Plan) -> str:
-    """Every layout in rank order with t, p, v, d, b, m, recompute, zero, memory_per_gpu, step_time, feasible, reason."""
-    c = result.columns
+    """Every layout in rank order: t, p, v, c, d, b, m, recompute, zero, memory_per_gpu, step_time, feasible, rank, tight, reason."""
+    c, ranks, tight = result.columns, result.ranks(), result.tight()
     layouts = []
     for row in result.order():
         timed = not np.isnan(c["step_time"][row])
@@ -319,13 +369,13 @@ def render_json(result: Plan) -> str:
             "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
             "step_time": float(c["step_time"][row]) if timed else None,
             "breakdown": c["breakdown"][row] if timed else None,
-            "feasible": bool(c["feasible"][row]),
+            "feasible": bool(c["feasible"][row]), "rank": int(ranks[row]) or None, "tight": bool(tight[row]),
             "reason": REASONS.get(str(c["reason"][row]), ""),
         })
     return json.dumps({
         "model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
         "tokens": result.tokens, "seq": result.model.seq,
-        "usable_bytes": {"low": result.usable[0], "high": result.usable[1]},
+        "usable_bytes": {"low": result.usable[0], "high": result.usable[1]}, "fit": result.fit,
         "communication_modelled": True, "note": COMMUNICATION,
         "failures": result.failures(), "layouts": layouts,
     }, indent=1) + "\n"
@@ -354,9 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="not taken: the planner ranks by the step model's predicted time, not a target MFU")
     parser.add_argument("--max-cp", type=POSITIVE, default=MAX_CONTEXT,
                         help=f"largest context-parallel size tried (default {MAX_CONTEXT}; 1: none)")
-    parser.add_argument("--fit", default="low", choices=sorted(FITS),
-                        help="judge memory at the usable range's low end (default) or high end")
-    parser.add_argument("--top", type=POSITIVE, default=10, help="feasible layouts to show")
+    parser.add_argument("--fit", default="high", choices=sorted(FITS),
+                        help="judge memory at the usable range's high end (default; 'tight' marks a layout "
+                             "above the low end) or only at its low end")
+    parser.add_argument("--top", type=POSITIVE, default=10,
+                        help="ranks to show (layouts with the same predicted step share one)")
     parser.add_argument("--json", action="store_true", help="every layout as JSON")
     return parser
 

@@ -35,7 +35,7 @@ from derive.hf import published_model
 from derive.inputs import choose
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.parallelism import Parallelism
-from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, divisors, reasons
+from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, Ranked, divisors, reasons
 from derive.sweep import compile
 from derive.symbols import E, L, a, b, d, e, f_E, g, p, s, t, t_E
 from derive.systems import system
@@ -74,7 +74,7 @@ def moe_layouts(entry: MoEModel, gpus: int) -> dict[str, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class MoEPlan:
+class MoEPlan(Ranked):
     """Every MoE layout with its memory, predicted step time, feasibility and reason."""
 
     model: MoEModel
@@ -83,6 +83,7 @@ class MoEPlan:
     tokens: int
     usable: tuple[int, int]
     columns: dict[str, np.ndarray]
+    fit: str = "high"
 
     def order(self) -> np.ndarray:
         """Feasible layouts by predicted step time (then memory), then the rest."""
@@ -93,7 +94,7 @@ class MoEPlan:
 
 
 def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
-             fit: str = "low") -> MoEPlan:
+             fit: str = "high") -> MoEPlan:
     """Every layout of the MoE preset ``name`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
     choose("fit", fit, FITS)
     entry = load_moe_model(choose("model", name, CONFIGS), seq)
@@ -127,7 +128,7 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
         times[row], breakdowns[row] = result.step_time_s, result.breakdown
     columns = {**c, "m": np.where(whole, tokens // per_step, 0), "memory_per_gpu": memory,
                "step_time": times, "breakdown": breakdowns, "feasible": feasible, "reason": reason}
-    return MoEPlan(entry, gpus, hardware_name, tokens, (low, high), columns)
+    return MoEPlan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)
 
 
 def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
@@ -135,13 +136,21 @@ def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
     c = result.columns
     order = result.order()
     feasible = int(c["feasible"].sum())
+    ranks, tight = result.ranks(), result.tight()
+    low, high = result.usable
     lines = [f"== {result.model.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step",
+             f"  usable per GPU {low / 2**30:.2f}-{high / 2**30:.2f} GiB: a layout fits at or under "
+             f"{(high if result.fit == 'high' else low) / 2**30:.2f} GiB"
+             + (" ('tight' above the low end)" if result.fit == "high" else ""),
              f"  {len(order)} layouts, {feasible} fit",
              "  rank   t   p   e  t_E     d  b     m  zero  memory GiB  step s"]
-    for rank, row in enumerate(order[:min(top, feasible)], 1):
-        lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['e'][row]:3d} {c['etp'][row]:4d} "
+    for row in order[:feasible]:
+        if ranks[row] > top:
+            break
+        lines.append(f"  {ranks[row]:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['e'][row]:3d} {c['etp'][row]:4d} "
                      f"{c['d'][row]:5d} {c['b'][row]:2d} {c['m'][row]:5d}  {c['zero'][row]:4d}  "
-                     f"{c['memory_per_gpu'][row] / 2**30:10.2f}  {c['step_time'][row]:6.2f}")
+                     f"{c['memory_per_gpu'][row] / 2**30:10.2f}  {c['step_time'][row]:6.2f}"
+                     + ("  tight" if tight[row] else ""))
     if feasible:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in c["breakdown"][order[0]].items() if v)
         lines.append(f"  #1 breakdown (s): {parts}")
@@ -151,11 +160,12 @@ def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
 def moe_json(result: MoEPlan) -> str:
     """Every MoE layout in rank order with its sizes, memory, step time, breakdown and reason."""
     import json
-    c = result.columns
+    c, ranks, tight = result.columns, result.ranks(), result.tight()
     layouts = [{**{key: int(c[key][row]) for key in ("t", "p", "e", "etp", "d", "b", "m", "zero")},
                 "memory_per_gpu": int(round(c["memory_per_gpu"][row])),
                 "step_time": None if np.isnan(c["step_time"][row]) else float(c["step_time"][row]),
                 "breakdown": c["breakdown"][row], "feasible": bool(c["feasible"][row]),
+                "rank": int(ranks[row]) or None, "tight": bool(tight[row]),
                 "reason": str(c["reason"][row])} for row in result.order()]
     return json.dumps({"model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
                        "tokens": result.tokens, "layouts": layouts}, indent=1) + "\n"

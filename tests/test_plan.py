@@ -83,7 +83,8 @@ def _rank_memory(terms, rank, total, states, activations, placed, zero, recomput
 
 def test_feasibility_agrees_with_the_per_layout_accounts(result):
     c, entry = result.columns, result.model
-    low, _ = usable_bytes("h100")
+    low, high = usable_bytes("h100")
+    tight = result.tight()
     timed = np.flatnonzero(c["reason"] != "batch")
     rows = np.random.default_rng(7).choice(timed, size=30, replace=False)
     best = result.order()[:5]
@@ -91,8 +92,9 @@ def test_feasibility_agrees_with_the_per_layout_accounts(result):
         row = {key: c[key][index] for key in c}
         exact = _exact_memory(entry, row)
         assert c["memory_per_gpu"][index] == pytest.approx(float(exact), rel=1e-12, abs=2)
-        if row["reason"] in ("", "memory", "memory-uncertain"):
-            assert bool(row["feasible"]) == (exact <= low), row
+        if row["reason"] in ("", "memory"):     # the default fit: at or under the high end, tight above low
+            assert bool(row["feasible"]) == (exact <= high), row
+            assert bool(tight[index]) == (low < exact <= high), row
 
 
 def test_first_stage_states_by_hand(result):
@@ -113,6 +115,12 @@ def test_the_top_layouts_fit_and_are_ranked_by_step_time(result):
     assert feasible > 0 and all(c["feasible"][order[:feasible]])
     times = c["step_time"][order[:feasible]]
     assert np.all(np.diff(times) >= 0)
+    # equal predicted steps share a rank; the next distinct time takes the next rank; no rank unless it fits
+    ranks = result.ranks()
+    assert ranks[order[0]] == 1 and np.all(ranks[order[feasible:]] == 0)
+    steps = np.diff(ranks[order[:feasible]])
+    assert np.array_equal(steps, (np.diff(times) > 1e-9 * times[1:]).astype(int))
+    assert steps.sum() < feasible - 1    # some layouts are alike (c and b traded at equal tokens per GPU)
     assert sum(result.failures().values()) == len(order) - feasible
 
 
@@ -138,7 +146,7 @@ def test_json_lists_every_layout_with_its_fields(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["communication_modelled"] is True
     fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced", "memory_per_gpu", "step_time",
-              "breakdown", "feasible", "reason"}
+              "breakdown", "feasible", "rank", "tight", "reason"}
     assert data["layouts"] and all(set(layout) == fields for layout in data["layouts"])
     assert any(layout["feasible"] for layout in data["layouts"])
     assert {layout["zero"] for layout in data["layouts"]} == {0, 1, 2, 3}

@@ -66,8 +66,12 @@ def test_moe_presets_plan_and_rank_by_predicted_time(name, gpus, tokens):
     assert np.all(np.diff(times) >= 0) and np.all(np.isfinite(times))
     best = order[0]
     assert sum(c["breakdown"][best].values()) == pytest.approx(c["step_time"][best])
-    low, _ = result.usable
-    assert np.all(c["memory_per_gpu"][c["feasible"]] <= low)
+    low, high = result.usable    # fits under the high end; tight above the low end
+    assert np.all(c["memory_per_gpu"][c["feasible"]] <= high)
+    assert np.array_equal(result.tight(), c["feasible"] & (c["memory_per_gpu"] > low))
+    assert np.all(c["memory_per_gpu"][c["reason"] == "memory"] > high)
+    ranks = result.ranks()[order[:feasible]]
+    assert ranks[0] == 1 and set(np.diff(ranks)) <= {0, 1}
 
 
 def test_unknown_moe_model_names_the_field():

@@ -16,7 +16,7 @@ def test_feasible_dots_sit_below_the_usable_low_line_and_the_rest_above():
     low_y, high_y = sorted(_limits(svg), reverse=True)      # the low end is drawn lower (larger y)
     groups = re.findall(r'<g class="layout" data-legend="([^"]+)"[^>]*>(.*?)</g>', svg, re.S)
     dots = [(legend, y) for legend, body in groups for y in re.findall(r'<circle cx="[\d.]+" cy="([\d.]+)"', body)]
-    assert dots and {legend for legend, _ in groups} == {"fits", "inside the usable range&#39;s uncertainty",
+    assert dots and {legend for legend, _ in groups} == {"fits", "tight: inside the usable range&#39;s uncertainty",
                                                           "over the usable range"}
     for legend, y in dots:
         y = float(y)
@@ -32,6 +32,6 @@ def test_legend_counts_match_the_plan_table():
     sheet = (SVG.parent / "sheet.md").read_text()
     svg = SVG.read_text()
     over = int(re.search(r"over the usable range \((\d+)\)", svg).group(1))
-    uncertain = int(re.search(r"inside the usable range&#39;s uncertainty \((\d+)\)", svg).group(1))
+    tight = int(re.search(r"tight: inside the usable range&#39;s uncertainty \((\d+)\)", svg).group(1))
     assert f"| memory over the GPU's usable range (above its high end) | {over:,} |" in sheet
-    assert f"| memory inside the usable range's uncertainty (above its low end) | {uncertain:,} |" in sheet
+    assert f"{tight:,} of the " in sheet and "memory inside the usable range's uncertainty" not in sheet

@@ -1,6 +1,8 @@
 """Layouts that fit (derive.plan): every layout of Llama 3 70B on 1024 H100s at 4M-token steps."""
 from __future__ import annotations
 
+import numpy as np
+
 from derive.plan import COMMUNICATION, REASONS, Plan, plan
 from derive.presets import model
 from derive.render.figures import PALETTE, Point, scatter_chart
@@ -11,8 +13,8 @@ GiB = BYTE_UNITS["GiB"]
 #: The sheet's planning example: the article's 70B step of 4M tokens on 1024 H100s.
 EXAMPLE = ("llama3-70b", 1024, 4 * 2**20, "h100")
 TOP = 8
-#: Legend of the scatter: feasible, then each memory failure.
-LEGENDS = {"": "fits", "memory-uncertain": "inside the usable range's uncertainty",
+#: Legend of the scatter: fits under the usable range's low end, tight (inside the range), over it.
+LEGENDS = {"fits": "fits", "tight": "tight: inside the usable range's uncertainty",
            "memory": "over the usable range"}
 #: Axis ticks (log scales): memory in GiB, step time in seconds.
 MEMORY_TICKS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
@@ -24,24 +26,32 @@ def _seconds(value: float) -> Cell:
 
 
 def top_table(result: Plan, top: int = TOP) -> Table:
-    """The fastest layouts that fit, with their most loaded rank's memory and the bubble."""
-    c = result.columns
+    """The ``top`` ranks' first layouts (least memory), with the number of alike layouts (the same predicted step)."""
+    c, tight, ranks = result.columns, result.tight(), result.ranks()
     rows = []
-    for row in result.order()[:min(top, int(c["feasible"].sum()))]:
+    for row in result.order()[:int(c["feasible"].sum())]:
+        if ranks[row] > top:
+            break
+        if rows and rows[-1]["rank"].value == ranks[row]:
+            rows[-1]["alike"] = int_cell(rows[-1]["alike"].value + 1)
+            continue
         rows.append({
+            "rank": int_cell(int(ranks[row])), "alike": int_cell(0),
             **{key: int_cell(int(c[key][row])) for key in ("t", "p", "v", "c", "d", "b", "m")},
             "recompute": text_cell(str(c["recompute"][row])),
             "zero": int_cell(int(c["zero"][row])),
             "balanced": int_cell(int(c["balanced"][row])),
             "memory": bytes_cell(int(round(c["memory_per_gpu"][row])), "GiB"),
+            "fit": text_cell("tight" if tight[row] else "yes"),
             "step_time": _seconds(c["step_time"][row]),
         })
-    columns = tuple(Column(key, key) for key in ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero",
-                                                 "balanced"))
+    columns = (Column("rank", "rank"),) + tuple(Column(key, key) for key in (
+        "t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced"))
     return Table("plan_top_layouts", f"Fastest layouts that fit: {result.model.name} on "
                  f"{result.gpus} {result.hardware.upper()}s, {result.tokens:,} tokens per step",
-                 columns + (Column("memory", "memory per GPU", unit="B"),
-                            Column("step_time", "step time", unit="s")),
+                 columns + (Column("memory", "memory per GPU", unit="B"), Column("fit", "fit"),
+                            Column("step_time", "step time", unit="s"),
+                            Column("alike", "alike layouts (same predicted step)")),
                  tuple(rows), note=COMMUNICATION)
 
 
@@ -55,11 +65,11 @@ def failure_table(result: Plan) -> Table:
 
 def layouts_figure(result: Plan) -> Drawing:
     """formulas/layouts.svg: memory per GPU against step time, every layout with a valid schedule."""
-    c = result.columns
+    c, tight = result.columns, result.tight()
     low, high = result.usable
-    points = [Point(float(c["bound"][row]), float(c["memory_per_gpu"][row]) / GiB,
-                    LEGENDS[str(c["reason"][row])])
-              for row in range(len(c["t"])) if str(c["reason"][row]) in LEGENDS]
+    legend = np.where(tight, "tight", np.where(c["feasible"], "fits", c["reason"]))
+    points = [Point(float(c["bound"][row]), float(c["memory_per_gpu"][row]) / GiB, LEGENDS[str(legend[row])])
+              for row in range(len(c["t"])) if str(legend[row]) in LEGENDS]
     colours = dict(zip(LEGENDS.values(), (PALETTE[4], PALETTE[1], PALETTE[2])))
     chart = scatter_chart(
         points, colours,
@@ -93,8 +103,9 @@ def layouts_section() -> Section:
             "m = T / (s b d), recompute none / selective / full, Megatron's distributed optimizer "
             "on or off) and computes the most loaded rank's memory: the placement's states, the "
             "first stage's in-flight micro-batches (interleaving factor included), the logits on "
-            "the last stage, the caching allocator's rounding. A layout fits at or under the low "
-            "end of the GPU's usable range (section on the per-GPU budget).",
+            "the last stage, the caching allocator's rounding. A layout fits at or under the high "
+            "end of the GPU's usable range (section on the per-GPU budget) and is tight above its "
+            f"low end: {int(result.tight().sum()):,} of the {int(result.columns['feasible'].sum()):,} layouts that fit are tight.",
             COMMUNICATION + ".",
         ),
         tables={"top": top_table(result), "failures": failure_table(result)},
