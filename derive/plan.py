@@ -57,6 +57,7 @@ from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
 from derive.sweep import CONTEXT, accounts, compile, evaluate, placement_sharded, stage_in_flight, stage_layers
+from derive import symbols
 from derive.symbols import L, N, d, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
@@ -130,7 +131,7 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     """
     sharded = placement_sharded(zero, placement_name)
     terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced)
-    buffers = placement_ledger(placement_name, sharded, d).where("resident")
+    buffers = placement_ledger(placement_name, sharded, d * symbols.c).where("resident")  # as derive.sweep.accounts
     rows = layer_activations(profile, "fused", t, True, recompute)
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
     stage = sp.Piecewise((terms.parameters["single"], sp.Eq(p, 1)),

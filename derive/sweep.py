@@ -295,7 +295,9 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
     placement(placement_name)
     return Accounts(
         parameters=_stage_parameters(architecture),
-        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d),
+        # sharded over the data- and context-parallel ranks together: Megatron's distributed optimizer
+        # takes intra_dp_cp_group (megatron/core/optimizer/__init__.py, data_parallel_group=...)
+        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d * c),
         activations=_stage_activations(profile, attention_kernel, recompute),
         layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute),
         logits=logits_bytes(t),
