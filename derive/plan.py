@@ -109,10 +109,8 @@ def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
 
 
 def _rounded(sizes: np.ndarray) -> np.ndarray:
-    """allocated_bytes of every request (CUDACachingAllocator rounding), computed once per distinct size."""
-    exact = np.rint(sizes).astype(np.int64)
-    distinct, where = np.unique(exact, return_inverse=True)
-    return np.array([allocated_bytes(int(size)) for size in distinct], dtype=np.int64)[where]
+    """allocated_bytes of every request (CUDACachingAllocator rounding), over the column at once."""
+    return np.asarray(allocated_bytes(np.asarray(np.rint(sizes)).astype(np.int64)), dtype=np.int64)
 
 
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import numpy as np
 import sympy as sp
 
 from derive.tensors import Ledger
@@ -74,8 +75,12 @@ K_MIN_LARGE_ALLOC = ALLOCATOR_CONSTANTS["kMinLargeAlloc"].value
 K_ROUND_LARGE = ALLOCATOR_CONSTANTS["kRoundLarge"].value
 
 
-def _request(request_bytes: object) -> int:
-    """``request_bytes`` as a non-negative int, or ValueError naming the field."""
+def _request(request_bytes: object) -> int | np.ndarray:
+    """``request_bytes`` as a non-negative int (or int64 column), or ValueError naming the field."""
+    if isinstance(request_bytes, np.ndarray) and request_bytes.dtype.kind in "iu":
+        if (request_bytes < 0).any():
+            raise ValueError("request_bytes: must be non-negative integers, got a negative one")
+        return request_bytes
     if isinstance(request_bytes, bool) or not isinstance(request_bytes, (int, sp.Integer)):
         raise ValueError(f"request_bytes: must be a non-negative integer, got {request_bytes!r}")
     if request_bytes < 0:
@@ -87,36 +92,40 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def _whole(value: np.ndarray) -> int | np.ndarray:
+    """One request's figure as an int; a column of requests' stays a column."""
+    return int(value) if np.ndim(value) == 0 else value
+
+
 def rounded_bytes(request_bytes: int) -> int:
-    """round_size(): the request rounded up to a multiple of kMinBlockSize (CUDACachingAllocator.cpp)."""
+    """round_size(): the request rounded up to a multiple of kMinBlockSize (CUDACachingAllocator.cpp).
+
+    Every function here takes one request or an int64 column of them.
+    """
     request = _request(request_bytes)
-    return max(K_MIN_BLOCK_SIZE, _round_up(request, K_MIN_BLOCK_SIZE)) if request else 0
+    return _whole(np.where(request > 0, np.maximum(K_MIN_BLOCK_SIZE, _round_up(request, K_MIN_BLOCK_SIZE)), 0))
 
 
 def pool(request_bytes: int) -> str:
     """get_pool(): ``small`` for rounded requests of at most kSmallSize, else ``large``."""
-    return "small" if rounded_bytes(request_bytes) <= K_SMALL_SIZE else "large"
+    small = np.asarray(rounded_bytes(request_bytes)) <= K_SMALL_SIZE
+    return str(np.where(small, "small", "large")) if small.ndim == 0 else np.where(small, "small", "large")
 
 
 def segment_bytes(request_bytes: int) -> int:
     """get_allocation_size(): the cudaMalloc segment a request opens when nothing cached fits."""
     size = rounded_bytes(request_bytes)
-    if size == 0:
-        return 0
-    if size <= K_SMALL_SIZE:
-        return K_SMALL_BUFFER
-    if size < K_MIN_LARGE_ALLOC:
-        return K_LARGE_BUFFER
-    return _round_up(size, K_ROUND_LARGE)
+    return _whole(np.select([size == 0, size <= K_SMALL_SIZE, size < K_MIN_LARGE_ALLOC],
+                            [0, K_SMALL_BUFFER, K_LARGE_BUFFER], _round_up(size, K_ROUND_LARGE)))
 
 
 def allocated_bytes(request_bytes: int) -> int:
     """The block handed to the tensor (memory_allocated): split from a fresh segment per should_split()."""
     size, segment = rounded_bytes(request_bytes), segment_bytes(request_bytes)
     remaining = segment - size
-    if pool(request_bytes) == "small":
-        return size if remaining >= K_MIN_BLOCK_SIZE else segment
-    return size if remaining > K_SMALL_SIZE else segment
+    split = np.where(np.asarray(pool(request_bytes)) == "small", remaining >= K_MIN_BLOCK_SIZE,
+                     remaining > K_SMALL_SIZE)
+    return _whole(np.where(split, size, segment))
 
 
 def allocations(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> list[tuple[int, int]]:

@@ -70,7 +70,7 @@ TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
 
 
 @lru_cache(maxsize=256)
-def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, object]:
+def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, object, tuple[int, ...]]:
     """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
@@ -85,10 +85,13 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tupl
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
     rows = comm_rows(model.architecture, terms, flags, whole_model)
     fields = [sp.sympify(model.at(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
-    # one function for every row's ranks, sent and count: one lambdify, not three per row; numpy's
-    # functions so that it takes one layout's sizes or columns of them
-    values = sp.lambdify(TEMPLATE_SIZES, fields, "numpy")
-    return tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows), values
+    # one function for every distinct expression of the rows' ranks, sent and count (rows repeat them):
+    # one lambdify, numpy's functions so that it takes one layout's sizes or columns of them
+    distinct = list(dict.fromkeys(fields))
+    values = sp.lambdify(TEMPLATE_SIZES, distinct, "numpy")
+    index = {field: position for position, field in enumerate(distinct)}
+    return (tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows), values,
+            tuple(index[field] for field in fields))
 
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
@@ -112,8 +115,9 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
     A row that moves nothing at a layout (one rank, no bytes or no calls) counts 0 there; rows that
     move nothing at every layout are left out.
     """
-    names, values = _template(model, _flags(flags), whole_model)
-    fields = values(*sizes)
+    names, values, where = _template(model, _flags(flags), whole_model)
+    distinct = values(*sizes)
+    fields = [distinct[position] for position in where]
     shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
     found = []
     for index, (name, group, collective, overlap, pass_) in enumerate(names):
@@ -180,6 +184,13 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
                                                parallelism.fp8_param_gather))
 
 
+@lru_cache(maxsize=65536)
+def _check_shape(model: Model, flags: Parallelism, tp: int, pp: int, vp: int, cp: int, ep: int, etp: int) -> None:
+    """``Parallelism.check`` of one (t, p, v, c, e, t_E) under ``flags`` (one micro-batch per pipeline rank)."""
+    replace(flags, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, dp=ep * etp, micro_batch=1,
+            global_batch=pp * ep * etp).check(model)
+
+
 def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.ndarray], system: System,
                     overlap: Iterable[str] | None = None, eta: Efficiency | None = None) -> StepTime:
     """``predict`` of many layouts at once: int64 columns t, p, v, c, d, b, m (optionally e, etp) under ``flags``.
@@ -201,10 +212,8 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     whole = p_ == 1
     if whole.any() and not whole.all():
         raise ValueError("p: the columns mix p = 1 with p > 1 (one ledger template each)")
-    for shape in sorted(set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist()))):
-        tp, pp, vp, cp, ep, ep_tp = shape
-        replace(flags, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=ep_tp, dp=ep * ep_tp, micro_batch=1,
-                global_batch=pp * ep * ep_tp, dp_shard=None).check(model)
+    for shape in set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist())):
+        _check_shape(model, _flags(flags), *shape)
     counted = replace(flags, precision=ledger_precision(precision))
     rows = template_rows(model, counted, (t, p_, v_, c_, d_, e_, etp, m_, b_), bool(whole.all()))
     lay = Layout(t, p_, v_, c_, e_, d_, etp, b_, m_, flags.sequence_parallel, flags.zero, flags.recompute,

@@ -387,9 +387,9 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     return {**per_micro, "dp": dp, "pp": pp}
 
 
-def _plain(value: Any) -> Any:
-    """A Python float of one layout's figure (a 0-d array or numpy scalar); a column stays a column."""
-    return float(value) if np.ndim(value) == 0 else value
+def _plain(value: Any, shape: tuple[int, ...] = ()) -> Any:
+    """A Python float of one layout's figure (a 0-d array or numpy scalar); columns' figures as columns of ``shape``."""
+    return float(value) if shape == () else np.broadcast_to(value, shape)
 
 
 def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = (),
@@ -419,10 +419,12 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
                                       for row in work.rows if lay.recompute in row.recomputed)
     peak = gpu.peak("bf16")
     per_gpu = tokens / seconds / gpus
+    shape = np.shape(per_gpu)
     return StepTime(
-        _plain(seconds), _plain(per_gpu), _plain(per_gpu * model_flops / 1e12), _plain(per_gpu * model_flops / peak),
-        _plain(per_gpu * hardware / peak), _plain(per_gpu * full_square / peak), _plain(per_gpu * hardware_full / peak),
-        {name: _plain(value) for name, value in breakdown.items()},
+        *(_plain(value, shape) for value in (seconds, per_gpu, per_gpu * model_flops / 1e12, per_gpu * model_flops / peak,
+                                             per_gpu * hardware / peak, per_gpu * full_square / peak,
+                                             per_gpu * hardware_full / peak)),
+        {name: _plain(value, shape) for name, value in breakdown.items()},
         {"mfu": "model FLOPs (every GEMM's three passes, causal attention halved) / bf16 dense peak",
          "hfu": "mfu's FLOPs plus the recomputed forwards",
          "mfu_full_square": "as mfu with the full s x s score square (Korthikanti et al. 2022, Appendix A)",
