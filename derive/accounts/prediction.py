@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 import sympy as sp
@@ -70,7 +70,7 @@ TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
 
 
 @lru_cache(maxsize=256)
-def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, object, tuple[int, ...]]:
+def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, tuple, tuple[int, ...]]:
     """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
@@ -85,13 +85,17 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tupl
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
     rows = comm_rows(model.architecture, terms, flags, whole_model)
     fields = [sp.sympify(model.at(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
-    # one function for every distinct expression of the rows' ranks, sent and count (rows repeat them):
-    # one lambdify, numpy's functions so that it takes one layout's sizes or columns of them
+    # each distinct expression of the rows' ranks, sent and count compiled once (rows and templates repeat them)
     distinct = list(dict.fromkeys(fields))
-    values = sp.lambdify(TEMPLATE_SIZES, distinct, "numpy")
     index = {field: position for position, field in enumerate(distinct)}
-    return (tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows), values,
-            tuple(index[field] for field in fields))
+    return (tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows),
+            tuple(_numpy_field(field) for field in distinct), tuple(index[field] for field in fields))
+
+
+@lru_cache(maxsize=4096)
+def _numpy_field(field: sp.Expr) -> Callable[..., object]:
+    """One ledger expression as numpy of TEMPLATE_SIZES: one layout's sizes or columns of them."""
+    return sp.lambdify(TEMPLATE_SIZES, field, "numpy", docstring_limit=0)
 
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
@@ -115,8 +119,8 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
     A row that moves nothing at a layout (one rank, no bytes or no calls) counts 0 there; rows that
     move nothing at every layout are left out.
     """
-    names, values, where = _template(model, _flags(flags), whole_model)
-    distinct = values(*sizes)
+    names, functions, where = _template(model, _flags(flags), whole_model)
+    distinct = [function(*sizes) for function in functions]
     fields = [distinct[position] for position in where]
     shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
     found = []
@@ -215,7 +219,9 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     for shape in set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist())):
         _check_shape(model, _flags(flags), *shape)
     counted = replace(flags, precision=ledger_precision(precision))
-    rows = template_rows(model, counted, (t, p_, v_, c_, d_, e_, etp, m_, b_), bool(whole.all()))
+    # the template over float columns: no int64 product can wrap around (exact below 2^53, as Python's ints)
+    rows = template_rows(model, counted, tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_)),
+                         bool(whole.all()))
     lay = Layout(t, p_, v_, c_, e_, d_, etp, b_, m_, flags.sequence_parallel, flags.zero, flags.recompute,
                  precision, flags.balanced)
     replicas = d_ * c_ if flags.zero else np.ones_like(d_)

@@ -167,7 +167,7 @@ class Layout:
 @lru_cache(maxsize=None)
 def _rank_layers(rank: str, balanced: bool, layers: int) -> Callable[[Size, Size], Size]:
     """derive.accounts.pipeline_split.rank_layers of ``rank`` as a numpy function of (p, v)."""
-    return sp.lambdify((p, v), rank_layers(rank, balanced, layers), "numpy")
+    return sp.lambdify((p, v), rank_layers(rank, balanced, layers), "numpy", docstring_limit=0)
 
 
 def stage_loads(layers: int, lay: Layout) -> tuple[tuple[Size, int, Any], ...]:
