@@ -95,3 +95,5 @@ def test_allocator_columns_equal_single_requests():
     expected = [0, 512, 2**20 + 512, 12 * 2**20, 512]
     assert allocated_bytes(requests).tolist() == expected
     assert [allocated_bytes(int(x)) for x in requests] == expected
+    # one request past int64 stays exact: 2^80 + 1 -> 2^80 + 512, split from a 2^80 + 2 MiB segment
+    assert allocated_bytes(2**80 + 1) == 2**80 + 512
