@@ -64,7 +64,7 @@ class System:
         return self.peaks["bf16"] / self.hbm_bandwidth
 
     def link(self, span: int | np.ndarray) -> tuple[float | np.ndarray, float | np.ndarray]:
-        """(unidirectional bytes/s, latency s) of a group whose ranks span ``span`` consecutive GPUs (or a column of spans)."""
+        """(unidirectional bytes/s, latency s) of a group spanning ``span`` consecutive GPUs (or a column of spans)."""
         near = np.less_equal(span, self.nvlink_domain)
         return (np.where(near, self.nvlink_bandwidth, self.nic_bandwidth),
                 np.where(near, self.nvlink_latency, self.nic_latency))

@@ -220,8 +220,8 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
         _check_shape(model, _flags(flags), *shape)
     counted = replace(flags, precision=ledger_precision(precision))
     # the template over float columns: no int64 product can wrap around (exact below 2^53, as Python's ints)
-    rows = template_rows(model, counted, tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_)),
-                         bool(whole.all()))
+    floats = tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_))
+    rows = template_rows(model, counted, floats, bool(whole.all()))
     lay = Layout(t, p_, v_, c_, e_, d_, etp, b_, m_, flags.sequence_parallel, flags.zero, flags.recompute,
                  precision, flags.balanced)
     replicas = d_ * c_ if flags.zero else np.ones_like(d_)

@@ -93,7 +93,7 @@ def pipeline_length(pipeline: int, virtual: int, micro_batches: int) -> float:
 
 
 def last_bucket_share(local_parameters: float | np.ndarray, data_parallel: int | np.ndarray) -> float | np.ndarray:
-    """Share of a rank's gradient bytes in the last DDP bucket (1 when one bucket holds them all); numbers or columns."""
+    """Share of a rank's gradient bytes in the last DDP bucket (1 when one bucket holds them all); columns too."""
     bucket = np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
     held = local_parameters > 0
     return np.where(held, np.minimum(1.0, bucket / np.where(held, local_parameters, 1)), 1.0)

@@ -421,9 +421,9 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
     per_gpu = tokens / seconds / gpus
     shape = np.shape(per_gpu)
     return StepTime(
-        *(_plain(value, shape) for value in (seconds, per_gpu, per_gpu * model_flops / 1e12, per_gpu * model_flops / peak,
-                                             per_gpu * hardware / peak, per_gpu * full_square / peak,
-                                             per_gpu * hardware_full / peak)),
+        *(_plain(value, shape) for value in (seconds, per_gpu, per_gpu * model_flops / 1e12,
+                                             per_gpu * model_flops / peak, per_gpu * hardware / peak,
+                                             per_gpu * full_square / peak, per_gpu * hardware_full / peak)),
         {name: _plain(value, shape) for name, value in breakdown.items()},
         {"mfu": "model FLOPs (every GEMM's three passes, causal attention halved) / bf16 dense peak",
          "hfu": "mfu's FLOPs plus the recomputed forwards",
