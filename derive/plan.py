@@ -49,7 +49,7 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement_ledger, stage_placements
-from derive.accounts.prediction import predict
+from derive.accounts.prediction import predict_columns
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
 from derive.inputs import choose
@@ -116,10 +116,8 @@ def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
 
 
 def _rounded(sizes: np.ndarray) -> np.ndarray:
-    """allocated_bytes of every request (CUDACachingAllocator rounding), computed once per distinct size."""
-    exact = np.rint(sizes).astype(np.int64)
-    distinct, where = np.unique(exact, return_inverse=True)
-    return np.array([allocated_bytes(int(size)) for size in distinct], dtype=np.int64)[where]
+    """allocated_bytes of every request (CUDACachingAllocator rounding), over the column at once."""
+    return np.asarray(allocated_bytes(np.asarray(np.rint(sizes)).astype(np.int64)), dtype=np.int64)
 
 
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,
@@ -285,15 +283,37 @@ def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, se
                        balanced=bool(columns["balanced"][row]))
 
 
+#: The plan columns whose values select a ledger template (derive.accounts.prediction.FLAG_FIELDS).
+TEMPLATE_FLAGS = ("recompute", "zero", "balanced")
+
+
 def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
                     hardware_name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row."""
+    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row.
+
+    The feasible rows are grouped by the flags that select a ledger template (recompute, ZeRO,
+    balanced, sequence parallelism t > 1, and p = 1) and each group is timed at once over its
+    columns (derive.accounts.prediction.predict_columns): what ``predict`` gives each row's
+    :func:`layout_parallelism`.
+    """
     gpu = system(SYSTEM_NAMES.get(hardware_name, hardware_name))
     times = np.full(columns["t"].size, np.nan)
     breakdowns = np.full(columns["t"].size, None, dtype=object)
-    for row in np.flatnonzero(columns["feasible"]):
-        result = predict(entry, layout_parallelism(columns, row, tokens, entry.seq), gpu)
-        times[row], breakdowns[row] = result.step_time_s, result.breakdown
+    feasible = np.flatnonzero(columns["feasible"])
+    keys = list(zip(*(columns[name][feasible].tolist() for name in TEMPLATE_FLAGS),
+                    (columns["t"][feasible] > 1).tolist(), (columns["p"][feasible] == 1).tolist()))
+    groups: dict[tuple, list[int]] = {}
+    for row, key in zip(feasible.tolist(), keys):
+        groups.setdefault(key, []).append(row)
+    for (recompute, zero, balanced, sequence_parallel, _), rows in groups.items():
+        flags = Parallelism(recompute=recompute, zero=zero, balanced=bool(balanced),
+                            sequence_parallel=sequence_parallel)
+        result = predict_columns(entry, flags, {name: columns[name][rows] for name in
+                                                ("t", "p", "v", "c", "d", "b", "m")}, gpu)
+        times[rows] = result.step_time_s
+        names = list(result.breakdown)
+        for row, values in zip(rows, zip(*(result.breakdown[name].tolist() for name in names))):
+            breakdowns[row] = dict(zip(names, values))
     return times, breakdowns
 
 
