@@ -189,9 +189,24 @@ def shared_parts(expr: sp.Expr) -> tuple[list[tuple[sp.Symbol, sp.Expr]], sp.Exp
     named: dict[sp.Expr, sp.Symbol] = {}
     for part in ordered:
         symbol = next(names)
-        replacements.append((symbol, part.xreplace(named)))
+        replacements.append((symbol, _named(part, named)))
         named[part] = symbol
-    return replacements, expr.xreplace(named)
+    return replacements, _named(expr, named)
+
+
+def _named(expr: sp.Expr, named: dict[sp.Expr, sp.Symbol]) -> sp.Expr:
+    """``expr.xreplace(named)``, Min and Max rebuilt unevaluated: their arguments are already distinct
+    and in order, and re-evaluating them searches for comparable pairs (the bulk of code generation)."""
+    if expr in named:
+        return named[expr]
+    if not expr.args:
+        return expr
+    args = tuple(_named(arg, named) for arg in expr.args)
+    if args == expr.args:
+        return expr
+    if isinstance(expr, (sp.Min, sp.Max)):
+        return expr.func(*args, evaluate=False)
+    return expr.func(*args)
 
 
 def numpy_function(expr: sp.Expr) -> Callable[..., np.ndarray]:
