@@ -34,6 +34,7 @@ SCALES = 4
 #: fp8-delayed's states: row-wise and column-wise copies (1 byte each), scale_inv, and per quantizer
 #: (3 forward + 2 backward per GEMM) an fp32 scale and 1024 fp32 amax entries.
 COPIES = (N_8, N_8, 4 * n_8, 4 * 5 * n_8, 4 * 5 * 1024 * n_8)
+assert N_8 == 6_979_321_856
 
 GPUS, TOKENS = 8, 8 * s
 
@@ -54,16 +55,24 @@ def _row(result, **layout) -> int:
     return int(rows[0])
 
 
-def test_fp8_memory_is_bf16s_less_the_saved_inputs_plus_the_copies(plans):
-    assert N_8 == 6_979_321_856 and N_8 == 3328 * 2**21   # whole 2 MiB blocks: each copy allocated exactly
-    layout = dict(t=1, p=1, v=1, c=1, d=8, b=1, recompute="none", zero=1, balanced=0)
+@pytest.mark.parametrize("t, p, d, held", [
+    (1, 1, 8, 1),   # one micro-batch per step, all 32 layers on the rank
+    (2, 2, 2, 2),   # m = 4: the first stage holds p = 2 micro-batches of its 16 layers, each split over t = 2
+])
+def test_fp8_memory_is_bf16s_less_the_saved_inputs_plus_the_copies(plans, t, p, d, held):
+    layout = dict(t=t, p=p, v=1, c=1, d=d, b=1, recompute="none", zero=1, balanced=0)
     bf16 = plans["bf16"].columns["memory_per_gpu"][_row(plans["bf16"], **layout)]
     fp8 = plans["fp8-delayed"].columns["memory_per_gpu"][_row(plans["fp8-delayed"], **layout)]
-    # p = 1, one micro-batch per step: every layer holds one micro-batch; the allocator hands each 4-byte
-    # scale a 512-byte block, the copies and the amax history blocks of their own sizes rounded up
-    activations = L * (SAVED + SCALES * allocated_bytes(4))
-    states = sum(allocated_bytes(size) for size in COPIES)
-    assert states == 2 * N_8 + 1024 + 4608 + 4_587_520
+    layers = L // p
+    # the first (most loaded) stage: its layers' matrices over t, the scale-carrying matrices whole on each rank
+    numel, tensors = N_8 // p // t, n_8 // p
+    assert numel % 2**21 == 0   # whole 2 MiB blocks: each copy is allocated at its size
+    copies = (numel, numel, 4 * tensors, 4 * 5 * tensors, 4 * 5 * 1024 * tensors)
+    # the saved inputs split over t (sequence parallelism splits the norms' outputs too), whole 2 MiB blocks;
+    # the allocator hands each 4-byte scale a 512-byte block; the distributed optimizer keeps the copies whole
+    activations = held * layers * (SAVED // t + SCALES * allocated_bytes(4))
+    states = sum(allocated_bytes(size) for size in copies)
+    assert states == 2 * numel + {1: 1024 + 4608 + 4_587_520, 2: 512 + 2560 + 2_293_760}[p]
     assert fp8 == bf16 + activations + states
     assert plans["fp8-delayed"].precision == "fp8-delayed"
 
