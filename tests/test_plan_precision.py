@@ -7,6 +7,7 @@ five FP8 tensors per GEMM each with an fp32 scale and an amax history of 1024 st
 """
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.prediction import predict
+from derive.cli import run as report_run
 from derive.parallelism import Parallelism
 from derive.plan import layout_parallelism, main, plan
 from derive.predict import memory_per_gpu
@@ -34,7 +36,6 @@ SCALES = 4
 #: fp8-delayed's states: row-wise and column-wise copies (1 byte each), scale_inv, and per quantizer
 #: (3 forward + 2 backward per GEMM) an fp32 scale and 1024 fp32 amax entries.
 COPIES = (N_8, N_8, 4 * n_8, 4 * 5 * n_8, 4 * 5 * 1024 * n_8)
-assert N_8 == 6_979_321_856
 
 GPUS, TOKENS = 8, 8 * s
 
@@ -60,6 +61,7 @@ def _row(result, **layout) -> int:
     (2, 2, 2, 2),   # m = 4: the first stage holds p = 2 micro-batches of its 16 layers, each split over t = 2
 ])
 def test_fp8_memory_is_bf16s_less_the_saved_inputs_plus_the_copies(plans, t, p, d, held):
+    assert N_8 == 6_979_321_856
     layout = dict(t=t, p=p, v=1, c=1, d=d, b=1, recompute="none", zero=1, balanced=0)
     bf16 = plans["bf16"].columns["memory_per_gpu"][_row(plans["bf16"], **layout)]
     fp8 = plans["fp8-delayed"].columns["memory_per_gpu"][_row(plans["fp8-delayed"], **layout)]
@@ -102,6 +104,12 @@ def test_predict_checks_memory_in_the_precision():
     # --fp8-param-gather: the row-wise copy is the parameter, N_8 bf16 parameters fewer
     gathered = memory_per_gpu(entry, Parallelism(**layout, precision="fp8-delayed", fp8_param_gather=True))
     assert gathered - fp8 == -2 * N_8
+
+
+def test_the_copies_are_the_reports():
+    """The planner's and predict's FP8 states are the report's ``state.fp8_copies`` (one ledger, not a second copy)."""
+    report = json.loads(report_run(["--model", "8b", "--precision", "fp8-delayed", "--json"]))
+    assert report["llama3-8b"]["state.fp8_copies"]["value"] == sum(COPIES) == 13_963_236_608
 
 
 def _refused(argv: list[str], capsys) -> str:
