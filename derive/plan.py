@@ -51,7 +51,7 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement_ledger, stage_placements
-from derive.accounts.prediction import predict, tensor_cores
+from derive.accounts.prediction import predict_columns, tensor_cores
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
 from derive.accounts.step import LINEAR_DTYPE
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
@@ -61,6 +61,7 @@ from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
 from derive.sweep import CONTEXT, accounts, compile, evaluate, placement_sharded, stage_in_flight, stage_layers
+from derive import symbols
 from derive.symbols import L, N, d, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
@@ -123,10 +124,8 @@ def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
 
 
 def _rounded(sizes: np.ndarray) -> np.ndarray:
-    """allocated_bytes of every request (CUDACachingAllocator rounding), computed once per distinct size."""
-    exact = np.rint(sizes).astype(np.int64)
-    distinct, where = np.unique(exact, return_inverse=True)
-    return np.array([allocated_bytes(int(size)) for size in distinct], dtype=np.int64)[where]
+    """allocated_bytes of every request (CUDACachingAllocator rounding), over the column at once."""
+    return np.asarray(allocated_bytes(np.asarray(np.rint(sizes)).astype(np.int64)), dtype=np.int64)
 
 
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,
@@ -141,7 +140,8 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     sharded = placement_sharded(zero, placement_name)
     terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced,
                      recipe=recipe)
-    buffers = placement_ledger(placement_name, sharded, d, recipe).where("resident")
+    # sharded over d c, as derive.sweep.accounts
+    buffers = placement_ledger(placement_name, sharded, d * symbols.c, recipe).where("resident")
     rows = layer_activations(profile, "fused", t, True, recompute, recipe=recipe)
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
 
@@ -152,12 +152,12 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
                  for symbol, value in terms.fp8_counts(rank).items()}}
     extra = np.zeros(shape, dtype=np.int64)
     for row in buffers:
-        size = compile(row.bytes.xreplace(counts))(**values)
+        size = np.broadcast_to(compile(row.bytes.xreplace(counts))(**values), shape)  # a scale row: a constant
         extra = extra + _rounded(size) - np.rint(size).astype(np.int64)
     layers = (L / (p * v)).xreplace(stage_layers(rank, balanced, activations=True))
     held = compile(stage_in_flight(rank) * layers)(**values)
     for row in rows:
-        size = compile(row.bytes.xreplace(CONTEXT))(**values)
+        size = np.broadcast_to(compile(row.bytes.xreplace(CONTEXT))(**values), shape)
         extra = extra + held * (_rounded(size) - np.rint(size).astype(np.int64))
     return extra
 
@@ -307,15 +307,37 @@ def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, se
                        balanced=bool(columns["balanced"][row]))
 
 
+#: The plan columns whose values select a ledger template (derive.accounts.prediction.FLAG_FIELDS).
+TEMPLATE_FLAGS = ("recompute", "zero", "balanced")
+
+
 def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
                     hardware_name: str, precision: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
-    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row at ``precision``."""
+    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row at ``precision``.
+
+    The feasible rows are grouped by the flags that select a ledger template (recompute, ZeRO,
+    balanced, sequence parallelism t > 1, and p = 1) and each group is timed at once over its
+    columns (derive.accounts.prediction.predict_columns): what ``predict`` gives each row's
+    :func:`layout_parallelism`.
+    """
     gpu = system(SYSTEM_NAMES.get(hardware_name, hardware_name))
     times = np.full(columns["t"].size, np.nan)
     breakdowns = np.full(columns["t"].size, None, dtype=object)
-    for row in np.flatnonzero(columns["feasible"]):
-        result = predict(entry, layout_parallelism(columns, row, tokens, entry.seq), gpu, precision)
-        times[row], breakdowns[row] = result.step_time_s, result.breakdown
+    feasible = np.flatnonzero(columns["feasible"])
+    keys = list(zip(*(columns[name][feasible].tolist() for name in TEMPLATE_FLAGS),
+                    (columns["t"][feasible] > 1).tolist(), (columns["p"][feasible] == 1).tolist()))
+    groups: dict[tuple, list[int]] = {}
+    for row, key in zip(feasible.tolist(), keys):
+        groups.setdefault(key, []).append(row)
+    for (recompute, zero, balanced, sequence_parallel, _), rows in groups.items():
+        flags = Parallelism(recompute=recompute, zero=zero, balanced=bool(balanced),
+                            sequence_parallel=sequence_parallel, precision=precision)
+        result = predict_columns(entry, flags, {name: columns[name][rows] for name in
+                                                ("t", "p", "v", "c", "d", "b", "m")}, gpu)
+        times[rows] = result.step_time_s
+        names = list(result.breakdown)
+        for row, values in zip(rows, zip(*(result.breakdown[name].tolist() for name in names))):
+            breakdowns[row] = dict(zip(names, values))
     return times, breakdowns
 
 

@@ -332,14 +332,16 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
     placement(placement_name)
     fp8: dict[str, object] = {}
     if recipe is not None:
-        added = (placement_bytes(placement_name, sharded, d, recipe, fp8_param_gather)
-                 - placement_bytes(placement_name, sharded, d))
+        added = (placement_bytes(placement_name, sharded, d * c, recipe, fp8_param_gather)
+                 - placement_bytes(placement_name, sharded, d * c))
         fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
     elif fp8_param_gather:
         raise ValueError("fp8_param_gather: needs an FP8 recipe")
     return Accounts(
         parameters=_stage_parameters(architecture),
-        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d),
+        # sharded over the data- and context-parallel ranks together: Megatron's distributed optimizer
+        # takes intra_dp_cp_group (megatron/core/optimizer/__init__.py, data_parallel_group=...)
+        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d * c),
         activations=_stage_activations(profile, attention_kernel, recompute, recipe),
         layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute, recipe=recipe),
         logits=logits_bytes(t),

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from derive.inputs import choose
 
 TERA, GIGA = 10**12, 10**9
@@ -61,11 +63,11 @@ class System:
         """FLOPs per HBM byte at which a bf16 kernel turns compute-bound (peak / bandwidth; Williams et al. 2009)."""
         return self.peaks["bf16"] / self.hbm_bandwidth
 
-    def link(self, span: int) -> tuple[float, float]:
-        """(unidirectional bytes/s, latency s) of a group whose ranks span ``span`` consecutive GPUs."""
-        if span <= self.nvlink_domain:
-            return self.nvlink_bandwidth, self.nvlink_latency
-        return self.nic_bandwidth, self.nic_latency
+    def link(self, span: int | np.ndarray) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """(unidirectional bytes/s, latency s) of a group spanning ``span`` consecutive GPUs (or a column of spans)."""
+        near = np.less_equal(span, self.nvlink_domain)
+        return (np.where(near, self.nvlink_bandwidth, self.nic_bandwidth),
+                np.where(near, self.nvlink_latency, self.nic_latency))
 
 
 _HGX_NVLINK3 = ("NVIDIA A100 Tensor Core GPU data sheet: NVLink 600 GB/s (bidirectional, third "

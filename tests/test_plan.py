@@ -18,7 +18,7 @@ from derive.accounts.placement import placement_ledger
 from derive.hf import from_config
 from derive.plan import REASONS, main, plan
 from derive.presets import model
-from derive.symbols import BY_NAME, L, N, d, p, t, v
+from derive.symbols import BY_NAME, L, N, c, d, p, t, v
 
 CONFIGS = Path(__file__).resolve().parents[1] / "derive" / "configs"
 
@@ -70,7 +70,7 @@ def _rank_memory(terms, rank, total, states, activations, placed, zero, recomput
     """``total`` at ``at`` plus the allocator's rounding of the rank's state buffers and held activations."""
     total = total.xreplace(at)
     stage = (terms.parameters["single"] if at[p] == 1 else terms.parameters[rank].xreplace(states)).xreplace(at)
-    for buffer in placement_ledger(placed, bool(zero), d).where("resident"):
+    for buffer in placement_ledger(placed, bool(zero), d * c).where("resident"):  # dp x cp shards
         one = buffer.bytes.xreplace({N: stage}).xreplace(at)
         total += allocated_bytes(int(sp.ceiling(one - sp.Rational(1, 2)))) - one
     chunks = sweep.stage_in_flight(rank).xreplace(at)
@@ -105,6 +105,10 @@ def test_first_stage_states_by_hand(result):
     params = 40 * (matrices // 8 + 2 * h) + vocab * h // 8
     assert params == 4_410_179_584
     grid = sweep.grid(["70b"], t=[8], p=[2], v=[8], d=[64], zero=[1], tokens=TOKENS_70B)
+    assert int(grid["state_bytes"][0]) * 64 == params * (6 * 64 + 12)
+    # with c = 2, d = 32 the distributed optimizer shards over the 64 ranks of dp x cp, as Megatron's
+    # intra_dp_cp_group (megatron/core/optimizer/__init__.py): the same 6 + 12/64 bytes
+    grid = sweep.grid(["70b"], t=[8], p=[2], v=[8], d=[32], c=[2], zero=[1], tokens=TOKENS_70B)
     assert int(grid["state_bytes"][0]) * 64 == params * (6 * 64 + 12)
 
 

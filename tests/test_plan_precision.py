@@ -1,4 +1,4 @@
-"""derive plan --precision: an FP8 recipe's weight copies and FP8 linear inputs in the memory, its FP8 GEMMs in the time.
+"""derive plan --precision: an FP8 recipe's weight copies and FP8 linear inputs in memory, its FP8 GEMMs in time.
 
 The differences from the bf16 plan are written out by hand from Llama 3 8B's shapes (Dubey et al. 2024,
 table 3: L = 32, h = 4096, f = 14336, 32 heads, 8 kv heads; s = 8192) and the recipe's definition
@@ -87,7 +87,7 @@ def test_fp8_ranking_reads_fp8_step_times(plans):
     gpu = system("h100")
     for row in order[:3]:
         layout = layout_parallelism(c, row, TOKENS, entry.seq)
-        assert c["step_time"][row] == predict(entry, layout, gpu, "fp8-delayed").step_time_s
+        assert c["step_time"][row] == pytest.approx(predict(entry, layout, gpu, "fp8-delayed").step_time_s, rel=1e-9)
         assert c["step_time"][row] < predict(entry, layout, gpu, "bf16").step_time_s
     bf16 = plans["bf16"].columns
     same = _row(plans["bf16"], **{key: c[key][order[0]] for key in ("t", "p", "v", "c", "d", "b", "recompute",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import numpy as np
 import sympy as sp
 
 from derive.tensors import Ledger
@@ -74,49 +75,64 @@ K_MIN_LARGE_ALLOC = ALLOCATOR_CONSTANTS["kMinLargeAlloc"].value
 K_ROUND_LARGE = ALLOCATOR_CONSTANTS["kRoundLarge"].value
 
 
-def _request(request_bytes: object) -> int:
-    """``request_bytes`` as a non-negative int, or ValueError naming the field."""
+def _request(request_bytes: object) -> np.ndarray:
+    """``request_bytes`` as a column: an int64 column as it is, one int as a one-element column of
+    Python ints (exact past int64); ValueError naming the field unless non-negative integers."""
+    if isinstance(request_bytes, np.ndarray) and request_bytes.dtype.kind in "iu":
+        if (request_bytes < 0).any():
+            raise ValueError("request_bytes: must be non-negative integers, got a negative one")
+        return request_bytes
     if isinstance(request_bytes, bool) or not isinstance(request_bytes, (int, sp.Integer)):
         raise ValueError(f"request_bytes: must be a non-negative integer, got {request_bytes!r}")
     if request_bytes < 0:
         raise ValueError(f"request_bytes: must be a non-negative integer, got {request_bytes!r}")
-    return int(request_bytes)
+    return np.array([int(request_bytes)], dtype=object)
+
+
+def _answer(column: np.ndarray, request_bytes: object, kind: type = int) -> int | str | np.ndarray:
+    """One request's figure as a ``kind`` (int, or str for a pool); a column of requests' as a column."""
+    return kind(column[0]) if np.ndim(request_bytes) == 0 else column
 
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def _rounded(request: np.ndarray) -> np.ndarray:
+    return np.where(request > 0, np.maximum(K_MIN_BLOCK_SIZE, _round_up(request, K_MIN_BLOCK_SIZE)), 0)
+
+
+def _segment(request: np.ndarray) -> np.ndarray:
+    size = _rounded(request)
+    return np.select([size == 0, size <= K_SMALL_SIZE, size < K_MIN_LARGE_ALLOC],
+                     [0, K_SMALL_BUFFER, K_LARGE_BUFFER], _round_up(size, K_ROUND_LARGE))
+
+
 def rounded_bytes(request_bytes: int) -> int:
-    """round_size(): the request rounded up to a multiple of kMinBlockSize (CUDACachingAllocator.cpp)."""
-    request = _request(request_bytes)
-    return max(K_MIN_BLOCK_SIZE, _round_up(request, K_MIN_BLOCK_SIZE)) if request else 0
+    """round_size(): the request rounded up to a multiple of kMinBlockSize (CUDACachingAllocator.cpp).
+
+    Each function here takes one request or an int64 column of them.
+    """
+    return _answer(_rounded(_request(request_bytes)), request_bytes)
 
 
 def pool(request_bytes: int) -> str:
     """get_pool(): ``small`` for rounded requests of at most kSmallSize, else ``large``."""
-    return "small" if rounded_bytes(request_bytes) <= K_SMALL_SIZE else "large"
+    return _answer(np.where(_rounded(_request(request_bytes)) <= K_SMALL_SIZE, "small", "large"), request_bytes, str)
 
 
 def segment_bytes(request_bytes: int) -> int:
     """get_allocation_size(): the cudaMalloc segment a request opens when nothing cached fits."""
-    size = rounded_bytes(request_bytes)
-    if size == 0:
-        return 0
-    if size <= K_SMALL_SIZE:
-        return K_SMALL_BUFFER
-    if size < K_MIN_LARGE_ALLOC:
-        return K_LARGE_BUFFER
-    return _round_up(size, K_ROUND_LARGE)
+    return _answer(_segment(_request(request_bytes)), request_bytes)
 
 
 def allocated_bytes(request_bytes: int) -> int:
     """The block handed to the tensor (memory_allocated): split from a fresh segment per should_split()."""
-    size, segment = rounded_bytes(request_bytes), segment_bytes(request_bytes)
+    request = _request(request_bytes)
+    size, segment = _rounded(request), _segment(request)
     remaining = segment - size
-    if pool(request_bytes) == "small":
-        return size if remaining >= K_MIN_BLOCK_SIZE else segment
-    return size if remaining > K_SMALL_SIZE else segment
+    split = np.where(size <= K_SMALL_SIZE, remaining >= K_MIN_BLOCK_SIZE, remaining > K_SMALL_SIZE)
+    return _answer(np.where(split, size, segment), request_bytes)
 
 
 def allocations(ledger: Ledger, values: Mapping[sp.Symbol, int]) -> list[tuple[int, int]]:

@@ -330,7 +330,7 @@ HELD_AS = ("compute", "grad", "master", "transient_grad", "optimizer_grad")
 
 
 def fp8_precision(name: str, precision: str | None) -> str:
-    """The recipe ``name``'s states are held in: its own, or ``precision``, an FP8 one held as the placement holds its states.
+    """The precision of ``name``'s states: its recipe, or ``precision``, an FP8 one its recipe's states carry.
 
     An FP8 precision (derive.accounts.state: Megatron's bf16-fp32grad rows plus the recipe's weight copies)
     applies to the placements whose recipe keeps those bf16-fp32grad rows; ValueError naming the field otherwise.
@@ -406,7 +406,10 @@ def placement_ledger(name: str, sharded: bool = False, ranks: sp.Expr = d, preci
 
 def placement_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d, precision: str | None = None,
                     fp8_param_gather: bool = False) -> sp.Expr:
-    """Resident GPU bytes per rank of ``name`` (N parameters; N_8, n_8 under an FP8 ``precision``); offloaded rows are in :func:`host_bytes`."""
+    """Resident GPU bytes per rank of ``name`` (N parameters; N_8, n_8 under an FP8 ``precision``).
+
+    Offloaded rows are in :func:`host_bytes`.
+    """
     return placement_ledger(name, sharded, ranks, precision, fp8_param_gather).where("resident").without("host").bytes()
 
 

@@ -6,14 +6,16 @@ the GEMMs and saved bytes the workload's (``derive.accounts.workload``).
 FP8 recipes (``fp8-delayed``, ``fp8-current``, ``fp8-blockwise``, ``mxfp8``) run the
 linear layers at the FP8 peak (``derive.accounts.step.LINEAR_DTYPE``); where the state
 accounts do not know a recipe, its states and traffic are counted as Megatron's BF16
-mixed precision with FP32 gradients (``FP8_STATES``).
+mixed precision with FP32 gradients (``FP8_STATES``). ``predict_columns`` runs the same step
+model over numpy columns of layouts that share their flags (the planner's many layouts at once).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
+import numpy as np
 import sympy as sp
 
 from derive.accounts.comm import collectives
@@ -52,16 +54,16 @@ def ledger_precision(precision: str) -> str:
 
 @dataclass(frozen=True)
 class Row:
-    """A communication ledger row at one layout, as floats (what the step model reads)."""
+    """A communication ledger row at one layout, as floats (what the step model reads), or at columns of layouts."""
 
     name: str
     group: str
     collective: str
     overlap: str
     pass_: str
-    ranks: float
-    sent: float
-    count: float
+    ranks: float | np.ndarray
+    sent: float | np.ndarray
+    count: float | np.ndarray
 
 
 #: The layout symbols a ledger template is written in (derive.accounts.comm_rows.LayoutTerms).
@@ -69,7 +71,7 @@ TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
 
 
 @lru_cache(maxsize=256)
-def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, object]:
+def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tuple, tuple, tuple[int, ...]]:
     """The ledger's rows for ``model`` with the layout sizes left as symbols, compiled once (per flags).
 
     ``rows`` of derive.accounts.comm_rows with LayoutTerms in t, p, v, c, d, e, t_E, m and the
@@ -84,9 +86,17 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tupl
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
     rows = comm_rows(model.architecture, terms, flags, whole_model)
     fields = [sp.sympify(model.at(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
-    # one function for every row's ranks, sent and count: one lambdify, not three per row
-    values = sp.lambdify(TEMPLATE_SIZES, fields, "math")
-    return tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows), values
+    # each distinct expression of the rows' ranks, sent and count compiled once (rows and templates repeat them)
+    distinct = list(dict.fromkeys(fields))
+    index = {field: position for position, field in enumerate(distinct)}
+    return (tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows),
+            tuple(_numpy_field(field) for field in distinct), tuple(index[field] for field in fields))
+
+
+@lru_cache(maxsize=4096)
+def _numpy_field(field: sp.Expr) -> Callable[..., object]:
+    """One ledger expression as numpy of TEMPLATE_SIZES: one layout's sizes or columns of them."""
+    return sp.lambdify(TEMPLATE_SIZES, field, "numpy", docstring_limit=0)
 
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
@@ -104,6 +114,26 @@ def _flags(parallelism: Parallelism) -> Parallelism:
     return _flags_of(tuple(getattr(parallelism, name) for name in FLAG_FIELDS))
 
 
+def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: bool) -> list[Row]:
+    """The ledger template of ``flags`` at ``sizes`` (TEMPLATE_SIZES' values: numbers or columns).
+
+    A row that moves nothing at a layout (one rank, no bytes or no calls) counts 0 there; rows that
+    move nothing at every layout are left out.
+    """
+    names, functions, where = _template(model, _flags(flags), whole_model)
+    distinct = [function(*sizes) for function in functions]
+    fields = [distinct[position] for position in where]
+    shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
+    found = []
+    for index, (name, group, collective, overlap, pass_) in enumerate(names):
+        ranks, sent, count = (np.broadcast_to(np.asarray(field, dtype=float), shape)
+                              for field in fields[3 * index:3 * index + 3])
+        moves = (ranks != 1) & (count != 0) & (sent != 0)
+        if moves.any():
+            found.append(Row(name, group, collective, overlap, pass_, ranks, sent, np.where(moves, count, 0.0)))
+    return found
+
+
 def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     """The rows of ``collectives(model, parallelism)`` as floats, from a template compiled once per flags.
 
@@ -114,18 +144,10 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
         return [Row(r.name, r.group, r.collective, r.overlap, r.pass_, float(r.ranks), float(r.sent),
                     float(r.count))
                 for r in collectives(model, parallelism)]
-    flags = _flags(parallelism)
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
-    names, values = _template(model, flags, parallelism.pp == 1)
-    fields = values(*sizes)
-    found = []
-    for index, (name, group, collective, overlap, pass_) in enumerate(names):
-        ranks, sent, count = (float(field) for field in fields[3 * index:3 * index + 3])
-        if ranks == 1 or count == 0 or sent == 0:
-            continue
-        found.append(Row(name, group, collective, overlap, pass_, ranks, sent, count))
-    return found
+    return [Row(r.name, r.group, r.collective, r.overlap, r.pass_, float(r.ranks), float(r.sent), float(r.count))
+            for r in template_rows(model, parallelism, sizes, parallelism.pp == 1)]
 
 
 @lru_cache(maxsize=1024)
@@ -146,7 +168,7 @@ def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_para
 
 
 def tensor_cores(precision: str, system: System) -> str:
-    """``precision`` if ``system``'s tensor cores run it (its GEMM dtype's peak, its recipe's generations), else ValueError naming it."""
+    """``precision`` if ``system``'s tensor cores run it (its GEMM dtype's peak, its recipe's generations)."""
     precision = choose("precision", precision, LINEAR_DTYPE)
     if LINEAR_DTYPE[precision] not in system.peaks:
         raise ValueError(f"precision: {system.name} has no {LINEAR_DTYPE[precision].upper()} tensor cores")
@@ -175,3 +197,44 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
     return step_time(workload(model), lay, system, rows, eta, overlap,
                      state_bytes_per_parameter(model, precision, parallelism.zero, replicas,
                                                parallelism.fp8_param_gather))
+
+
+@lru_cache(maxsize=65536)
+def _check_shape(model: Model, flags: Parallelism, tp: int, pp: int, vp: int, cp: int, ep: int, etp: int) -> None:
+    """``Parallelism.check`` of one (t, p, v, c, e, t_E) under ``flags`` (one micro-batch per pipeline rank)."""
+    replace(flags, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=etp, dp=ep * etp, micro_batch=1,
+            global_batch=pp * ep * etp).check(model)
+
+
+def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.ndarray], system: System,
+                    overlap: Iterable[str] | None = None, eta: Efficiency | None = None) -> StepTime:
+    """``predict`` of many layouts at once: int64 columns t, p, v, c, d, b, m (optionally e, etp) under ``flags``.
+
+    ``flags`` holds what the layouts share (recompute, ZeRO stage, sequence parallelism, balanced,
+    precision, ...; its sizes are ignored); p must be 1 in every layout or in none (the ledger
+    template differs). Each distinct (t, p, v, c) is checked as ``Parallelism.check`` checks it;
+    the batch rules (m whole, m a multiple of p when v > 1) are the caller's. The StepTime's
+    figures and breakdown are columns.
+    """
+    precision = tensor_cores(flags.precision, system)
+    if flags.dp_shard is not None:
+        raise ValueError("dp_shard: HSDP's shard size is a size of the exact ledger; predict each layout")
+    t, p_, v_, c_, d_, b_, m_ = (np.asarray(sizes[name]) for name in ("t", "p", "v", "c", "d", "b", "m"))
+    e_ = np.asarray(sizes.get("e", np.ones_like(t)))
+    etp = np.asarray(sizes.get("etp", t))
+    whole = p_ == 1
+    if whole.any() and not whole.all():
+        raise ValueError("p: the columns mix p = 1 with p > 1 (one ledger template each)")
+    for shape in set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist())):
+        _check_shape(model, _flags(flags), *shape)
+    counted = replace(flags, precision=ledger_precision(precision))
+    # the template over float columns: no int64 product can wrap around (exact below 2^53, as Python's ints)
+    floats = tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_))
+    rows = template_rows(model, counted, floats, bool(whole.all()))
+    lay = Layout(t, p_, v_, c_, e_, d_, etp, b_, m_, flags.sequence_parallel, flags.zero, flags.recompute,
+                 precision, flags.balanced)
+    replicas = d_ * c_ if flags.zero else np.ones_like(d_)
+    distinct, where = np.unique(replicas, return_inverse=True)
+    states = np.array([state_bytes_per_parameter(model, precision, flags.zero, int(count), flags.fp8_param_gather)
+                       for count in distinct])[where.reshape(replicas.shape)]
+    return step_time(workload(model), lay, system, rows, eta, overlap, states)

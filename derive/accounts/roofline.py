@@ -21,10 +21,15 @@ attention kernel does not reach).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from derive.dtypes import DTYPE_BYTES
 from derive.inputs import choose
 from derive.recipes import Recipe
 from derive.systems import System
+
+#: A size or a time: a number, or a numpy column of them (one per layout).
+Number = float | np.ndarray
 
 #: Bytes of a GEMM input operand by the dtype the GEMM runs in (derive.dtypes): an FP8 element
 #: (E4M3 / E5M2) is one byte, held as uint8 data in Transformer Engine's Float8Tensor.
@@ -46,22 +51,22 @@ PASSES = {"forward": (("m", "k"), ("k", "n"), ("m", "n")),
           "wgrad": (("k", "m"), ("m", "n"), ("k", "n"))}
 
 
-def wave_efficiency(rows: float, cols: float, gpu: System, batch: float = 1) -> float:
+def wave_efficiency(rows: Number, cols: Number, gpu: System, batch: Number = 1) -> Number:
     """Share of the tile slots a GEMM's output [rows, cols] fills: tiles over whole waves of one tile per SM.
 
     The output is cut into ``TILE`` tiles (CUTLASS / cuBLAS thread-block tiles), one per streaming
     multiprocessor at a time; the last wave and the edge tiles run partly empty (NVIDIA, "Matrix
-    Multiplication Background User's Guide": tile and wave quantization).
+    Multiplication Background User's Guide": tile and wave quantization). Sizes may be numpy columns.
     """
     tile_rows, tile_cols = TILE
-    rows, cols = max(rows, 1), max(cols, 1)
+    rows, cols = np.maximum(rows, 1), np.maximum(cols, 1)
     down, across = -(-rows // tile_rows), -(-cols // tile_cols)
     tiles = down * across * batch
     waves = -(-tiles // gpu.sms)
     return (rows * cols * batch) / (waves * gpu.sms * tile_rows * tile_cols)
 
 
-def pass_bytes(m: float, n: float, k: float, pass_: str, dtype: str) -> float:
+def pass_bytes(m: Number, n: Number, k: Number, pass_: str, dtype: str) -> Number:
     """HBM bytes one pass reads and writes: its two operands at ``dtype``'s size, its result in BF16 (FP32 main grad for wgrad)."""
     size = OPERAND_BYTES[choose("dtype", dtype, OPERAND_BYTES)]
     sizes = {"m": m, "n": n, "k": k}
@@ -71,8 +76,8 @@ def pass_bytes(m: float, n: float, k: float, pass_: str, dtype: str) -> float:
                for (rows, cols), element in ((first, size), (second, size), (result, out)))
 
 
-def pass_seconds(m: float, n: float, k: float, pass_: str, dtype: str, gpu: System, eta: float,
-                 batch: float = 1) -> float:
+def pass_seconds(m: Number, n: Number, k: Number, pass_: str, dtype: str, gpu: System, eta: float,
+                 batch: Number = 1) -> Number:
     """Seconds of ``batch`` independent passes: max(FLOPs / peak, bytes / HBM bandwidth) / (eta x waves).
 
     ``eta`` is the share of its roofline a GEMM kernel reaches (``derive.accounts.step.Efficiency``,
@@ -82,7 +87,7 @@ def pass_seconds(m: float, n: float, k: float, pass_: str, dtype: str, gpu: Syst
     rows, cols = (dict(m=m, n=n, k=k)[axis] for axis in PASSES[choose("pass", pass_, PASSES)][2])
     compute = 2 * m * n * k / gpu.peak(dtype)
     memory = pass_bytes(m, n, k, pass_, dtype) / gpu.hbm_bandwidth
-    return batch * max(compute, memory) / (eta * wave_efficiency(rows, cols, gpu, batch))
+    return batch * np.maximum(compute, memory) / (eta * wave_efficiency(rows, cols, gpu, batch))
 
 
 def achieved_flops(m: float, n: float, k: float, dtype: str, gpu: System, eta: float,

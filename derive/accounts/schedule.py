@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
+
 from derive.inputs import choose
 
 #: Megatron's rank order, innermost first (parallel_state.py, order="tp-cp-ep-dp-pp").
@@ -90,12 +92,17 @@ def pipeline_length(pipeline: int, virtual: int, micro_batches: int) -> float:
     return micro_batches + (pipeline - 1) / virtual
 
 
-def last_bucket_share(local_parameters: float, data_parallel: int) -> float:
-    """Share of a rank's gradient bytes in the last DDP bucket (1 when one bucket holds them all)."""
-    bucket = max(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
-    return min(1.0, bucket / local_parameters) if local_parameters > 0 else 1.0
+def last_bucket_share(local_parameters: float | np.ndarray, data_parallel: int | np.ndarray) -> float | np.ndarray:
+    """Share of a rank's gradient bytes in the last DDP bucket (1 when one bucket holds them all); columns too."""
+    bucket = np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
+    held = local_parameters > 0
+    return np.where(held, np.minimum(1.0, bucket / np.where(held, local_parameters, 1)), 1.0)
 
 
-def exposed(seconds: float, window: float, floor: float = 0.0) -> float:
-    """What a collective of ``seconds`` leaves exposed beside ``window`` seconds of compute, at least ``floor``."""
-    return max(floor, seconds - window, 0.0) if seconds > 0 else 0.0
+def exposed(seconds: float | np.ndarray, window: float | np.ndarray,
+            floor: float | np.ndarray = 0.0) -> float | np.ndarray:
+    """What a collective of ``seconds`` leaves exposed beside ``window`` seconds of compute, at least ``floor``.
+
+    Numbers or numpy columns (one per layout).
+    """
+    return np.where(seconds > 0, np.maximum(np.maximum(floor, seconds - window), 0.0), 0.0)

@@ -23,7 +23,8 @@ the optimizer reads and writes every resident state byte once. Communication row
 (``derive.accounts.comm``) cross the link their group spans at eta_network x its
 bandwidth plus a latency per ring step, and keep what their overlap rule leaves exposed.
 The eta constants are fitted by ``python -m derive.calibrate`` and read from
-``derive/calibration.json``.
+``derive/calibration.json``. Every function takes one layout's sizes as numbers or many layouts'
+as numpy columns (the planner's): the same numpy operations evaluate both.
 """
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import sympy as sp
 
 from derive.accounts.pipeline_split import rank_layers
 from derive.accounts.schedule import (
@@ -44,6 +48,7 @@ from derive.accounts.schedule import (
 from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
 from derive.accounts.workload import GemmRow, Workload
 from derive.recipes import RECIPES
+from derive.symbols import p, v
 from derive.systems import System
 
 #: The calibration data file the package ships (written by python -m derive.calibrate).
@@ -135,19 +140,23 @@ class StepTime:
                 "breakdown": dict(self.breakdown), "conventions": dict(self.conventions)}
 
 
+#: A size: an integer, or a numpy column of them (one per layout).
+Size = int | np.ndarray
+
+
 @dataclass(frozen=True)
 class Layout:
-    """The sizes of a parallel layout the step model reads (from a derive Parallelism)."""
+    """The sizes of a parallel layout the step model reads (from a derive Parallelism); sizes may be columns."""
 
-    t: int
-    p: int
-    v: int
-    c: int
-    e: int
-    d: int
-    etp: int
-    b: int
-    m: int
+    t: Size
+    p: Size
+    v: Size
+    c: Size
+    e: Size
+    d: Size
+    etp: Size
+    b: Size
+    m: Size
     sequence_parallel: bool
     zero: int
     recompute: str
@@ -155,8 +164,14 @@ class Layout:
     balanced: bool = False
 
 
-def stage_loads(layers: int, lay: Layout) -> tuple[tuple[int, int], ...]:
-    """(transformer layers, output heads) of each stage that may be the slowest.
+@lru_cache(maxsize=None)
+def _rank_layers(rank: str, balanced: bool, layers: int) -> Callable[[Size, Size], Size]:
+    """derive.accounts.pipeline_split.rank_layers of ``rank`` as a numpy function of (p, v)."""
+    return sp.lambdify((p, v), rank_layers(rank, balanced, layers), "numpy", docstring_limit=0)
+
+
+def stage_loads(layers: int, lay: Layout) -> tuple[tuple[Size, int, Any], ...]:
+    """(transformer layers, output heads, where the stage exists) of each stage that may be the slowest.
 
     Even split (derive.sweep): ceil(L / (p v)) layers per chunk and the output head on the last
     stage. Balanced (Parallelism.balanced, Dubey et al. 2024 section 3.3.2): L + 2 slots, the
@@ -165,12 +180,11 @@ def stage_loads(layers: int, lay: Layout) -> tuple[tuple[int, int], ...]:
     embedding lookup, is never slower than the last): derive.accounts.pipeline_split.rank_layers,
     the layers the memory accounts count too.
     """
-    def held(rank: str) -> int:
-        return int(rank_layers(rank, lay.balanced, layers, lay.p, lay.v))
+    def held(rank: str) -> Size:
+        return _rank_layers(rank, lay.balanced, layers)(lay.p, lay.v)
     if not lay.balanced:
-        return ((min(held("last"), layers), 1),)
-    last = (held("last"), 1)
-    return ((held("middle"), 0), last) if lay.p > 2 else (last,)
+        return ((np.minimum(held("last"), layers), 1, True),)
+    return ((held("middle"), 0, lay.p > 2), (held("last"), 1, True))
 
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
@@ -208,15 +222,27 @@ def _timed_rows(work: Workload, gpu: System, eta: Efficiency, t: int, etp: int, 
     return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
 
 
-def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, float]:
-    """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind."""
+def timed_rows(work: Workload, gpu: System, eta: Efficiency, lay: Layout,
+               tokens: Any) -> tuple[tuple[GemmRow, Any, Any], ...]:
+    """``_timed_rows`` of one layout (cached), or of columns of layouts (each row's passes over the columns)."""
+    if any(np.ndim(size) for size in (lay.t, lay.etp, lay.e, tokens)):
+        return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
+    return _timed_rows(work, gpu, eta, lay.t, lay.etp, lay.e, lay.precision, tokens)
+
+
+def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, Any]:
+    """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind.
+
+    The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
+    """
     tokens = lay.b * work.seq / lay.c
-    timed = _timed_rows(work, gpu, eta, lay.t, lay.etp, lay.e, lay.precision, tokens)
+    timed = timed_rows(work, gpu, eta, lay, tokens)
     cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
-    slowest: dict[str, float] = {}
-    for layers, heads in stage_loads(work.layers, lay):
+    slowest: dict[str, Any] = {}
+    most: Any = 0.0
+    for layers, heads, there in stage_loads(work.layers, lay):
         share = layers / work.layers
         seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
         for row, forward, backward in timed:
@@ -227,8 +253,10 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
                 seconds["recompute"] += forward * weight
         element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
-        if sum(seconds.values()) > sum(slowest.values()):
-            slowest = seconds
+        total = sum(seconds.values())
+        slower = there & (total > most)
+        slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
+        most = np.where(slower, total, most)
     return slowest
 
 
@@ -283,19 +311,18 @@ def optimizer_seconds(work: Workload, lay: Layout, gpu: System, eta: Efficiency,
     return 2 * local * state_bytes_per_parameter / (eta.memory * gpu.hbm_bandwidth)
 
 
-def remote_share(ranks: int, group_span: int, gpu: System) -> float:
+def remote_share(ranks: Size, group_span: Size, gpu: System) -> Any:
     """Share of an all-to-all's bytes a rank sends to peers outside its NVLink domain (equal bytes to each peer).
 
     The group's ``ranks`` are spread evenly over ``group_span`` consecutive GPUs; those of them in the
     rank's own domain are reached over NVLink, the rest over the NIC.
     """
-    if group_span <= gpu.nvlink_domain or ranks <= 1:
-        return 0.0
-    local = max(1, ranks * gpu.nvlink_domain // group_span)
-    return (ranks - local) / (ranks - 1)
+    local = np.maximum(1, ranks * gpu.nvlink_domain // group_span)
+    inside = (group_span <= gpu.nvlink_domain) | (ranks <= 1)
+    return np.where(inside, 0.0, (ranks - local) / np.where(inside, 1, ranks - 1))
 
 
-def collective_seconds(row: Any, sizes: dict[str, int], gpu: System, eta: Efficiency) -> float:
+def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Efficiency) -> Any:
     """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency.
 
     A ring collective spanning nodes runs at the NIC's speed (each rank's ring neighbour may sit
@@ -303,22 +330,23 @@ def collective_seconds(row: Any, sizes: dict[str, int], gpu: System, eta: Effici
     """
     group_span = span(row.group, sizes)
     bandwidth, latency = gpu.link(group_span)
-    ranks = max(int(row.ranks), 2)
+    ranks = np.maximum(np.trunc(np.asarray(row.ranks, dtype=float)), 2)
     steps = RING_STEPS[row.collective](ranks)
-    sent = float(row.sent)
-    if row.collective == "all-to-all" and group_span > gpu.nvlink_domain:
+    sent = np.asarray(row.sent, dtype=float)
+    wire = sent / (eta.network * bandwidth)
+    if row.collective == "all-to-all":
         remote = remote_share(ranks, group_span, gpu)
-        wire = max(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
-        return float(row.count) * (wire / eta.network + steps * latency)
-    return float(row.count) * (sent / (eta.network * bandwidth) + steps * latency)
+        split = np.maximum(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
+        wire = np.where(group_span > gpu.nvlink_domain, split / eta.network, wire)
+    return np.asarray(row.count, dtype=float) * (wire + steps * latency)
 
 
 def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
-                  compute: dict[str, float], rules: frozenset[str]) -> dict[str, float]:
+                  compute: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
     sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
     total = {group: 0.0 for group in ("tp", "tp-async", "cp", "ep", "pp")}
-    data: dict[tuple[str, str], list[float]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
+    data: dict[tuple[str, str], list[Any]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
     one = {"pp": 0.0}
     for row in rows:
         seconds = collective_seconds(row, sizes, gpu, eta)
@@ -327,12 +355,13 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
             kind = "gather" if row.collective == "all-gather" else "reduce"
             bucket = data.setdefault((kind, "backward" if row.pass_ == "backward" else "forward"), [0.0, 0.0])
             bucket[0] += seconds
-            bucket[1] = max(bucket[1], float(row.count))
+            bucket[1] = np.maximum(bucket[1], np.asarray(row.count, dtype=float))
             continue
         if group == "tp" and row.overlap != "none":
             group = "tp-async"
-        if group == "pp" and row.count:
-            one["pp"] = max(one["pp"], seconds / float(row.count))
+        if group == "pp":
+            count = np.asarray(row.count, dtype=float)
+            one["pp"] = np.maximum(one["pp"], np.where(count > 0, seconds / np.where(count > 0, count, 1), 0.0))
         total[group] += seconds
     m = lay.m
     linear = compute["linear"] + compute["expert"]
@@ -351,11 +380,16 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
         # a collective issued once per step overlaps one micro-batch's pass (the last backward, the
         # first forward); one issued per micro-batch (ZeRO-3 / FSDP) overlaps every micro-batch's
         on = rule[kind] in rules
-        window = windows[pass_] * min(max(count, 1.0), m) if on else 0.0
+        window = windows[pass_] * np.minimum(np.maximum(count, 1.0), m) if on else 0.0
         dp += exposed(seconds, window, seconds * share if on else 0.0)
     hops = 2 * (lay.p - 1)
-    pp = min(total["pp"], hops * one["pp"]) if "pp-send-with-compute" in rules else total["pp"]
+    pp = np.minimum(total["pp"], hops * one["pp"]) if "pp-send-with-compute" in rules else total["pp"]
     return {**per_micro, "dp": dp, "pp": pp}
+
+
+def _plain(value: Any, shape: tuple[int, ...] = ()) -> Any:
+    """A Python float of one layout's figure (a 0-d array or numpy scalar); columns' figures as columns of ``shape``."""
+    return float(value) if shape == () else np.broadcast_to(value, shape)
 
 
 def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = (),
@@ -385,10 +419,12 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
                                       for row in work.rows if lay.recompute in row.recomputed)
     peak = gpu.peak("bf16")
     per_gpu = tokens / seconds / gpus
+    shape = np.shape(per_gpu)
     return StepTime(
-        seconds, per_gpu, per_gpu * model_flops / 1e12, per_gpu * model_flops / peak,
-        per_gpu * hardware / peak, per_gpu * full_square / peak, per_gpu * hardware_full / peak,
-        breakdown,
+        *(_plain(value, shape) for value in (seconds, per_gpu, per_gpu * model_flops / 1e12,
+                                             per_gpu * model_flops / peak, per_gpu * hardware / peak,
+                                             per_gpu * full_square / peak, per_gpu * hardware_full / peak)),
+        {name: _plain(value, shape) for name, value in breakdown.items()},
         {"mfu": "model FLOPs (every GEMM's three passes, causal attention halved) / bf16 dense peak",
          "hfu": "mfu's FLOPs plus the recomputed forwards",
          "mfu_full_square": "as mfu with the full s x s score square (Korthikanti et al. 2022, Appendix A)",
