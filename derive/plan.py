@@ -26,7 +26,9 @@ assume) and the layouts are ranked by that predicted step time. Layouts the step
 apart (equal predicted times, e.g. c and b traded at equal tokens per GPU with the context ring
 hidden under attention) share one rank; within it they are listed by lower memory per GPU, then
 smaller t, p, v, c, b, unbalanced first.
-The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
+Under an FP8 ``precision`` (a recipe of :mod:`derive.recipes`) the memory counts the recipe's
+weight copies and FP8 linear inputs (:func:`derive.sweep.accounts`' ``recipe``) and the step model
+times the FP8 GEMMs. The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
 kept as the ``bound`` column. Dense models here; the MoE presets (``--model mixtral-8x7b``,
 ``qwen3-30b-a3b``, ``deepseek-v3``) go to :mod:`derive.plan_moe` (the e axis, expert accounts).
 """
@@ -49,7 +51,9 @@ from derive.accounts.activations import (
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement_ledger, stage_placements
-from derive.accounts.prediction import predict_columns
+from derive.accounts.prediction import predict_columns, tensor_cores
+from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
+from derive.accounts.step import LINEAR_DTYPE
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
 from derive.inputs import choose
@@ -80,6 +84,10 @@ SYSTEM_NAMES = {"h100": "h100", "a100": "a100-80gb"}
 FITS = {"low": "at or under the usable range's low end", "high": "at or under its high end"}
 #: Predicted step times within this relative difference are one rank (the model cannot order them).
 TIE = 1e-9
+
+#: Precisions the planner takes: bf16 (the placement's own states) and the FP8 recipes the step model
+#: times (derive.accounts.step.LINEAR_DTYPE) whose states the accounts hold (derive.accounts.state).
+PRECISIONS = ("bf16", *(name for name in LINEAR_DTYPE if name in STATE_PRECISIONS and STATE_PRECISIONS[name].fp8))
 
 #: Why a layout is left out, in the order the summary lists them.
 REASONS = {
@@ -121,27 +129,35 @@ def _rounded(sizes: np.ndarray) -> np.ndarray:
 
 
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,
-                   values: dict[str, np.ndarray], balanced: bool = False, rank: str = "first") -> np.ndarray:
+                   values: dict[str, np.ndarray], balanced: bool = False, rank: str = "first",
+                   recipe: str | None = None) -> np.ndarray:
     """Bytes the allocator adds on ``rank``: state buffers and every held activation, rounded up.
 
     Not balanced, the first stage's (it holds the most layers and chunks); balanced, ``rank``'s
-    (first, last or middle) at the layers it holds (derive.sweep.stage_layers).
+    (first, last or middle) at the layers it holds (derive.sweep.stage_layers). ``recipe``: an FP8
+    recipe's weight copies are buffers too, its FP8 linear inputs held activations.
     """
     sharded = placement_sharded(zero, placement_name)
-    terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced)
-    buffers = placement_ledger(placement_name, sharded, d * symbols.c).where("resident")  # as derive.sweep.accounts
-    rows = layer_activations(profile, "fused", t, True, recompute)
+    terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced,
+                     recipe=recipe)
+    # sharded over d c, as derive.sweep.accounts
+    buffers = placement_ledger(placement_name, sharded, d * symbols.c, recipe).where("resident")
+    rows = layer_activations(profile, "fused", t, True, recompute, recipe=recipe)
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
-    stage = sp.Piecewise((terms.parameters["single"], sp.Eq(p, 1)),
-                         (terms.parameters[rank].xreplace(stage_layers(rank, balanced)), True))
+
+    def staged(account: sp.Expr, whole: sp.Expr) -> sp.Expr:
+        return sp.Piecewise((whole, sp.Eq(p, 1)), (account.xreplace(stage_layers(rank, balanced)), True))
+    counts = {N: staged(terms.parameters[rank], terms.parameters["single"]),
+              **{symbol: staged(value, terms.fp8_counts("single")[symbol])
+                 for symbol, value in terms.fp8_counts(rank).items()}}
     extra = np.zeros(shape, dtype=np.int64)
     for row in buffers:
-        size = compile(row.bytes.xreplace({N: stage}))(**values)
+        size = np.broadcast_to(compile(row.bytes.xreplace(counts))(**values), shape)  # a scale row: a constant
         extra = extra + _rounded(size) - np.rint(size).astype(np.int64)
     layers = (L / (p * v)).xreplace(stage_layers(rank, balanced, activations=True))
     held = compile(stage_in_flight(rank) * layers)(**values)
     for row in rows:
-        size = compile(row.bytes.xreplace(CONTEXT))(**values)
+        size = np.broadcast_to(compile(row.bytes.xreplace(CONTEXT))(**values), shape)
         extra = extra + held * (_rounded(size) - np.rint(size).astype(np.int64))
     return extra
 
@@ -175,6 +191,7 @@ class Plan(Ranked):
     usable: tuple[int, int]
     columns: dict[str, np.ndarray]
     fit: str = "high"
+    precision: str = "bf16"
 
     def order(self) -> np.ndarray:
         """Row indices: feasible layouts by step time (then memory), then the rest."""
@@ -214,13 +231,19 @@ def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.
 
 def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
          profile: str = "llama-fused", placement_name: str = "megatron", mfu: float = 1.0,
-         max_context: int = MAX_CONTEXT, fit: str = "high") -> Plan:
+         max_context: int = MAX_CONTEXT, fit: str = "high", precision: str = "bf16") -> Plan:
     """Every layout of ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed.
 
     ``fit``: a layout fits at or under the usable range's ``high`` end (default; above the low end it
-    is :meth:`Plan.tight`) or, conservatively, its ``low`` end.
+    is :meth:`Plan.tight`) or, conservatively, its ``low`` end. ``precision``: ``bf16`` (the placement's
+    own states) or an FP8 recipe (:data:`PRECISIONS`): its weight copies and FP8 linear inputs in the
+    memory (derive.sweep's ``recipe``), its FP8 GEMMs in the step time; ValueError naming ``precision``
+    where the GPU has no tensor cores for it.
     """
     choose("fit", fit, FITS)
+    choose("precision", precision, PRECISIONS)
+    tensor_cores(precision, system(SYSTEM_NAMES.get(hardware_name, hardware_name)))
+    recipe = STATE_PRECISIONS[precision].fp8
     if seq is not None:
         entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
@@ -254,15 +277,16 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
             figures = evaluate(entry, layout, recompute, int(zero), profile, tokens=tokens,
                                hardware_name=hardware_name, mfu=mfu, placement_name=placed,
                                names=tuple(f"{rank}_rank_bytes" for rank in ranks) or ("memory_per_gpu",),
-                               balanced=bool(balanced))
+                               balanced=bool(balanced), recipe=recipe)
             values = {symbol.name: number for symbol, number in entry.values.items()} | layout
             if not balanced:
                 memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
-                    entry, recompute, int(zero), profile, placed, values)
+                    entry, recompute, int(zero), profile, placed, values, recipe=recipe)
             else:  # the most loaded rank, each with its own rounding (rank 1 is the last rank at p = 2)
                 memory[rows] = np.max([
                     np.where((rank != "middle") | (layout["p"] > 2), figures[f"{rank}_rank_bytes"]
-                             + rounding_bytes(entry, recompute, int(zero), profile, placed, values, True, rank),
+                             + rounding_bytes(entry, recompute, int(zero), profile, placed, values, True, rank,
+                                              recipe),
                              0)
                     for rank in ranks], axis=0)
             time[rows] = figures["step_time"]
@@ -270,8 +294,8 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
                       "bound": time, "feasible": reason == "", "reason": reason})
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-    columns["step_time"], columns["breakdown"] = predicted_times(entry, columns, tokens, hardware_name)
-    return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)
+    columns["step_time"], columns["breakdown"] = predicted_times(entry, columns, tokens, hardware_name, precision)
+    return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit, precision)
 
 
 def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, seq: int) -> Parallelism:
@@ -288,8 +312,8 @@ TEMPLATE_FLAGS = ("recompute", "zero", "balanced")
 
 
 def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
-                    hardware_name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row.
+                    hardware_name: str, precision: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
+    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row at ``precision``.
 
     The feasible rows are grouped by the flags that select a ledger template (recompute, ZeRO,
     balanced, sequence parallelism t > 1, and p = 1) and each group is timed at once over its
@@ -307,7 +331,7 @@ def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
         groups.setdefault(key, []).append(row)
     for (recompute, zero, balanced, sequence_parallel, _), rows in groups.items():
         flags = Parallelism(recompute=recompute, zero=zero, balanced=bool(balanced),
-                            sequence_parallel=sequence_parallel)
+                            sequence_parallel=sequence_parallel, precision=precision)
         result = predict_columns(entry, flags, {name: columns[name][rows] for name in
                                                 ("t", "p", "v", "c", "d", "b", "m")}, gpu)
         times[rows] = result.step_time_s
@@ -345,8 +369,9 @@ def render_text(result: Plan, top: int = 10) -> str:
               f"largest estimates)"
               if result.fit == "high" else f"a layout fits at or under {low / GiB:.2f} GiB on its most loaded rank")
     lines = [
-        f"== {entry.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step "
-        f"(s = {entry.seq})",
+        f"== {entry.name} on {result.gpus} {result.hardware.upper()}"
+        + (f" in {result.precision}" if result.precision != "bf16" else "")
+        + f": {result.tokens:,} tokens per step (s = {entry.seq})",
         f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); {judged}",
         f"  {COMMUNICATION}",
         f"  {len(order)} layouts, {feasible} fit",
@@ -397,6 +422,7 @@ def render_json(result: Plan) -> str:
         "model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
         "tokens": result.tokens, "seq": result.model.seq,
         "usable_bytes": {"low": result.usable[0], "high": result.usable[1]}, "fit": result.fit,
+        "precision": result.precision,
         "communication_modelled": True, "note": COMMUNICATION,
         "failures": result.failures(), "layouts": layouts,
     }, indent=1) + "\n"
@@ -428,6 +454,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fit", default="high", choices=sorted(FITS),
                         help="judge memory at the usable range's high end (default; 'tight' marks a layout "
                              "above the low end) or only at its low end")
+    parser.add_argument("--precision", default="bf16", choices=PRECISIONS,
+                        help="bf16 (the placement's own states) or an FP8 recipe (derive.recipes): its weight "
+                             "copies and FP8 linear inputs in memory, its FP8 GEMMs in the step time; refused "
+                             "on a --gpu without tensor cores for it (mxfp8: Blackwell)")
     parser.add_argument("--top", type=POSITIVE, default=10,
                         help="ranks to show (layouts with the same predicted step share one)")
     parser.add_argument("--json", action="store_true", help="every layout as JSON")
@@ -436,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Field names in derive's ValueErrors -> the option to name.
 FIELD_OPTIONS = {"model": "--model", "config": "--config", "profile": "--profile", "seq": "--seq", "tokens": "--tokens",
-                 "peak": "--gpu", "hardware_name": "--gpu", "placement": "--placement"}
+                 "peak": "--gpu", "hardware_name": "--gpu", "placement": "--placement", "precision": "--precision"}
 
 
 def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Namespace]:
@@ -448,6 +478,10 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Nam
     hardware_name = {name: budget for budget, name in SYSTEM_NAMES.items()}.get(args.gpu, args.gpu)
     from derive.plan_moe import CONFIGS as MOE_PRESETS, moe_json, plan_moe, render_moe_plan
     if args.model in MOE_PRESETS:  # MoE presets: derive.plan_moe (expert accounts, e axis)
+        if args.precision != "bf16":
+            raise UsageError(f"--precision: the MoE planner (derive.plan_moe) counts bf16 states and activations "
+                             f"only; {args.precision} is planned for dense models (derive report and derive "
+                             "predict take it for MoE models)")
         try:
             moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit)
         except ValueError as error:
@@ -462,7 +496,7 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Nam
         raise UsageError(f"--config: {args.config}: {error}") from None  # the config's own field
     try:
         result = plan(entry, args.gpus, args.tokens, hardware_name, args.seq,
-                      args.profile, args.placement, 1.0, args.max_cp, args.fit)
+                      args.profile, args.placement, 1.0, args.max_cp, args.fit, args.precision)
     except ValueError as error:
         field, _, rest = str(error).partition(": ")
         options = {**FIELD_OPTIONS, "model": "--config"} if args.config else FIELD_OPTIONS

@@ -23,6 +23,7 @@ import numpy as np
 from derive.accounts.budget import usable_low_end
 from derive.accounts.placement import stage_placements
 from derive.accounts.prediction import ledger_precision, predict
+from derive.accounts.state import PRECISIONS
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import LINEAR_DTYPE, StepTime
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
@@ -97,6 +98,8 @@ def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
     """The most loaded rank's bytes (derive.sweep: Megatron's placement at the stage, SP on); None for MoE.
 
     ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params (derive.accounts.placement).
+    Under an FP8 precision the recipe's weight copies and FP8 linear inputs count (derive.sweep's ``recipe``,
+    with --fp8-param-gather's FP8 parameters).
     """
     if not entry.dense:
         return None
@@ -110,7 +113,8 @@ def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
     # balanced pipelines: each rank's exact layers (Parallelism.balanced; derive.plan does the same)
     figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),
                        placement_name=stage_placements("megatron")[layout.zero],
-                       attention_kernel="fused", balanced=layout.balanced)
+                       attention_kernel="fused", balanced=layout.balanced,
+                       recipe=PRECISIONS[layout.precision].fp8, fp8_param_gather=layout.fp8_param_gather)
     return float(figures["memory_per_gpu"][0])
 
 

@@ -44,6 +44,13 @@ TILE = 128
 #: NVFP4", arXiv 2509.25149).
 NV_BLOCK = 16
 
+#: GPU generations (derive.systems.GENERATIONS) whose tensor cores run a recipe: Transformer Engine's
+#: "Datatype and hardware support matrix" (docs, support_matrix): FP8 per tensor (DelayedScaling,
+#: Float8CurrentScaling) and FP8 block scaling (Float8BlockScaling) from Hopper (compute capability
+#: 9.0) on; MXFP8 and NVFP4 on data-centre Blackwell (10.0) only; none on Ampere.
+FP8_GENERATIONS = ("hopper", "blackwell")
+MX_GENERATIONS = ("blackwell",)
+
 #: The copies of an FP8 weight a step caches: the row-wise data (forward GEMM) and the
 #: column-wise data (the transpose, for the data-gradient GEMM: Hopper's FP8 tensor cores
 #: take only the TN layout; MX and block scales run along one direction, so TE quantises
@@ -96,6 +103,7 @@ class Recipe:
     weight_copies: tuple[str, ...] = COPIES
     quantizers: tuple[int, int] = TE_QUANTIZERS
     dispatch: str = "bf16"
+    generations: tuple[str, ...] = FP8_GENERATIONS
 
     @property
     def element_bytes(self) -> sp.Expr:
@@ -135,7 +143,8 @@ RECIPES: dict[str, Recipe] = {
         Recipe("mxfp8", "transformer_engine.common.recipe.MXFP8BlockScaling",
                MX, MX, MX, 0,
                "TE MXFP8BlockScaling (Blackwell): 32-element blocks with E8M0 scales, row-wise and "
-               "column-wise copies quantised separately from the high-precision tensor"),
+               "column-wise copies quantised separately from the high-precision tensor",
+               generations=MX_GENERATIONS),
         Recipe("fp8-blockwise", "transformer_engine.common.recipe.Float8BlockScaling",
                Scaling((1, TILE), "fp32"), Scaling((TILE, TILE), "fp32"), Scaling((1, TILE), "fp32"), 0,
                "DeepSeek-V3 report section 3.3.2 (fine-grained quantisation: 1 x 128 activation "
@@ -148,7 +157,7 @@ RECIPES: dict[str, Recipe] = {
                "TE NVFP4BlockScaling (Blackwell): E2M1 elements, one E4M3 scale per 16 elements "
                "(16 x 16 blocks for weights), one fp32 global scale per tensor; row-wise and "
                "column-wise copies quantised separately (arXiv 2509.25149)",
-               element="fp4"),
+               element="fp4", generations=MX_GENERATIONS),
     )
 }
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -32,13 +32,14 @@ from derive.accounts.activations import (
 from derive.accounts.pipeline_split import STAGE_LAYERS, rank_layers, stage_in_flight, stage_layers
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
-from derive.accounts.placement import placement, placement_bytes_per_parameter
+from derive.accounts.placement import placement, placement_bytes, placement_bytes_per_parameter
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.parameters import FAMILIES
 from derive.codegen import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import MAX_SIZE, bounded_int, choose
 from derive.presets import Model, hardware, model
-from derive.symbols import L, c, d, m, p, s, t, v
+from derive.recipes import fp8_weight_counts
+from derive.symbols import N_8, L, c, d, m, n_8, p, s, t, v
 from derive.tensors import Ledger
 
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
@@ -205,15 +206,31 @@ def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
             "middle": sp.expand(layers)}
 
 
-def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> dict[str, sp.Expr]:
-    """Activation bytes per GPU of the single, first, last and middle (rank 1) stage (SP on, m micro-batches per step)."""
+def _stage_fp8_weights(architecture: str | Layout) -> dict[str, tuple[sp.Expr, sp.Expr]]:
+    """(N_8, n_8) per GPU of each stage: the layer matrices an FP8 recipe quantises (over t), L / p layers' worth.
+
+    derive.recipes.fp8_weight_counts: elements of one TP rank's share of the layer table, matrices of the
+    whole table (each rank holds a shard of every one); the edges (embedding, head) stay 16-bit.
+    """
+    layer, _ = _layer_and_edges(architecture)
+    numel, tensors = fp8_weight_counts(_tensor_parallel_share(layer))[0], fp8_weight_counts(layer)[1]
+    stage = (numel * L / p, tensors * L / p)
+    return {"single": (numel * L, tensors * L), "first": stage, "last": stage, "middle": stage}
+
+
+def _stage_activations(profile: str, attention_kernel: str, recompute: str,
+                       recipe: str | None = None) -> dict[str, sp.Expr]:
+    """Activation bytes per GPU of the single, first, last and middle (rank 1) stage (SP on, m micro-batches per step).
+
+    ``recipe``: an FP8 recipe keeps the layers' linear inputs in FP8 (derive.architectures.saved_fp8).
+    """
     common = dict(profile=profile, attention_kernel=attention_kernel, tensor_parallel=t,
-                  sequence_parallel=True, recompute=recompute)
+                  sequence_parallel=True, recompute=recompute, recipe=recipe)
     single = first_stage_activation_bytes(**common, pipeline=1, micro_batches=m)
     first = sp.Piecewise(
         (first_stage_activation_bytes(**common, pipeline=p, micro_batches=m), sp.Eq(v, 1)),
         (first_stage_activation_bytes(**common, pipeline=p, virtual=v, micro_batches=m), True))
-    per_layer = layer_activation_bytes(profile, attention_kernel, t, True, recompute)
+    per_layer = layer_activation_bytes(profile, attention_kernel, t, True, recompute, recipe=recipe)
     last = (stage_in_flight("last") * L / (p * v) * per_layer
             + output_edge(t, sequence_parallel=True).bytes())
     middle = stage_in_flight("middle") * L / (p * v) * per_layer  # rank 1: no edge (balanced, p > 2)
@@ -222,7 +239,11 @@ def _stage_activations(profile: str, attention_kernel: str, recompute: str) -> d
 
 @dataclass(frozen=True)
 class Accounts:
-    """The expressions of one (family, profile, recompute, placement, sharding) combination."""
+    """The expressions of one (family, profile, recompute, placement, sharding, FP8 recipe) combination.
+
+    Under an FP8 recipe ``fp8_bytes`` is what it adds per rank (weight copies, scales, history, in N_8 and n_8:
+    derive.accounts.placement's ledger with the recipe less without it) and ``fp8_weights`` each stage's N_8, n_8.
+    """
 
     parameters: dict[str, sp.Expr]
     bytes_per_parameter: sp.Expr
@@ -232,6 +253,8 @@ class Accounts:
     model_flops: sp.Expr
     hardware_flops: sp.Expr
     balanced: bool = False
+    fp8_bytes: sp.Expr = sp.Integer(0)
+    fp8_weights: dict[str, tuple[sp.Expr, sp.Expr]] = field(default_factory=dict)
 
     def _staged(self, account: Callable[[str], sp.Expr], stage: str, activations: bool = False) -> sp.Expr:
         """``account`` of ``stage`` at p = 1 (the whole model), else at the layers ``stage`` holds."""
@@ -244,8 +267,18 @@ class Accounts:
                 + self.activation(stage).xreplace(stage_layers(stage, self.balanced, True)))
 
     def state(self, stage: str) -> sp.Expr:
-        """Resident state bytes per GPU of ``stage`` ('single', 'first', 'last')."""
-        return self.parameters[stage] * self.bytes_per_parameter
+        """Resident state bytes per GPU of ``stage`` ('single', 'first', 'last'), an FP8 recipe's copies included."""
+        held = self.parameters[stage] * self.bytes_per_parameter
+        if not self.fp8_weights:
+            return held
+        return held + self.fp8_bytes.xreplace(self.fp8_counts(stage))
+
+    def fp8_counts(self, stage: str) -> dict[sp.Symbol, sp.Expr]:
+        """N_8 and n_8 -> ``stage``'s quantised elements and matrices per GPU (empty without a recipe)."""
+        if not self.fp8_weights:
+            return {}
+        numel, tensors = self.fp8_weights[stage]
+        return {N_8: numel, n_8: tensors}
 
     def activation(self, stage: str) -> sp.Expr:
         """Activation bytes per GPU of ``stage`` on one of c context-parallel ranks."""
@@ -282,37 +315,50 @@ class Accounts:
 
 @lru_cache(maxsize=None)
 def accounts(architecture: str | Layout, profile: str, recompute: str, placement_name: str = "megatron",
-             sharded: bool = False, attention_kernel: str = "fused", balanced: bool = False) -> Accounts:
+             sharded: bool = False, attention_kernel: str = "fused", balanced: bool = False,
+             recipe: str | None = None, fp8_param_gather: bool = False) -> Accounts:
     """The accounts of one combination, built from derive's tables (cached).
 
     ``profile`` is a layer profile of ``derive.architectures.saved`` (``gpt``,
     ``llama-eager``, ``llama-fused``); ``attention_kernel`` applies to ``gpt`` only. ``balanced``:
     the embedding and the loss take one layer slot each (derive.parallelism.Parallelism.balanced),
-    every rank's layers counted exactly (derive.accounts.pipeline_split).
+    every rank's layers counted exactly (derive.accounts.pipeline_split). ``recipe``: an FP8 recipe
+    (derive.recipes) on the placement's states, as the report counts it (``state.fp8_copies``: the
+    placement's ledger with the recipe's rows, derive.accounts.placement.placement_ledger), and its
+    FP8 linear inputs in the saved tables; ``fp8_param_gather``: Megatron's --fp8-param-gather.
     """
     choose("recompute", recompute, RECOMPUTE_FLOPS)
     choose("profile", profile, LAYER_PROFILES)
     placement(placement_name)
+    fp8: dict[str, object] = {}
+    if recipe is not None:
+        added = (placement_bytes(placement_name, sharded, d * c, recipe, fp8_param_gather)
+                 - placement_bytes(placement_name, sharded, d * c))
+        fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
+    elif fp8_param_gather:
+        raise ValueError("fp8_param_gather: needs an FP8 recipe")
     return Accounts(
         parameters=_stage_parameters(architecture),
         # sharded over the data- and context-parallel ranks together: Megatron's distributed optimizer
         # takes intra_dp_cp_group (megatron/core/optimizer/__init__.py, data_parallel_group=...)
         bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d * c),
-        activations=_stage_activations(profile, attention_kernel, recompute),
-        layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute),
+        activations=_stage_activations(profile, attention_kernel, recompute, recipe),
+        layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute, recipe=recipe),
         logits=logits_bytes(t),
         model_flops=flops_per_token(architecture, "causal"),
         hardware_flops=flops_per_token(architecture, "causal", RECOMPUTE_FLOPS[recompute]),
         balanced=bool(balanced),
+        **fp8,
     )
 
 
 @lru_cache(maxsize=None)
 def account_columns(architecture: str | Layout, profile: str, recompute: str, placement_name: str,
-                    sharded: bool, attention_kernel: str = "fused", balanced: bool = False) -> dict[str, sp.Expr]:
+                    sharded: bool, attention_kernel: str = "fused", balanced: bool = False,
+                    recipe: str | None = None, fp8_param_gather: bool = False) -> dict[str, sp.Expr]:
     """:meth:`Accounts.columns` of one combination (cached)."""
     return accounts(architecture, profile, recompute, placement_name, sharded, attention_kernel,
-                    balanced).columns()
+                    balanced, recipe, fp8_param_gather).columns()
 
 
 #: Every column :func:`evaluate` can report from the accounts.
@@ -373,16 +419,18 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
              zero: int = 0, profile: str = "llama-fused", tokens: int | None = None,
              hardware_name: str = "h100", mfu: float = 1.0, placement_name: str = "megatron",
              names: Sequence[str] = COLUMNS, attention_kernel: str = "fused",
-             balanced: bool = False) -> dict[str, np.ndarray]:
+             balanced: bool = False, recipe: str | None = None,
+             fp8_param_gather: bool = False) -> dict[str, np.ndarray]:
     """The accounts ``names`` of ``entry`` at the layouts in ``layout`` (arrays s, b, t, p, v, d [, c]; m or ``tokens``).
 
     ``balanced``: every layout's embedding and loss take a layer slot each (p > 1 everywhere).
+    ``recipe``: an FP8 recipe's weight copies and FP8 linear inputs (:func:`accounts`).
     """
     sharded = placement_sharded(zero, placement_name)
     if balanced and np.any(np.asarray(layout["p"]) == 1):
         raise ValueError("balanced: the embedding and loss slots need p > 1")
     exprs = account_columns(entry.architecture, profile, recompute, placement_name, sharded, attention_kernel,
-                            bool(balanced))
+                            bool(balanced), recipe, fp8_param_gather)
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
     run = {name: compile(exprs[name]) for name in names}
@@ -390,7 +438,8 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
     values.update({name: np.asarray(array) for name, array in layout.items()})
     values.setdefault("c", np.asarray(1))
     if np.any(values["c"] > 1) and not accounts(entry.architecture, profile, recompute, placement_name,
-                                                sharded, attention_kernel).context_parallel:
+                                                sharded, attention_kernel, recipe=recipe,
+                                                fp8_param_gather=fp8_param_gather).context_parallel:
         raise ValueError(f"c: context parallelism needs activations linear in s; {profile} with "
                          f"{attention_kernel} attention keeps score matrices")
     if tokens is not None:

@@ -46,6 +46,7 @@ def test_architecture_and_moe_config(capsys):
     (["--model", "llama3-70b", "--gpus", "60", "--tp", "8"], "--gpus"),
     (["--model", "llama3-405b", "--gpus", "8", "--tp", "8"], "--gpus"),          # does not fit
     (["--model", "llama3-8b", "--gpus", "8", "--gpu", "a100-80gb", "--precision", "mxfp8"], "--precision"),
+    (["--model", "llama3-8b", "--gpus", "8", "--gpu", "h100", "--precision", "mxfp8"], "--precision"),  # Blackwell's
     (["--model", "llama3-8b", "--gpus", "8", "--gpu", "v100"], "--gpu"),
     (["--model", "llama3-8b", "--gpus", "64", "--pp", "64"], "--pp"),
     (["--architecture", "layers=2,hidden=64", "--seq", "128", "--gpus", "1"], "--architecture"),

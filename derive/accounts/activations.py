@@ -183,20 +183,21 @@ def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "
                                  virtual: sp.Expr | None = None, edges: bool = True,
                                  token_ids: bool = True,
                                  micro_batches: sp.Expr | None = None,
-                                 output_layer: bool = True) -> sp.Expr:
+                                 output_layer: bool = True, recipe: str | None = None) -> sp.Expr:
     """First pipeline stage: chunks in flight x L/(p v) layers + embedding (+ output at p = 1).
 
     The output layer's rows count when the first stage is also the last (p = 1):
     at a symbolic p they enter as Piecewise((output, Eq(p, 1)), (0, True)), so
     substituting p = 1 later gives the same bytes as ``pipeline=1``.
-    ``output_layer=False`` leaves them out at every p (Megatron adds its own).
+    ``output_layer=False`` leaves them out at every p (Megatron adds its own). ``recipe``: the
+    layers' linear inputs in FP8 (saved_fp8); the embedding and output rows stay 16-bit.
     """
     in_flight = in_flight_micro_batches(pipeline, virtual, micro_batches)
     pipeline = positive_size("pipeline", pipeline)
     chunks = sp.Integer(1) if virtual is None else positive_size("virtual", virtual)
     per_layer = layer_activation_bytes(profile, attention_kernel, tensor_parallel, sequence_parallel,
                                        recompute, norm_statistics,
-                                       softmax_statistics=softmax_statistics)
+                                       softmax_statistics=softmax_statistics, recipe=recipe)
     total = in_flight * L / (pipeline * chunks) * per_layer
     if edges:
         embedding = embedding_edge(profile, tensor_parallel, sequence_parallel, token_ids)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from derive.accounts.state import partitioned, state_ledger
-from derive.inputs import choose
+from derive.accounts.state import PRECISIONS, partitioned, state_ledger
+from derive.inputs import choose, flag
 from derive.symbols import LATEX_NAMES, L, N, d
 from derive.tensors import Ledger, Tensor
 
@@ -325,11 +325,54 @@ def placement(name: str) -> Placement:
     return _ALL_PLACEMENTS[choose("placement", name, _ALL_PLACEMENTS)]
 
 
-def _resident(entry: Placement) -> Ledger:
-    """The placement's resident rows (the state table of its recipe), unsharded, each with its lifetime as the note (``host`` if offloaded)."""
-    held = state_ledger(entry.recipe, entry.optimizer).where("resident")
-    return held.map(lambda t: replace(t, note=entry.lifetimes[_role(t)],
-                                      tags=t.tags | ({"host"} if _role(t) in entry.host else set())))
+#: The fields of a precision that say how its non-FP8 states are held (derive.accounts.state.Precision).
+HELD_AS = ("compute", "grad", "master", "transient_grad", "optimizer_grad")
+
+
+def fp8_precision(name: str, precision: str | None) -> str:
+    """The precision of ``name``'s states: its recipe, or ``precision``, an FP8 one its recipe's states carry.
+
+    An FP8 precision (derive.accounts.state: Megatron's bf16-fp32grad rows plus the recipe's weight copies)
+    applies to the placements whose recipe keeps those bf16-fp32grad rows; ValueError naming the field otherwise.
+    """
+    entry = placement(name)
+    if precision is None:
+        return entry.recipe
+    rule = PRECISIONS[choose("precision", precision, PRECISIONS)]
+    if rule.fp8 is None:
+        raise ValueError(f"precision: {precision} is not an FP8 precision; {name} holds its own recipe's "
+                         f"states ({entry.recipe})")
+    if not _holds_as(entry, precision):
+        hosts = ", ".join(key for key, other in PLACEMENTS.items() if _holds_as(other, precision))
+        raise ValueError(f"precision: {name} holds {entry.recipe} states; {precision} adds its weight copies "
+                         f"to {_held_base(precision)}'s (placements: {hosts})")
+    return precision
+
+
+def _holds_as(entry: Placement, precision: str) -> bool:
+    """Whether ``entry``'s recipe holds the non-FP8 states as ``precision`` does (HELD_AS)."""
+    rule, own = PRECISIONS[precision], PRECISIONS[entry.recipe]
+    return all(getattr(rule, field) == getattr(own, field) for field in HELD_AS)
+
+
+def _held_base(precision: str) -> str:
+    """The first precision without FP8 rows that holds ``precision``'s other states alike."""
+    rule = PRECISIONS[precision]
+    return next(key for key, other in PRECISIONS.items()
+                if other.fp8 is None and all(getattr(rule, f) == getattr(other, f) for f in HELD_AS))
+
+
+def _resident(entry: Placement, precision: str | None = None, fp8_param_gather: bool = False) -> Ledger:
+    """The placement's resident rows (the state table of its recipe, or of an FP8 ``precision`` on it), unsharded.
+
+    Each row has its lifetime as the note (an FP8 row keeps its own) and ``host`` if offloaded (FP8 rows stay
+    on the GPU: the GEMMs read them).
+    """
+    held = state_ledger(fp8_precision(entry.name, precision), entry.optimizer,
+                        fp8_param_gather=flag("fp8_param_gather", fp8_param_gather)).where("resident")
+    return held.map(lambda t: replace(t, note=t.note if t.has("fp8") else entry.lifetimes[_role(t)],
+                                      tags=t.tags | ({"host"} if _role(t) in entry.host and not t.has("fp8")
+                                                     else set())))
 
 
 def _role(tensor: Tensor) -> str:
@@ -348,17 +391,26 @@ def _transients(entry: Placement, ranks: sp.Expr) -> Ledger:
     )
 
 
-def placement_ledger(name: str, sharded: bool = False, ranks: sp.Expr = d) -> Ledger:
-    """Per-rank ledger of ``name``: resident rows (sharded over ``ranks`` if asked) and transients."""
+def placement_ledger(name: str, sharded: bool = False, ranks: sp.Expr = d, precision: str | None = None,
+                     fp8_param_gather: bool = False) -> Ledger:
+    """Per-rank ledger of ``name``: resident rows (sharded over ``ranks`` if asked) and transients.
+
+    ``precision``: an FP8 precision on the placement (:func:`fp8_precision`): its weight copies, scales
+    and history too, in N_8 and n_8 (``fp8_param_gather``: Megatron's --fp8-param-gather).
+    """
     entry = placement(name)
     ranks = ranks if sharded else sp.Integer(1)
-    resident = partitioned(_resident(entry), entry.stage, ranks)
+    resident = partitioned(_resident(entry, precision, fp8_param_gather), entry.stage, ranks)
     return resident + _transients(entry, ranks)
 
 
-def placement_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.Expr:
-    """Resident GPU bytes per rank of ``name`` (N parameters); offloaded rows are in :func:`host_bytes`."""
-    return placement_ledger(name, sharded, ranks).where("resident").without("host").bytes()
+def placement_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d, precision: str | None = None,
+                    fp8_param_gather: bool = False) -> sp.Expr:
+    """Resident GPU bytes per rank of ``name`` (N parameters; N_8, n_8 under an FP8 ``precision``).
+
+    Offloaded rows are in :func:`host_bytes`.
+    """
+    return placement_ledger(name, sharded, ranks, precision, fp8_param_gather).where("resident").without("host").bytes()
 
 
 def host_bytes(name: str, sharded: bool = False, ranks: sp.Expr = d) -> sp.Expr:

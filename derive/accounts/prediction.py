@@ -35,6 +35,7 @@ from derive.accounts.workload import workload
 from derive.inputs import choose
 from derive.parallelism import Parallelism
 from derive.presets import Model
+from derive.recipes import RECIPES
 from derive.symbols import b, c, d, e, m, p, t, t_E, v
 from derive.systems import System
 
@@ -166,6 +167,18 @@ def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_para
     return float(model.at(_state_bytes_per_parameter(precision, zero, fp8_param_gather), d=data_parallel))
 
 
+def tensor_cores(precision: str, system: System) -> str:
+    """``precision`` if ``system``'s tensor cores run it (its GEMM dtype's peak, its recipe's generations)."""
+    precision = choose("precision", precision, LINEAR_DTYPE)
+    if LINEAR_DTYPE[precision] not in system.peaks:
+        raise ValueError(f"precision: {system.name} has no {LINEAR_DTYPE[precision].upper()} tensor cores")
+    if precision in RECIPES and system.generation not in RECIPES[precision].generations:
+        raise ValueError(f"precision: {system.name} ({system.generation.capitalize()}) has no tensor cores for "
+                         f"{precision} (Transformer Engine runs it on "
+                         f"{', '.join(name.capitalize() for name in RECIPES[precision].generations)})")
+    return precision
+
+
 def predict(model: Model, parallelism: Parallelism, system: System, precision: str | None = None,
             overlap: Iterable[str] | None = None, eta: Efficiency | None = None) -> StepTime:
     """The predicted step of ``model`` under ``parallelism`` on ``system`` GPUs.
@@ -173,9 +186,7 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
     ``precision`` overrides the parallelism's (an FP8 recipe the state accounts may not hold);
     ValueError naming the field when the layout does not divide the model.
     """
-    precision = choose("precision", precision or parallelism.precision, LINEAR_DTYPE)
-    if LINEAR_DTYPE[precision] not in system.peaks:
-        raise ValueError(f"precision: {system.name} has no {LINEAR_DTYPE[precision].upper()} tensor cores")
+    precision = tensor_cores(precision or parallelism.precision, system)
     counted = replace(parallelism, precision=ledger_precision(precision))
     rows = ledger_rows(model, counted)
     lay = Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
@@ -205,9 +216,7 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     the batch rules (m whole, m a multiple of p when v > 1) are the caller's. The StepTime's
     figures and breakdown are columns.
     """
-    precision = choose("precision", flags.precision, LINEAR_DTYPE)
-    if LINEAR_DTYPE[precision] not in system.peaks:
-        raise ValueError(f"precision: {system.name} has no {LINEAR_DTYPE[precision].upper()} tensor cores")
+    precision = tensor_cores(flags.precision, system)
     if flags.dp_shard is not None:
         raise ValueError("dp_shard: HSDP's shard size is a size of the exact ledger; predict each layout")
     t, p_, v_, c_, d_, b_, m_ = (np.asarray(sizes[name]) for name in ("t", "p", "v", "c", "d", "b", "m"))
