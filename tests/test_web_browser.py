@@ -22,6 +22,9 @@ from derive.hf import published_config
 from derive.render.web import PASTED, cli_message
 from derive.report import run
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("web_browser")
+
 DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 #: Configurations as CLI long options (each loaded by link and through the form).
