@@ -38,17 +38,37 @@ def missing_tool(tool: str, detail: str = "") -> None:
     pytest.skip(message)
 
 
+#: The context the session's render filled the templates with (``fresh_context``).
+_CONTEXTS: list[dict] = []
+
+
 @pytest.fixture(scope="session")
 def fresh(tmp_path_factory) -> Path:
     """formulas/ as make derive would write it now, in a temporary folder."""
+    from derive.render import context
+
     out = tmp_path_factory.mktemp("render") / "formulas"
+    derived = context.sheet_context
+
+    def kept() -> dict:
+        _CONTEXTS.append(derived())
+        return _CONTEXTS[-1]
+
     try:
-        render(out)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(context, "sheet_context", kept)
+            render(out)
     except ValueError as error:
         if not str(error).startswith("katex: "):
             raise
         missing_tool("katex", "is not installed in tests/katex/node_modules (the web page inlines it)")
     return out
+
+
+@pytest.fixture(scope="session")
+def fresh_context(fresh) -> dict:
+    """The context ``fresh`` was rendered from: tests of how templates are written need not derive it again."""
+    return _CONTEXTS[-1]
 
 
 @pytest.fixture(scope="session")

@@ -300,11 +300,15 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
 
 
 def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
+    from selenium.webdriver.support.wait import WebDriverWait
+
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
     assert len(summaries) == 24       # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions)
-    for summary in summaries:
-        summary.click()
+    browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
+    # each click opens its details; the toggle event that typesets the formula follows the clicks
+    WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 24)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
@@ -323,9 +327,9 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
 def test_screenshots_at_desktop_and_phone_width(browser, page, tmp_path_factory):
     folder = tmp_path_factory.mktemp("screenshots")
     options = {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"}
+    open_page(browser, page, options)
     for name, (width, height) in (("desktop", DESKTOP), ("phone", PHONE)):
-        browser.set_window_size(width, height)
-        open_page(browser, page, options)
+        browser.set_window_size(width, height)   # the page lays itself out again at each width
         path = folder / f"{name}.png"
         assert browser.save_screenshot(str(path))
         assert path.stat().st_size > 10_000
