@@ -7,8 +7,8 @@ network request. chromium and chromium-driver come from apt (tests/install_rende
 
 One browser serves the module. The whole page (its formula sheet typeset by KaTeX, seconds
 a load) is opened only where the sheet matters; links open ``calculator``, the same page
-without the sheet (the same form, data, scripts and policy), and the form test loads the
-page once and drives every configuration through the fields.
+without the sheet (the same form, data, scripts and policy), and the form test loads it
+once and drives every configuration through the fields.
 """
 import json
 import shutil
@@ -184,20 +184,20 @@ def test_a_link_shows_the_reports_figures(browser, calculator, options):
 
 
 def type_configuration(browser, options: dict[str, str]) -> None:
-    """Set the form to ``options`` (every other field back to the CLI's default) as typing does:
-    each changed field gets its text and one input event, which the form listens to."""
+    """Set the form to ``options`` (every other field back to the CLI's default), then send the
+    input event typing ends with: the form listens to it and reads every field."""
     browser.execute_script(
         "const form = document.getElementById('calculator-form');"
+        "let last = null;"
         "for (const f of JSON.parse(document.getElementById('derive-data').textContent).fields) {"
         "  const field = form.elements[f.option], text = arguments[0][f.option] ?? f.default;"
-        "  if (field.value === text) continue;"
-        "  field.value = text;"
-        "  field.dispatchEvent(new Event('input', {bubbles: true}));"
-        "}", options)
+        "  if (field.value !== text) { field.value = text; last = field; }"
+        "}"
+        "if (last) last.dispatchEvent(new Event('input', {bubbles: true}));", options)
 
 
-def test_the_form_shows_the_reports_figures(browser, page, calculator):
-    open_page(browser, page, {})
+def test_the_form_shows_the_reports_figures(browser, calculator):
+    open_page(browser, calculator, {})
     addresses = []
     for options in CONFIGURATIONS:
         type_configuration(browser, options)
