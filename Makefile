@@ -1,12 +1,13 @@
 # make derive  -- regenerate formulas/ (creates .venv with the package if missing)
 # make test    -- prove every identity, run the test suite (two pytest-xdist workers), validate the ledgers against PyTorch
+# make validate -- the ledgers against PyTorch and transformers (make test's last step; two at once)
 # make bench   -- print timings against a bare SymPy import
 # make fuzz    -- the fuzz harness ten times over (DERIVE_FUZZ_SCALE=10; make test runs it once)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: derive test bench fuzz clean renderers
+.PHONY: derive test bench fuzz clean renderers validate validate-ledgers validate-hf
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +36,15 @@ test: renderers $(VENV)/.installed-test
 	$(PY) -m derive.check
 	$(PY) -m derive.check --claims
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(MAKE) --no-print-directory -j 2 --output-sync=target validate
+
+# The two validations run side by side (one core each); each prints its table when it is done.
+validate: validate-ledgers validate-hf
+
+validate-ledgers: $(VENV)/.installed-test
 	$(PY) -m derive.validate
+
+validate-hf: $(VENV)/.installed-test
 	$(PY) -m derive.validate --hf
 
 fuzz: renderers $(VENV)/.installed-test

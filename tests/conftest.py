@@ -1,6 +1,8 @@
 """Fixtures shared by the sheet tests: one fresh render per test session."""
+import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,26 @@ settings.register_profile("ci", deadline=None, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "derive")
 
 from derive.render.__main__ import render
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under ``--dist loadgroup``, suffix each xdist_group test's id with its group, as pytest-xdist means to.
+
+    pytest-xdist 3.8 writes the suffix to ``item._nodeid``, which pytest 9 no longer reads (the id
+    lives in ``item._id``), so every group was scattered over the workers and each built its module
+    fixtures again. Where xdist's own suffix took effect this does nothing.
+    """
+    if not config.getoption("loadgroup", default=False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                         for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            item._id = NodeId.parse(item.nodeid + suffix)
+
 
 #: The system tools some tests run, and what brings each (tests/install_renderers.sh runs these as root).
 TOOLS = {
@@ -38,17 +60,60 @@ def missing_tool(tool: str, detail: str = "") -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def fresh(tmp_path_factory) -> Path:
-    """formulas/ as make derive would write it now, in a temporary folder."""
-    out = tmp_path_factory.mktemp("render") / "formulas"
+#: The context this process's render filled the templates with (``fresh_context``).
+_CONTEXTS: list[dict] = []
+
+
+def _render_fresh(out: Path) -> None:
+    """render(out), keeping the context it derived."""
+    from derive.render import context
+
+    derived = context.sheet_context
+
+    def kept() -> dict:
+        _CONTEXTS.append(derived())
+        return _CONTEXTS[-1]
+
     try:
-        render(out)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(context, "sheet_context", kept)
+            render(out)
     except ValueError as error:
         if not str(error).startswith("katex: "):
             raise
         missing_tool("katex", "is not installed in tests/katex/node_modules (the web page inlines it)")
+
+
+@pytest.fixture(scope="session")
+def fresh(tmp_path_factory) -> Path:
+    """formulas/ as make derive would write it now, in a temporary folder.
+
+    Under pytest-xdist the workers of one run share it: the first to need it renders
+    (the others wait on a lock in the run's temporary folder), so make test renders once.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        out = tmp_path_factory.mktemp("render") / "formulas"
+        _render_fresh(out)
+        return out
+    run = tmp_path_factory.getbasetemp().parent          # this run's folder, one per xdist run
+    out, done = run / "fresh" / "formulas", run / "fresh" / "done"
+    with open(run / "fresh.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)         # a worker that failed midway
+            _render_fresh(out)
+            done.touch()
     return out
+
+
+@pytest.fixture(scope="session")
+def fresh_context(fresh) -> dict:
+    """The context ``fresh`` was rendered from (derived again where another worker rendered it)."""
+    if not _CONTEXTS:
+        from derive.render.context import sheet_context
+
+        _CONTEXTS.append(sheet_context())
+    return _CONTEXTS[-1]
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,9 @@ import pytest
 from derive import check, claims
 from derive.claims import ARTICLE, CLAIMS, Claim, all_claims, decimals, evaluate, significant
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("claims")
+
 
 @pytest.fixture(scope="module")
 def verdicts():

@@ -21,6 +21,9 @@ from derive.parallelism import Parallelism
 from derive.presets import model
 from derive.systems import system
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("heldout")
+
 DATA = json.loads(HELDOUT.read_text())
 FIELDS = {"system": str, "model": str, "gpus": int, "precision": str, "global_batch": int, "micro_batch": int,
           "seq": int, "fsdp": int, "tp": int, "pp": int, "cp": int, "vp": (int, type(None)), "ep": int, "ga": int,

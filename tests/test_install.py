@@ -10,6 +10,9 @@ import pytest
 
 from derive.render.__main__ import ROOT, TEMPLATES
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("install")
+
 SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 SHAPE = "dict(s=8, b=2, h=32, a=4, g=4, f=128)"
 

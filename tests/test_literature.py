@@ -10,6 +10,9 @@ import pytest
 from derive import check
 from derive.claims import ARTICLE, CLAIMS, all_claims, documents, evaluate
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("literature")
+
 PAPERS = ("Chowdhery et al. 2022", "DeepSeek-AI 2024", "Dubey et al. 2024", "Hoffmann et al. 2022",
           "Kaplan et al. 2020", "Korthikanti et al. 2022", "NVIDIA Transformer Engine docs",
           "Narayanan et al. 2021", "Rajbhandari et al. 2020")

@@ -7,6 +7,9 @@ import sympy as sp
 from derive.claims import all_claims, evaluate
 from derive.symbols import h, s
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("literature_papers")
+
 A100 = 312 * 10**12
 
 

@@ -20,6 +20,9 @@ from derive.plan import REASONS, main, plan
 from derive.presets import model
 from derive.symbols import BY_NAME, L, N, c, d, p, t, v
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("plan")
+
 CONFIGS = Path(__file__).resolve().parents[1] / "derive" / "configs"
 
 TOKENS_70B = 4 * 2**20

@@ -13,6 +13,7 @@ import pytest
 from jinja2 import UndefinedError
 
 from derive.render import __main__ as renderer
+from derive.render import context as sheet_contexts
 from derive.render.__main__ import ROOT, TEMPLATES, render
 
 
@@ -48,7 +49,8 @@ def test_rendering_twice_gives_the_same_bytes(tmp_path, fresh):
     assert snapshot(tmp_path / "a") == snapshot(fresh)
 
 
-def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path, fresh):
+def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path, fresh, fresh_context, monkeypatch):
+    monkeypatch.setattr(sheet_contexts, "sheet_context", lambda: fresh_context)  # the session's derivations
     out = tmp_path / "formulas"
     shutil.copytree(fresh, out)
     before = snapshot(out)

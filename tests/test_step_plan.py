@@ -9,6 +9,9 @@ import pytest
 from derive.plan import MAX_VIRTUAL, plan
 from derive.presets import model
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("step_plan")
+
 GPUS, TOKENS = 16, 64 * 8192
 
 

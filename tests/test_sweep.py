@@ -15,6 +15,9 @@ from derive.codegen import arguments, exact_function
 from derive.presets import MODELS, hardware
 from derive.symbols import BY_NAME, V, h, m, p, t, v
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("sweep")
+
 RNG = np.random.default_rng(20240716)
 
 #: Ranges the random configurations draw from (p = 1 included, odd sizes for ceilings).

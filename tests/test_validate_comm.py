@@ -6,6 +6,9 @@ import pytest
 from derive.conventions.pytorch_comm import CONVENTIONS, column_parallel_linears, fsdp2_padded_elements
 from derive.validate import comm, comm_record, comm_runs
 
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("validate_comm")
+
 # the EVEN tiny Llama: s=8, b=2, h=32, a=4, g=2 (k = 8), f=48, L=2, V=50, untied
 S, B, H, K, G, F, L, V = 8, 2, 32, 8, 2, 48, 2, 50
 N = V * H + L * (2 * H + H * H + 2 * H * G * K + H * H + 3 * H * F) + H + V * H   # 18720 parameters

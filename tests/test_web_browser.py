@@ -4,6 +4,11 @@ Every figure the page shows must equal ``python -m derive.report --json`` to 1e-
 for configurations loaded by link and typed into the form; bad input shows the
 CLI's own line; hostile links run nothing and inject nothing; the page makes no
 network request. chromium and chromium-driver come from apt (tests/install_renderers.sh).
+
+One browser serves the module. The whole page (its formula sheet typeset by KaTeX, seconds
+a load) is opened only where the sheet matters; links open ``calculator``, the same page
+without the sheet (the same form, data, scripts and policy), and the form test loads it
+once and drives every configuration through the fields.
 """
 import json
 import shutil
@@ -16,6 +21,9 @@ from conftest import missing_tool
 from derive.hf import published_config
 from derive.render.web import PASTED, cli_message
 from derive.report import run
+
+#: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
+pytestmark = pytest.mark.xdist_group("web_browser")
 
 DESKTOP, PHONE = (1280, 1000), (390, 844)
 
@@ -125,6 +133,16 @@ def page(fresh) -> Path:
     return fresh / "index.html"
 
 
+@pytest.fixture(scope="module")
+def calculator(page, tmp_path_factory) -> Path:
+    """index.html without the formula sheet (its <nav id="sheet"> to </main>): the calculator as it ships."""
+    html = page.read_text(encoding="utf-8")
+    start, end = html.index('<nav id="sheet"'), html.index("</main>")
+    path = tmp_path_factory.mktemp("calculator") / "index.html"
+    path.write_text(html[:start] + html[end:], encoding="utf-8")
+    return path
+
+
 def open_page(browser, page: Path, options: dict[str, str]) -> None:
     browser.get(page.as_uri() + ("?" + urlencode(options) if options else ""))
 
@@ -154,8 +172,8 @@ def errors(browser) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("options", CONFIGURATIONS, ids=range(len(CONFIGURATIONS)))
-def test_a_link_shows_the_reports_figures(browser, page, options):
-    open_page(browser, page, options)
+def test_a_link_shows_the_reports_figures(browser, calculator, options):
+    open_page(browser, calculator, options)
     assert errors(browser) == {}
     assert_same_figures(shown_figures(browser), cli_json(options))
     # the form holds the link's values, and the share link gives them back
@@ -166,33 +184,31 @@ def test_a_link_shows_the_reports_figures(browser, page, options):
 
 
 def type_configuration(browser, options: dict[str, str]) -> None:
-    """Clear the form (each field back to the CLI's default) and type ``options`` as a user would."""
-    defaults = browser.execute_script(
-        "return Object.fromEntries(JSON.parse(document.getElementById('derive-data').textContent)"
-        ".fields.map((f) => [f.option, f.default]));")
-    for option, default in defaults.items():
-        field = browser.find_element("name", option)
-        text = options.get(option, default)
-        if field.get_attribute("value") != text:
-            field.clear()
-            if text:
-                field.send_keys(text)
-            browser.execute_script(
-                "arguments[0].dispatchEvent(new Event('input', {bubbles: true}))", field)
+    """Set the form to ``options`` (every other field back to the CLI's default), then send the
+    input event typing ends with: the form listens to it and reads every field."""
+    browser.execute_script(
+        "const form = document.getElementById('calculator-form');"
+        "let last = null;"
+        "for (const f of JSON.parse(document.getElementById('derive-data').textContent).fields) {"
+        "  const field = form.elements[f.option], text = arguments[0][f.option] ?? f.default;"
+        "  if (field.value !== text) { field.value = text; last = field; }"
+        "}"
+        "if (last) last.dispatchEvent(new Event('input', {bubbles: true}));", options)
 
 
-def test_the_form_shows_the_reports_figures(browser, page):
-    open_page(browser, page, {})
-    browser.execute_script("document.getElementById('custom-shape').open = true;")
+def test_the_form_shows_the_reports_figures(browser, calculator):
+    open_page(browser, calculator, {})
+    addresses = []
     for options in CONFIGURATIONS:
         type_configuration(browser, options)
         assert errors(browser) == {}, options
-        assert_same_figures(shown_figures(browser), cli_json(options))
-        # the address bar follows the form: reloading it shows the same figures
         shown = shown_figures(browser)
-        browser.get(browser.current_url)
-        assert shown_figures(browser) == shown
-        browser.execute_script("document.getElementById('custom-shape').open = true;")
+        assert_same_figures(shown, cli_json(options))
+        addresses.append((browser.current_url.split("?", 1)[1], shown))
+    # the address bar follows the form: opening it shows the same figures
+    for query, shown in addresses:
+        browser.get(calculator.as_uri() + "?" + query)
+        assert shown_figures(browser) == shown, query
 
 
 #: (options, the field the CLI names): rules between fields (derive.report.Request, derive.cli.models).
@@ -229,53 +245,52 @@ PAIRED = [
 
 
 @pytest.mark.parametrize("options, option", PAIRED, ids=range(len(PAIRED)))
-def test_fields_that_need_each_other_show_the_clis_line(browser, page, options, option):
-    open_page(browser, page, options)
+def test_fields_that_need_each_other_show_the_clis_line(browser, calculator, options, option):
+    open_page(browser, calculator, options)
     assert errors(browser) == {option: cli_error(options)}
     assert shown_figures(browser) == {}
 
 
 @pytest.mark.parametrize("option, text", BAD_INPUTS)
-def test_bad_input_shows_the_clis_line_next_to_the_field(browser, page, option, text):
+def test_bad_input_shows_the_clis_line_next_to_the_field(browser, calculator, option, text):
     base = {} if option in ("model",) else {"model": "llama3-8b"}
     if option in ("heads", "kv-heads"):
         base = {"layers": "4", "hidden": "64", "heads": "4", "ffn": "128", "vocab": "100"}
     options = {**base, option: text}
-    open_page(browser, page, options)
+    open_page(browser, calculator, options)
     assert errors(browser) == {option: cli_error(options)}
     assert shown_figures(browser) == {}
 
 
-def test_counts_near_their_bound_keep_every_digit(browser, page):
+def test_counts_near_their_bound_keep_every_digit(browser, calculator):
     """N just under 2^48 is shown with every digit, as the CLI's JSON integer (past it the page refuses)."""
     options = CONFIGURATIONS[[i for i, c in enumerate(CONFIGURATIONS) if c.get("hidden") == "131072"][0]]
-    open_page(browser, page, options)
+    open_page(browser, calculator, options)
     expected = cli_json(options)
     # N = 1000 (4 h^2 + 3 h f + 2 h) + 2 V h + h at h = f = 2^17, V = 1000
     assert expected["parameters"] == 120_259_608_707_072
     assert browser.find_element("css selector", 'output[data-key="parameters"]').text == "120,259,608,707,072"
-    open_page(browser, page, {"model": "llama3-8b"})
+    open_page(browser, calculator, {"model": "llama3-8b"})
     assert browser.find_element("css selector", 'output[data-key="parameters"]').text == \
         f"{cli_json({'model': 'llama3-8b'})['parameters']:,}"
 
 
-def test_a_missing_custom_size_is_the_clis_required_line(browser, page):
+def test_a_missing_custom_size_is_the_clis_required_line(browser, calculator):
     options = {"layers": "4", "hidden": "64", "ffn": "128", "vocab": "100"}
-    open_page(browser, page, options)
+    open_page(browser, calculator, options)
     assert errors(browser) == {"heads": cli_error(options)}
 
 
 @pytest.mark.parametrize("options", HOSTILE, ids=range(len(HOSTILE)))
-def test_hostile_links_run_nothing_and_inject_nothing(browser, page, options):
-    open_page(browser, page, options)
+def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, options):
+    open_page(browser, calculator, options)
     state = browser.execute_script(
         "return {pwned: window.__pwned, imgs: document.images.length,"
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
-        " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length,"
-        " sheet_svgs: document.querySelectorAll('main figure > svg').length};")
+        " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
     assert state["scripts"] == 6  # the data block, KaTeX, the generated functions, parse.js, config.js, calculator.js
-    assert state["svgs"] == state["sheet_svgs"] >= 3  # the sheet's figures, nothing from the link
+    assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1
     (option, line), = shown.items()
@@ -285,11 +300,15 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, page, options):
 
 
 def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
+    from selenium.webdriver.support.wait import WebDriverWait
+
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
     assert len(summaries) == 24       # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions)
-    for summary in summaries:
-        summary.click()
+    browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
+    # each click opens its details; the toggle event that typesets the formula follows the clicks
+    WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 24)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
@@ -308,9 +327,9 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
 def test_screenshots_at_desktop_and_phone_width(browser, page, tmp_path_factory):
     folder = tmp_path_factory.mktemp("screenshots")
     options = {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"}
+    open_page(browser, page, options)
     for name, (width, height) in (("desktop", DESKTOP), ("phone", PHONE)):
-        browser.set_window_size(width, height)
-        open_page(browser, page, options)
+        browser.set_window_size(width, height)   # the page lays itself out again at each width
         path = folder / f"{name}.png"
         assert browser.save_screenshot(str(path))
         assert path.stat().st_size > 10_000
@@ -354,11 +373,11 @@ def cli_on_file(folder: Path, text: str, options: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("name, options", PASTES, ids=[name for name, _ in PASTES])
-def test_a_pasted_config_shows_the_reports_figures(browser, page, tmp_path, name, options):
+def test_a_pasted_config_shows_the_reports_figures(browser, calculator, tmp_path, name, options):
     path = tmp_path / f"{name}.json"
     text = json.dumps(published_config(name), indent=2)
     path.write_text(text)
-    open_page(browser, page, options)
+    open_page(browser, calculator, options)
     paste(browser, text)
     assert errors(browser) == {}
     assert browser.find_element("name", "model").get_attribute("value") == ""
@@ -386,9 +405,9 @@ def injected(browser) -> dict:
     ("deepseek-v2-lite", {}, "config"),                            # MLA: the dense report refuses
     ("gemma-2-9b", {"profile": "llama-hf-eager"}, "profile"),      # a Llama-only profile
 ])
-def test_a_pasted_config_is_data(browser, page, tmp_path, monkeypatch, name, options, field):
+def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, name, options, field):
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
-    open_page(browser, page, options)
+    open_page(browser, calculator, options)
     paste(browser, text)
     assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 6, "injected": 0}
     monkeypatch.chdir(tmp_path)
@@ -415,8 +434,8 @@ BAD_PASTES = [
 
 
 @pytest.mark.parametrize("text, case", BAD_PASTES, ids=[case for _, case in BAD_PASTES])
-def test_a_bad_paste_shows_the_clis_line(browser, page, tmp_path, monkeypatch, text, case):
-    open_page(browser, page, {})
+def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypatch, text, case):
+    open_page(browser, calculator, {})
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
@@ -424,9 +443,9 @@ def test_a_bad_paste_shows_the_clis_line(browser, page, tmp_path, monkeypatch, t
     assert shown_figures(browser) == {}
 
 
-def test_text_that_is_not_json_shows_the_clis_line_with_the_browsers_detail(browser, page, tmp_path,
+def test_text_that_is_not_json_shows_the_clis_line_with_the_browsers_detail(browser, calculator, tmp_path,
                                                                             monkeypatch):
-    open_page(browser, page, {})
+    open_page(browser, calculator, {})
     paste(browser, '{"model_type": "llama",')
     monkeypatch.chdir(tmp_path)
     cli = cli_on_file(tmp_path, '{"model_type": "llama",', {})
