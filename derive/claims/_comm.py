@@ -31,7 +31,7 @@ def dp_elements(zero: int, precision: str = "fp16", **flags) -> sp.Expr:
     found = rows("gpt", True, zero=zero, precision=precision, **flags)
     step = sp.Add(*(row.sent * row.count for row in found if row.group == "dp"))
     per_parameter = sp.limit(step.xreplace({t: 1, p: 1, m: 1}), d, sp.oo) / parameter_count("gpt")
-    return sp.simplify(per_parameter / dtype_bytes(precision)) * N
+    return sp.cancel(per_parameter / dtype_bytes(precision)) * N  # a ratio of polynomials: cancel is exact
 
 
 def tp_layer_elements(**flags) -> sp.Expr:

@@ -230,7 +230,7 @@ def size(entry: Departure, values: dict[sp.Symbol, int], family: str = "llama") 
     """The departure's difference at ``values`` (a preset's sizes plus t, p, d); 0 where it cannot arise."""
     if family == "llama" and not entry.llama:
         return sp.Integer(0)
-    return entry.difference.subs(values)
+    return entry.difference.xreplace({symbol: sp.sympify(value) for symbol, value in values.items()})
 
 
 #: The layout the sizes are quoted at: t = 8, p = 4, d = 8 (a Llama 3 70B pre-training shape),
