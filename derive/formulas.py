@@ -168,7 +168,7 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
 
 @lru_cache(maxsize=None)
 def _ranks_needed(sharded: sp.Expr, kept: sp.Expr) -> sp.Expr:
-    """ceil(sharded / (M_GPU - kept)), at least 1, where kept < M_GPU (NaN otherwise); made once per pair (stages and optimizers share pairs)."""
+    """ceil(sharded / (M_GPU - kept)), at least 1, where kept < M_GPU (NaN otherwise); once per pair."""
     return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
                         (sp.nan, True))
 

@@ -39,17 +39,17 @@ def _any_above(value: Number, bound: float) -> bool:
         return bool(np.any(np.asarray(value, dtype=float) > bound))
     return float(value) > bound
 
-#: FLOPs per token by (account, family or Layout, mask, ...): immutable expressions, each summed once per process.
+#: FLOPs per token by (account, family or Layout, mask, ...): immutable, each summed once per process.
 _BUILT: dict[tuple[object, ...], sp.Expr] = {}
 
 
 def _family_key(family: str | Layout) -> object:
-    """A hashable stand-in for ``family``: the name, or the Layout's repr (every field; its dicts make it unhashable)."""
+    """A hashable stand-in for ``family``: its name, or the Layout's repr (every field, dicts included)."""
     return family if isinstance(family, str) else (type(family).__name__, repr(family))
 
 
 def _built(key: tuple[object, ...], build: Callable[[], sp.Expr]) -> sp.Expr:
-    """The expression stored under ``key``, built by ``build`` the first time (an error is raised, never stored)."""
+    """The expression under ``key``, built by ``build`` the first time (an error is raised, not stored)."""
     try:
         hash(key)
     except TypeError:                      # an unhashable argument: built (and refused) as before
