@@ -6,6 +6,8 @@ Every volume is what one rank sends under ring collectives (the papers' 2(n-1)/n
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
@@ -29,9 +31,10 @@ ELEMENT = layer_input().element_bytes
 ONE_RANK = {c: 1}
 
 
-def _rows(architecture="llama", whole_model: bool = False, moe: bool = False, **flags):
-    """The symbolic ledger with ``flags`` (Parallelism's fields) set."""
-    return symbolic_collectives(architecture, Parallelism(**flags), moe=moe, whole_model=whole_model)
+@lru_cache(maxsize=None)
+def _rows(architecture="llama", whole_model: bool = False, moe: bool = False, **flags) -> tuple:
+    """The symbolic ledger with ``flags`` (Parallelism's fields) set; frozen rows, built once per set of flags."""
+    return tuple(symbolic_collectives(architecture, Parallelism(**flags), moe=moe, whole_model=whole_model))
 
 
 def _sent(found, prefix: str, exclude: str = "\0", per_occurrence: bool = True) -> sp.Expr:
