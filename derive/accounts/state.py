@@ -191,7 +191,7 @@ class StateBytes:
         return sp.expand(self.params + self.grads + self.optimizer)
 
 
-@lru_cache(maxsize=None, typed=True)  # frozen StateBytes, built once per process
+@lru_cache(maxsize=4096, typed=True)  # frozen StateBytes, built once per process
 def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                 ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> StateBytes:
     """Resident bytes per rank of each account: the rows of :func:`state_ledger` (precision x optimizer table) by tag.
