@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterator, Mapping
 
 import sympy as sp
@@ -161,9 +162,15 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
         total = state_bytes(precision, optimizer, zero).total
         kept = total.subs(d, sp.oo) + extra
         sharded = sp.expand(total * d).coeff(d, 0)
-        return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
-                            (sp.nan, True))
+        return _ranks_needed(sharded, kept)
     return build
+
+
+@lru_cache(maxsize=None)
+def _ranks_needed(sharded: sp.Expr, kept: sp.Expr) -> sp.Expr:
+    """ceil(sharded / (M_GPU - kept)), at least 1, where kept < M_GPU (NaN otherwise); once per pair."""
+    return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
+                        (sp.nan, True))
 
 
 STATE = ("precision", "optimizer", "zero")

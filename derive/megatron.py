@@ -61,7 +61,6 @@ from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
 from derive.architectures.saved import output_saved
-from derive.codegen import arguments, exact_function
 from derive.conventions.megatron import (
     MEGATRON_OVERHEAD,
     distributed_optimizer_bytes_per_parameter,
@@ -195,6 +194,8 @@ def exact(value: sp.Expr) -> Fraction:
 @lru_cache(maxsize=None)
 def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
     """The names of ``expr``'s symbols and its exact Python code (derive.codegen.exact_function), made once."""
+    from derive.codegen import arguments, exact_function  # numpy loads with it: only when a number is asked for
+
     return tuple(symbol.name for symbol in arguments(expr)), exact_function(expr)
 
 

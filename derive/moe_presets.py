@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import sympy as sp
 
@@ -100,18 +100,43 @@ def _published(config: str, name: str, seq: int, source: str) -> MoEModel:
     return moe_model_from_config(published_config(config), name, seq, source)
 
 
-MOE_MODELS: dict[str, MoEModel] = {
-    "mixtral-8x7b": _published(
-        "mixtral-8x7b-v0.1", "Mixtral 8x7B", 32768,
-        "derive/configs/mixtral-8x7b-v0.1.json; Jiang et al. 2024 (Mixtral of Experts), Table 1"),
-    "deepseek-v3": _published(
-        "deepseek-v3", "DeepSeek-V3", 4096,
-        "derive/configs/deepseek-v3.json; DeepSeek-V3 report, sections 2 and 4.2 (61 layers, first 3 "
-        "dense, 1 shared + 256 routed experts, 8 active, one MTP module, pre-trained at s = 4096)"),
-    "qwen3-30b-a3b": _published(
-        "qwen3-30b-a3b", "Qwen3-30B-A3B", 32768,
-        "derive/configs/qwen3-30b-a3b.json (48 layers, 128 experts, 8 active, head_dim 128)"),
-}
+class _Presets(Mapping[str, MoEModel]):
+    """The MoE presets by name, read from their shipped configs on first use (a dense command never reads them)."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, MoEModel] | None = None
+
+    def _loaded(self) -> dict[str, MoEModel]:
+        if self._models is None:
+            self._models = {
+                "mixtral-8x7b": _published(
+                    "mixtral-8x7b-v0.1", "Mixtral 8x7B", 32768,
+                    "derive/configs/mixtral-8x7b-v0.1.json; Jiang et al. 2024 (Mixtral of Experts), Table 1"),
+                "deepseek-v3": _published(
+                    "deepseek-v3", "DeepSeek-V3", 4096,
+                    "derive/configs/deepseek-v3.json; DeepSeek-V3 report, sections 2 and 4.2 (61 layers, first 3 "
+                    "dense, 1 shared + 256 routed experts, 8 active, one MTP module, pre-trained at s = 4096)"),
+                "qwen3-30b-a3b": _published(
+                    "qwen3-30b-a3b", "Qwen3-30B-A3B", 32768,
+                    "derive/configs/qwen3-30b-a3b.json (48 layers, 128 experts, 8 active, head_dim 128)"),
+            }
+        return self._models
+
+    def __getitem__(self, name: str) -> MoEModel:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+    def __repr__(self) -> str:
+        return repr(self._loaded())
+
+
+#: The three published MoE presets by name (a mapping, read on first use).
+MOE_MODELS: Mapping[str, MoEModel] = _Presets()
 
 
 def moe_model(name: str) -> MoEModel:

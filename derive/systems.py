@@ -14,10 +14,12 @@ NCCL step inside a node, more across InfiniBand.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from derive.inputs import choose
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TERA, GIGA = 10**12, 10**9
 
@@ -65,6 +67,8 @@ class System:
 
     def link(self, span: int | np.ndarray) -> tuple[float | np.ndarray, float | np.ndarray]:
         """(unidirectional bytes/s, latency s) of a group spanning ``span`` consecutive GPUs (or a column of spans)."""
+        import numpy as np  # on the step model's first link, not on import: check and report never load it
+
         near = np.less_equal(span, self.nvlink_domain)
         return (np.where(near, self.nvlink_bandwidth, self.nic_bandwidth),
                 np.where(near, self.nvlink_latency, self.nic_latency))

@@ -45,3 +45,18 @@ def test_a_departure_that_holds_fails_the_check(monkeypatch):
 def test_difference_reduces_rational_forms():
     d = sp.Symbol("d", positive=True)
     assert identities.difference(6 + 12 / d, (6 * d + 12) / d) == 0
+
+
+#: Modules a fast command must not load: numpy (derive.codegen's printers), the PyTorch stack
+#: (derive.validate only) and sympy.physics (what sympy.simplify imports on its first call).
+HEAVY = ("numpy", "torch", "transformers", "sympy.physics")
+
+
+def test_check_and_the_dense_report_load_no_heavy_module():
+    """issue 28 (bench/run.py): the proofs and `derive --model 70b` start in little more than a SymPy import."""
+    for call in ("from derive import check; check.main([])",
+                 "from derive import cli; cli.main(['--model', '70b'])"):
+        code = (f"import contextlib, io, sys\nwith contextlib.redirect_stdout(io.StringIO()):\n    {call}\n"
+                f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.splitlines()[-1] == "[]", call

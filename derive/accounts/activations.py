@@ -9,6 +9,7 @@ follow the 1F1B schedules of megatron/core/pipeline_parallel/schedules.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy as sp
 
@@ -76,6 +77,7 @@ def layer_activations(profile: str = "gpt", attention_kernel: str = "materialise
     return sharded(table, tensor_parallel, sequence_parallel)
 
 
+@lru_cache(maxsize=4096, typed=True)  # an immutable expression, built once per process
 def layer_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False, *,
@@ -113,11 +115,13 @@ def llama_layer_form(layout: Layout) -> bool:
             and layout.gated and not layout.gate_up_fused and layout.qk_norm in ("none", "head"))
 
 
+@lru_cache(maxsize=4096, typed=True)  # an immutable expression, built once per process
 def logits_bytes(tensor_parallel: sp.Expr = 1) -> sp.Expr:
     """The ``logits`` rows of output_saved(): bf16 [s, b, V] plus the fp32 copy for the loss (the article, section 4.3)."""
     return sharded(output_saved().where("logits"), tensor_parallel).bytes()
 
 
+@lru_cache(maxsize=4096, typed=True)  # an immutable expression, built once per process
 def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                            tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                            recompute: str = "none", norm_statistics: bool = False,
@@ -133,11 +137,13 @@ def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
     return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
+@lru_cache(maxsize=4096, typed=True)  # an immutable expression, built once per process
 def article_layer_bytes(attention_kernel: str = "fused") -> sp.Expr:
     """The article's per-layer convention: GPT table, f = 4h, statistics ignored (section 4)."""
     return layer_activation_bytes("gpt", attention_kernel, softmax_statistics=False).subs(FFN_4H)
 
 
+@lru_cache(maxsize=4096, typed=True)  # an immutable expression, built once per process
 def article_model_bytes(attention_kernel: str = "fused", logits: bool = True) -> sp.Expr:
     """The article's all layers (+ logits) convention (section 4.3, activation_bytes)."""
     return model_activation_bytes("gpt", attention_kernel, softmax_statistics=False,

@@ -39,6 +39,26 @@ def _any_above(value: Number, bound: float) -> bool:
         return bool(np.any(np.asarray(value, dtype=float) > bound))
     return float(value) > bound
 
+#: FLOPs per token by (account, family or Layout, mask, ...): immutable, each summed once per process.
+_BUILT: dict[tuple[object, ...], sp.Expr] = {}
+
+
+def _family_key(family: str | Layout) -> object:
+    """A hashable stand-in for ``family``: its name, or the Layout's repr (every field, dicts included)."""
+    return family if isinstance(family, str) else (type(family).__name__, repr(family))
+
+
+def _built(key: tuple[object, ...], build: Callable[[], sp.Expr]) -> sp.Expr:
+    """The expression under ``key``, built by ``build`` the first time (an error is raised, not stored)."""
+    try:
+        hash(key)
+    except TypeError:                      # an unhashable argument: built (and refused) as before
+        return build()
+    if key not in _BUILT:
+        _BUILT[key] = build()
+    return _BUILT[key]
+
+
 #: Recompute policies: which forward GEMMs run a second time before the backward.
 #: "selective" re-runs QK^T and PV (Korthikanti et al. 2022, section 4.2; what
 #: FlashAttention does inside its kernel); "full" re-runs the forward of every
@@ -57,13 +77,14 @@ def recomputed_flops_per_token(family: str | Layout = "llama", mask: str = "caus
                                recompute: str = "none") -> sp.Expr:
     """Forward FLOPs per token that ``recompute`` runs a second time."""
     again = RECOMPUTED_GEMMS[choose("recompute", recompute, RECOMPUTED_GEMMS)]
-    return flops(model_gemms(family, mask).filter(again), "forward")
+    return _built(("recomputed", _family_key(family), mask, recompute),
+                  lambda: flops(model_gemms(family, mask).filter(again), "forward"))
 
 
 def flops_per_token(family: str | Layout = "llama", mask: str = "causal",
                     recompute: str = "none") -> sp.Expr:
     """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(family, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
-    model = flops(model_gemms(family, mask))
+    model = _built(("model", _family_key(family), mask), lambda: flops(model_gemms(family, mask)))
     return model + recomputed_flops_per_token(family, mask, recompute)
 
 
@@ -75,7 +96,8 @@ def model_flops_per_token(family: str | Layout = "llama", mask: str = "causal") 
 def recompute_factor(policy: str, family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
     """Hardware / model FLOPs under ``policy``: 1, 4/3 ("full"), 1 + 2Lsh/F ("selective", causal)."""
     extra = recomputed_flops_per_token(family, mask, policy)
-    return 1 + sp.cancel(extra / model_flops_per_token(family, mask))
+    return _built(("factor", _family_key(family), mask, policy),
+                  lambda: 1 + sp.cancel(extra / model_flops_per_token(family, mask)))
 
 
 def packed_flops(tokens: Number, seqlen_squared_sum: Number, family: str = "llama",

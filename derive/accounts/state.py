@@ -12,6 +12,7 @@ al. 2020, section 5). Byte totals are sums over this table, never typed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import sympy as sp
 
@@ -190,6 +191,7 @@ class StateBytes:
         return sp.expand(self.params + self.grads + self.optimizer)
 
 
+@lru_cache(maxsize=4096, typed=True)  # frozen StateBytes, built once per process
 def state_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                 ranks: sp.Expr = d, params: sp.Expr = N, **fp8: object) -> StateBytes:
     """Resident bytes per rank of each account: the rows of :func:`state_ledger` (precision x optimizer table) by tag.

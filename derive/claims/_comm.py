@@ -1,6 +1,8 @@
 """Communication volumes as the papers count them (elements one rank sends), from derive.accounts.comm's rows."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
@@ -26,12 +28,13 @@ def sent(found: list, prefix: str, exclude: str = "\0") -> sp.Expr:
                               if row.name.startswith(prefix) and exclude not in row.name)))
 
 
+@lru_cache(maxsize=None)  # an immutable expression; the ZeRO claims ask for a stage more than once
 def dp_elements(zero: int, precision: str = "fp16", **flags) -> sp.Expr:
     """Data-parallel elements one rank sends per step as d grows (t = p = 1, one micro-batch), in N."""
     found = rows("gpt", True, zero=zero, precision=precision, **flags)
     step = sp.Add(*(row.sent * row.count for row in found if row.group == "dp"))
     per_parameter = sp.limit(step.xreplace({t: 1, p: 1, m: 1}), d, sp.oo) / parameter_count("gpt")
-    return sp.simplify(per_parameter / dtype_bytes(precision)) * N
+    return sp.cancel(per_parameter / dtype_bytes(precision)) * N  # a ratio of polynomials: cancel is exact
 
 
 def tp_layer_elements(**flags) -> sp.Expr:

@@ -6,6 +6,8 @@ Every volume is what one rank sends under ring collectives (the papers' 2(n-1)/n
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
@@ -29,9 +31,10 @@ ELEMENT = layer_input().element_bytes
 ONE_RANK = {c: 1}
 
 
-def _rows(architecture="llama", whole_model: bool = False, moe: bool = False, **flags):
-    """The symbolic ledger with ``flags`` (Parallelism's fields) set."""
-    return symbolic_collectives(architecture, Parallelism(**flags), moe=moe, whole_model=whole_model)
+@lru_cache(maxsize=None)
+def _rows(architecture="llama", whole_model: bool = False, moe: bool = False, **flags) -> tuple:
+    """The symbolic ledger with ``flags`` (Parallelism's fields) set; frozen rows, built once per set of flags."""
+    return tuple(symbolic_collectives(architecture, Parallelism(**flags), moe=moe, whole_model=whole_model))
 
 
 def _sent(found, prefix: str, exclude: str = "\0", per_occurrence: bool = True) -> sp.Expr:
@@ -252,7 +255,7 @@ def fp8_gather_mxfp8() -> sp.Expr:
 def fp8_gather_gradients() -> sp.Expr:
     plain = _rows(zero=1, dp=2, precision="fp8-current")
     fp8 = _rows(zero=1, dp=2, precision="fp8-current", fp8_param_gather=True)
-    return sp.simplify(_sent(fp8, "dp.grads.reduce-scatter") / _sent(plain, "dp.grads.reduce-scatter"))
+    return sp.cancel(_sent(fp8, "dp.grads.reduce-scatter") / _sent(plain, "dp.grads.reduce-scatter"))
 
 
 DEEPSEEK_COMM = ("DeepSeek-V3 technical report (arXiv 2412.19437), section 3.3.4: tokens dispatched in FP8 "
@@ -264,7 +267,7 @@ def _ep_ratio(prefix: str) -> sp.Expr:
     """An expert all-to-all's bytes under fp8-blockwise over its bf16 bytes."""
     fp8 = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2, sequence_parallel=True, precision="fp8-blockwise")
     plain = _rows(MOE_LAYOUT, moe=True, ep=2, dp=2, sequence_parallel=True, precision="bf16")
-    return sp.simplify(_sent(fp8, prefix) / _sent(plain, prefix))
+    return sp.cancel(_sent(fp8, prefix) / _sent(plain, prefix))
 
 
 @identity("FP8 dispatch all-to-all: (1 + 4/128)/2 of the bf16 one", topic=TOPIC,

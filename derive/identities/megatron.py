@@ -11,6 +11,7 @@ that the Megatron-convention sums are Megatron's closed forms.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import sympy as sp
@@ -150,10 +151,15 @@ class Departure:
     topic: str = TOPIC
     source: str = SOURCE
 
+    @cached_property
+    def pair(self) -> tuple[sp.Expr, sp.Expr]:
+        """``sides()``, derived once per process: the identity's claim and derived side and the sizes share it."""
+        return self.sides()
+
     @property
     def difference(self) -> sp.Expr:
         """derived - Megatron, exactly."""
-        counted, derived = self.sides()
+        counted, derived = self.pair
         return sp.expand((derived - counted).subs(self.where))
 
 
@@ -215,11 +221,11 @@ DEPARTURES: tuple[Departure, ...] = (
 
 def _register(entry: Departure) -> None:
     kind = "weights" if entry.topic == TOPIC else "activations"
-    @identity(f"Megatron {kind}: {entry.name}", topic=entry.topic, claim=entry.sides()[0],
+    @identity(f"Megatron {kind}: {entry.name}", topic=entry.topic, claim=entry.pair[0],
               key=f"megatron.{entry.sides.__name__}",
               source=entry.source, assumptions=entry.assumptions, where=entry.where, holds=False)
     def derived() -> sp.Expr:
-        return entry.sides()[1]
+        return entry.pair[1]
 
 
 for _entry in DEPARTURES:
@@ -230,7 +236,7 @@ def size(entry: Departure, values: dict[sp.Symbol, int], family: str = "llama") 
     """The departure's difference at ``values`` (a preset's sizes plus t, p, d); 0 where it cannot arise."""
     if family == "llama" and not entry.llama:
         return sp.Integer(0)
-    return entry.difference.subs(values)
+    return entry.difference.xreplace({symbol: sp.sympify(value) for symbol, value in values.items()})
 
 
 #: The layout the sizes are quoted at: t = 8, p = 4, d = 8 (a Llama 3 70B pre-training shape),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import sympy as sp
@@ -242,10 +243,15 @@ class Departure:
     source: str = MEMORY
     needs: str = ""
 
+    @cached_property
+    def pair(self) -> tuple[sp.Expr, sp.Expr]:
+        """``sides()``, derived once per process: the identity's claim and derived side and the sizes share it."""
+        return self.sides()
+
     @property
     def difference(self) -> sp.Expr:
         """derived - Megatron, exactly."""
-        counted, derived = self.sides()
+        counted, derived = self.pair
         return sp.expand(derived - counted)
 
 
@@ -304,11 +310,11 @@ def sizes(values: dict[sp.Symbol, int], features: MoEFeatures) -> dict[str, sp.E
 
 
 def _register(entry: Departure) -> None:
-    @identity(f"Megatron MoE: {entry.name}", topic=TOPIC, claim=entry.sides()[0],
+    @identity(f"Megatron MoE: {entry.name}", topic=TOPIC, claim=entry.pair[0],
               key="moe." + re.sub(r"\W+", "_", entry.name).strip("_"),
               source=entry.source, assumptions=entry.assumptions, holds=False)
     def derived() -> sp.Expr:
-        return entry.sides()[1]
+        return entry.pair[1]
 
 
 for _entry in DEPARTURES:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import sympy as sp
@@ -82,10 +83,15 @@ class PeerDeparture:
         slug = re.sub(r"[^a-z0-9]+", "_", f"{self.peer}.{self.name}".lower()).strip("_")
         return f"peers.{slug}"
 
+    @cached_property
+    def pair(self) -> tuple[sp.Expr, sp.Expr]:
+        """``sides()``, derived once per process: the identity's claim and derived side and the sizes share it."""
+        return self.sides()
+
     @property
     def difference(self) -> sp.Expr:
         """derived - peer, exactly."""
-        claimed, derived = self.sides()
+        claimed, derived = self.pair
         return sp.expand((derived - claimed).xreplace(self.where))
 
     def size(self, values: dict[sp.Symbol, object]) -> sp.Expr:
@@ -105,10 +111,10 @@ def departure(entry: PeerDeparture) -> PeerDeparture:
         raise ValueError(f"peer departure {entry.name!r} is registered twice")
     DEPARTURES[entry.name] = entry
 
-    @identity(f"{entry.peer}: {entry.name}", topic=TOPIC, claim=entry.sides()[0], source=entry.source,
+    @identity(f"{entry.peer}: {entry.name}", topic=TOPIC, claim=entry.pair[0], source=entry.source,
               assumptions=entry.assumptions, where=entry.where, holds=False, key=entry.key)
     def derived() -> sp.Expr:
-        return entry.sides()[1]
+        return entry.pair[1]
 
     return entry
 

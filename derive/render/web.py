@@ -18,6 +18,7 @@ import itertools
 import json
 import re
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -303,6 +304,12 @@ def form_key(flags: tuple[bool, ...], fixed: bool) -> str:
 
 def config_forms() -> dict[str, dict[str, Model]]:
     """model_type -> form key -> a model of each form a config of a dense family can have."""
+    return {model_type: dict(by_key) for model_type, by_key in _config_forms().items()}
+
+
+@lru_cache(maxsize=1)
+def _config_forms() -> dict[str, dict[str, Model]]:
+    """:func:`config_forms`, made once (frozen Models from derive.hf's fixed tables); callers get copies."""
     return {model_type: {form_key(flags, fixed): config_form(model_type, family, flags, fixed)
                          for flags in itertools.product((False, True), repeat=len(family.config_flags()))
                          for fixed in ((False, True) if family.head_dim is not None else (False,))}

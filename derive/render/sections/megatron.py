@@ -87,12 +87,13 @@ def registry_table() -> Table:
     rows = []
     for checked in other_departures():
         entry, unit = checked.identity, _unit(checked.identity.topic)
-        values = {name: {**model(name).values, **LAYOUT, **MICRO_BATCH} for name in LLAMA3_MODELS}
+        values = {name: {symbol: sp.sympify(value) for symbol, value in
+                         {**model(name).values, **LAYOUT, **MICRO_BATCH}.items()} for name in LLAMA3_MODELS}
         rows.append({
             "topic": text_cell(entry.topic), "departure": text_cell(entry.name),
             "claim": math_cell(checked.claim), "difference": math_cell(checked.difference),
             "status": text_cell(checked.verdict),
-            **{name: _size_cell(checked.difference.subs(values[name]), unit) for name in LLAMA3_MODELS},
+            **{name: _size_cell(checked.difference.xreplace(values[name]), unit) for name in LLAMA3_MODELS},
             "source": text_cell(entry.source),
         })
     return Table(
