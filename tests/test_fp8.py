@@ -223,3 +223,14 @@ def test_the_communication_ledger_gathers_the_bf16_copy_under_an_fp8_precision()
     bf16 = per_rank_bytes_per_step(model("llama3-70b"), Parallelism(**layout, precision="bf16"))
     assert fp8 == megatron            # FP8 caches do not travel; fp32 gradients as Megatron's bf16
     assert fp8["dp"] > bf16["dp"] and fp8["tp"] == bf16["tp"]
+
+
+def test_the_sheets_b_per_param_table_is_exact():
+    # formulas/tables.json: fp8-current with --fp8-param-gather keeps 18 B/param plus 4 B of scale per
+    # layer matrix: Llama 3 8B has 32 x 7 = 224 matrices over N = 8,030,261,248 parameters, so the
+    # value is 18 + 896/N = 1129255495/62736416, not a rounded 18
+    from pathlib import Path
+    tables = json.loads((Path(__file__).resolve().parents[1] / "formulas" / "tables.json").read_text())
+    rows = tables["tables"]["fp8_bytes_per_parameter"]["rows"]
+    row = next(r for r in rows if r["recipe"] == "fp8-current, --fp8-param-gather")
+    assert Fraction(row["llama3-8b"]) == 18 + Fraction(4 * 32 * 7, 8_030_261_248)

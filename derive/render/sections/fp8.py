@@ -32,8 +32,13 @@ PER_PARAMETER = "B/param"
 
 
 def decimal_cell(value: sp.Expr, digits: int = 3) -> Cell:
-    """An exact rational: its SymPy string in the JSON, ``digits`` decimals on the sheet."""
-    value = sp.nsimplify(value)
+    """An exact rational: its SymPy string in the JSON, ``digits`` decimals on the sheet.
+
+    Taken as it is (``sp.nsimplify`` would search a nearby simple number: 18 + 4 n_8 / N became 18).
+    """
+    value = sp.sympify(value)
+    if not value.is_Rational:
+        raise ValueError(f"value: {value} is not an exact rational")
     return Cell(sp.sstr(value), f"{float(value):.{digits}f}")
 
 
