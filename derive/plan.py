@@ -60,9 +60,8 @@ from derive.inputs import choose
 from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
-from derive.sweep import CONTEXT, accounts, compile, evaluate, placement_sharded, stage_in_flight, stage_layers
-from derive import symbols
-from derive.symbols import L, N, d, p, t, v
+from derive.sweep import CONTEXT, STATE_RANKS, accounts, compile, evaluate, placement_sharded, stage_in_flight, stage_layers
+from derive.symbols import L, N, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
 from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
@@ -140,8 +139,7 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     sharded = placement_sharded(zero, placement_name)
     terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced,
                      recipe=recipe)
-    # sharded over d c, as derive.sweep.accounts
-    buffers = placement_ledger(placement_name, sharded, d * symbols.c, recipe).where("resident")
+    buffers = placement_ledger(placement_name, sharded, STATE_RANKS, recipe).where("resident")
     rows = layer_activations(profile, "fused", t, True, recompute, recipe=recipe)
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
 
@@ -358,21 +356,26 @@ def _seconds(value: float) -> str:
 FIELDS = ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced")
 
 
-def render_text(result: Plan, top: int = 10) -> str:
-    """The plan as text: header, the ``top`` ranks (one line each, its alike layouts named below), failures."""
-    c, entry = result.columns, result.model
-    low, high = result.usable
-    order, ranks, tight = result.order(), result.ranks(), result.tight()
-    feasible = int(c["feasible"].sum())
+def fit_line(usable: tuple[int, int], fit: str) -> str:
+    """The text's line on how memory is judged: the usable range, the limit, what 'tight' means."""
+    low, high = usable
     judged = (f"a layout fits at or under {high / GiB:.2f} GiB on its most loaded rank ('tight' above "
               f"{low / GiB:.2f} GiB: it fits only if context, NCCL buffers and fragmentation stay under their "
               f"largest estimates)"
-              if result.fit == "high" else f"a layout fits at or under {low / GiB:.2f} GiB on its most loaded rank")
+              if fit == "high" else f"a layout fits at or under {low / GiB:.2f} GiB on its most loaded rank")
+    return f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); {judged}"
+
+
+def render_text(result: Plan, top: int = 10) -> str:
+    """The plan as text: header, the ``top`` ranks (one line each, its alike layouts named below), failures."""
+    c, entry = result.columns, result.model
+    order, ranks, tight = result.order(), result.ranks(), result.tight()
+    feasible = int(c["feasible"].sum())
     lines = [
         f"== {entry.name} on {result.gpus} {result.hardware.upper()}"
         + (f" in {result.precision}" if result.precision != "bf16" else "")
         + f": {result.tokens:,} tokens per step (s = {entry.seq})",
-        f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); {judged}",
+        fit_line(result.usable, result.fit),
         f"  {COMMUNICATION}",
         f"  {len(order)} layouts, {feasible} fit",
     ]

@@ -35,7 +35,7 @@ from derive.hf import published_model
 from derive.inputs import choose
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.parallelism import Parallelism
-from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, Ranked, divisors, reasons
+from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, Ranked, divisors, fit_line, reasons
 from derive.sweep import compile
 from derive.symbols import E, L, a, b, d, e, f_E, g, p, s, t, t_E
 from derive.systems import system
@@ -137,11 +137,8 @@ def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
     order = result.order()
     feasible = int(c["feasible"].sum())
     ranks, tight = result.ranks(), result.tight()
-    low, high = result.usable
     lines = [f"== {result.model.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step",
-             f"  usable per GPU {low / 2**30:.2f}-{high / 2**30:.2f} GiB: a layout fits at or under "
-             f"{(high if result.fit == 'high' else low) / 2**30:.2f} GiB"
-             + (" ('tight' above the low end)" if result.fit == "high" else ""),
+             fit_line(result.usable, result.fit),
              f"  {len(order)} layouts, {feasible} fit",
              "  rank   t   p   e  t_E     d  b     m  zero  memory GiB  step s"]
     for row in order[:feasible]:

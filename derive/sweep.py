@@ -42,6 +42,11 @@ from derive.recipes import fp8_weight_counts
 from derive.symbols import N_8, L, c, d, m, n_8, p, s, t, v
 from derive.tensors import Ledger
 
+#: The ranks ZeRO's sharded states are split over: data- and context-parallel together, as
+#: Megatron's distributed optimizer takes intra_dp_cp_group (megatron/core/optimizer/__init__.py,
+#: data_parallel_group=...) and the step model's optimizer reads them (d c replicas).
+STATE_RANKS = d * c
+
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
 INT64_LIMIT = 2**62
 #: From this many configurations on, integer scalars are folded into a specialised compile
@@ -332,16 +337,14 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
     placement(placement_name)
     fp8: dict[str, object] = {}
     if recipe is not None:
-        added = (placement_bytes(placement_name, sharded, d * c, recipe, fp8_param_gather)
-                 - placement_bytes(placement_name, sharded, d * c))
+        added = (placement_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
+                 - placement_bytes(placement_name, sharded, STATE_RANKS))
         fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
     elif fp8_param_gather:
         raise ValueError("fp8_param_gather: needs an FP8 recipe")
     return Accounts(
         parameters=_stage_parameters(architecture),
-        # sharded over the data- and context-parallel ranks together: Megatron's distributed optimizer
-        # takes intra_dp_cp_group (megatron/core/optimizer/__init__.py, data_parallel_group=...)
-        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, d * c),
+        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, STATE_RANKS),
         activations=_stage_activations(profile, attention_kernel, recompute, recipe),
         layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute, recipe=recipe),
         logits=logits_bytes(t),

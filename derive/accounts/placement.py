@@ -349,17 +349,19 @@ def fp8_precision(name: str, precision: str | None) -> str:
     return precision
 
 
+def _held_alike(precision: str, other: str) -> bool:
+    """Whether ``precision`` and ``other`` hold the non-FP8 states alike (HELD_AS)."""
+    return all(getattr(PRECISIONS[precision], field) == getattr(PRECISIONS[other], field) for field in HELD_AS)
+
+
 def _holds_as(entry: Placement, precision: str) -> bool:
-    """Whether ``entry``'s recipe holds the non-FP8 states as ``precision`` does (HELD_AS)."""
-    rule, own = PRECISIONS[precision], PRECISIONS[entry.recipe]
-    return all(getattr(rule, field) == getattr(own, field) for field in HELD_AS)
+    """Whether ``entry``'s recipe holds the non-FP8 states as ``precision`` does."""
+    return _held_alike(precision, entry.recipe)
 
 
 def _held_base(precision: str) -> str:
     """The first precision without FP8 rows that holds ``precision``'s other states alike."""
-    rule = PRECISIONS[precision]
-    return next(key for key, other in PRECISIONS.items()
-                if other.fp8 is None and all(getattr(rule, f) == getattr(other, f) for f in HELD_AS))
+    return next(key for key, other in PRECISIONS.items() if other.fp8 is None and _held_alike(precision, key))
 
 
 def _resident(entry: Placement, precision: str | None = None, fp8_param_gather: bool = False) -> Ledger:

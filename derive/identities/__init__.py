@@ -20,9 +20,24 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Mapping
 
 import sympy as sp
+
+
+class Sided:
+    """A departure whose ``sides()`` (claimed, derived) are derived once per process, as :attr:`pair`.
+
+    The identity's claim, its derived side and the per-preset sizes all read the same pair.
+    """
+
+    sides: Callable[[], tuple[sp.Expr, sp.Expr]]
+
+    @cached_property
+    def pair(self) -> tuple[sp.Expr, sp.Expr]:
+        """``sides()``, derived on first use."""
+        return self.sides()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from derive.architectures.saved import layer_input
 from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
 from derive.identities import identity
 from derive.parallelism import Parallelism
-from derive.symbols import E, L, L_E, N, a, b, c, d, e, f, g, h, k_E, m, p, s, t, v
+from derive.symbols import L, N, a, b, c, d, e, f, g, h, k_E, m, p, s, t, v
 
 TOPIC = "communication"
 ZERO = "Rajbhandari et al. 2020 (ZeRO), section 7"
@@ -149,7 +149,7 @@ def sequence_parallel_regather() -> sp.Expr:
 
 @identity("Full recompute: 12bsh(t-1)/t elements per layer per micro-batch (six all-reduces)", topic=TOPIC,
           claim=12 * b * s * h * (t - 1) / t, where=ONE_RANK,
-          source=f"Rajbhandari et al. 2020 (ZeRO), section 8 (12 x seq x hidden per block with "
+          source="Rajbhandari et al. 2020 (ZeRO), section 8 (12 x seq x hidden per block with "
                  "activation checkpointing, an all-reduce being 2 x the message)",
           assumptions=("two all-reduces forward, two in the recomputed forward, two backward", RING))
 def full_recompute_layer() -> sp.Expr:

@@ -11,7 +11,6 @@ that the Megatron-convention sums are Megatron's closed forms.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Callable
 
 import sympy as sp
@@ -29,7 +28,7 @@ from derive.conventions.megatron import (
     distributed_optimizer_bytes_per_parameter,
     megatron_num_floating_point_operations,
 )
-from derive.identities import identity
+from derive.identities import Sided, identity
 from derive.symbols import FFN_4H, L, V, a, b, d, f, h, k, m, p, s, t, v
 from derive.tensors import Ledger
 
@@ -139,7 +138,7 @@ def megatron_full_recompute() -> tuple[sp.Expr, sp.Expr]:
 
 
 @dataclass(frozen=True)
-class Departure:
+class Departure(Sided):
     """One way a Megatron estimator departs, the pair it is read from, and its unit."""
 
     name: str
@@ -150,11 +149,6 @@ class Departure:
     llama: bool = True
     topic: str = TOPIC
     source: str = SOURCE
-
-    @cached_property
-    def pair(self) -> tuple[sp.Expr, sp.Expr]:
-        """``sides()``, derived once per process: the identity's claim and derived side and the sizes share it."""
-        return self.sides()
 
     @property
     def difference(self) -> sp.Expr:

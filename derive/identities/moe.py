@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Callable
 
 import sympy as sp
@@ -25,8 +24,8 @@ from derive.architectures.gemms import flops
 from derive.architectures.mla import MLA, mla_attention
 from derive.architectures.moe_model import (MoEFeatures, active_parameters, layer, model_gemms,
                                             model_parameters)
-from derive.identities import identity
-from derive.symbols import (N_GEMM, D, E, k_E, L, L_E, N, V, a, b, d, k_nope, k_rope, k_v, e, f, f_E,
+from derive.identities import Sided, identity
+from derive.symbols import (D, E, k_E, L, L_E, N, V, a, b, d, k_nope, k_rope, k_v, e, f, f_E,
                             f_S, g, h, k, p, r_kv, r_q, s, t, t_E)
 from derive.tensors import Ledger
 
@@ -233,7 +232,7 @@ def activations_ignore_moe(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
 
 
 @dataclass(frozen=True)
-class Departure:
+class Departure(Sided):
     """One way Megatron's MoE numbers depart from the tables, the pair it is read from, its unit."""
 
     name: str
@@ -242,11 +241,6 @@ class Departure:
     assumptions: tuple[str, ...]
     source: str = MEMORY
     needs: str = ""
-
-    @cached_property
-    def pair(self) -> tuple[sp.Expr, sp.Expr]:
-        """``sides()``, derived once per process: the identity's claim and derived side and the sizes share it."""
-        return self.sides()
 
     @property
     def difference(self) -> sp.Expr:

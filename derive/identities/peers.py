@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Callable
 
 import sympy as sp
@@ -38,7 +37,7 @@ from derive.architectures.parameters import (
 )
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.conventions import CONVENTIONS, palm
-from derive.identities import identity
+from derive.identities import Sided, identity
 from derive.symbols import LATEX_NAMES, N, V, a, b, f, h, s
 from derive.tensors import Ledger
 
@@ -67,7 +66,7 @@ def deepspeed_host_bytes(placement: str, zero_init: bool) -> sp.Expr:
 
 
 @dataclass(frozen=True)
-class PeerDeparture:
+class PeerDeparture(Sided):
     """One way a peer departs from derive: (peer, derived) sides, where it applies, its source."""
 
     name: str
@@ -82,11 +81,6 @@ class PeerDeparture:
         """The identity registry's stable key: ``peers.<peer>.<name as a slug>``."""
         slug = re.sub(r"[^a-z0-9]+", "_", f"{self.peer}.{self.name}".lower()).strip("_")
         return f"peers.{slug}"
-
-    @cached_property
-    def pair(self) -> tuple[sp.Expr, sp.Expr]:
-        """``sides()``, derived once per process: the identity's claim and derived side and the sizes share it."""
-        return self.sides()
 
     @property
     def difference(self) -> sp.Expr:
