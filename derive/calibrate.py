@@ -19,10 +19,10 @@ each table's mean and max error go to ``derive/calibration.json``, which the pre
 Layout details the papers leave unstated are assumptions named on each row.
 
 ``--check`` predicts a held-out set with those constants and fits nothing: NVIDIA's published
-Megatron-Bridge pre-training runs of one release (``derive/heldout_runs.json``: dense and MoE,
-H100 and Blackwell, BF16 and FP8), each row's tokens/s per GPU against the published one, the
-mean and max absolute error by precision, GPU and dense / MoE, and every row derive cannot run
-with the reason (issues 29 and 32).
+Megatron-Bridge pre-training runs of three releases (``derive/heldout_runs*.json``, one file per
+release: 25.09, 25.11, 26.02; dense and MoE, H100 and Blackwell, BF16, FP8, MXFP8 and NVFP4), each
+row's tokens/s per GPU against the published one, the mean and max absolute error by release,
+precision, GPU and dense / MoE, and every row derive cannot run with the reason (issues 29 and 32).
 """
 from __future__ import annotations
 
@@ -209,35 +209,65 @@ def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
             "tables": summary, "rows": rows, "narayanan_layouts": NARAYANAN_SOURCE}
 
 
-#: The held-out check set: one release of NVIDIA's published Megatron-Bridge pre-training table.
+#: The held-out check set: NVIDIA's published Megatron-Bridge pre-training tables, one file per release
+#: (``HELDOUT`` is the 25.11 release's), each row typed as published with the file's source and notes.
 HELDOUT = Path(__file__).resolve().parent / "heldout_runs.json"
+HELDOUT_FILES = tuple(HELDOUT.parent / name for name in
+                      ("heldout_runs_25.09.json", "heldout_runs.json", "heldout_runs_26.02.json"))
 #: The table's names -> derive's: models (a preset or MoE preset), systems, precisions. A row whose
 #: name is not here is listed as one derive cannot run, with the missing name.
 HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b",
-                  "DeepSeekV3 (w/o MTP)": "deepseek-v3", "DeepSeekV3 (w/ MTP)": "deepseek-v3",
-                  "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b"}
+                  "DeepSeekV3": "deepseek-v3", "DeepSeekV3 (w/o MTP)": "deepseek-v3",
+                  "DeepSeekV3 (w/ MTP)": "deepseek-v3", "DeepSeekV3 (dropless)": "deepseek-v3",
+                  "DeepSeekV3 (tokendrop)": "deepseek-v3",
+                  "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_30B_a3B (tokendrop)": "qwen3-30b-a3b",
+                  "Qwen3_235B_a22B": "qwen3-235b-a22b", "Qwen3_235B_a22B (tokendrop)": "qwen3-235b-a22b"}
 HELDOUT_SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-GB200": "gb200", "DGX-GB300": "gb300"}
-HELDOUT_PRECISIONS = {"BF16": "bf16", "FP8-CS": "fp8-current", "FP8-DS": "fp8-delayed", "FP8-MX": "mxfp8"}
+#: 26.02's "FP8" is the recipes' fp8_cs (heldout_runs_26.02.json, columns.precision, cites the recipe).
+HELDOUT_PRECISIONS = {"BF16": "bf16", "FP8-CS": "fp8-current", "FP8-DS": "fp8-delayed", "FP8-MX": "mxfp8",
+                      "FP8": "fp8-current", "MXFP8": "mxfp8", "NVFP4": "nvfp4"}
+#: A model-name suffix -> the MoE capacity factor of the run: Megatron-Bridge's token-drop runs
+#: (megatron/bridge/training/utils/moe_token_drop.py, apply_moe_token_drop: moe_expert_capacity_factor
+#: = 1.0, moe_pad_expert_input_to_capacity = True); derive.parallelism's capacity_factor.
+HELDOUT_CAPACITY = {"(tokendrop)": 1}
+#: Models whose recipe counts the embedding and the loss as one layer slot each in the pipeline split
+#: (derive.parallelism's ``balanced``): megatron/bridge/recipes/llama/llama3.py, llama31_405b_pretrain_config,
+#: account_for_embedding_in_pipeline_split = account_for_loss_in_pipeline_split = True at each release's
+#: commit (fa0315ae2684, 97ad8cc6f1, c0b9a00031b7); 26.02's 405B at p 16, v 8 needs it (128 = 126 + 2 slots).
+HELDOUT_BALANCED = {"LLAMA3.1_405B"}
 #: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
 HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
                        "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
-                       "v = 1 where it prints n/a; pipeline stages unbalanced; bf16 states with fp32 gradients; "
+                       "v = 1 where it prints n/a; pipeline stages unbalanced but for Llama 3.1 405B (its recipe's embedding and loss slots); bf16 states with fp32 gradients; "
                        "MoE routing uniform (the runs force-balance it), dropless; expert tensor parallel 1 where ep > 1 "
                        "(the MoE recipes' expert_tensor_parallelism = 1)")
 #: What a row's model name says that derive's model lacks.
-HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": "the run trains an MTP module; derive's step model counts none"}
+#: 25.09's and 26.02's DeepSeekV3 rows name no MTP setting; their recipes train one MTP layer
+#: (megatron/bridge/recipes/deepseek/deepseek_v3.py: mtp_num_layers = 1 at fa0315ae2684 and c0b9a00031b7)
+#: and the published model TFLOP/s per token count 3.8-4.1 % over derive's, as 25.11's "w/ MTP" row does.
+MTP = "the run trains an MTP module; derive's step model counts none"
+HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": MTP, "DeepSeekV3": MTP, "DeepSeekV3 (dropless)": MTP,
+                   "DeepSeekV3 (tokendrop)": MTP}
+TOKEN_DROP = ("token drop: capacity factor 1 with expert inputs padded to capacity (Megatron-Bridge "
+              "apply_moe_token_drop): every expert computes T k_E / E rows, the dropless count under uniform routing")
 
 
-def heldout_runs(path: Path = HELDOUT) -> tuple[list[PublishedRun], list[dict[str, object]]]:
+def heldout_releases(paths: Sequence[Path] = HELDOUT_FILES) -> list[dict]:
+    """Each release file's data (release, container, source, columns, notes, rows)."""
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def heldout_runs(paths: Sequence[Path] = HELDOUT_FILES) -> tuple[list[PublishedRun], list[dict[str, object]]]:
     """The rows derive can run as PublishedRuns (step time GBS s / (tokens/s/GPU x GPUs)), and the others with why."""
-    data = json.loads(path.read_text())
     runs, skipped = [], []
-    for row in data["rows"]:
-        label = f"{row['model']} {row['precision']} {row['gpus']} {row['system']}"
-        try:
-            runs.append(_heldout_run(row, label, data["release"]))
-        except ValueError as error:
-            skipped.append({"run": label, "reason": str(error), "published_tokens": row["tokens_per_s_per_gpu"]})
+    for data in heldout_releases(paths):
+        for row in data["rows"]:
+            label = f"{data['container']} {row['model']} {row['precision']} {row['gpus']} {row['system']}"
+            try:
+                runs.append(_heldout_run(row, label, data["container"]))
+            except ValueError as error:
+                skipped.append({"run": label, "release": data["container"], "reason": str(error),
+                                "published_tokens": row["tokens_per_s_per_gpu"]})
     return runs, skipped
 
 
@@ -248,15 +278,18 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
             raise ValueError(f"{field}: derive has no {row[field]!r} (no preset, shipped config or system of that name)")
     entry = replace(named_model(HELDOUT_MODELS[row["model"]], moe=True)[0], seq=row["seq"])
     precision = HELDOUT_PRECISIONS[row["precision"]]
-    tp, pp, cp = row["tp"], row["pp"], row["cp"]
-    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=row["ep"], etp=1 if row["ep"] > 1 else None,
+    tp, pp, cp, ep = row["tp"], row["pp"], row["cp"], row["ep"] or 1
+    drop = next((factor for suffix, factor in HELDOUT_CAPACITY.items() if row["model"].endswith(suffix)), None)
+    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=ep, etp=1 if ep > 1 else None,
                          dp=row["gpus"] // (tp * pp * cp),
                          micro_batch=row["micro_batch"], global_batch=row["global_batch"], recompute="none",
                          sequence_parallel=tp > 1, zero=3 if row["fsdp"] else 1,
-                         precision=ledger_precision(precision))
+                         precision=ledger_precision(precision), capacity_factor=drop,
+                         balanced=row["model"] in HELDOUT_BALANCED and pp > 1)
     layout.check(entry)
     seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
-    assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]))))
+    assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]),
+                                          drop and TOKEN_DROP)))
     return PublishedRun(release, label, entry, layout, system(HELDOUT_SYSTEMS[row["system"]]), seconds,
                         f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, precision=precision)
 
@@ -270,47 +303,69 @@ def _gib(size: float | None) -> float | None:
     return None if size is None else round(size / 2**30, 1)
 
 
-def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: Efficiency) -> dict[str, object]:
-    """Every held-out row's predicted and published tokens/s per GPU, the groups' errors, the rows not run.
+def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: Efficiency,
+                   paths: Sequence[Path] = HELDOUT_FILES) -> dict[str, object]:
+    """Every held-out row's predicted and published tokens/s per GPU, the groups' errors (all rows and each release's), the rows not run.
 
     Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
     accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
     """
-    rows, groups = [], {}
+    rows, groups, by_release = [], {}, {}
     for run, error in zip(runs, residuals(runs, eta)):
         tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
         predicted = tokens / (1 + error)  # throughput scales as 1 / step time
-        row = {"run": run.label, "gpu": run.gpu.name, "precision": run.precision,
+        row = {"run": run.label, "release": run.table, "gpu": run.gpu.name, "precision": run.precision,
                "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
                "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
                "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
                "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
                "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions}
         rows.append(row)
-        for key in ("precision", "gpu", "kind"):
+        mine = by_release.setdefault(run.table, {})
+        for key in ("release", "precision", "gpu", "kind"):
             groups.setdefault(f"{key} {row[key]}", []).append(row["error"])
+            if key != "release":
+                mine.setdefault(f"{key} {row[key]}", []).append(row["error"])
         groups.setdefault("all", []).append(row["error"])
-    data = json.loads(HELDOUT.read_text())
-    order = sorted(groups, key=lambda name: (name != "all", name.lower()))
-    return {"source": data["source"], "release": data["release"],
-            "constants": {name: getattr(eta, name) for name in FIELDS}, "rows": rows,
-            "groups": {name: _spread(groups[name]) for name in order}, "not_run": list(skipped)}
+        mine.setdefault("all", []).append(row["error"])
+    releases = {}
+    for data in heldout_releases(paths):
+        mine = by_release.get(data["container"], {})
+        releases[data["container"]] = {
+            "release": data["release"], "source": data["source"], "source_file": data["source_file"],
+            "rows": len(data["rows"]), "not_run": sum(row["release"] == data["container"] for row in skipped),
+            "groups": {name: _spread(mine[name]) for name in _ordered(mine)}}
+    return {"releases": releases, "constants": {name: getattr(eta, name) for name in FIELDS}, "rows": rows,
+            "groups": {name: _spread(groups[name]) for name in _ordered(groups)}, "not_run": list(skipped)}
+
+
+def _ordered(groups: dict) -> list[str]:
+    return sorted(groups, key=lambda name: (name != "all", name.lower()))
 
 
 def render_heldout(result: dict[str, object]) -> str:
-    """Each held-out row's tokens/s per GPU, the groups' errors, the rows not run and why."""
-    lines = [f"held out (never fitted): {result['release']}, {result['source']}"]
-    for row in result["rows"]:
-        over = row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]
-        lines.append(f"  {row['run']:44s} published {row['published_tokens']:7,d}  predicted "
-                     f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}"
-                     + (f"  (derive's memory accounts: {row['memory_gib']} GiB > {row['hbm_gib']} GiB HBM)"
-                        if over else ""))
+    """Each release's rows (tokens/s per GPU) and groups' errors, the groups over all releases, the rows not run and why."""
+    lines = []
+    for container, release in result["releases"].items():
+        lines.append(f"held out (never fitted): {release['release']}, {release['source']} ({release['source_file']})")
+        for row in result["rows"]:
+            if row["release"] != container:
+                continue
+            over = row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]
+            lines.append(f"  {row['run']:50s} published {row['published_tokens']:7,d}  predicted "
+                         f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}"
+                         + (f"  (derive's memory accounts: {row['memory_gib']} GiB > {row['hbm_gib']} GiB HBM)"
+                            if over else ""))
+        for name, errors in release["groups"].items():
+            lines.append(f"  {container} {name}: mean |error| {errors['mean_abs_error']:.1%}, "
+                         f"max {errors['max_abs_error']:.1%} ({errors['rows']} rows)")
+        for row in result["not_run"]:
+            if row["release"] == container:
+                lines.append(f"  not run: {row['run']}: {row['reason']}")
+    lines.append("all releases:")
     for name, errors in result["groups"].items():
         lines.append(f"{name}: mean |error| {errors['mean_abs_error']:.1%}, max {errors['max_abs_error']:.1%} "
                      f"({errors['rows']} rows)")
-    for row in result["not_run"]:
-        lines.append(f"  not run: {row['run']}: {row['reason']}")
     return "\n".join(lines) + "\n"
 
 
@@ -320,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--write", action="store_true", help="write derive/calibration.json")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--check", action="store_true",
-                        help="predict the held-out published runs (derive/heldout_runs.json) with the shipped "
+                        help="predict the held-out published runs (derive/heldout_runs*.json) with the shipped "
                              "constants; fits nothing")
     return parser
 

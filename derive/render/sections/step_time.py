@@ -87,6 +87,8 @@ def heldout_table() -> Table:
     groups = "; ".join(f"{name}: mean |error| {errors['mean_abs_error']:.1%}, max {errors['max_abs_error']:.1%} "
                        f"({errors['rows']} rows)" for name, errors in result["groups"].items())
     missing = sorted({row["reason"].partition(" (")[0] for row in result["not_run"]})
+    releases = "; ".join(release["release"] for release in result["releases"].values())
+    sources = ", ".join(sorted({release["source"] for release in result["releases"].values()}))
     return Table(
         "heldout_runs", "Published runs, predicted (held out: never fitted)",
         (Column("run", "run (model, precision, GPUs, system)"), Column("precision", "derive precision"),
@@ -94,7 +96,7 @@ def heldout_table() -> Table:
          Column("predicted", "predicted", unit="tokens/s/GPU"), Column("error", "error", unit="fraction"),
          Column("memory", "derive's memory, most loaded rank", unit="GiB"), Column("hbm", "HBM", unit="GiB")),
         rows,
-        note=f"{result['release']}, {result['source']} (derive/heldout_runs.json; python -m derive.calibrate "
+        note=f"{releases}, {sources} (derive/heldout_runs*.json, one file per release; python -m derive.calibrate "
              f"--check). Error: predicted / published tokens/s per GPU - 1. Every row is predicted without the memory "
              f"check (each ran); a memory above the HBM is one derive's accounts (derive.predict, no recompute) "
              f"would refuse; blank: not covered (MoE, ZeRO-3). {groups}. Not run "
