@@ -208,7 +208,8 @@ class Hardware:
 
 
 #: The report's and sheet's hardware names -> the systems table's (derive.systems): one table.
-HARDWARE_SYSTEMS: dict[str, str] = {"h100": "h100", "a100": "a100-80gb", "h200": "h200", "b200": "b200"}
+HARDWARE_SYSTEMS: dict[str, str] = {"h100": "h100", "a100": "a100-80gb", "h200": "h200", "b200": "b200",
+                                   "b300": "b300"}
 
 HARDWARE: dict[str, Hardware] = {
     name: Hardware(name, float(SYSTEMS[key].peaks["bf16"]), SYSTEMS[key].hbm_bytes, SYSTEMS[key].source)

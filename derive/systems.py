@@ -26,7 +26,8 @@ TERA, GIGA = 10**12, 10**9
 #: Dtypes a peak may be given for; "fp4" only where the GPU sells it.
 PEAK_DTYPES = ("bf16", "fp8", "fp4")
 #: NVIDIA's architecture names (each data sheet / whitepaper names its GPU's): A100 is Ampere
-#: (GA100), H100 and H200 are Hopper (GH100), B200 and GB200 are Blackwell (GB100 dies).
+#: (GA100), H100 and H200 are Hopper (GH100), B200 and GB200 are Blackwell (GB100 dies), B300 and
+#: GB300 Blackwell Ultra (the same generation's tensor cores, more FP4 and HBM).
 GENERATIONS = ("ampere", "hopper", "blackwell")
 
 
@@ -117,6 +118,15 @@ SYSTEMS: dict[str, System] = {
                "NVIDIA HGX B200 data sheet, per GPU (the 8-GPU board's figures / 8): FP4 18, FP8 9, "
                "BF16 4.5 PFLOPS with sparsity, so 9, 4.5 and 2.25 dense; 1,440 GB HBM3e per board "
                "= 180 GB per GPU, 8 TB/s per GPU; 148 SMs (CUDA's device properties for a B200)", _NVLINK5),
+        System("b300", {"bf16": 2250 * TERA, "fp8": 4500 * TERA, "fp4": 13500 * TERA}, 288 * GIGA,
+               8000 * GIGA, 900 * GIGA, 8, 800 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 160, "blackwell",
+               "NVIDIA HGX B300 specifications, per GPU (the 8-GPU board's figures / 8): FP4 144 PFLOPS with "
+               "sparsity and 108 without, FP8 72 and BF16 36 PFLOPS with sparsity, so 13.5, 4.5 and 2.25 "
+               "dense; DGX B300 data sheet: 2.3 TB HBM3e in all = 288 GB per GPU; Blackwell Ultra (NVIDIA "
+               "technical blog 'Inside NVIDIA Blackwell Ultra', 2025): 288 GB HBM3e at 8 TB/s, 160 SMs",
+               "NVIDIA HGX B300 specifications: fifth-generation NVLink, 1.8 TB/s GPU-to-GPU (bidirectional; "
+               "900 GB/s each way), 14.4 TB/s over the board's 8 GPUs; DGX B300 data sheet: eight "
+               "single-port ConnectX-8 SuperNICs, 800 Gb/s per GPU for the compute fabric"),
         System("gb200", {"bf16": 2500 * TERA, "fp8": 5000 * TERA, "fp4": 10000 * TERA}, 186 * GIGA,
                8000 * GIGA, 900 * GIGA, 72, 400 * GIGA / 8, NVLINK_LATENCY, NIC_LATENCY, 148, "blackwell",
                "NVIDIA GB200 NVL72 data sheet, per GPU (the rack's figures / 72): FP4 1,440, FP8 720, "

@@ -14,6 +14,7 @@ from derive.architectures.gemms import model_gemms
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose, flag
 from derive.presets import HARDWARE
+from derive.systems import SYSTEMS
 from derive.recipes import (
     RECIPES,
     combine_dtype,
@@ -40,12 +41,14 @@ FP8_PEAK_FLOPS: dict[str, float] = {
     "h100": 1979e12,   # H100 SXM5 datasheet: 3,958 TFLOPS FP8 with sparsity
     "h200": 1979e12,   # H200 SXM datasheet: 3,958 TFLOPS FP8 with sparsity (GH100 die)
     "b200": 4500e12,   # HGX B200 per GPU: 9 PFLOPS FP8 with sparsity, 4.5 dense
+    "b300": float(SYSTEMS["b300"].peaks["fp8"]),  # HGX B300 per GPU, as derive.systems holds it (its source there)
 }
 
 
 #: Dense FP4 tensor-core peaks (FLOP/s), no sparsity: Blackwell only (NVFP4 GEMMs).
 FP4_PEAK_FLOPS: dict[str, float] = {
     "b200": 9000e12,   # HGX B200 per GPU: 18 PFLOPS FP4 with sparsity, 9 dense
+    "b300": float(SYSTEMS["b300"].peaks["fp4"]),  # HGX B300 per GPU: 144 PFLOPS with sparsity / 8 GPUs, 108 dense / 8
 }
 #: Low-precision element -> its table of dense peaks.
 LOW_PRECISION_PEAKS: dict[str, dict[str, float]] = {"fp8": FP8_PEAK_FLOPS, "fp4": FP4_PEAK_FLOPS}
