@@ -221,7 +221,8 @@ HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.
                   "DeepSeekV3 (w/ MTP)": "deepseek-v3", "DeepSeekV3 (dropless)": "deepseek-v3",
                   "DeepSeekV3 (tokendrop)": "deepseek-v3",
                   "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_30B_a3B (tokendrop)": "qwen3-30b-a3b",
-                  "Qwen3_235B_a22B": "qwen3-235b-a22b", "Qwen3_235B_a22B (tokendrop)": "qwen3-235b-a22b"}
+                  "Qwen3_235B_a22B": "qwen3-235b-a22b", "Qwen3_235B_a22B (tokendrop)": "qwen3-235b-a22b",
+                  "GPT OSS 120B": "gpt-oss-120b"}
 HELDOUT_SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-B300": "b300", "DGX-GB200": "gb200",
                    "DGX-GB300": "gb300"}
 #: 26.02's "FP8" is the recipes' fp8_cs (heldout_runs_26.02.json, columns.precision, cites the recipe).

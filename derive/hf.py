@@ -210,6 +210,8 @@ SANDWICH_NORMS = (("input_layernorm", "attention"), ("post_attention_layernorm",
 GEMMA_HEAD_DIM = 256
 #: transformers' Qwen3Config default head_dim (configuration_qwen3.py), when the config has none.
 QWEN3_HEAD_DIM = 128
+#: transformers' GptOssConfig default head_dim (configuration_gpt_oss.py), when the config has none.
+GPT_OSS_HEAD_DIM = 64
 
 GPT2_NAMES = {"layers": "transformer.h", "embedding": "transformer.wte",
               "positions": "transformer.wpe", "final_norm": "transformer.ln_f",
@@ -310,6 +312,10 @@ MOE_BASES: dict[str, Family] = {
                         sizes=kv_heads_absent(16)),
     "qwen3_moe": Family("Qwen3MoeForCausalLM (modeling_qwen3_moe.py): Qwen 3 attention",
                         Layout(qk_norm="head"), _flags(*ATTENTION_BIAS, TIED), kv_heads_absent(4)),
+    "gpt_oss": Family("GptOssForCausalLM (modeling_gpt_oss.py): attention_bias on q, k, v, o (true by "
+                      "default), a learned sink per query head, head_dim 64 by default (GptOssConfig)",
+                      Layout(sinks=True), _flags(*ATTENTION_BIAS, default=True) + _flags(TIED),
+                      kv_heads_absent(8), Read(("head_dim",), required=False, absent=GPT_OSS_HEAD_DIM)),
 }
 
 
@@ -348,6 +354,19 @@ def qwen3_moe(c: Fields) -> Shape:
     sizes = {**_top_k(c, c.first(("num_experts", "num_local_experts"))),
              "f_E": c.size("moe_intermediate_size")}
     return _with_moe(shape, MoE(), _sparse_layers(c, shape["layers"]), sizes)
+
+
+def gpt_oss(c: Fields) -> Shape:
+    """GptOssForCausalLM: every layer an MoE of num_local_experts biased experts of width intermediate_size.
+
+    The router is a Linear with bias (GptOssTopKRouter: weight [E, h], bias [E]); the experts are
+    stacked with biases (GptOssExperts: gate_up_proj [E, h, 2 f_E] + [E, 2 f_E], down_proj
+    [E, f_E, h] + [E, h]); attention carries q, k, v, o biases and one sink per head.
+    """
+    shape = MOE_BASES["gpt_oss"].read(c)
+    sizes = {**_top_k(c, c.first(("num_local_experts", "num_experts"))), "f_E": shape["ffn"]}
+    moe = MoE(router_bias="parameter", router_name="router", expert_bias=True)
+    return _with_moe(shape, moe, list(_layer_indices(shape["layers"])), sizes)
 
 
 # ---- DeepSeek: MLA + DeepSeekMoE ----
@@ -402,7 +421,7 @@ def deepseek_v3(c: Fields) -> Shape:
 #: Every family derive reads: the dense tables (:data:`DENSE`), then the MoE / MLA readers.
 FAMILIES: dict[str, Callable[[Fields], Shape]] = {
     **{name: family.read for name, family in DENSE.items()},
-    **{family.__name__: family for family in (mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3)},
+    **{family.__name__: family for family in (mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v2, deepseek_v3)},
 }
 
 
@@ -438,6 +457,7 @@ WINDOWS: dict[str, tuple[str, str | None, int | None]] = {
     "qwen3": ("sliding_window", "use_sliding_window", 4096),
     "qwen3_moe": ("sliding_window", "use_sliding_window", 4096),
     "gemma2": ("sliding_window", None, 4096), "gemma3_text": ("sliding_window", None, 4096),
+    "gpt_oss": ("sliding_window", None, 128),
 }
 
 
@@ -485,8 +505,8 @@ def rotary_width(config: Mapping[str, Any], head_dim: int) -> int | None:
 #: model_type -> (the config field of its default pattern or None, its default period) of a
 #: family whose layers alternate sliding and full attention: without layer_types, layer i slides
 #: unless i + 1 is a multiple of the period (Gemma2Config.__post_init__: 2;
-#: Gemma3TextConfig.__post_init__: sliding_window_pattern, 6).
-LAYER_TYPES = {"gemma2": (None, 2), "gemma3_text": ("sliding_window_pattern", 6)}
+#: Gemma3TextConfig.__post_init__: sliding_window_pattern, 6; GptOssConfig.__post_init__: 2).
+LAYER_TYPES = {"gemma2": (None, 2), "gemma3_text": ("sliding_window_pattern", 6), "gpt_oss": (None, 2)}
 SLIDING, FULL = "sliding_attention", "full_attention"
 #: model_type -> (the config field, its class default) of the first sliding layer of a Qwen family
 #: without layer_types: layer i slides where the window is on (use_sliding_window) and i is at

@@ -242,3 +242,34 @@ def test_paper_conventions_for_llama3_70b_by_hand():
     assert at("70b", CONVENTIONS["narayanan-8P"]("llama")) == 8 * n
     eq8 = 72 * l * hid**2 + 24 * l * seq * hid + 6 * hid * vocab     # 72Lh^2(1 + s/3h + V/12Lh)
     assert at("70b", CONVENTIONS["korthikanti-selective"]("llama")) == eq8 == 521_700_114_432
+
+
+def test_sliding_window_keys_are_the_mean_of_min_i_w():
+    from derive.architectures.gemms import attention_score_gemms, window_keys
+    from derive.symbols import s as seq, w as window
+    # query i of s meets min(i, w) keys; the causal convention drops the diagonal's 1/2 per query at w = s
+    for s_, w_ in ((4096, 128), (8192, 128), (64, 64), (10, 3)):
+        brute = sum(min(i, w_) for i in range(1, s_ + 1)) / s_
+        assert float(window_keys().subs({window: w_, seq: s_})) == pytest.approx(brute - w_ / (2 * s_))
+    assert float(window_keys().subs({window: 4096, seq: 4096})) == 2048 == 4096 / 2   # the causal s/2
+    assert float(window_keys().subs({window: 9000, seq: 4096})) == 2048             # a window past s: causal
+    gemms = attention_score_gemms("window")
+    assert [g.name for g in gemms] == ["attention.scores (Q K^T), sliding window", "attention.context (P V), sliding window"]
+
+
+def test_gpt_oss_step_counts_its_sliding_layers_over_the_window():
+    # 18 of 36 layers slide over 128 keys (126 on average at s = 4096: 128 - 128^2 / 8192), 18 attend
+    # causally (s / 2 = 2048): QK^T and PV are 2 x 2 a k keys forward FLOPs a token per layer, a k = 64 x 64
+    from dataclasses import replace
+    from derive.accounts.workload import workload
+    from derive.hf import published_model
+    work = workload(replace(published_model("gpt-oss-120b"), seq=4096))
+    scores = {row.name: row for row in work.rows if row.kind == "score"}
+    assert scores["attention.scores (Q K^T), sliding window"].n == pytest.approx(126)
+    assert scores["attention.scores (Q K^T), sliding window"].count == 18 * 64
+    assert scores["attention.scores (Q K^T)"].n == 2048 and scores["attention.scores (Q K^T)"].count == 18 * 64
+    forward = sum(row.flops_per_token for row in scores.values())
+    assert forward == pytest.approx(18 * 4 * 64 * 64 * (2048 + 126))
+    experts = [row for row in work.rows if row.kind == "expert"]
+    # 4 of 128 experts a token: gate, up, down [2880, 2880] each, 36 layers
+    assert sum(row.flops_per_token for row in experts) == pytest.approx(36 * 4 * 3 * 2 * 2880 * 2880)

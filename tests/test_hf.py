@@ -4,12 +4,16 @@ Totals are the primary sources' (derive/configs/SOURCES.md): exact figures where
 Megatron-LM's estimator prints one, the model cards' rounded figures otherwise; hand counts
 are written out from each family's modeling file.
 """
+import contextlib
+import io
 import json
 
 import pytest
 
+from derive.cli import main
 from derive.hf import FAMILIES, from_config, published_config, published_model, published_names
 from derive.presets import MODELS
+from derive.validate.hf import Case, compare
 
 EXACT = {
     # Black et al. 2022, GPT-NeoX-20B: An Open-Source Autoregressive Language Model, Table 1
@@ -24,7 +28,7 @@ ROUNDED = {
     "qwen2.5-7b": (7.61, 2), "qwen3-8b": (8.2, 1), "qwen3-0.6b": (0.6, 1),
     "gemma-3-1b-pt": (1.0, 1), "phi-3-mini-4k-instruct": (3.8, 1), "olmo-2-1124-7b": (7.3, 1),
     "qwen1.5-moe-a2.7b": (14.3, 1), "deepseek-v2-lite": (15.7, 1), "qwen3-30b-a3b": (30.5, 1),
-    "gpt2": (0.124, 3), "qwen3-235b-a22b": (235, 0),
+    "gpt2": (0.124, 3), "qwen3-235b-a22b": (235, 0), "gpt-oss-120b": (117, 0),
 }
 
 
@@ -139,3 +143,32 @@ def test_unreadable_paths_name_the_config(tmp_path):
         from_config(broken)
     with pytest.raises(ValueError, match="^config:"):
         published_config("gpt5")
+
+
+def test_gpt_oss_120b_by_hand_and_against_transformers():
+    # openai/gpt-oss-120b's config: h 2880, 36 layers, 64 query heads and 8 kv heads of head_dim 64 (not
+    # h / a = 45), q, k, v, o biases, one sink per head, a router Linear [h, E] + [E], 128 experts of width
+    # 2880 with biases (gate_up [E, h, 2f] + [E, 2f], down [E, f, h] + [E, h]), untied embedding
+    h, f, E, a, g, d, V, L = 2880, 2880, 128, 64, 8, 64, 201088, 36
+    attention = h * a * d + a * d + 2 * (h * g * d + g * d) + a * d * h + h + a
+    router = h * E + E
+    experts = E * (h * 2 * f + 2 * f + f * h + h)
+    layer = attention + router + experts + 2 * h
+    model = published_model("gpt-oss-120b")
+    assert model.parameters == L * layer + 2 * V * h + h == 116_829_156_672  # the card's "117B"
+    # active: 4 of 128 experts; the card's "5.1B active" leaves the input embedding out
+    active = L * (attention + router + experts * 4 // E + 2 * h) + 2 * V * h + h
+    assert model.active_parameters == active == 5_711_982_912
+    assert _card(active - V * h, 5.1, 1)
+    sizes = dict(model.sizes)
+    assert (sizes["w"], sizes["L_w"], sizes["E"], sizes["k_E"], model.head_dim) == (128, 18, 128, 4, 64)
+    # transformers' GptOssForCausalLM on the meta device, tensor by tensor (derive.validate.hf)
+    result = compare(Case("gpt_oss", "published", published_config("gpt-oss-120b")))
+    assert result["passed"] and result["transformers_parameters"] == 116_829_156_672, result
+
+
+def test_gpt_oss_saved_tensors_are_refused_in_one_line():
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["--model", "gpt-oss-120b"]) == 2
+    assert err.getvalue().count("\n") == 1 and "gpt_oss" in err.getvalue()

@@ -25,7 +25,7 @@ from derive.architectures.moe_model import model_gemms as moe_gemms
 from derive.architectures.moe_model import model_parameters as moe_parameters
 from derive.moe_presets import MoEModel
 from derive.presets import Model
-from derive.symbols import E, L, L_E, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
+from derive.symbols import E, L, L_E, L_w, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
 from derive.tensors import Ledger
 
 #: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head.
@@ -102,8 +102,18 @@ def _symbolic(entry: Model | MoEModel) -> Ledger:
         return model_gemms(entry.architecture, "causal")
     layout = entry.layout
     widths = (k, None) if layout.mla is None else (k_nope + k_rope, k_v)
-    return (weight_gemms(active_rows(entry.parameter_rows))
-            + attention_score_gemms("causal", a, *widths).times(L))
+    return weight_gemms(active_rows(entry.parameter_rows)) + _score_gemms(entry, widths)
+
+
+def _score_gemms(entry: Model, widths: tuple) -> Ledger:
+    """QK^T and PV of every layer of a config's MoE / MLA model: causal, or over a sliding window w in its L_w
+    sliding layers (every layer where the config has a window and no layer_types: Mixtral's sliding_window)."""
+    sizes = dict(entry.sizes)
+    causal = attention_score_gemms("causal", a, *widths)
+    if "w" not in sizes:
+        return causal.times(L)
+    sliding = L_w if "L_w" in sizes else L
+    return causal.times(L - sliding) + attention_score_gemms("window", a, *widths).times(sliding)
 
 
 def _number(entry: Model | MoEModel, expr: sp.Expr, **extra: int) -> float:

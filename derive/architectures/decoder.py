@@ -22,8 +22,8 @@ import sympy as sp
 from derive.architectures.blocks import NORMS, attention, mlp, norm
 from derive.architectures.mla import MLA, mla_attention
 from derive.architectures.moe import MoE, active_parameter_count, moe_block
-from derive.architectures.parameters import DTYPE, matrix
-from derive.symbols import L, L_E, V, h, s_max
+from derive.architectures.parameters import DTYPE, matrix, vector
+from derive.symbols import L, L_E, V, a, h, s_max
 from derive.tensors import Ledger, Tensor
 
 #: transformers' module paths of a Llama-style decoder (modeling_llama.py); other layouts override some.
@@ -61,6 +61,8 @@ class Layout:
     the settings in ``unmodelled`` ("field = value": GPT-2's reorder_and_upcast_attn, an
     activation_function whose rows derive does not list). These four
     change no parameter, FLOP or page figure, so a layout's form (equality) ignores them.
+    ``sinks``: one learned attention-sink logit per query head in each layer (GPT-OSS's
+    ``self_attn.sinks`` [a], GptOssAttention in modeling_gpt_oss.py: a softmax column no value reads).
     """
 
     norm: str = "rms"
@@ -82,6 +84,7 @@ class Layout:
     names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES), compare=False)
     moe: MoE | None = None
     mla: MLA | None = None
+    sinks: bool = False
 
     def __post_init__(self) -> None:
         if self.norm not in NORMS:
@@ -107,6 +110,8 @@ def layer_rows(layout: Layout, moe_layer: bool = False) -> Ledger:
         rows += mla_attention(layout.mla)
     else:
         rows += attention(names, layout.qkv_fused, layout.qkv_bias, layout.o_bias, layout.qk_norm)
+    if layout.sinks:
+        rows.append(vector("self_attn.sinks", a, "attention", "sink"))
     if moe_layer:
         rows += list(moe_block(layout.moe))
     else:

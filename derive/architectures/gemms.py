@@ -30,7 +30,7 @@ import sympy as sp
 from derive.architectures.decoder import Layout, model_rows
 from derive.architectures.parameters import FAMILIES, gpt_layer, llama_layer
 from derive.inputs import choose
-from derive.symbols import L, a, h, k, s
+from derive.symbols import L, a, h, k, s, w
 from derive.tensors import Ledger, TaggedRow, Tensor
 
 #: FLOPs of one multiply-add (the "2" of 2mnk).
@@ -145,19 +145,33 @@ def attention_score_gemms(mask: str = "causal", heads: sp.Expr = a,
     """QK^T and PV of one layer for one query token, one of each per query head (GQA shares K/V, not the work).
 
     ``value_dim`` is PV's width when it differs from QK^T's (MLA: k_nope + k_rope vs k_v).
+    ``mask`` "window": a causal sliding window of w keys (:func:`window_keys`).
     """
-    keys = s * MASKS[choose("mask", mask, MASKS)]
+    keys = window_keys() if mask == "window" else s * MASKS[choose("mask", mask, [*MASKS, "window"])]
     if keys == 0:
         return Ledger()
     width = h / heads if head_dim is None else head_dim
     value = width if value_dim is None else value_dim
     tags = frozenset({"layer", "attention_score"})
+    where = ", sliding window" if mask == "window" else ""
     return Ledger([
-        Gemm("attention.scores (Q K^T)", 1, keys, width, tags, heads,
+        Gemm(f"attention.scores (Q K^T){where}", 1, keys, width, tags, heads,
              "one query row [1, d] times K^T [d, keys] per head"),
-        Gemm("attention.context (P V)", 1, value, keys, tags, heads,
+        Gemm(f"attention.context (P V){where}", 1, value, keys, tags, heads,
              "one probability row [1, keys] times V [keys, d] per head"),
     ])
+
+
+def window_keys(window: sp.Expr = w, seq: sp.Expr = s) -> sp.Expr:
+    """Keys a query meets on average in a causal sliding-window layer: w - w^2 / (2s) where w <= s, else s / 2.
+
+    Query i (1-based) meets min(i, w) keys: the mean over s queries is w - w(w - 1)/(2s); the
+    w/(2s) dropped is the diagonal :data:`MASKS`' causal convention drops, so w = s gives its s/2.
+    Attention over a window costs O(s w), not O(s^2) (Beltagy et al. 2020, Longformer, section 3.1);
+    Megatron-Core runs it as window_size = (w, 0) in TransformerEngine's flash attention
+    (GPT-OSS: Megatron-Bridge's GPTOSSProvider, window_size (128, 0), window_attn_skip_freq 2).
+    """
+    return sp.Piecewise((window - window**2 / (2 * seq), window <= seq), (seq / 2, True))
 
 
 def llama_layer_gemms(mask: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:

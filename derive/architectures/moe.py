@@ -38,7 +38,12 @@ ROUTER_BIAS = ("none", "parameter", "buffer")
 
 @dataclass(frozen=True)
 class MoE:
-    """What a config says about the form of its MoE blocks (sizes stay symbols)."""
+    """What a config says about the form of its MoE blocks (sizes stay symbols).
+
+    ``router_name``: the routing module (``gate``; GPT-OSS's ``router``); ``expert_bias``: each
+    routed expert's gate, up and down projections carry a bias (GPT-OSS: GptOssExperts'
+    gate_up_proj_bias [E, 2 f_E] and down_proj_bias [E, h], modeling_gpt_oss.py).
+    """
 
     router_bias: str = "none"
     shared: str = ""
@@ -46,6 +51,8 @@ class MoE:
     shared_bias: bool = False
     prefix: str = "mlp"
     router_bias_name: str = "bias"
+    router_name: str = "gate"
+    expert_bias: bool = False
 
     def __post_init__(self) -> None:
         if self.router_bias not in ROUTER_BIAS:
@@ -61,17 +68,17 @@ def _expert_names(prefix: str) -> dict[str, str]:
 
 def router(moe: MoE) -> list[Tensor]:
     """The routing matrix [h, E] (token -> expert scores) and its bias, if any."""
-    rows = [matrix(f"{moe.prefix}.gate.weight", h, E, "router", "mlp", "moe")]
+    rows = [matrix(f"{moe.prefix}.{moe.router_name}.weight", h, E, "router", "mlp", "moe")]
     if moe.router_bias != "none":
         kind = ("buffer",) if moe.router_bias == "buffer" else ()
-        rows.append(vector(f"{moe.prefix}.gate.{moe.router_bias_name}", E, "router", "bias",
+        rows.append(vector(f"{moe.prefix}.{moe.router_name}.{moe.router_bias_name}", E, "router", "bias",
                            "mlp", "moe", *kind))
     return rows
 
 
 def routed_experts(moe: MoE) -> list[Tensor]:
     """E gated experts of width f_E (Mixtral: Jiang et al. 2024; DeepSeekMoE: Dai et al. 2024), ``count`` E each."""
-    rows = gated_mlp(_expert_names(f"{moe.prefix}.experts.*"), f_E, False, False,
+    rows = gated_mlp(_expert_names(f"{moe.prefix}.experts.*"), f_E, moe.expert_bias, False,
                      "routed_expert", "moe")
     return [row.times(E) for row in rows]
 

@@ -39,6 +39,16 @@ STACKED = {
     "experts.gate_up_proj": ("experts.*.gate_proj.weight", "experts.*.up_proj.weight"),
     "experts.down_proj": ("experts.*.down_proj.weight",),
 }
+#: GPT-OSS stacks its experts [E, in, out] with biases (GptOssExperts, modeling_gpt_oss.py):
+#: gate_up_proj [E, h, 2 f_E] (gate and up interleaved), gate_up_proj_bias [E, 2 f_E],
+#: down_proj [E, f_E, h], down_proj_bias [E, h].
+STACKED_BIASED = {
+    **STACKED,
+    "experts.gate_up_proj_bias": ("experts.*.gate_proj.bias", "experts.*.up_proj.bias"),
+    "experts.down_proj_bias": ("experts.*.down_proj.bias",),
+}
+#: Families whose stacked expert matrices are [E, in, out] (the others: [E, out, in]).
+STACKED_IN_OUT = {"gpt_oss"}
 
 #: Fields of a published config that configure loading, not the model's shapes.
 LOADING_ONLY = ("architectures", "auto_map", "quantization_config", "transformers_version",
@@ -113,6 +123,11 @@ GRID: dict[str, tuple[str, tuple[tuple[str, dict[str, Any]], ...]]] = {
          num_attention_heads=4, num_key_value_heads=1, head_dim=32, intermediate_size=72,
          vocab_size=47, num_experts=5, num_experts_per_tok=2, moe_intermediate_size=20,
          decoder_sparse_step=3, mlp_only_layers=[2], tie_word_embeddings=True)),)),
+    "gpt_oss": ("gpt-oss-120b", (
+        ("no attention bias, 6 experts top-2, head_dim 24, tied", dict(num_hidden_layers=3, hidden_size=64,
+         num_attention_heads=4, num_key_value_heads=2, head_dim=24, intermediate_size=40, vocab_size=61,
+         num_local_experts=6, num_experts_per_tok=2, attention_bias=False, tie_word_embeddings=True,
+         layer_types=["sliding_attention", "full_attention", "sliding_attention"], pad_token_id=0)),)),
     "deepseek_v2": ("deepseek-v2-lite", (
         ("query compression, biases", dict(num_hidden_layers=3, hidden_size=64,
          num_attention_heads=4, num_key_value_heads=4, intermediate_size=96, vocab_size=71,
@@ -184,10 +199,15 @@ def derive_tensors(config: Mapping[str, Any]) -> tuple[dict[str, tuple[int, ...]
     experts = dict(model.sizes).get("E", 0)
     for i in sorted(moe_layers):
         prefix = f"{layout.names['layers']}.{i}.{layout.moe.prefix}."
-        for stacked, members in STACKED.items():
+        for stacked, members in (STACKED_BIASED if layout.moe.expert_bias else STACKED).items():
             shapes = [rows[f"{layout.moe.prefix}.{member}"].shape for member in members]
-            width = sum(_numbers(out, model) for _, out in shapes)
-            params[prefix + stacked] = (experts, width, _numbers(shapes[0][0], model))
+            width = sum(_numbers(shape[-1], model) for shape in shapes)
+            if len(shapes[0]) == 1:
+                params[prefix + stacked] = (experts, width)
+            elif model_type in STACKED_IN_OUT:
+                params[prefix + stacked] = (experts, _numbers(shapes[0][0], model), width)
+            else:
+                params[prefix + stacked] = (experts, width, _numbers(shapes[0][0], model))
     return params, buffers
 
 

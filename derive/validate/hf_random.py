@@ -42,8 +42,9 @@ SAVED: dict[str, tuple[str, ...]] = {
 #: Families with routed experts: their draws alternate transformers' experts implementations.
 MOE = ("mixtral", "qwen3_moe", "deepseek_v3", "qwen2_moe")
 EXPERTS_DRAWN = ("grouped_mm", "eager")
-#: Families checked on parameters only: their saved tensors are not modelled yet.
-PARAMETERS_ONLY = ("deepseek_v2",)
+#: Families checked on parameters only: their saved tensors are not modelled yet (GPT-OSS: attention
+#: sinks, biased experts, alternating sliding-window attention).
+PARAMETERS_ONLY = ("deepseek_v2", "gpt_oss")
 FAMILIES = (*SAVED, *PARAMETERS_ONLY)
 #: grouped_mm (torch._grouped_mm on CPU) wants rows of a multiple of 16 bytes: 8 bf16 elements.
 GROUPED_MM_STEP = 8
@@ -65,7 +66,7 @@ def _divisors(n: int) -> list[int]:
 #: transformers' num_key_value_heads when a config leaves it out (the config classes' defaults);
 #: the other families take num_attention_heads.
 KV_ABSENT = {"mistral": 8, "qwen2": 32, "qwen3": 32, "gemma2": 4, "gemma3_text": 4, "mixtral": 8,
-             "qwen3_moe": 4, "qwen2_moe": 16}
+             "qwen3_moe": 4, "qwen2_moe": 16, "gpt_oss": 8}
 
 
 def _attention(rng: random.Random, config: dict[str, Any], width_step: int = 1) -> None:
@@ -230,6 +231,8 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
         return config
     if family in ("deepseek_v2",):
         return _deepseek(rng, family)
+    if family == "gpt_oss":
+        return _gpt_oss(rng)
     config: dict[str, Any] = {"model_type": family, "pad_token_id": 0}
     _attention(rng, config)
     _common(rng, config)
@@ -252,6 +255,19 @@ def _parameters_only(rng: random.Random, family: str) -> dict[str, Any]:
         _window(rng, config)
         if rng.random() < 0.3:  # RoPE over part of each head (cos / sin k_rope wide)
             config["partial_rotary_factor"] = rng.choice([0.25, 0.4, 0.5, 0.75])
+    return config
+
+
+def _gpt_oss(rng: random.Random) -> dict[str, Any]:
+    """GPT-OSS: biased experts (every layer), sinks, attention_bias on or off, layer_types listed or the class default."""
+    config = _llama(rng, "gpt_oss")
+    config["pad_token_id"] = 0
+    experts = rng.randint(1, 6)
+    config.update(num_local_experts=experts, num_experts_per_tok=rng.randint(1, experts))
+    _maybe(rng, config, "attention_bias", rng.random() < 0.5, 0.5)
+    if rng.random() < 0.5:
+        config["layer_types"] = [rng.choice(("sliding_attention", "full_attention"))
+                                 for _ in range(config["num_hidden_layers"])]
     return config
 
 
