@@ -5,7 +5,7 @@ A roofline per GEMM (Williams et al. 2009): a pass of C[M, N] = A[M, K] B[K, N] 
     max( 2MNK / peak_dtype,  bytes / HBM bandwidth ) / (eta_gemm x waves)
 
 where ``bytes`` are the operands it reads and the result it writes, each at its own dtype's
-size (``OPERAND_BYTES``: an FP8 operand is one byte; results are written in BF16, the weight
+size (``OPERAND_BYTES``: an FP8 operand is one byte, an FP4 one half; results are written in BF16, the weight
 gradient accumulated into the FP32 main gradient), and ``waves`` is the share of tile slots
 its output fills (``wave_efficiency``). Small and skinny GEMMs (few tokens per expert, a
 narrow hidden size) land on the memory side by the same formula that puts large ones on
@@ -33,7 +33,7 @@ Number = float | np.ndarray
 
 #: Bytes of a GEMM input operand by the dtype the GEMM runs in (derive.dtypes): an FP8 element
 #: (E4M3 / E5M2) is one byte, held as uint8 data in Transformer Engine's Float8Tensor.
-OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["uint8"]}
+OPERAND_BYTES = {"bf16": DTYPE_BYTES["bf16"], "fp8": DTYPE_BYTES["uint8"], "fp4": DTYPE_BYTES["uint8"] / 2}
 #: Bytes of a forward or data-gradient result: the activation dtype, BF16 (TE's FP8 GEMMs take
 #: ``out_dtype`` = the module's activation dtype: transformer_engine/pytorch/cpp_extensions/gemm.py).
 OUTPUT_BYTES = DTYPE_BYTES["bf16"]

@@ -58,10 +58,13 @@ CALIBRATION = Path(__file__).resolve().parents[1] / "calibration.json"
 #: linear layers in FP8 and keep attention and the output head in BF16 (Transformer Engine's
 #: fp8_autocast wraps te.Linear / LayerNormLinear / LayerNormMLP; DotProductAttention and the
 #: head stay BF16: TransformerEngine docs, "Using FP8 with Transformer Engine"; Megatron keeps
-#: the first and last layers' head in BF16 by default).
+#: the first and last layers' head in BF16 by default). NVFP4 runs them in FP4 (Transformer
+#: Engine's NVFP4BlockScaling: E2M1 operands in all three passes on Blackwell; its random Hadamard
+#: transform of the weight-gradient inputs is not counted).
 LINEAR_DTYPE: dict[str, str] = {"bf16": "bf16", "fp16": "bf16", "bf16-fp32grad": "bf16",
                                 "fp16-megatron": "bf16", "fp8-delayed": "fp8",
-                                "fp8-current": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8"}
+                                "fp8-current": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
+                                "nvfp4": "fp4"}
 #: The state-ledger precision (derive.accounts.state) whose bytes the optimizer step moves.
 STATE_PRECISION: dict[str, str] = {"bf16": "bf16-fp32grad", "fp16": "fp16-megatron",
                                    "bf16-fp32grad": "bf16-fp32grad", "fp16-megatron": "fp16-megatron"}
@@ -237,7 +240,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     """
     tokens = lay.b * work.seq / lay.c
     timed = timed_rows(work, gpu, eta, lay, tokens)
-    cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] == "fp8" else 0.0
+    cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] != "bf16" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
     slowest: dict[str, Any] = {}
