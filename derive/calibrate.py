@@ -19,8 +19,8 @@ each table's mean and max error go to ``derive/calibration.json``, which the pre
 Layout details the papers leave unstated are assumptions named on each row.
 
 ``--check`` predicts a held-out set with those constants and fits nothing: NVIDIA's published
-Megatron-Bridge pre-training runs of three releases (``derive/heldout_runs*.json``, one file per
-release: 25.09, 25.11, 26.02; dense and MoE, H100 and Blackwell, BF16, FP8, MXFP8 and NVFP4), each
+Megatron-Bridge pre-training runs of nine releases (``derive/heldout_runs*.json``, one file per
+release: 25.09, 25.11, 26.02 to 26.08; dense and MoE, H100 and Blackwell, BF16, FP8, MXFP8 and NVFP4), each
 row's tokens/s per GPU against the published one, the mean and max absolute error by release,
 precision, GPU and dense / MoE, and every row derive cannot run with the reason (issues 29 and 32).
 """
@@ -213,7 +213,9 @@ def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
 #: (``HELDOUT`` is the 25.11 release's), each row typed as published with the file's source and notes.
 HELDOUT = Path(__file__).resolve().parent / "heldout_runs.json"
 HELDOUT_FILES = tuple(HELDOUT.parent / name for name in
-                      ("heldout_runs_25.09.json", "heldout_runs.json", "heldout_runs_26.02.json"))
+                      ("heldout_runs_25.09.json", "heldout_runs.json",
+                       *(f"heldout_runs_{release}.json" for release in
+                         ("26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08"))))
 #: The table's names -> derive's: models (a preset or MoE preset), systems, precisions. A row whose
 #: name is not here is listed as one derive cannot run, with the missing name.
 HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b",
@@ -263,8 +265,11 @@ def heldout_runs(paths: Sequence[Path] = HELDOUT_FILES) -> tuple[list[PublishedR
     """The rows derive can run as PublishedRuns (step time GBS s / (tokens/s/GPU x GPUs)), and the others with why."""
     runs, skipped = [], []
     for data in heldout_releases(paths):
-        for row in data["rows"]:
-            label = f"{data['container']} {row['model']} {row['precision']} {row['gpus']} {row['system']}"
+        labels = [f"{data['container']} {row['model']} {row['precision']} {row['gpus']} {row['system']}"
+                  for row in data["rows"]]
+        for row, label in zip(data["rows"], labels):
+            if labels.count(label) > 1:  # one release's two runs of a layout at two global batches
+                label += f" GBS {row['global_batch']}"
             try:
                 runs.append(_heldout_run(row, label, data["container"]))
             except ValueError as error:

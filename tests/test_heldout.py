@@ -1,4 +1,4 @@
-"""The held-out check (issues 29, 32): NVIDIA's Megatron-Bridge pre-training tables (25.09, 25.11, 26.02), predicted, never fitted."""
+"""The held-out check (issues 29, 32): NVIDIA's Megatron-Bridge pre-training tables (25.09 to 26.08), predicted, never fitted."""
 from __future__ import annotations
 
 import json
@@ -32,8 +32,11 @@ RELEASES = {data["container"]: data for data in map(json.loads, (path.read_text(
 FIELDS = {"system": str, "model": str, "gpus": int, "precision": str, "global_batch": int, "micro_batch": int,
           "seq": int, "fsdp": int, "tp": int, "pp": int, "cp": int, "vp": (int, type(None)), "ep": int, "ga": int,
           "tokens_per_s_per_gpu": int, "model_tflops_per_gpu": int, "source": str}
-#: The 26.02 table prints n/a for a dense model's EP and has no GA column.
-OPTIONAL = {"26.02": {"ep": (int, type(None)), "ga": type(None)}}
+#: From 26.02 the tables print n/a for a dense model's EP and have no GA column; from 26.06 no FSDP column.
+NEWER = {"ep": (int, type(None)), "ga": type(None)}
+OPTIONAL = {**{name: NEWER for name in ("26.02", "26.02.01", "26.04", "26.04.01")},
+            **{name: {**NEWER, "fsdp": type(None)} for name in ("26.06", "26.06.01", "26.08")}}
+RECENT = ("26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08")
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +46,16 @@ def result():
 
 def test_every_row_is_well_formed_and_cites_its_source():
     assert "25.11" in DATA["release"] and DATA["source"].startswith("https://docs.nvidia.com/nemo/megatron-bridge/")
-    assert list(RELEASES) == ["25.09", "25.11", "26.02"]
+    assert list(RELEASES) == ["25.09", "25.11", "26.02", *RECENT]
     # 25.11: four systems, 9 + 9 + 8 + 6 rows ('A (B)' cells split in two); 26.02: 7 + 7 + 4 + 5 + 5 + 5 rows
-    # (grouped by model); 25.09: GB200 6 rows, each 'A (B)' (12), B200 5 rows, 4 'A (B)' (9), H100 6
-    assert {name: len(data["rows"]) for name, data in RELEASES.items()} == {"25.09": 27, "25.11": 32, "26.02": 33}
+    # (grouped by model); 25.09: GB200 6 rows, each 'A (B)' (12), B200 5 rows, 4 'A (B)' (9), H100 6; the
+    # later releases' pre-training tables as the archive (26.08: the summary page) prints them
+    assert {name: len(data["rows"]) for name, data in RELEASES.items()} == {
+        "25.09": 27, "25.11": 32, "26.02": 33, "26.02.01": 36, "26.04": 44, "26.04.01": 47, "26.06": 31,
+        "26.06.01": 14, "26.08": 18}
     for name, data in RELEASES.items():
-        assert data["release"].startswith(f"NeMo Framework {name} container") and "0a25f911b2ed" in data["source_file"]
+        commit = "067f987df03b" if name in RECENT else "0a25f911b2ed"
+        assert data["release"].startswith(f"NeMo Framework {name} container") and commit in data["source_file"]
         fields = {**FIELDS, **OPTIONAL.get(name, {})}
         for row in data["rows"]:
             assert set(row) == set(fields), row
@@ -94,6 +101,8 @@ def test_published_model_flops_per_token_are_derives():
     # (when it gains one, this bound moves)
     rows = {f"{name} {r['model']} {r['precision']} {r['gpus']} {r['system']}": r
             for name, data in RELEASES.items() for r in data["rows"]}
+    rows.update({f"{name} {r['model']} {r['precision']} {r['gpus']} {r['system']} GBS {r['global_batch']}": r
+                 for name, data in RELEASES.items() for r in data["rows"]})
     runs, _ = heldout_runs()
     for run in runs:
         step = predict(run.model, run.parallelism, run.gpu, run.precision)
@@ -101,7 +110,12 @@ def test_published_model_flops_per_token_are_derives():
         ratio = (row["model_tflops_per_gpu"] / row["tokens_per_s_per_gpu"]
                  / (step.model_tflops_per_gpu / step.tokens_per_s_per_gpu))
         if "w/ MTP" in run.label or ("DeepSeekV3" in run.label and not run.label.startswith("25.11")):
-            assert ratio == pytest.approx(1.04, abs=0.005), run.label
+            assert ratio == pytest.approx(1.04, abs=0.025 if run.table in RECENT[2:] else 0.005), run.label
+        elif "GPT OSS" in run.label and run.table in RECENT[3:]:
+            # from 26.06 the published model TFLOP/s count GPT-OSS as derive does, its three expert matrices
+            # and its sliding layers over the window (0.4 % under derive's; counting s/2 keys there would be
+            # 5 % over)
+            assert ratio == pytest.approx(0.996, abs=0.002), run.label
         elif "GPT OSS" in run.label:
             # Megatron-Bridge's num_floating_point_operations (training/utils/flop_utils.py) counts a gated
             # MLP at 3/2 only for F.silu: GPT-OSS's quick_gelu experts count two of their three matrices
@@ -112,9 +126,12 @@ def test_published_model_flops_per_token_are_derives():
             derive = step.model_tflops_per_gpu / step.tokens_per_s_per_gpu * 1e12
             expected = derive - 6 * 4 * 2880 * 2880 * 36 + 18 * 12 * 64 * 64 * (s / 2 - keys)
             assert row["model_tflops_per_gpu"] / row["tokens_per_s_per_gpu"] * 1e12 == pytest.approx(
-                expected, rel=0.005), run.label
+                expected, rel=0.025 if run.table in RECENT[2:] else 0.01), run.label  # rounded figures
         else:
-            assert ratio == pytest.approx(1, abs=0.0015 if run.model.dense else 0.008), run.label
+            # from 26.04.01 the pages print throughputs rounded to multiples of 32 tokens/s (5,248, 1,024,
+            # 960, 864, 800): up to 2.2 % at Llama 3 70B's 1,664 on H100
+            rounded = run.table in RECENT[2:]
+            assert ratio == pytest.approx(1, abs=0.025 if rounded else 0.0015 if run.model.dense else 0.008), run.label
 
 
 def test_one_row_by_hand(result):
@@ -172,6 +189,27 @@ def test_an_nvfp4_row_by_hand(result):
     assert step.step_time_s < fp8.step_time_s  # FP4 GEMMs at three times GB300's FP8 rate
 
 
+def test_the_recent_releases_as_published(result):
+    # read off the pages by hand: 26.08 (summary page) DGX-GB300 GPT OSS 120B MXFP8, 64 GPUs, GBS 1280, MBS 4,
+    # s 4096, EP 16, 33,024 tokens/s and 1,077 TFLOP/s; 26.06 prints two DGX-GB300 DeepSeekV3 MXFP8 runs on
+    # 256 GPUs at GBS 4096 and 15360 (6,338 and 6,422 tokens/s): their labels carry the GBS
+    gpt = next(r for r in RELEASES["26.08"]["rows"] if r["model"] == "GPT OSS 120B" and r["system"] == "DGX-GB300")
+    assert (gpt["precision"], gpt["gpus"], gpt["global_batch"], gpt["micro_batch"], gpt["seq"], gpt["ep"], gpt["fsdp"],
+            gpt["tokens_per_s_per_gpu"], gpt["model_tflops_per_gpu"]) == ("MXFP8", 64, 1280, 4, 4096, 16, None, 33024, 1077)
+    runs = {r["run"]: r for r in result["rows"]}
+    assert {runs[f"26.06 DeepSeekV3 MXFP8 256 DGX-GB300 GBS {gbs}"]["published_tokens"] for gbs in (4096, 15360)} == {
+        6338, 6422}
+    # one row by hand: 256 x 8192 ... 26.04 Llama 3 70B FP8 on 64 H100 (t 4, p 8, v 5, GBS 256)
+    row = next(r for r in RELEASES["26.04"]["rows"] if r["model"] == "LLAMA3_70B" and r["system"] == "DGX-H100")
+    label = f"26.04 LLAMA3_70B {row['precision']} 64 DGX-H100"
+    assert runs[label]["published_s"] == pytest.approx(
+        row["global_batch"] * 8192 / (row["tokens_per_s_per_gpu"] * 64), abs=1e-4)
+    layout = Parallelism(tp=row["tp"], pp=row["pp"], vp=row["vp"], dp=64 // (row["tp"] * row["pp"]), micro_batch=row["micro_batch"],
+                         global_batch=row["global_batch"], sequence_parallel=True, zero=1, precision="bf16-fp32grad")
+    assert runs[label]["predicted_s"] == pytest.approx(
+        predict(model("llama3-70b"), layout, system("h100"), "fp8-current").step_time_s, abs=1e-4)
+
+
 def test_derives_memory_accounts_refuse_rows_that_ran(result):
     # predicted without the memory check; derive.predict (no recompute, the recipe's FP8 weight copies and
     # FP8 linear inputs counted, Llama 3.1 405B's stages balanced as its recipe splits them) would refuse
@@ -183,7 +221,10 @@ def test_derives_memory_accounts_refuse_rows_that_ran(result):
     # change (a recompute or offload switch the tables do not state), this set is the one to revisit.
     over = {row["run"] for row in result["rows"]
             if row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]}
-    assert over == {"25.09 LLAMA3.1_405B FP8-CS 1024 DGX-H100", "25.09 LLAMA3.1_405B FP8-CS 128 DGX-B200",
+    recent = {run for run in over if run.split()[0] in RECENT}
+    # the later releases: the same Llama 3 70B / 3.1 405B layouts again, 28 rows
+    assert len(recent) == 28 and all(run.split()[1] in ("LLAMA3_70B", "LLAMA3.1_405B") for run in recent)
+    assert over - recent == {"25.09 LLAMA3.1_405B FP8-CS 1024 DGX-H100", "25.09 LLAMA3.1_405B FP8-CS 128 DGX-B200",
                     "25.09 LLAMA3.1_405B FP8-CS 128 DGX-GB200", "25.09 LLAMA3.1_405B FP8-MX 128 DGX-B200",
                     "25.09 LLAMA3.1_405B FP8-MX 128 DGX-GB200", "25.09 LLAMA3_70B FP8-CS 64 DGX-GB200",
                     "25.09 LLAMA3_70B FP8-MX 64 DGX-GB200",
@@ -210,16 +251,22 @@ def test_nothing_is_fitted(result):
 
 def test_rows_not_run_are_listed_with_the_reason(result):
     assert len(result["rows"]) + len(result["not_run"]) == sum(len(data["rows"]) for data in RELEASES.values())
-    assert len(result["rows"]) == 91
+    assert len(result["rows"]) == 222
     reasons = {row["reason"].partition(" (")[0] for row in result["not_run"]}
     assert reasons == {# 25.09's GB200 DeepSeekV3 FP8-MX run as printed: p 8 leaves d 32, EP 64 cannot divide it
-                       "ep: etp x ep = 1 x 64 does not divide tp x cp x dp = 32"}
+                       "ep: etp x ep = 1 x 64 does not divide tp x cp x dp = 32",
+                       # models derive has no config of: Nemotron 3 (hybrid Mamba), Kimi K2, DeepSeek-V4
+                       *(f"model: derive has no {name!r}" for name in (
+                           "Nemotron_3_Nano", "Nemotron_3_Super", "Nemotron_3_Ultra", "Nemotron_3_5_Lightning",
+                           "Kimi_K2", "DeepSeekV4 Flash"))}
     run = {r["run"] for r in result["rows"]}
     for name, data in RELEASES.items():
         for row in data["rows"]:
             runnable = (row["model"] in HELDOUT_MODELS and row["system"] in HELDOUT_SYSTEMS
                         and row["precision"] in HELDOUT_PRECISIONS)
             label = f"{name} {row['model']} {row['precision']} {row['gpus']} {row['system']}"
+            if label not in run and label not in {r["run"] for r in result["not_run"]}:
+                label += f" GBS {row['global_batch']}"
             assert label in run or label in {r["run"] for r in result["not_run"]}
             if not runnable:
                 assert label not in run
@@ -227,18 +274,21 @@ def test_rows_not_run_are_listed_with_the_reason(result):
 
 #: Regression bounds on each group's mean |error| of tokens/s per GPU over all releases, a little above
 #: what was measured (python -m derive.calibrate --check, constants gemm 0.77, gemm_hopper 0.62, memory
-#: 0.97, network 0.75): all 21.3 % (91 rows); dense 13.8 %, MoE 27.6 %; bf16 16.1 %, fp8-current 24.0 %,
-#: mxfp8 21.8 %, nvfp4 7.2 %; h100 30.4 %, b200 28.8 %, b300 32.8 %, gb200 13.6 %, gb300 14.4 %; 25.09
-#: 21.1 %, 25.11 23.4 %, 26.02 19.3 %. The largest misses: Qwen3-30B-A3B dropless (+111 % on H100, +145 % on B200 at
-#: b = 1, 25.11; +135 % on 26.02's B200): its expert GEMMs (about 2,048 tokens per local expert) are
-#: compute-bound on the roofline, so what it lacks is not in the GEMMs; 25.09's token-drop runs of the same
-#: model and layout are within 6 % (H100) and 25 % (B200). 26.02's B300 Qwen3-235B-A22B row (+79 %)
-#: publishes 2,691 tokens/s per GPU, under the same model's 3,805 on B200 at p 8 and EP 8. GPT-OSS 120B
-#: (nine rows, BF16): -22 % to +52 %, mean 17 %.
-BOUNDS = {"all": 0.23, "kind dense": 0.15, "kind MoE": 0.30, "precision bf16": 0.18,
-          "precision fp8-current": 0.25, "precision mxfp8": 0.23, "gpu h100": 0.33, "gpu b200": 0.30,
-          "gpu b300": 0.35, "gpu gb200": 0.15, "gpu gb300": 0.16, "release 25.09": 0.22, "release 25.11": 0.25,
-          "release 26.02": 0.21, "precision nvfp4": 0.09}
+#: 0.97, network 0.75): all 18.2 % (222 rows); dense 12.3 %, MoE 22.1 %; bf16 12.7 %, fp8-current 22.1 %,
+#: mxfp8 19.2 %, nvfp4 6.8 %; h100 26.3 %, b200 24.4 %, b300 19.7 %, gb200 11.5 %, gb300 18.5 %; by release
+#: 25.09 21.1 %, 25.11 23.4 %, 26.02 19.3 %, 26.02.01 13.0 %, 26.04 11.5 %, 26.04.01 14.2 %, 26.06 20.9 %,
+#: 26.06.01 28.1 %, 26.08 29.4 %. The largest misses: Qwen3-30B-A3B dropless (+111 % on H100, +145 % on
+#: B200 at b = 1, 25.11; +135 % on 26.02's B200): its expert GEMMs (about 2,048 tokens per local expert)
+#: are compute-bound on the roofline, so what it lacks is not in the GEMMs; 25.09's token-drop runs of the
+#: same model and layout are within 6 % (H100) and 25 % (B200). 26.02's B300 Qwen3-235B-A22B row (+79 %)
+#: publishes 2,691 tokens/s per GPU, under the same model's 3,805 on B200 at p 8 and EP 8. 26.06.01 and
+#: 26.08 (MoE on GB200 / GB300 only) run 17-40 % faster than derive predicts: the releases' MoE speed-ups
+#: are outside derive's constants.
+BOUNDS = {"all": 0.19, "kind dense": 0.13, "kind MoE": 0.23, "precision bf16": 0.14,
+          "precision fp8-current": 0.23, "precision mxfp8": 0.20, "precision nvfp4": 0.08, "gpu h100": 0.28,
+          "gpu b200": 0.26, "gpu b300": 0.21, "gpu gb200": 0.12, "gpu gb300": 0.20, "release 25.09": 0.22,
+          "release 25.11": 0.25, "release 26.02": 0.21, "release 26.02.01": 0.14, "release 26.04": 0.12,
+          "release 26.04.01": 0.15, "release 26.06": 0.22, "release 26.06.01": 0.30, "release 26.08": 0.31}
 
 
 def test_group_errors_within_their_regression_bounds(result):
@@ -251,14 +301,14 @@ def test_group_errors_within_their_regression_bounds(result):
 
 
 def test_each_release_is_grouped_alone(result):
-    assert list(result["releases"]) == ["25.09", "25.11", "26.02"]
+    assert list(result["releases"]) == ["25.09", "25.11", "26.02", *RECENT]
     for name, release in result["releases"].items():
         mine = [abs(row["error"]) for row in result["rows"] if row["release"] == name]
         assert release["groups"]["all"]["rows"] == len(mine) == result["groups"][f"release {name}"]["rows"]
         assert release["groups"]["all"]["mean_abs_error"] == pytest.approx(sum(mine) / len(mine), abs=1e-4)
         assert release["rows"] == len(RELEASES[name]["rows"]) and release["source_file"] == RELEASES[name]["source_file"]
         kinds = {key for key in release["groups"] if key.startswith("kind ")}
-        assert kinds == {"kind dense", "kind MoE"}
+        assert kinds == ({"kind MoE"} if name in ("26.06.01", "26.08") else {"kind dense", "kind MoE"})
 
 
 def test_the_command(capsys):
