@@ -307,6 +307,8 @@ def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, se
 
 #: The plan columns whose values select a ledger template (derive.accounts.prediction.FLAG_FIELDS).
 TEMPLATE_FLAGS = ("recompute", "zero", "balanced")
+#: The expert-parallel columns an MoE plan adds (derive.plan_moe), timed with the rest.
+EXPERT_SIZES = ("e", "etp")
 
 
 def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
@@ -331,7 +333,8 @@ def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
         flags = Parallelism(recompute=recompute, zero=zero, balanced=bool(balanced),
                             sequence_parallel=sequence_parallel, precision=precision)
         result = predict_columns(entry, flags, {name: columns[name][rows] for name in
-                                                ("t", "p", "v", "c", "d", "b", "m")}, gpu)
+                                                ("t", "p", "v", "c", "d", "b", "m", *EXPERT_SIZES)
+                                                if name in columns}, gpu)
         times[rows] = result.step_time_s
         names = list(result.breakdown)
         for row, values in zip(rows, zip(*(result.breakdown[name].tolist() for name in names))):
