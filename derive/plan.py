@@ -488,8 +488,14 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Nam
             raise UsageError(f"--precision: the MoE planner (derive.plan_moe) counts bf16 states and activations "
                              f"only; {args.precision} is planned for dense models (derive report and derive "
                              "predict take it for MoE models)")
+        if args.placement != "megatron":
+            raise UsageError(f"--placement: the MoE planner (derive.plan_moe) places states as Megatron-LM does "
+                             f"(expert data-parallel groups); {args.placement} is planned for dense models")
+        if args.profile != "llama-fused":
+            raise UsageError(f"--profile: the MoE planner (derive.plan_moe) reads the fused MoE table "
+                             f"(derive.architectures.saved_moe); {args.profile} is a dense layer profile")
         try:
-            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit)
+            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit, args.max_cp)
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
             raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None

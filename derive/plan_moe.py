@@ -125,7 +125,8 @@ def rank_terms(entry: MoEModel, zero: int, recompute: str, rank: str) -> RankTer
     def states(rows: Ledger) -> sp.Expr:
         return moe_placement_bytes(model_parallel_share(rows), placed, placement_sharded(zero, placed), STATE_RANKS)
     layers = states(table.where("layer").without("mtp"))
-    per_layer = {kind: moe_layer_activations(PROFILE, features, kind == "moe", t, True, recompute=recompute).bytes()
+    per_layer = {kind: moe_layer_activations(PROFILE, features, kind == "moe", t, True, norm_statistics=True,
+                                             recompute=recompute).bytes()
                  for kind in ONE_LAYER}
     held, chunks = (sp.Integer(1), sp.Integer(1)) if rank == "whole" else (stage_in_flight(rank), v)
     edges = sp.Integer(0)
@@ -293,8 +294,7 @@ def moe_json(result: MoEPlan) -> str:
     layouts_ = []
     for row in result.order():
         timed, measured = not np.isnan(c["step_time"][row]), not np.isnan(c["memory_per_gpu"][row])
-        layouts_.append({**{key: int(c[key][row]) for key in FIELDS if key != "recompute"},
-                         "recompute": str(c["recompute"][row]),
+        layouts_.append({**{key: str(c[key][row]) if key == "recompute" else int(c[key][row]) for key in FIELDS},
                          "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
                          "step_time": float(c["step_time"][row]) if timed else None,
                          "breakdown": c["breakdown"][row] if timed else None,
