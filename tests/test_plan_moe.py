@@ -79,6 +79,27 @@ def test_most_loaded_rank_by_hand():
     assert memory["none"][0] == memory["selective"][0] > memory["full"][0]
 
 
+def test_each_zero_stage_shards_its_states_over_its_group():
+    # Mixtral 8x7B whole on each of 64 GPUs (t = p = c = 1, d = 64), e = 8: a rank holds the 1,605,636,096
+    # non-expert parameters (32 layers of attention 4096 x 10240, router 4096 x 8 and two norms; embedding and
+    # untied head 32000 x 4096; final norm) and 1/8 of the experts, 32 x 3 x 4096 x 14336. Megatron shards the
+    # non-expert states over d c = 64 ranks and the experts' over t c d / (t_E e) = 8: from ZeRO 0 to 1 the 12
+    # bytes of fp32 master and moments, 1 to 2 the 4 of the fp32 gradient (Megatron-FSDP optim_grads), 2 to 3 the
+    # 2 of the bf16 parameter (optim_grads_params); each shard keeps 1/64 or 1/8 of them
+    others = 32 * (4096 * 10240 + 4096 * 8 + 2 * 4096) + 2 * 32000 * 4096 + 4096
+    experts = 32 * 3 * 4096 * 14336
+    assert others == 1_605_636_096
+
+    def saved(per_parameter: int) -> float:
+        return per_parameter * (others * (1 - 1 / 64) + experts * (1 - 1 / 8))
+    c = plan_moe("mixtral-8x7b", 64, 64 * 32768, max_context=1).columns
+    pick = ((c["p"] == 1) & (c["t"] == 1) & (c["e"] == 8) & (c["etp"] == 1) & (c["b"] == 1)
+            & (c["recompute"] == "full"))
+    memory = [c["memory_per_gpu"][pick & (c["zero"] == zero)][0] for zero in range(4)]
+    assert [memory[0] - memory[1], memory[1] - memory[2], memory[2] - memory[3]] == pytest.approx(
+        [saved(12), saved(4), saved(2)], abs=4)
+
+
 def test_deepseek_dense_layers_sit_on_the_first_rank():
     # DeepSeek-V3: 61 layers, the first 3 dense. p = 16: chunks of ceil(61/16) = 4 layers, rank 0 builds layers
     # 0-3 (3 dense, 1 MoE), rank 1 layers 4-7 (4 MoE). p = 2, v = 4: chunks of ceil(61/8) = 8, rank 0 builds
