@@ -87,12 +87,12 @@ def rank_share(table: Ledger, tensor_parallel: sp.Expr = t, sequence_parallel: b
 def moe_placement_bytes(table: Ledger, placement_name: str = "megatron", sharded: bool = False,
                         ranks: sp.Expr = d) -> sp.Expr:
     """Resident bytes of a rank's ``table`` share under a framework placement (derive.accounts.placement):
-    routed experts sharded over the expert data-parallel group (EXPERT_DATA_PARALLEL, its d ->
-    ``ranks`` / d: t ranks d / (t_E e)), every other parameter over ``ranks`` (Megatron's
-    distributed optimizer: expert_data_parallel_group and intra_dp_cp_group)."""
+    routed experts over the expert data-parallel group (EXPERT_DATA_PARALLEL with d -> ``ranks``:
+    t d c / (t_E e) at ranks = d c), every other parameter over ``ranks`` (Megatron's distributed
+    optimizer: expert_data_parallel_group and intra_dp_cp_group, megatron/core/optimizer/__init__.py)."""
     from derive.accounts.placement import placement_bytes_per_parameter
     experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
-    expert_ranks = EXPERT_DATA_PARALLEL * ranks / d
+    expert_ranks = EXPERT_DATA_PARALLEL.xreplace({d: ranks})
     return sp.expand(placement_bytes_per_parameter(placement_name, sharded, ranks) * others
                      + placement_bytes_per_parameter(placement_name, sharded, expert_ranks) * experts)
 
