@@ -44,8 +44,8 @@ from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model
 from derive.inputs import choose
 from derive.moe_presets import MoEModel, load_moe_model
-from derive.plan import (BREAKDOWNS, COMMUNICATION, FITS, MAX_CONTEXT, REASONS, Plan, Ranked,
-                         _gib, _seconds, divisors, fit_line, layouts, nearest, predicted_times, reasons)
+from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, REASONS, Ranked, _gib, _seconds, divisors, fit_line,
+                         layouts, nearest, predicted_times, reasons)
 from derive.presets import Model
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, p, s, t, v
@@ -205,15 +205,7 @@ class MoEPlan(Ranked):
     columns: dict[str, np.ndarray]
     fit: str = "high"
 
-    failures = Plan.failures
-
-    def order(self) -> np.ndarray:
-        """Feasible layouts by predicted step time (then memory, smaller t, p, v, c, e, t_E, b), then the rest."""
-        c = self.columns
-        time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
-        memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
-        return np.lexsort((c["b"], c["etp"], c["e"], c["c"], c["v"], c["p"], c["t"], memory, time,
-                           ~c["feasible"]))
+    TIEBREAK = ("b", "etp", "e", "c", "v", "p", "t")
 
 
 def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
@@ -267,8 +259,7 @@ def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
              f"(s = {result.model.seq})",
              fit_line(result.usable, result.fit), f"  {COMMUNICATION}",
              f"  {len(order)} layouts, {feasible} fit"]
-    shown = [row for row in order[:feasible] if ranks[row] <= top]
-    first = {int(ranks[row]): row for row in reversed(shown)}
+    shown, first = result.leaders(top)
     if feasible:
         lines.append("  rank   t   p  v  c    e  t_E     d  b     m  recompute  zero  memory GiB  step s")
     for rank, row in sorted(first.items()):
@@ -278,11 +269,7 @@ def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
                      f"{c['recompute'][row]:9s}  {c['zero'][row]:4d}  {_gib(c['memory_per_gpu'][row]):>10s}  "
                      f"{_seconds(c['step_time'][row]):>6s}" + ("  tight" if tight[row] else "")
                      + (f"  (+{alike} alike)" if alike else ""))
-    for rank, row in sorted(first.items())[:BREAKDOWNS]:
-        parts = ", ".join(f"{key} {seconds:.2f}" for key, seconds in c["breakdown"][row].items() if seconds)
-        lines.append(f"  #{rank} breakdown (s): {parts}")
-    for key, count in result.failures().items():
-        lines.append(f"  failed: {count:6d}  {REASONS[key]}")
+    lines += result.summary_lines(first)
     if not feasible:
         lines.append(f"  no layout fits: {nearest(result)}")
     return "\n".join(lines) + "\n"
