@@ -10,17 +10,18 @@ divides t c d (megatron/core/parallel_state.py initialize_model_parallel, expert
 :meth:`derive.parallelism.Parallelism.check`). Balanced pipelines (Llama 3's embedding and loss
 slots) are the dense planner's only.
 
-Memory is the most loaded of ranks 0, 1 and p - 1 (:func:`rank_memory`): the placement's states
-(:func:`derive.accounts.experts.moe_placement_bytes`: routed experts over the expert data-parallel
-group t c d / (t_E e), the rest over d c) of the layers the rank builds (:func:`rank_layers`, dense
-and MoE apart) and its edges (embedding on rank 0; final norm, head and MTP modules on rank p - 1),
-plus its in-flight chunks (:func:`derive.accounts.pipeline_split.stage_in_flight`) of the fused
-saved-tensor tables (:func:`derive.accounts.experts.moe_layer_activations`, SP on, s / c tokens per
-context rank). Recompute is read from the same ledger as a dense layer's
+Memory is the most loaded of ranks 0, 1 and p - 1 (:func:`rank_memory`): the placement's state
+buffers (:func:`derive.accounts.experts.moe_state_buffers`: routed experts over the expert
+data-parallel group t c d / (t_E e), the rest over d c) of the layers the rank builds
+(:func:`rank_layers`, dense and MoE apart) and its edges (embedding on rank 0; final norm, head and
+MTP modules on rank p - 1), plus its in-flight chunks (:func:`derive.accounts.pipeline_split.stage_in_flight`)
+of the fused saved-tensor tables (:func:`derive.accounts.experts.moe_layer_activations`, SP on, s / c
+tokens per context rank), each buffer and tensor as the caching allocator allocates it
+(:mod:`derive.accounts.allocator`, as the dense planner counts them). Recompute is read from the same ledger as a dense layer's
 (:func:`derive.accounts.activations.recomputed`): full keeps each layer's input; selective drops the
 ``recomputed_selective`` rows, of which the fused MoE table has none (flash attention keeps no
 score matrix), so it saves no memory here and costs its recomputed attention in the step time.
-The caching allocator's rounding is not added (the dense planner adds it). Each layout that fits
+Each layout that fits
 is timed by the step model over columns (:func:`derive.plan.predicted_times`, EP all-to-all
 included) and ranked as the dense plan is (:class:`derive.plan.Ranked`: equal predicted steps share
 a rank).
@@ -30,22 +31,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterable
 
 import numpy as np
 import sympy as sp
 
 from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
-from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_placement_bytes, rank_share
-from derive.accounts.pipeline_split import chunk_slots, stage_in_flight
+from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
+from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.placement import stage_placements
 from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model
 from derive.inputs import choose
 from derive.moe_presets import MoEModel, load_moe_model
-from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, REASONS, Ranked, _gib, _seconds, divisors, fit_line,
-                         layouts, nearest, predicted_times, reasons)
+from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, REASONS, Ranked, _gib, _rounded, _seconds, divisors,
+                         fit_line, layouts, nearest, predicted_times, reasons)
 from derive.presets import Model
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, p, s, t, v
@@ -61,22 +63,24 @@ PLACEMENT = "megatron"
 PROFILE = "fused"
 #: The layout columns of the text table and of the JSON, in order.
 FIELDS = ("t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero")
-#: Rank 0, rank 1 and rank p - 1 (derive.accounts.pipeline_split.RANKS) -> the rank's index.
-RANK_INDEX = {"first": 0, "middle": 1, "last": p - 1}
+#: Rank 0, rank 1 and rank p - 1 (derive.accounts.pipeline_split.RANKS).
+RANKS = ("first", "middle", "last")
 
 
-def rank_layers(rank: str) -> tuple[sp.Expr, sp.Expr]:
-    """(dense, MoE) layers pipeline ``rank`` builds at p > 1: v chunks of n = ceil(L / (p v)) layers.
+def rank_layers(rank: str, layers: int, moe_layers: int, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, MoE) layers pipeline ``rank`` builds at p > 1 of ``layers``, the last ``moe_layers`` MoE: v chunks of n.
 
-    n is the dense planner's most loaded chunk (derive.accounts.pipeline_split.chunk_slots); rank r's
-    first chunk is layers [r n, (r + 1) n) (get_transformer_layer_offset) and the L - L_E dense layers
-    come first (DeepSeek-V3's first_k_dense_replace), so it builds min(max(L - L_E - r n, 0), n) dense
-    layers, exact while p n >= L - L_E (every dense layer in the first round of chunks:
-    :func:`plan_moe` checks it), and the rest of its v n layers MoE (at most L_E).
+    n = ceil(L / (p v)) is the dense planner's most loaded chunk (derive.accounts.pipeline_split.chunk_slots);
+    rank r's first chunk is layers [r n, (r + 1) n) (get_transformer_layer_offset) and the L - L_E dense
+    layers come first (DeepSeek-V3's first_k_dense_replace), so it builds min(max(L - L_E - r n, 0), n) dense
+    layers, exact while p n >= L - L_E (every dense layer in the first round of chunks: :func:`plan_moe`
+    checks it), and the rest of its v n layers MoE (at most L_E). In numbers: SymPy 1.14 evaluates
+    Min(3, ceiling(61 / (p v))) to 3.
     """
-    n = chunk_slots(False)
-    dense = sp.Min(sp.Max(L - L_E - RANK_INDEX[rank] * n, 0), n)
-    return dense, sp.Min(v * n - dense, L_E)
+    n = -(-layers // (p * v))
+    index = {"first": 0, "middle": 1, "last": p - 1}[rank]
+    dense = np.minimum(np.maximum(layers - moe_layers - index * n, 0), n)
+    return dense, np.minimum(v * n - dense, moe_layers)
 
 
 def _edge_parameters(table: Ledger, rank: str) -> Ledger:
@@ -95,15 +99,18 @@ ONE_LAYER = {"dense": {L: 1, L_E: 0}, "moe": {L: 1, L_E: 1}}
 
 @dataclass(frozen=True)
 class RankTerms:
-    """A rank's bytes, linear in the layers it builds: edges + dense x (its dense layers) + moe x (its MoE layers).
+    """A rank's tensors, linear in the layers it builds (edges, then each dense and each MoE layer), as expressions.
 
-    ``states``: the edges' and one dense / MoE layer's resident states; ``activations``: one dense /
-    MoE layer's saved bytes per micro-batch and the edges' (token ids, output, MTP), held ``held``
-    chunks of 1 / ``chunks`` of the rank's layers each.
+    ``parameters``: (non-expert, routed-expert) parameters of the edges and of one dense / MoE layer;
+    ``buffers``: each resident state row's bytes per (non-expert, routed-expert) parameter, one buffer
+    each over the rank; ``saved``: the bytes of each tensor one dense / MoE layer saves per micro-batch,
+    of the edge tensors kept per held first chunk (``held``: the token ids) and once (``once``: the
+    output edge, each MTP module's); ``held`` chunks of 1 / ``chunks`` of the rank's layers in flight.
     """
 
-    states: dict[str, sp.Expr]
-    activations: dict[str, sp.Expr]
+    parameters: dict[str, tuple[sp.Expr, sp.Expr]]
+    buffers: tuple[tuple[sp.Expr, sp.Expr], ...]
+    saved: dict[str, tuple[sp.Expr, ...]]
     held: sp.Expr
     chunks: sp.Expr
 
@@ -112,38 +119,43 @@ class RankTerms:
 def rank_terms(entry: MoEModel, zero: int, recompute: str, rank: str) -> RankTerms:
     """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m.
 
-    States under Megatron's placement at ``zero`` (:func:`moe_placement_bytes`: sharded over d c and the
-    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, s / c tokens),
-    held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its layers (the dense planner's
-    convention), the token ids once per held first chunk on rank 0, the output edge and the D MTP modules
-    once on rank p - 1.
+    States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
+    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, TE's fp32
+    rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
+    layers (the dense planner's convention), the token ids once per held first chunk on rank 0, the
+    output edge and the D MTP modules once on rank p - 1.
     """
     features = entry.features
     table = model_parameters(features)
     placed = stage_placements(PLACEMENT)[zero]
-
-    def states(rows: Ledger) -> sp.Expr:
-        return moe_placement_bytes(model_parallel_share(rows), placed, placement_sharded(zero, placed), STATE_RANKS)
-    layers = states(table.where("layer").without("mtp"))
-    per_layer = {kind: moe_layer_activations(PROFILE, features, kind == "moe", t, True, norm_statistics=True,
-                                             recompute=recompute).bytes()
-                 for kind in ONE_LAYER}
-    held, chunks = (sp.Integer(1), sp.Integer(1)) if rank == "whole" else (stage_in_flight(rank), v)
-    edges = sp.Integer(0)
-    if rank in ("first", "whole"):
-        edges += held / chunks * rank_share(Ledger([eager_edges(features)["embedding: token ids"]])).bytes()
-    if rank in ("last", "whole"):
-        edges += output_edge(t, sequence_parallel=True).bytes()
-        if features.mtp:
-            edges += D * rank_share(fused_mtp(features)).bytes()
     values = {symbol: sp.Integer(n) for symbol, n in entry.values.items() if symbol.name not in SIZES}
 
     def model(expr: sp.Expr) -> sp.Expr:
-        return expr.xreplace(CONTEXT).xreplace(values)
+        return sp.sympify(expr).xreplace(CONTEXT).xreplace(values)
+
+    def split(rows: Ledger, one: dict | None = None) -> tuple[sp.Expr, sp.Expr]:
+        share = model_parallel_share(rows)
+        return tuple(model(part.numel().xreplace(one or {}))
+                     for part in (share.without("routed_expert"), share.where("routed_expert")))
+
+    def saved(rows: Ledger, copies: sp.Expr = 1) -> tuple[sp.Expr, ...]:
+        return tuple(model(row.bytes) for row in rows for _ in range(int(model(copies))))
+    layers = table.where("layer").without("mtp")
+    held, chunks = (sp.Integer(1), sp.Integer(1)) if rank == "whole" else (stage_in_flight(rank), v)
+    ids = Ledger([eager_edges(features)["embedding: token ids"]]) if rank in ("first", "whole") else Ledger([])
+    once = Ledger([])
+    if rank in ("last", "whole"):
+        once = output_edge(t, sequence_parallel=True)
+    mtp = rank_share(fused_mtp(features)) if features.mtp and rank in ("last", "whole") else Ledger([])
     return RankTerms(
-        states={"edges": model(states(_edge_parameters(table, rank))),
-                **{kind: model(layers.xreplace(one)) for kind, one in ONE_LAYER.items()}},
-        activations={"edges": model(edges), **{kind: model(value) for kind, value in per_layer.items()}},
+        parameters={"edges": split(_edge_parameters(table, rank)),
+                    **{kind: split(layers, one) for kind, one in ONE_LAYER.items()}},
+        buffers=tuple((model(rest), model(expert)) for rest, expert in
+                      moe_state_buffers(placed, placement_sharded(zero, placed), STATE_RANKS)),
+        saved={**{kind: saved(moe_layer_activations(PROFILE, features, kind == "moe", t, True, norm_statistics=True,
+                                                    recompute=recompute))
+                  for kind in ONE_LAYER},
+               "held": saved(rank_share(ids)), "once": saved(once) + saved(mtp, D)},
         held=held, chunks=chunks)
 
 
@@ -153,16 +165,34 @@ def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
     return function(**{name: values[name] for name in function.names})
 
 
-def rank_memory(entry: MoEModel, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray]) -> np.ndarray:
-    """Bytes of ``rank`` at the layout columns ``values`` (t, p, v, c, d, e, t_E, b, m): its terms at the layers it builds."""
+def _summed(sizes: Iterable[np.ndarray], rounded: bool) -> np.ndarray:
+    """The bytes of tensors of ``sizes``: as requested, or (``rounded``) each as the caching allocator hands it out."""
+    return sum((_rounded(size).astype(np.float64) if rounded else np.asarray(size, dtype=np.float64)
+                for size in sizes), np.zeros(()))
+
+
+def rank_memory(entry: MoEModel, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray],
+                rounded: bool = True) -> np.ndarray:
+    """Bytes of ``rank`` at the layout columns ``values`` (t, p, v, c, d, e, t_E, b, m): its terms at the layers it builds.
+
+    One buffer per resident state row and parameter group over the rank's parameters; every layer's saved
+    tensors for each held chunk. ``rounded``: each buffer and tensor as the caching allocator allocates it
+    (derive.accounts.allocator.allocated_bytes, as the dense planner's rounding_bytes counts them).
+    """
     terms = rank_terms(entry, zero, recompute, rank)
-    sizes = {symbol: sp.Integer(n) for symbol, n in entry.values.items()}
-    built = ((L - L_E, L_E) if rank == "whole" else rank_layers(rank))
-    dense, moe = (_column(sp.sympify(count).xreplace(sizes), values) for count in built)
+    total, moe = entry.values[L], entry.values.get(L_E, entry.values[L])
+    built = (total - moe, moe) if rank == "whole" else rank_layers(rank, total, moe, values["p"], values["v"])
+    layers = dict(zip(ONE_LAYER, built))
+
+    def saved(kind: str) -> np.ndarray:
+        return _summed((_column(size, values) for size in terms.saved[kind]), rounded)
+    counts = [_column(terms.parameters["edges"][group], values)
+              + sum(layers[kind] * _column(terms.parameters[kind][group], values) for kind in ONE_LAYER)
+              for group in (0, 1)]
+    states = _summed((counts[0] * _column(rest, values) + counts[1] * _column(expert, values)
+                      for rest, expert in terms.buffers), rounded)
     held = _column(terms.held / terms.chunks, values)
-    total = (_column(terms.states["edges"] + terms.activations["edges"], values)
-             + dense * (_column(terms.states["dense"], values) + held * _column(terms.activations["dense"], values))
-             + moe * (_column(terms.states["moe"], values) + held * _column(terms.activations["moe"], values)))
+    total = states + held * (saved("held") + sum(layers[kind] * saved(kind) for kind in ONE_LAYER)) + saved("once")
     return np.where(values["p"] == 2, 0, total) if rank == "middle" else total
 
 
@@ -239,7 +269,7 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
                               **{name: part[name][rows] for name in SIZES if name in part}}
                     memory[rows] = np.max([np.broadcast_to(rank_memory(entry, zero, recompute, rank, values),
                                                            rows.sum())
-                                           for rank in (("whole",) if single else ("first", "middle", "last"))],
+                                           for rank in (("whole",) if single else RANKS)],
                                           axis=0)
         reason = reasons(memory, (low, high), fit, batch=~whole, schedule=~schedule)
         parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,

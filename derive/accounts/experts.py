@@ -84,17 +84,29 @@ def rank_share(table: Ledger, tensor_parallel: sp.Expr = t, sequence_parallel: b
     return table.map(lambda w: w.times(t_E) if w.has("expert_hidden") and tensor_parallel != 1 else w)
 
 
+def moe_state_buffers(placement_name: str = "megatron", sharded: bool = False,
+                      ranks: sp.Expr = d) -> tuple[tuple[sp.Expr, sp.Expr], ...]:
+    """Each resident state row of a framework placement (derive.accounts.placement) as (bytes per non-expert
+    parameter, bytes per routed-expert parameter): the rest sharded over ``ranks``, the experts over the
+    expert data-parallel group (EXPERT_DATA_PARALLEL with d -> ``ranks``: t d c / (t_E e) at ranks = d c;
+    Megatron's distributed optimizer: intra_dp_cp_group and expert_data_parallel_group,
+    megatron/core/optimizer/__init__.py), one buffer each (distributed_data_parallel.py keeps the
+    expert-parallel parameters in buffers of their own)."""
+    from derive.accounts.placement import placement_ledger
+    from derive.symbols import N
+
+    def per_parameter(group: sp.Expr) -> list[sp.Expr]:
+        rows = placement_ledger(placement_name, sharded, group).where("resident").without("host")
+        return [sp.expand(row.bytes / N) for row in rows]
+    return tuple(zip(per_parameter(ranks), per_parameter(EXPERT_DATA_PARALLEL.xreplace({d: ranks}))))
+
+
 def moe_placement_bytes(table: Ledger, placement_name: str = "megatron", sharded: bool = False,
                         ranks: sp.Expr = d) -> sp.Expr:
-    """Resident bytes of a rank's ``table`` share under a framework placement (derive.accounts.placement):
-    routed experts over the expert data-parallel group (EXPERT_DATA_PARALLEL with d -> ``ranks``:
-    t d c / (t_E e) at ranks = d c), every other parameter over ``ranks`` (Megatron's distributed
-    optimizer: expert_data_parallel_group and intra_dp_cp_group, megatron/core/optimizer/__init__.py)."""
-    from derive.accounts.placement import placement_bytes_per_parameter
+    """Resident bytes of a rank's ``table`` share under a framework placement: :func:`moe_state_buffers` summed."""
     experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
-    expert_ranks = EXPERT_DATA_PARALLEL.xreplace({d: ranks})
-    return sp.expand(placement_bytes_per_parameter(placement_name, sharded, ranks) * others
-                     + placement_bytes_per_parameter(placement_name, sharded, expert_ranks) * experts)
+    return sp.expand(sum((rest * others + expert * experts
+                          for rest, expert in moe_state_buffers(placement_name, sharded, ranks)), sp.Integer(0)))
 
 
 def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp.Expr = t,
