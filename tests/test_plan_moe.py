@@ -179,3 +179,22 @@ def test_options_the_moe_planner_cannot_honour_are_one_line(option, value, capsy
     code = main(["--model", "mixtral-8x7b", "--gpus", "16", "--tokens", str(16 * 32768), option, value])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and f"error: {option}: the MoE planner" in err
+
+
+def test_json_lists_every_layout_in_rank_order_and_exits_1_when_none_fits(capsys):
+    import json
+
+    from derive.plan import main
+    assert main(["--model", "mixtral-8x7b", "--gpus", "64", "--tokens", str(64 * 32768), "--max-cp", "1",
+                 "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    layouts = document["layouts"]
+    fitting = [layout for layout in layouts if layout["feasible"]]
+    assert layouts[0]["rank"] == 1 and fitting and all(layout["rank"] for layout in fitting)
+    assert [layout["step_time"] for layout in fitting] == sorted(layout["step_time"] for layout in fitting)
+    assert {"t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero", "memory_per_gpu",
+            "breakdown", "tight", "reason"} <= set(layouts[0])
+    assert {layout["c"] for layout in layouts} == {1} and "no_layout_fits" not in document
+    # Mixtral's 46.7 billion parameters do not fit on 8 GPUs of 80 GB at any layout: exit 1 with the reason
+    assert main(["--model", "mixtral-8x7b", "--gpus", "8", "--tokens", str(8 * 32768), "--json"]) == 1
+    assert "no layout fits in memory" in json.loads(capsys.readouterr().out)["no_layout_fits"]
