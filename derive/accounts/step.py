@@ -17,7 +17,9 @@ weight gradient accumulated into FP32), and the wave quantization of its output 
 SMs. Under an FP8 recipe the casts before the GEMMs (inputs and output gradients each
 micro-batch, weights once per step) are memory-bound traffic from the recipe's fields.
 Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
-kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16. Element-wise work
+kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16, their [s, s]
+scores in HBM only for the GPT family's materialised kernel (a flash kernel keeps them on chip:
+``Workload.attention_kernel``). Element-wise work
 moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
 the optimizer reads and writes every resident state byte once. Communication rows
 (``derive.accounts.comm``) cross the link their group spans at eta_network x its
@@ -201,7 +203,8 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         # one batched GEMM per layer: count / L heads on this rank's share (a / t), each [M, n] x [n, k]
         heads = row.count / work.layers / lay.t
         m, n, k = tokens, row.n, row.k
-        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, **rate) for name in passes]
+        flash = work.attention_kernel == "fused"
+        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in passes]
         return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
@@ -341,6 +344,21 @@ def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Effic
     return np.asarray(row.count, dtype=float) * (wire + steps * latency)
 
 
+def ep_overlap_window(lay: Layout, gpu: System, compute: dict[str, Any], rules: frozenset[str]) -> Any:
+    """Seconds of compute an expert-parallel all-to-all of one micro-batch may hide behind (0 when no rule applies).
+
+    Under ``ep-a2a-overlap`` (or ``ep-a2a-overlap-across-nodes`` where the EP group leaves the NVLink
+    domain, with p = 1 or v > 1 and no full recompute, Megatron's conditions) the dispatch and combine
+    of one micro-batch run beside the other micro-batch's forward or backward: a whole micro-batch's
+    GEMMs and element-wise work (``derive.accounts.schedule.OVERLAP_RULES``).
+    """
+    work = sum(compute[kind] for kind in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
+    across = (span("ep", {"tp": lay.t, "cp": lay.c, "ep": lay.e}) > gpu.nvlink_domain) & (
+        (np.asarray(lay.p) == 1) | (np.asarray(lay.v) > 1)) & (lay.recompute != "full")
+    on = ("ep-a2a-overlap" in rules) | (("ep-a2a-overlap-across-nodes" in rules) & across)
+    return np.where(on, work, 0.0)
+
+
 def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                   compute: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
@@ -369,7 +387,7 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     per_micro = {
         "tp": hidden + exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
         "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
-        "ep": exposed(total["ep"] / m, compute["expert"] if "ep-a2a-overlap" in rules else 0.0),
+        "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
     }
     backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
     windows = {"backward": backward, "forward": backward / 2}
