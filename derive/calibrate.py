@@ -223,7 +223,8 @@ HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 ov
                        "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
                        "v = 1 where it prints n/a; pipeline stages unbalanced unless L does not divide p v and "
                        "L + 2 does (then Megatron's embedding and loss slots, the only split it accepts); "
-                       "bf16 states with fp32 gradients; "
+                       "BF16 rows: bf16 gradients reduced in bf16 (precision bf16); FP8 rows: Megatron's FP8 "
+                       "states, fp32 main gradients reduced in fp32 (prediction.FP8_STATES); "
                        "MoE routing uniform (the runs force-balance it), dropless; expert tensor parallel 1 where ep > 1 "
                        "(the MoE recipes' expert_tensor_parallelism = 1)")
 #: What a row's model name says that derive's model lacks.
