@@ -133,7 +133,7 @@ def test_rows_not_run_are_listed_with_the_reason(result):
 #: (python -m derive.calibrate --check, constants gemm 0.77, gemm_hopper 0.57, memory 0.98, network 0.76;
 #: per-GEMM roofline, flash attention's scores on chip, balanced stages where Megatron needs them, EP
 #: all-to-all across nodes overlapped): all 24.0 % (28 rows); dense 8.5 %, MoE 41.8 %; bf16 9.2 %,
-#: fp8-current 19.2 %, mxfp8 34.9 %; h100 36.1 %, b200 45.3 %, gb200 13.2 %, gb300 8.5 %. Before those three
+#: fp8-current 19.2 %, mxfp8 35.0 %; h100 36.0 %, b200 45.4 %, gb200 13.3 %, gb300 8.4 %. Before those three
 #: mechanisms: all 24.3 %, dense 15.2 %, MoE 34.7 %. The MoE misses are Qwen3-30B-A3B on B200 at b = 1 (+186 %)
 #: and on H100 (+154 %), Qwen3-235B on B200 (+80 %): the same B200 layout at b = 4 on GB200 runs 2.6 times
 #: faster per GPU (a fixed cost of about 0.36 s per micro-batch, 7 ms per MoE layer, that no GPU-work

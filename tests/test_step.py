@@ -91,23 +91,30 @@ def test_fp8_cast_bytes_by_recipe_by_hand():
     assert cast_bytes_per_element(RECIPES["fp8-delayed"], "hopper") == 2 + 1 + 1
     assert cast_bytes_per_element(RECIPES["mxfp8"], "blackwell") == 2 + 2 * (1 + 1 / 32)
     assert cast_bytes_per_element(RECIPES["fp8-blockwise"], "hopper") == 2 + 2 * (1 + 4 / 128)
+    # a norm TE fuses into the linear layer writes the FP8 copies itself: no read left for delayed and
+    # MX; current scaling's amax comes with the norm's BF16 output, the cast still reads it once
+    assert cast_bytes_per_element(RECIPES["fp8-current"], "blackwell", norm_fused=True) == 2 + 1
+    assert cast_bytes_per_element(RECIPES["fp8-delayed"], "hopper", norm_fused=True) == 1 + 1
+    assert cast_bytes_per_element(RECIPES["mxfp8"], "blackwell", norm_fused=True) == 2 * (1 + 1 / 32)
 
 
 def test_fp8_cast_bytes_of_a_layer_by_hand():
     # Llama 3 8B, t = 1, m micro-batches of T tokens: per layer the inputs of qkv (h), o (h), gate/up (h)
-    # and down (f) once each, the output gradients of q, k, v, o, gate, up, down, and the weights / m
+    # and down (f) once each, the output gradients of q, k, v, o, gate, up, down, and the weights / m;
+    # the qkv and gate/up inputs come out of the fused norms (TELayerNormColumnParallelLinear): at 3 bytes
+    # under current scaling (one BF16 read, one FP8 write on Blackwell), 2 x 33/32 under MXFP8
     from derive.accounts.step import Layout
     from derive.accounts.workload import workload
     work = workload(model("llama3-8b"))
     h, f, g, L, T, m = 4096, 14336, 1024, 32, 8192, 4
     lay = Layout(1, 1, 1, 1, 1, 1, 1, 1, m, False, 1, "none", "fp8-current")
-    inputs = h + h + h + f
+    inputs, fused = h + f, h + h
     gradients = h + g + g + h + f + f + h
     weights = h * h + 2 * h * g + h * h + 3 * h * f
     elements = L * (T * (inputs + gradients) + weights / m)
-    assert fp8_cast_bytes(work, lay, T, system("b200")) == pytest.approx(elements * 5)
+    assert fp8_cast_bytes(work, lay, T, system("b200")) == pytest.approx(elements * 5 + L * T * fused * 3)
     assert fp8_cast_bytes(work, replace(lay, precision="mxfp8"), T, system("b200")) == pytest.approx(
-        elements * (2 + 2 * 33 / 32))
+        (elements + L * T * fused) * 2 * 33 / 32 + elements * 2)
 
 
 LAYOUTS = [

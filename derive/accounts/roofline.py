@@ -125,8 +125,14 @@ def cast_copies(recipe: Recipe, generation: str) -> int:
     return len(recipe.weight_copies) if TN_ONLY[choose("generation", generation, TN_ONLY)] else 1
 
 
-def cast_bytes_per_element(recipe: Recipe, generation: str) -> float:
+def cast_bytes_per_element(recipe: Recipe, generation: str, norm_fused: bool = False) -> float:
     """HBM bytes one element's FP8 cast moves: reads, FP8 copies and their block scales.
+
+    ``norm_fused``: the tensor is the output of a normalization Transformer Engine fuses into the
+    linear layer (LayerNormLinear's ``with_quantized_norm``: the norm kernel is handed the quantizer,
+    transformer_engine/pytorch/module/layernorm_linear.py): the norm writes the FP8 copies itself,
+    so the cast reads nothing more; under current scaling the norm computes the amax as it writes
+    its BF16 output, and one read (the cast) remains.
 
     The high-precision tensor is read once by the cast; current scaling reads it once more
     before, for the amax its scale needs (TE Float8CurrentScalingQuantizer: nvte_compute_amax,
@@ -135,7 +141,7 @@ def cast_bytes_per_element(recipe: Recipe, generation: str) -> float:
     block's amax inside the cast kernel. Each copy writes one FP8 element plus its block's
     share of a scale (``derive.recipes.Scaling.overhead``).
     """
-    reads = 1 if recipe.delayed or not recipe.activation.per_tensor else 2
+    reads = (1 if recipe.delayed or not recipe.activation.per_tensor else 2) - (1 if norm_fused else 0)
     copies = cast_copies(recipe, generation)
     written = copies * (float(recipe.element_bytes) + float(recipe.activation.overhead()))
     return reads * DTYPE_BYTES["bf16"] + written

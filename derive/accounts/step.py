@@ -270,6 +270,15 @@ SHARED_INPUT = {"k_proj": "q_proj", "v_proj": "q_proj", "up_proj": "gate_proj",
                 "kv_a_proj_with_mqa": "q_a_proj"}
 
 
+#: Linear layers whose input is a normalization Megatron's TE spec fuses into the layer
+#: (TELayerNormColumnParallelLinear: linear_qkv, a dense MLP's linear_fc1, MLA's linear_q_up_proj and
+#: linear_kv_up_proj with q / kv layernorms; megatron/core/models/gpt/gpt_layer_specs.py). An MoE
+#: layer's pre-MLP norm is a separate TENorm (the router and the experts share it); the activation
+#: before linear_fc2 is a separate kernel (megatron/core/transformer/mlp.py).
+NORM_FUSED_INPUTS = frozenset({"self_attn.q_proj.weight", "mlp.gate_proj.weight", "self_attn.q_b_proj.weight",
+                               "self_attn.kv_b_proj.weight"})
+
+
 def _input_name(name: str) -> str:
     """The GEMM whose input ``name``'s input is (``SHARED_INPUT``): one cast for a fused projection."""
     for part, first in SHARED_INPUT.items():
@@ -283,9 +292,12 @@ def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> f
     Each linear GEMM's input [M, K] is cast once in the forward (once per fused projection,
     ``SHARED_INPUT``) and its output gradient [M, N] once in the backward; each layer matrix is cast
     once per step (cached over the step's m micro-batches: TE ``is_first_microbatch``), a 1/m share
-    here. Bytes per element from the recipe (``derive.accounts.roofline.cast_bytes_per_element``).
+    here. Bytes per element from the recipe (``derive.accounts.roofline.cast_bytes_per_element``); an
+    input a fused normalization writes (``NORM_FUSED_INPUTS``) is not read again by a cast.
     """
-    per_element = cast_bytes_per_element(RECIPES[lay.precision], gpu.generation)
+    recipe = RECIPES[lay.precision]
+    per_element = cast_bytes_per_element(recipe, gpu.generation)
+    fused_element = cast_bytes_per_element(recipe, gpu.generation, norm_fused=True)
     inputs: dict[tuple[str, str, float], float] = {}
     total = 0.0
     for row in work.rows:
@@ -298,7 +310,9 @@ def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> f
         if row.kind == "expert":
             weights *= work.experts / (work.active_experts * lay.e)  # every local expert's matrix
         total += tokens * row.count * n + weights / lay.m
-    return (total + tokens * sum(inputs.values())) * per_element
+    inputs_bytes = sum(elements * (fused_element if kind == "layer" and name in NORM_FUSED_INPUTS else per_element)
+                       for (kind, name, _), elements in inputs.items())
+    return total * per_element + tokens * inputs_bytes
 
 
 def local_parameters(work: Workload, lay: Layout) -> float:
