@@ -221,11 +221,27 @@ HELDOUT_PRECISIONS = {"BF16": "bf16", "FP8-CS": "fp8-current", "FP8-DS": "fp8-de
 #: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
 HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
                        "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
-                       "v = 1 where it prints n/a; pipeline stages unbalanced; bf16 states with fp32 gradients; "
+                       "v = 1 where it prints n/a; pipeline stages unbalanced unless L does not divide p v and "
+                       "L + 2 does (then Megatron's embedding and loss slots, the only split it accepts); "
+                       "BF16 rows: bf16 gradients reduced in bf16 (precision bf16); FP8 rows: Megatron's FP8 "
+                       "states, fp32 main gradients reduced in fp32 (prediction.FP8_STATES); "
                        "MoE routing uniform (the runs force-balance it), dropless; expert tensor parallel 1 where ep > 1 "
                        "(the MoE recipes' expert_tensor_parallelism = 1)")
 #: What a row's model name says that derive's model lacks.
 HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": "the run trains an MTP module; derive's step model counts none"}
+
+
+def megatron_needs_balanced(layers: int, pp: int, vp: int) -> bool:
+    """Whether Megatron can split ``layers`` over p x v chunks only with the embedding and loss slots.
+
+    Megatron asserts L divisible by p (megatron/training/arguments.py, 'Number of layers should be
+    divisible by the pipeline-model-parallel size') and each rank's layers by v
+    (megatron/core/transformer/transformer_config.py), counting one slot more for each of
+    account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split. A row whose L
+    does not divide p v but L + 2 does ran those two flags: derive's balanced stages
+    (Parallelism.balanced). A row neither divides ran a custom layout derive does not know: unbalanced.
+    """
+    return pp > 1 and layers % (pp * vp) != 0 and (layers + 2) % (pp * vp) == 0
 
 
 def heldout_runs(path: Path = HELDOUT) -> tuple[list[PublishedRun], list[dict[str, object]]]:
@@ -249,11 +265,13 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
     entry = replace(named_model(HELDOUT_MODELS[row["model"]], moe=True)[0], seq=row["seq"])
     precision = HELDOUT_PRECISIONS[row["precision"]]
     tp, pp, cp = row["tp"], row["pp"], row["cp"]
-    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=row["ep"], etp=1 if row["ep"] > 1 else None,
+    vp = row["vp"] or 1
+    layout = Parallelism(tp=tp, pp=pp, vp=vp, cp=cp, ep=row["ep"], etp=1 if row["ep"] > 1 else None,
                          dp=row["gpus"] // (tp * pp * cp),
                          micro_batch=row["micro_batch"], global_batch=row["global_batch"], recompute="none",
                          sequence_parallel=tp > 1, zero=3 if row["fsdp"] else 1,
-                         precision=ledger_precision(precision))
+                         precision=ledger_precision(precision),
+                         balanced=megatron_needs_balanced(entry.layers, pp, vp))
     layout.check(entry)
     seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
     assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]))))

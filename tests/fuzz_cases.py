@@ -33,8 +33,12 @@ from derive.render.__main__ import main as render_main
 
 #: The slower variant's multiplier of every count (1: the fast run the suite always makes).
 SCALE = int(os.environ.get("DERIVE_FUZZ_SCALE", "1"))
-#: No run of a command may take longer (a hang, not a speed figure: speed lives in bench/).
+#: No run of a command may compute longer, in this process's CPU seconds (a hang, not a speed figure:
+#: speed lives in bench/). CPU time, not wall time, so a loaded machine does not turn a slow run into a
+#: finding; a run that blocks without computing (a FIFO read) is caught by the wall-clock bound below.
 HANG_SECONDS = 10
+#: Wall-clock seconds after which a run that waits (blocked on a read, sleeping) is a hang.
+BLOCKED_SECONDS = 60
 #: Address space a run may add: a memory bomb is a MemoryError (a finding), not a machine out of memory.
 SPARE_BYTES = 4 * 2**30
 FLAG, PATH_CONFIG, PATH_OUT = "flag", "config path", "out path"
@@ -189,17 +193,17 @@ def draw_argv(rng: random.Random, command: Command, paths: dict[str, list[str]])
 
 
 class Hang(Exception):
-    """A command ran past HANG_SECONDS."""
+    """A command computed past HANG_SECONDS of CPU or waited past BLOCKED_SECONDS of wall time."""
 
 
 def _alarm(signum, frame):
-    raise Hang(f"over {HANG_SECONDS} s")
+    raise Hang(f"over {HANG_SECONDS} s of CPU" if signum == signal.SIGPROF else f"blocked over {BLOCKED_SECONDS} s")
 
 
 def run_main(main: Callable[[list[str]], int], argv: list[str]) -> tuple[object, str, str]:
     """(exit status, stdout, stderr) of ``main(argv)`` in process; an escaping exception is the status."""
     out, err = io.StringIO(), io.StringIO()
-    previous = signal.signal(signal.SIGALRM, _alarm)
+    previous = {number: signal.signal(number, _alarm) for number in (signal.SIGALRM, signal.SIGPROF)}
     limits = resource.getrlimit(resource.RLIMIT_AS)
     try:  # Linux: the process's address space now; elsewhere no limit is set
         with open("/proc/self/statm") as statm:
@@ -208,7 +212,8 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> tuple[object,
         used = None
     if used is not None and (limits[1] == resource.RLIM_INFINITY or used + SPARE_BYTES < limits[1]):
         resource.setrlimit(resource.RLIMIT_AS, (used + SPARE_BYTES, limits[1]))
-    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    signal.setitimer(signal.ITIMER_PROF, HANG_SECONDS)
+    signal.setitimer(signal.ITIMER_REAL, BLOCKED_SECONDS)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -218,8 +223,10 @@ def run_main(main: Callable[[list[str]], int], argv: list[str]) -> tuple[object,
     except BaseException as error:  # a traceback or a hang: the finding itself
         status = error
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         resource.setrlimit(resource.RLIMIT_AS, limits)
     return status, out.getvalue(), err.getvalue()
 
