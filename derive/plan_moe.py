@@ -1,4 +1,4 @@
-"""The planner for MoE models: every (t, p, v, c, e, t_E, d, b, recompute, ZeRO) layout, judged and ranked by predicted step.
+"""The planner for MoE models: every (t, p, v, c, e, t_E, d, b, recompute, ZeRO) layout, ranked by predicted step.
 
 The dense planner's space (:func:`derive.plan.layouts`: t dividing the query and kv heads, c
 dividing s up to ``max_context``, p v <= L with uneven stages, interleaving checked against m,
@@ -17,14 +17,14 @@ data-parallel group t c d / (t_E e), the rest over d c) of the layers the rank b
 MTP modules on rank p - 1), plus its in-flight chunks (:func:`derive.accounts.pipeline_split.stage_in_flight`)
 of the fused saved-tensor tables (:func:`derive.accounts.experts.moe_layer_activations`, SP on, s / c
 tokens per context rank), each buffer and tensor as the caching allocator allocates it
-(:mod:`derive.accounts.allocator`, as the dense planner counts them). Recompute is read from the same ledger as a dense layer's
-(:func:`derive.accounts.activations.recomputed`): full keeps each layer's input; selective drops the
-``recomputed_selective`` rows, of which the fused MoE table has none (flash attention keeps no
-score matrix), so it saves no memory here and costs its recomputed attention in the step time.
-Each layout that fits
-is timed by the step model over columns (:func:`derive.plan.predicted_times`, EP all-to-all
-included) and ranked as the dense plan is (:class:`derive.plan.Ranked`: equal predicted steps share
-a rank).
+(:mod:`derive.accounts.allocator`, as the dense planner counts them).
+
+Recompute is read from the same ledger as a dense layer's (:func:`derive.accounts.activations.recomputed`):
+full keeps each layer's input; selective drops the ``recomputed_selective`` rows, of which the fused
+MoE table has none (flash attention keeps no score matrix), so it saves no memory here and costs its
+recomputed attention in the step time. Each layout that fits is timed by the step model over columns
+(:func:`derive.plan.predicted_times`, EP all-to-all included) and ranked as the dense plan is
+(:class:`derive.plan.Ranked`: equal predicted steps share a rank).
 """
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ from derive.accounts.placement import stage_placements
 from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model
-from derive.inputs import choose
+from derive.inputs import choose, exact_count
 from derive.moe_presets import MoEModel, load_moe_model
-from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, REASONS, Ranked, _gib, _rounded, _seconds, divisors,
-                         fit_line, layouts, nearest, predicted_times, reasons)
+from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _rounded, _seconds,
+                         divisors, fit_line, layouts, nearest, predicted_times, reasons)
 from derive.presets import Model
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, p, s, t, v
@@ -173,7 +173,7 @@ def _summed(sizes: Iterable[np.ndarray], rounded: bool) -> np.ndarray:
 
 def rank_memory(entry: MoEModel, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray],
                 rounded: bool = True) -> np.ndarray:
-    """Bytes of ``rank`` at the layout columns ``values`` (t, p, v, c, d, e, t_E, b, m): its terms at the layers it builds.
+    """Bytes of ``rank`` at the layout columns ``values`` (t, p, v, c, d, e, t_E, b, m), at the layers it builds.
 
     One buffer per resident state row and parameter group over the rank's parameters; every layer's saved
     tensors for each held chunk. ``rounded``: each buffer and tensor as the caching allocator allocates it
@@ -244,6 +244,9 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
     choose("fit", fit, FITS)
     entry = load_moe_model(choose("model", name, CONFIGS), seq)
     seq = int(entry.values[s])
+    largest = L * moe_layer_activations(PROFILE, entry.features, True, 1, True, norm_statistics=True).bytes()
+    exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
+                entry.subs(largest, b=max(MICRO_BATCHES)))
     config = published_model(CONFIGS[name], seq=seq)
     low, high = usable_bytes(hardware_name)
     contexts = [k for k in range(1, min(max_context, gpus) + 1) if seq % k == 0]

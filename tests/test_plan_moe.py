@@ -84,7 +84,8 @@ def test_most_loaded_rank_by_hand():
     c = result.columns
     layout = ((c["t"] == 1) & (c["p"] == 2) & (c["v"] == 1) & (c["e"] == 8) & (c["etp"] == 1) & (c["b"] == 1)
               & (c["zero"] == 1))
-    memory = {policy: c["memory_per_gpu"][layout & (c["recompute"] == policy)] for policy in ("none", "selective", "full")}
+    memory = {policy: c["memory_per_gpu"][layout & (c["recompute"] == policy)]
+              for policy in ("none", "selective", "full")}
     pick = layout & (c["recompute"] == "full")
     assert pick.sum() == 1 and c["m"][pick][0] == 2
     assert memory["full"][0] == pytest.approx(max(first, last), abs=1)
@@ -170,6 +171,12 @@ def test_one_row_is_predict_of_its_layout():
 def test_unknown_moe_model_names_the_field():
     with pytest.raises(ValueError, match="^model:"):
         plan_moe("mixtral-8x22b", 8, 8 * 4096)
+
+
+def test_a_sequence_past_exact_counts_names_the_field():
+    # Mixtral at s = 2^52: one unsplit GPU's 32 layer inputs alone at b = 8 are 32 x 2^52 x 8 x 4096 x 2 bytes
+    with pytest.raises(ValueError, match="^seq: the activations of one unsplit GPU"):
+        plan_moe("mixtral-8x7b", 64, 2**53, seq=2**52)
 
 
 @pytest.mark.parametrize("option,value", [("--placement", "deepspeed-zero1"), ("--profile", "gpt"),
