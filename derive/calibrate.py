@@ -242,7 +242,11 @@ HELDOUT_BALANCED = {"LLAMA3.1_405B"}
 #: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
 HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
                        "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
-                       "v = 1 where it prints n/a; pipeline stages unbalanced but for Llama 3.1 405B (its recipe's embedding and loss slots); bf16 states with fp32 gradients; "
+                       "v = 1 where it prints n/a; pipeline stages unbalanced unless L does not divide p v and "
+                       "L + 2 does (then Megatron's embedding and loss slots, the only split it accepts) or the "
+                       "model's recipe sets those slots (Llama 3.1 405B); "
+                       "BF16 rows: bf16 gradients reduced in bf16 (precision bf16); FP8 rows: Megatron's FP8 "
+                       "states, fp32 main gradients reduced in fp32 (prediction.FP8_STATES); "
                        "MoE routing uniform (the runs force-balance it), dropless; expert tensor parallel 1 where ep > 1 "
                        "(the MoE recipes' expert_tensor_parallelism = 1)")
 #: What a row's model name says that derive's model lacks.
@@ -254,6 +258,19 @@ HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": MTP, "DeepSeekV3": MTP, "DeepSeekV3 (d
                    "DeepSeekV3 (tokendrop)": MTP}
 TOKEN_DROP = ("token drop: capacity factor 1 with expert inputs padded to capacity (Megatron-Bridge "
               "apply_moe_token_drop): every expert computes T k_E / E rows, the dropless count under uniform routing")
+
+
+def megatron_needs_balanced(layers: int, pp: int, vp: int) -> bool:
+    """Whether Megatron can split ``layers`` over p x v chunks only with the embedding and loss slots.
+
+    Megatron asserts L divisible by p (megatron/training/arguments.py, 'Number of layers should be
+    divisible by the pipeline-model-parallel size') and each rank's layers by v
+    (megatron/core/transformer/transformer_config.py), counting one slot more for each of
+    account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split. A row whose L
+    does not divide p v but L + 2 does ran those two flags: derive's balanced stages
+    (Parallelism.balanced). A row neither divides ran a custom layout derive does not know: unbalanced.
+    """
+    return pp > 1 and layers % (pp * vp) != 0 and (layers + 2) % (pp * vp) == 0
 
 
 def heldout_releases(paths: Sequence[Path] = HELDOUT_FILES) -> list[dict]:
@@ -285,14 +302,15 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
             raise ValueError(f"{field}: derive has no {row[field]!r} (no preset, shipped config or system of that name)")
     entry = replace(named_model(HELDOUT_MODELS[row["model"]], moe=True)[0], seq=row["seq"])
     precision = HELDOUT_PRECISIONS[row["precision"]]
-    tp, pp, cp, ep = row["tp"], row["pp"], row["cp"], row["ep"] or 1
+    tp, pp, cp, ep, vp = row["tp"], row["pp"], row["cp"], row["ep"] or 1, row["vp"] or 1
     drop = next((factor for suffix, factor in HELDOUT_CAPACITY.items() if row["model"].endswith(suffix)), None)
-    layout = Parallelism(tp=tp, pp=pp, vp=row["vp"] or 1, cp=cp, ep=ep, etp=1 if ep > 1 else None,
+    layout = Parallelism(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=1 if ep > 1 else None,
                          dp=row["gpus"] // (tp * pp * cp),
                          micro_batch=row["micro_batch"], global_batch=row["global_batch"], recompute="none",
                          sequence_parallel=tp > 1, zero=3 if row["fsdp"] else 1,
                          precision=ledger_precision(precision), capacity_factor=drop,
-                         balanced=row["model"] in HELDOUT_BALANCED and pp > 1)
+                         balanced=megatron_needs_balanced(entry.layers, pp, vp)
+                         or (row["model"] in HELDOUT_BALANCED and pp > 1))
     layout.check(entry)
     seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
     assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]),

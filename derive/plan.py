@@ -165,9 +165,33 @@ class Ranked:
 
     columns: dict[str, np.ndarray]
     usable: tuple[int, int]
+    #: The layout columns that order rows of equal step time and memory, the last one first.
+    TIEBREAK: tuple[str, ...] = ("balanced", "b", "c", "v", "p", "t")
 
     def order(self) -> np.ndarray:
-        raise NotImplementedError
+        """Row indices: feasible layouts by step time (then memory, then the TIEBREAK columns), then the rest."""
+        c = self.columns
+        time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
+        memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
+        return np.lexsort((*(c[name] for name in self.TIEBREAK), memory, time, ~c["feasible"]))
+
+    def failures(self) -> dict[str, int]:
+        """How many layouts failed for each reason."""
+        reasons = self.columns["reason"]
+        return {key: int(np.sum(reasons == key)) for key in REASONS if np.any(reasons == key)}
+
+    def leaders(self, top: int) -> tuple[list[int], dict[int, int]]:
+        """The feasible rows of ranks 1 .. ``top`` in order, and each rank's first row."""
+        order, ranks = self.order(), self.ranks()
+        shown = [row for row in order[:int(self.columns["feasible"].sum())] if ranks[row] <= top]
+        return shown, {int(ranks[row]): row for row in reversed(shown)}
+
+    def summary_lines(self, first: dict[int, int]) -> list[str]:
+        """The breakdown of the best BREAKDOWNS ranks (``first``: each rank's first row), then the failures."""
+        lines = [f"  #{rank} breakdown (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in
+                                                        self.columns["breakdown"][row].items() if seconds)
+                 for rank, row in sorted(first.items())[:BREAKDOWNS]]
+        return lines + [f"  failed: {count:6d}  {REASONS[key]}" for key, count in self.failures().items()]
 
     def ranks(self) -> np.ndarray:
         """Each row's rank by predicted step time (:func:`shared_ranks`)."""
@@ -190,19 +214,6 @@ class Plan(Ranked):
     columns: dict[str, np.ndarray]
     fit: str = "high"
     precision: str = "bf16"
-
-    def order(self) -> np.ndarray:
-        """Row indices: feasible layouts by step time (then memory), then the rest."""
-        c = self.columns
-        time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
-        memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
-        return np.lexsort((c["balanced"], c["b"], c["c"], c["v"], c["p"], c["t"], memory, time,
-                           ~c["feasible"]))
-
-    def failures(self) -> dict[str, int]:
-        """How many layouts failed for each reason."""
-        reasons = self.columns["reason"]
-        return {key: int(np.sum(reasons == key)) for key in REASONS if np.any(reasons == key)}
 
 
 def shared_ranks(step_time: np.ndarray, order: np.ndarray, feasible: np.ndarray) -> np.ndarray:
@@ -307,6 +318,8 @@ def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, se
 
 #: The plan columns whose values select a ledger template (derive.accounts.prediction.FLAG_FIELDS).
 TEMPLATE_FLAGS = ("recompute", "zero", "balanced")
+#: The expert-parallel columns an MoE plan adds (derive.plan_moe), timed with the rest.
+EXPERT_SIZES = ("e", "etp")
 
 
 def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
@@ -331,7 +344,8 @@ def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
         flags = Parallelism(recompute=recompute, zero=zero, balanced=bool(balanced),
                             sequence_parallel=sequence_parallel, precision=precision)
         result = predict_columns(entry, flags, {name: columns[name][rows] for name in
-                                                ("t", "p", "v", "c", "d", "b", "m")}, gpu)
+                                                ("t", "p", "v", "c", "d", "b", "m", *EXPERT_SIZES)
+                                                if name in columns}, gpu)
         times[rows] = result.step_time_s
         names = list(result.breakdown)
         for row, values in zip(rows, zip(*(result.breakdown[name].tolist() for name in names))):
@@ -379,8 +393,7 @@ def render_text(result: Plan, top: int = 10) -> str:
         f"  {COMMUNICATION}",
         f"  {len(order)} layouts, {feasible} fit",
     ]
-    shown = [row for row in order[:feasible] if ranks[row] <= top]
-    first = {int(ranks[row]): row for row in reversed(shown)}
+    shown, first = result.leaders(top)
     if feasible:
         lines.append("  rank   t   p  v  c     d  b     m  recompute  zero bal  memory GiB  step s  bubble")
     for rank, row in sorted(first.items()):
@@ -396,11 +409,7 @@ def render_text(result: Plan, top: int = 10) -> str:
             named = "; ".join(" ".join(f"{key}={c[key][other]}" for key in FIELDS if c[key][other] != c[key][row])
                               + (" tight" if tight[other] else "") for other in alike)
             lines.append(f"  rank {rank} also (the same predicted step): {named}")
-    for rank, row in sorted(first.items())[:BREAKDOWNS]:
-        parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in c["breakdown"][row].items() if seconds)
-        lines.append(f"  #{rank} breakdown (s): {parts}")
-    for key, count in result.failures().items():
-        lines.append(f"  failed: {count:6d}  {REASONS[key]}")
+    lines += result.summary_lines(first)
     return "\n".join(lines) + "\n"
 
 
@@ -485,8 +494,14 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Nam
             raise UsageError(f"--precision: the MoE planner (derive.plan_moe) counts bf16 states and activations "
                              f"only; {args.precision} is planned for dense models (derive report and derive "
                              "predict take it for MoE models)")
+        if args.placement != "megatron":
+            raise UsageError(f"--placement: the MoE planner (derive.plan_moe) places states as Megatron-LM does "
+                             f"(expert data-parallel groups); {args.placement} is planned for dense models")
+        if args.profile != "llama-fused":
+            raise UsageError(f"--profile: the MoE planner (derive.plan_moe) reads the fused MoE table "
+                             f"(derive.architectures.saved_moe); {args.profile} is a dense layer profile")
         try:
-            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit)
+            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit, args.max_cp)
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
             raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None

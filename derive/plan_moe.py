@@ -1,83 +1,233 @@
-"""The planner for MoE models: every (t, p, e, t_E, d, b, ZeRO) layout, memory from the expert accounts, timed.
+"""The planner for MoE models: every (t, p, v, c, e, t_E, d, b, recompute, ZeRO) layout, ranked by predicted step.
 
-A layout holds t dividing the query and kv heads and f, p up to L (1F1B, v = 1:
-the expert accounts' first stage is 1F1B's), c = 1, d = GPUs / (t p), the expert
-tensor-parallel size t_E either 1 or t (Megatron-Core's default when
---expert-tensor-parallel-size is unset), e dividing the routed experts E and
-t_E e dividing t c d (Megatron-Core folds the expert grid into tp x cp x dp:
-megatron/core/parallel_state.py initialize_model_parallel, expert RankGenerator;
-:meth:`derive.parallelism.Parallelism.check`), b in 1, 2, 4, 8 and
-m = T / (s b d) whole, no recompute (the expert activation tables have none),
-Megatron's distributed optimizer off or on. Memory is the first stage's
-(:func:`derive.accounts.experts.moe_resident_bytes` of
-:func:`derive.accounts.experts.first_stage_parameters`: experts over the expert
-data-parallel group t d / (t_E e), the rest over d; plus
-:func:`derive.accounts.experts.moe_first_stage_activation_bytes`: p micro-batches
-in flight, SP on), judged like :func:`derive.plan.plan` against the GPU's usable
-range. Each layout that fits is timed by :func:`derive.accounts.prediction.predict`
-on the model's shipped config and the layouts are ranked by predicted step time.
+The dense planner's space (:func:`derive.plan.layouts`: t dividing the query and kv heads, c
+dividing s up to ``max_context``, p v <= L with uneven stages, interleaving checked against m,
+b in 1, 2, 4, 8, recompute none / selective / full, ZeRO 0-3 as Megatron-LM's placements:
+:func:`derive.accounts.placement.stage_placements`) crossed with the expert axes: t also divides
+the dense FFN width f, the expert tensor-parallel size t_E is 1 or t (Megatron-Core's default when
+--expert-tensor-parallel-size is unset) and divides f_E, e divides the routed experts E and t_E e
+divides t c d (megatron/core/parallel_state.py initialize_model_parallel, expert RankGenerator;
+:meth:`derive.parallelism.Parallelism.check`). Balanced pipelines (Llama 3's embedding and loss
+slots) are the dense planner's only.
+
+Memory is the most loaded of ranks 0, 1 and p - 1 (:func:`rank_memory`): the placement's state
+buffers (:func:`derive.accounts.experts.moe_state_buffers`: routed experts over the expert
+data-parallel group t c d / (t_E e), the rest over d c) of the layers the rank builds
+(:func:`rank_layers`, dense and MoE apart) and its edges (embedding on rank 0; final norm, head and
+MTP modules on rank p - 1), plus its in-flight chunks (:func:`derive.accounts.pipeline_split.stage_in_flight`)
+of the fused saved-tensor tables (:func:`derive.accounts.experts.moe_layer_activations`, SP on, s / c
+tokens per context rank), each buffer and tensor as the caching allocator allocates it
+(:mod:`derive.accounts.allocator`, as the dense planner counts them).
+
+Recompute is read from the same ledger as a dense layer's (:func:`derive.accounts.activations.recomputed`):
+full keeps each layer's input; selective drops the ``recomputed_selective`` rows, of which the fused
+MoE table has none (flash attention keeps no score matrix), so it saves no memory here and costs its
+recomputed attention in the step time. Each layout that fits is timed by the step model over columns
+(:func:`derive.plan.predicted_times`, EP all-to-all included) and ranked as the dense plan is
+(:class:`derive.plan.Ranked`: equal predicted steps share a rank).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
-from math import gcd
+from typing import Iterable
 
 import numpy as np
 import sympy as sp
 
+from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
-from derive.accounts.experts import (first_stage_parameters, moe_first_stage_activation_bytes,
-                                     moe_resident_bytes)
-from derive.accounts.prediction import predict
+from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
+from derive.accounts.pipeline_split import stage_in_flight
+from derive.accounts.placement import stage_placements
 from derive.architectures.moe_model import model_parameters
+from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model
-from derive.inputs import choose
+from derive.inputs import choose, exact_count
 from derive.moe_presets import MoEModel, load_moe_model
-from derive.parallelism import Parallelism
-from derive.plan import FITS, MICRO_BATCHES, SYSTEM_NAMES, Ranked, divisors, fit_line, reasons
-from derive.sweep import compile
-from derive.symbols import E, L, a, b, d, e, f_E, g, p, s, t, t_E
-from derive.systems import system
+from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _rounded, _seconds,
+                         divisors, fit_line, layouts, nearest, predicted_times, reasons)
+from derive.presets import Model
+from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
+from derive.symbols import D, E, L, L_E, f_E, p, s, t, v
+from derive.tensors import Ledger
 
-#: The MoE presets' shipped configs (the step model reads a config's layout).
+#: The MoE presets' shipped configs (the step model and the layout rules read a config's Model).
 CONFIGS = {"mixtral-8x7b": "mixtral-8x7b-v0.1", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
-#: The layout symbols the memory expression keeps.
-SIZES = (t, p, d, e, t_E, b)
+#: The layout symbols the memory expressions keep (every other size is the model's).
+SIZES = ("t", "p", "v", "c", "d", "e", "t_E", "b", "m")
+#: The framework whose ZeRO stages the MoE planner places (Megatron-Core's expert groups).
+PLACEMENT = "megatron"
+#: The saved-tensor profile: Megatron-Core + Transformer Engine (derive.architectures.saved_moe).
+PROFILE = "fused"
+#: The layout columns of the text table and of the JSON, in order.
+FIELDS = ("t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero")
+#: Rank 0, rank 1 and rank p - 1 (derive.accounts.pipeline_split.RANKS).
+RANKS = ("first", "middle", "last")
 
 
-@lru_cache(maxsize=16)
-def memory_expression(entry: MoEModel, zero: int, single_stage: bool) -> sp.Expr:
-    """First-stage bytes (states + 1F1B activations, SP on) with the layout sizes left as symbols."""
-    stage = first_stage_parameters(model_parameters(entry.features), single_stage)
-    states = moe_resident_bytes(stage, "bf16-fp32grad", "adam", zero_stage=zero)
-    activations = moe_first_stage_activation_bytes("fused", entry.features, t, True, p)
-    values = {symbol: sp.Integer(n) for symbol, n in entry.values.items() if symbol not in SIZES}
-    return sp.expand((states + activations).xreplace(values))
+def rank_layers(rank: str, layers: int, moe_layers: int, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, MoE) layers pipeline ``rank`` builds at p > 1 of ``layers``, the last ``moe_layers`` MoE: v chunks of n.
+
+    n = ceil(L / (p v)) is the dense planner's most loaded chunk (derive.accounts.pipeline_split.chunk_slots);
+    rank r's first chunk is layers [r n, (r + 1) n) (get_transformer_layer_offset) and the L - L_E dense
+    layers come first (DeepSeek-V3's first_k_dense_replace), so it builds min(max(L - L_E - r n, 0), n) dense
+    layers, exact while p n >= L - L_E (every dense layer in the first round of chunks: :func:`plan_moe`
+    checks it), and the rest of its v n layers MoE (at most L_E). In numbers: SymPy 1.14 evaluates
+    Min(3, ceiling(61 / (p v))) to 3.
+    """
+    n = -(-layers // (p * v))
+    index = {"first": 0, "middle": 1, "last": p - 1}[rank]
+    dense = np.minimum(np.maximum(layers - moe_layers - index * n, 0), n)
+    return dense, np.minimum(v * n - dense, moe_layers)
 
 
-def moe_layouts(entry: MoEModel, gpus: int) -> dict[str, np.ndarray]:
-    """Every candidate as int64 columns t, p, e, etp, d, b, zero (written out: the tests enumerate the same)."""
+def _edge_parameters(table: Ledger, rank: str) -> Ledger:
+    """The rows beside the layers ``rank`` holds: the embedding (first), norm, head and MTP (last), all (whole)."""
+    edges = table.filter(lambda w: not w.has("layer") or w.has("mtp"))
+    if rank == "first":
+        return edges.where("embedding")
+    if rank == "last":
+        return edges.without("embedding")
+    return edges if rank == "whole" else Ledger([])
+
+
+#: L, L_E -> one dense layer's rows (count L - L_E) or one MoE layer's (count L_E) of the parameter table.
+ONE_LAYER = {"dense": {L: 1, L_E: 0}, "moe": {L: 1, L_E: 1}}
+
+
+@dataclass(frozen=True)
+class RankTerms:
+    """A rank's tensors, linear in the layers it builds (edges, then each dense and each MoE layer), as expressions.
+
+    ``parameters``: (non-expert, routed-expert) parameters of the edges and of one dense / MoE layer;
+    ``buffers``: each resident state row's bytes per (non-expert, routed-expert) parameter, one buffer
+    each over the rank; ``saved``: the bytes of each tensor one dense / MoE layer saves per micro-batch,
+    of the edge tensors kept per held first chunk (``held``: the token ids) and once (``once``: the
+    output edge, each MTP module's); ``held`` chunks of 1 / ``chunks`` of the rank's layers in flight.
+    """
+
+    parameters: dict[str, tuple[sp.Expr, sp.Expr]]
+    buffers: tuple[tuple[sp.Expr, sp.Expr], ...]
+    saved: dict[str, tuple[sp.Expr, ...]]
+    held: sp.Expr
+    chunks: sp.Expr
+
+
+@lru_cache(maxsize=64)
+def rank_terms(entry: MoEModel, zero: int, recompute: str, rank: str) -> RankTerms:
+    """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m.
+
+    States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
+    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, TE's fp32
+    rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
+    layers (the dense planner's convention), the token ids once per held first chunk on rank 0, the
+    output edge and the D MTP modules once on rank p - 1.
+    """
+    features = entry.features
+    table = model_parameters(features)
+    placed = stage_placements(PLACEMENT)[zero]
+    values = {symbol: sp.Integer(n) for symbol, n in entry.values.items() if symbol.name not in SIZES}
+
+    def model(expr: sp.Expr) -> sp.Expr:
+        return sp.sympify(expr).xreplace(CONTEXT).xreplace(values)
+
+    def split(rows: Ledger, one: dict | None = None) -> tuple[sp.Expr, sp.Expr]:
+        share = model_parallel_share(rows)
+        return tuple(model(part.numel().xreplace(one or {}))
+                     for part in (share.without("routed_expert"), share.where("routed_expert")))
+
+    def saved(rows: Ledger, copies: sp.Expr = 1) -> tuple[sp.Expr, ...]:
+        return tuple(model(row.bytes) for row in rows for _ in range(int(model(copies))))
+    layers = table.where("layer").without("mtp")
+    held, chunks = (sp.Integer(1), sp.Integer(1)) if rank == "whole" else (stage_in_flight(rank), v)
+    ids = Ledger([eager_edges(features)["embedding: token ids"]]) if rank in ("first", "whole") else Ledger([])
+    once = Ledger([])
+    if rank in ("last", "whole"):
+        once = output_edge(t, sequence_parallel=True)
+    mtp = rank_share(fused_mtp(features)) if features.mtp and rank in ("last", "whole") else Ledger([])
+    return RankTerms(
+        parameters={"edges": split(_edge_parameters(table, rank)),
+                    **{kind: split(layers, one) for kind, one in ONE_LAYER.items()}},
+        buffers=tuple((model(rest), model(expert)) for rest, expert in
+                      moe_state_buffers(placed, placement_sharded(zero, placed), STATE_RANKS)),
+        saved={**{kind: saved(moe_layer_activations(PROFILE, features, kind == "moe", t, True, norm_statistics=True,
+                                                    recompute=recompute))
+                  for kind in ONE_LAYER},
+               "held": saved(rank_share(ids)), "once": saved(once) + saved(mtp, D)},
+        held=held, chunks=chunks)
+
+
+def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
+    """``expr`` compiled (derive.sweep.compile) at the columns it names."""
+    function = compile(expr)
+    return function(**{name: values[name] for name in function.names})
+
+
+def _summed(sizes: Iterable[np.ndarray], rounded: bool) -> np.ndarray:
+    """The bytes of tensors of ``sizes``: as requested, or (``rounded``) each as the caching allocator hands it out."""
+    return sum((_rounded(size).astype(np.float64) if rounded else np.asarray(size, dtype=np.float64)
+                for size in sizes), np.zeros(()))
+
+
+def rank_memory(entry: MoEModel, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray],
+                rounded: bool = True) -> np.ndarray:
+    """Bytes of ``rank`` at the layout columns ``values`` (t, p, v, c, d, e, t_E, b, m), at the layers it builds.
+
+    One buffer per resident state row and parameter group over the rank's parameters; every layer's saved
+    tensors for each held chunk. ``rounded``: each buffer and tensor as the caching allocator allocates it
+    (derive.accounts.allocator.allocated_bytes, as the dense planner's rounding_bytes counts them).
+    """
+    terms = rank_terms(entry, zero, recompute, rank)
+    total, moe = entry.values[L], entry.values.get(L_E, entry.values[L])
+    built = (total - moe, moe) if rank == "whole" else rank_layers(rank, total, moe, values["p"], values["v"])
+    layers = dict(zip(ONE_LAYER, built))
+
+    def saved(kind: str) -> np.ndarray:
+        return _summed((_column(size, values) for size in terms.saved[kind]), rounded)
+    counts = [_column(terms.parameters["edges"][group], values)
+              + sum(layers[kind] * _column(terms.parameters[kind][group], values) for kind in ONE_LAYER)
+              for group in (0, 1)]
+    states = _summed((counts[0] * _column(rest, values) + counts[1] * _column(expert, values)
+                      for rest, expert in terms.buffers), rounded)
+    held = _column(terms.held / terms.chunks, values)
+    total = states + held * (saved("held") + sum(layers[kind] * saved(kind) for kind in ONE_LAYER)) + saved("once")
+    return np.where(values["p"] == 2, 0, total) if rank == "middle" else total
+
+
+def moe_layouts(entry: MoEModel, config: Model, gpus: int, contexts: list[int]) -> dict[str, np.ndarray]:
+    """Every candidate as int64 columns t, p, v, c, e, etp, d, b, zero (recompute is crossed later).
+
+    The dense planner's layouts (not balanced) with t dividing f, crossed with every t_E in {1, t}
+    dividing f_E and every e dividing E with t_E e dividing t c d.
+    """
+    base = layouts(config, gpus, sorted(stage_placements(PLACEMENT)), contexts)
+    keep = (base["balanced"] == 0) & (config.ffn % base["t"] == 0)
+    base = {name: column[keep] for name, column in base.items() if name != "balanced"}
     sizes = entry.values
-    rows = []
-    for tp in divisors(gcd(sizes[a], sizes.get(g, sizes[a]))):
-        for pp in (k for k in divisors(gpus // tp) if k <= sizes[L]) if gpus % tp == 0 else ():
-            dp = gpus // (tp * pp)
-            for etp in sorted({1, tp}):
-                if sizes[f_E] % etp:
-                    continue
-                for ep in (k for k in divisors(sizes[E]) if (tp * dp) % (etp * k) == 0):
-                    rows += [(tp, pp, ep, etp, dp, bb, zero) for bb in MICRO_BATCHES for zero in (0, 1)]
-    names = ("t", "p", "e", "etp", "d", "b", "zero")
-    table = np.array(rows, dtype=np.int64).reshape(-1, len(names))
-    return {name: table[:, index] for index, name in enumerate(names)}
+    experts = divisors(sizes[E])
+
+    @lru_cache(maxsize=None)
+    def expert_grids(tp: int, ranks: int) -> tuple[tuple[int, int], ...]:
+        return tuple((etp, ep) for etp in sorted({1, tp}) if sizes[f_E] % etp == 0
+                     for ep in experts if ranks % (etp * ep) == 0)
+
+    grids = [expert_grids(tp, tp * cc * dp) for tp, cc, dp in
+             zip(base["t"].tolist(), base["c"].tolist(), base["d"].tolist())]
+    counts = np.array([len(grid) for grid in grids], dtype=np.int64)
+    pairs = np.array([pair for grid in grids for pair in grid], dtype=np.int64).reshape(-1, 2)
+    columns = {name: np.repeat(column, counts) for name, column in base.items()}
+    columns["etp"], columns["e"] = pairs[:, 0], pairs[:, 1]
+    return columns
 
 
 @dataclass(frozen=True)
 class MoEPlan(Ranked):
-    """Every MoE layout with its memory, predicted step time, feasibility and reason."""
+    """Every MoE layout with its memory, predicted step time, feasibility and reason (``model``: the config's Model)."""
 
-    model: MoEModel
+    model: Model
+    experts: MoEModel
     gpus: int
     hardware: str
     tokens: int
@@ -85,84 +235,95 @@ class MoEPlan(Ranked):
     columns: dict[str, np.ndarray]
     fit: str = "high"
 
-    def order(self) -> np.ndarray:
-        """Feasible layouts by predicted step time (then memory), then the rest."""
-        c = self.columns
-        time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
-        return np.lexsort((c["b"], c["etp"], c["e"], c["p"], c["t"], c["memory_per_gpu"], time,
-                           ~c["feasible"]))
+    TIEBREAK = ("b", "etp", "e", "c", "v", "p", "t")
 
 
 def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
-             fit: str = "high") -> MoEPlan:
+             fit: str = "high", max_context: int = MAX_CONTEXT) -> MoEPlan:
     """Every layout of the MoE preset ``name`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
     choose("fit", fit, FITS)
     entry = load_moe_model(choose("model", name, CONFIGS), seq)
     seq = int(entry.values[s])
-    low, high = usable_bytes(hardware_name)
-    c = moe_layouts(entry, gpus)
-    per_step = seq * c["b"] * c["d"]
-    whole = tokens % per_step == 0
-    memory = np.zeros(c["t"].size)
-    for zero in (0, 1):
-        for single in (True, False):
-            rows = (c["zero"] == zero) & ((c["p"] == 1) == single)
-            if rows.any():
-                function = compile(memory_expression(entry, zero, single))
-                arrays = {"t": c["t"][rows], "p": c["p"][rows], "d": c["d"][rows], "e": c["e"][rows],
-                          "t_E": c["etp"][rows], "b": c["b"][rows]}
-                memory[rows] = np.broadcast_to(function(**{k: v for k, v in arrays.items()
-                                                           if k in function.names}), rows.sum())
-    reason = reasons(memory, (low, high), fit, batch=~whole)
-    feasible = reason == ""
+    largest = L * moe_layer_activations(PROFILE, entry.features, True, 1, True, norm_statistics=True).bytes()
+    exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
+                entry.subs(largest, b=max(MICRO_BATCHES)))
     config = published_model(CONFIGS[name], seq=seq)
-    gpu = system(SYSTEM_NAMES.get(hardware_name, hardware_name))
-    times = np.full(c["t"].size, np.nan)
-    breakdowns = np.full(c["t"].size, None, dtype=object)
-    for row in np.flatnonzero(feasible):
-        layout = Parallelism(tp=int(c["t"][row]), pp=int(c["p"][row]), ep=int(c["e"][row]),
-                             etp=int(c["etp"][row]), dp=int(c["d"][row]), micro_batch=int(c["b"][row]),
-                             global_batch=tokens // seq, zero=int(c["zero"][row]),
-                             sequence_parallel=int(c["t"][row]) > 1)
-        result = predict(config, layout, gpu)
-        times[row], breakdowns[row] = result.step_time_s, result.breakdown
-    columns = {**c, "m": np.where(whole, tokens // per_step, 0), "memory_per_gpu": memory,
-               "step_time": times, "breakdown": breakdowns, "feasible": feasible, "reason": reason}
-    return MoEPlan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)
+    low, high = usable_bytes(hardware_name)
+    contexts = [k for k in range(1, min(max_context, gpus) + 1) if seq % k == 0]
+    base = moe_layouts(entry, config, gpus, contexts)
+    chunk = -(-config.layers // (base["p"] * base["v"]))
+    if np.any(base["p"] * chunk < config.layers - len(config.moe_layers)):
+        raise ValueError(f"model: {name}'s dense layers reach past the first round of pipeline chunks "
+                         "(derive.plan_moe.rank_layers counts them there)")
+    sequences = tokens // seq if tokens % seq == 0 else 0
+    parts = []
+    for recompute in ("none", "selective", "full"):
+        part = {**base, "recompute": np.full(base["t"].size, recompute)}
+        per_step = part["b"] * part["d"]
+        whole = (sequences > 0) & (sequences % per_step == 0)
+        micro = np.where(whole, sequences // per_step, 1)
+        schedule = (part["v"] == 1) | (micro % part["p"] == 0)
+        memory = np.full(base["t"].size, np.nan)
+        for zero in sorted(set(part["zero"].tolist())):
+            for single in (True, False):
+                rows = (part["zero"] == zero) & ((part["p"] == 1) == single) & whole
+                if rows.any():
+                    values = {"t_E": part["etp"][rows], "m": micro[rows],
+                              **{name: part[name][rows] for name in SIZES if name in part}}
+                    memory[rows] = np.max([np.broadcast_to(rank_memory(entry, zero, recompute, rank, values),
+                                                           rows.sum())
+                                           for rank in (("whole",) if single else RANKS)],
+                                          axis=0)
+        reason = reasons(memory, (low, high), fit, batch=~whole, schedule=~schedule)
+        parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
+                      "feasible": reason == "", "reason": reason,
+                      "balanced": np.zeros(base["t"].size, dtype=np.int64)})
+    columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    columns["step_time"], columns["breakdown"] = predicted_times(config, columns, tokens, hardware_name)
+    return MoEPlan(config, entry, gpus, hardware_name, tokens, (low, high), columns, fit)
 
 
 def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
-    """The top feasible MoE layouts as text, with the best one's breakdown."""
+    """The top ranks of an MoE plan (one line each, alike layouts counted), the best few breakdowns, failures."""
     c = result.columns
-    order = result.order()
+    order, ranks, tight = result.order(), result.ranks(), result.tight()
     feasible = int(c["feasible"].sum())
-    ranks, tight = result.ranks(), result.tight()
-    lines = [f"== {result.model.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step",
-             fit_line(result.usable, result.fit),
-             f"  {len(order)} layouts, {feasible} fit",
-             "  rank   t   p   e  t_E     d  b     m  zero  memory GiB  step s"]
-    for row in order[:feasible]:
-        if ranks[row] > top:
-            break
-        lines.append(f"  {ranks[row]:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['e'][row]:3d} {c['etp'][row]:4d} "
-                     f"{c['d'][row]:5d} {c['b'][row]:2d} {c['m'][row]:5d}  {c['zero'][row]:4d}  "
-                     f"{c['memory_per_gpu'][row] / 2**30:10.2f}  {c['step_time'][row]:6.2f}"
-                     + ("  tight" if tight[row] else ""))
+    lines = [f"== {result.experts.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step "
+             f"(s = {result.model.seq})",
+             fit_line(result.usable, result.fit), f"  {COMMUNICATION}",
+             f"  {len(order)} layouts, {feasible} fit"]
+    shown, first = result.leaders(top)
     if feasible:
-        parts = ", ".join(f"{k} {v:.2f}" for k, v in c["breakdown"][order[0]].items() if v)
-        lines.append(f"  #1 breakdown (s): {parts}")
+        lines.append("  rank   t   p  v  c    e  t_E     d  b     m  recompute  zero  memory GiB  step s")
+    for rank, row in sorted(first.items()):
+        alike = sum(1 for other in shown if ranks[other] == rank) - 1
+        lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
+                     f"{c['e'][row]:4d} {c['etp'][row]:4d} {c['d'][row]:5d} {c['b'][row]:2d} {c['m'][row]:5d}  "
+                     f"{c['recompute'][row]:9s}  {c['zero'][row]:4d}  {_gib(c['memory_per_gpu'][row]):>10s}  "
+                     f"{_seconds(c['step_time'][row]):>6s}" + ("  tight" if tight[row] else "")
+                     + (f"  (+{alike} alike)" if alike else ""))
+    lines += result.summary_lines(first)
+    if not feasible:
+        lines.append(f"  no layout fits: {nearest(result)}")
     return "\n".join(lines) + "\n"
 
 
 def moe_json(result: MoEPlan) -> str:
-    """Every MoE layout in rank order with its sizes, memory, step time, breakdown and reason."""
-    import json
+    """Every MoE layout in rank order with its sizes, memory, step time, breakdown, rank and reason."""
     c, ranks, tight = result.columns, result.ranks(), result.tight()
-    layouts = [{**{key: int(c[key][row]) for key in ("t", "p", "e", "etp", "d", "b", "m", "zero")},
-                "memory_per_gpu": int(round(c["memory_per_gpu"][row])),
-                "step_time": None if np.isnan(c["step_time"][row]) else float(c["step_time"][row]),
-                "breakdown": c["breakdown"][row], "feasible": bool(c["feasible"][row]),
-                "rank": int(ranks[row]) or None, "tight": bool(tight[row]),
-                "reason": str(c["reason"][row])} for row in result.order()]
-    return json.dumps({"model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
-                       "tokens": result.tokens, "layouts": layouts}, indent=1) + "\n"
+    layouts_ = []
+    for row in result.order():
+        timed, measured = not np.isnan(c["step_time"][row]), not np.isnan(c["memory_per_gpu"][row])
+        layouts_.append({**{key: str(c[key][row]) if key == "recompute" else int(c[key][row]) for key in FIELDS},
+                         "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
+                         "step_time": float(c["step_time"][row]) if timed else None,
+                         "breakdown": c["breakdown"][row] if timed else None,
+                         "feasible": bool(c["feasible"][row]), "rank": int(ranks[row]) or None,
+                         "tight": bool(tight[row]), "reason": REASONS.get(str(c["reason"][row]), "")})
+    document = {"model": result.experts.name, "gpus": result.gpus, "hardware": result.hardware,
+                "tokens": result.tokens, "seq": result.model.seq,
+                "usable_bytes": {"low": result.usable[0], "high": result.usable[1]}, "fit": result.fit,
+                "note": COMMUNICATION, "failures": result.failures(), "layouts": layouts_}
+    if not c["feasible"].any():
+        document["no_layout_fits"] = nearest(result)
+    return json.dumps(document, indent=1) + "\n"

@@ -273,22 +273,23 @@ def test_rows_not_run_are_listed_with_the_reason(result):
 
 
 #: Regression bounds on each group's mean |error| of tokens/s per GPU over all releases, a little above
-#: what was measured (python -m derive.calibrate --check, constants gemm 0.77, gemm_hopper 0.62, memory
-#: 0.97, network 0.75): all 18.2 % (222 rows); dense 12.3 %, MoE 22.1 %; bf16 12.7 %, fp8-current 22.1 %,
-#: mxfp8 19.2 %, nvfp4 6.8 %; h100 26.3 %, b200 24.4 %, b300 19.7 %, gb200 11.5 %, gb300 18.5 %; by release
-#: 25.09 21.1 %, 25.11 23.4 %, 26.02 19.3 %, 26.02.01 13.0 %, 26.04 11.5 %, 26.04.01 14.2 %, 26.06 20.9 %,
-#: 26.06.01 28.1 %, 26.08 29.4 %. The largest misses: Qwen3-30B-A3B dropless (+111 % on H100, +145 % on
-#: B200 at b = 1, 25.11; +135 % on 26.02's B200): its expert GEMMs (about 2,048 tokens per local expert)
-#: are compute-bound on the roofline, so what it lacks is not in the GEMMs; 25.09's token-drop runs of the
-#: same model and layout are within 6 % (H100) and 25 % (B200). 26.02's B300 Qwen3-235B-A22B row (+79 %)
-#: publishes 2,691 tokens/s per GPU, under the same model's 3,805 on B200 at p 8 and EP 8. 26.06.01 and
-#: 26.08 (MoE on GB200 / GB300 only) run 17-40 % faster than derive predicts: the releases' MoE speed-ups
-#: are outside derive's constants.
-BOUNDS = {"all": 0.19, "kind dense": 0.13, "kind MoE": 0.23, "precision bf16": 0.14,
-          "precision fp8-current": 0.23, "precision mxfp8": 0.20, "precision nvfp4": 0.08, "gpu h100": 0.28,
-          "gpu b200": 0.26, "gpu b300": 0.21, "gpu gb200": 0.12, "gpu gb300": 0.20, "release 25.09": 0.22,
-          "release 25.11": 0.25, "release 26.02": 0.21, "release 26.02.01": 0.14, "release 26.04": 0.12,
-          "release 26.04.01": 0.15, "release 26.06": 0.22, "release 26.06.01": 0.30, "release 26.08": 0.31}
+#: what was measured (python -m derive.calibrate --check, constants gemm 0.77, gemm_hopper 0.57, memory
+#: 0.98, network 0.76; per-GEMM roofline, flash attention's scores on chip, balanced stages where Megatron
+#: needs them, EP all-to-all across nodes overlapped): all 23.3 % (222 rows); dense 12.9 %,
+#: MoE 30.2 %; bf16 44.1 %, fp8-current 19.0 %, mxfp8 21.1 %, nvfp4 19.1 %;
+#: h100 22.8 %, b200 36.8 %, b300 36.4 %, gb200 22.0 %, gb300 14.7 %; by release 25.09 24.4 %,
+#: 25.11 26.2 %, 26.02 35.1 %, 26.02.01 21.6 %, 26.04 16.8 %, 26.04.01 18.0 %,
+#: 26.06 16.3 %, 26.06.01 35.5 %, 26.08 17.3 %. The largest misses: GPT-OSS 120B BF16
+#: (+14 to +71 %; 26.02's B300 row +212 %: it publishes 8,359 tokens/s per GPU, 26.02.01's 15,031 on the
+#: same layout; 26.06.01's MXFP8 rows, +77 and +100 %, carry the page's note of a known GPT-OSS
+#: regression), Qwen3-30B-A3B dropless on B200 / H100 at b = 1 or 2 (25.11, 26.02: up to +186 %), NVFP4
+#: (+7 to +42 %, every row over).
+BOUNDS = {"all": 0.25, "kind dense": 0.14, "kind MoE": 0.32, "precision bf16": 0.46,
+          "precision fp8-current": 0.21, "precision mxfp8": 0.23, "precision nvfp4": 0.21,
+          "gpu h100": 0.24, "gpu b200": 0.38, "gpu b300": 0.38, "gpu gb200": 0.23, "gpu gb300": 0.16,
+          "release 25.09": 0.26, "release 25.11": 0.28, "release 26.02": 0.37, "release 26.02.01": 0.23,
+          "release 26.04": 0.18, "release 26.04.01": 0.20, "release 26.06": 0.18, "release 26.06.01": 0.37,
+          "release 26.08": 0.19}
 
 
 def test_group_errors_within_their_regression_bounds(result):
@@ -332,3 +333,18 @@ def test_derive_predict_predicts_the_same_row(result):
     row = next(r for r in result["rows"] if r["run"] == "25.11 LLAMA3_70B FP8-CS 64 DGX-H100")
     assert round(printed["tokens_per_s_per_gpu"]) == row["predicted_tokens"]
     assert printed["layout"]["zero"] == 1 and printed["layout"]["sequence_parallel"] is True
+
+
+def test_balanced_stages_where_megatron_accepts_no_other_split():
+    # Megatron asserts L (+1 embedding, +1 loss slot when accounted) divisible by p and each rank's share
+    # by v: Llama 3.1 405B (L = 126) at p = 8, v = 4 needs 128 / 32 = 4; at p = 8, v = 8, 128 / 64 = 2;
+    # Qwen3-235B (L = 94) at p = 8, v = 2: 96 / 16 = 6; Llama 3 70B (80) at p 8, v 5 splits evenly;
+    # DeepSeek-V3 (61) at p = 4, v = 4 neither (63 / 16): a custom layout, kept unbalanced
+    from derive.calibrate import megatron_needs_balanced
+    assert megatron_needs_balanced(126, 8, 4) and megatron_needs_balanced(126, 8, 8)
+    assert megatron_needs_balanced(94, 8, 2) and megatron_needs_balanced(94, 4, 12)
+    assert not megatron_needs_balanced(80, 8, 5) and not megatron_needs_balanced(61, 4, 4)
+    assert not megatron_needs_balanced(48, 1, 1)
+    runs = {run.label: run for run in heldout_runs()[0]}
+    assert runs["25.11 LLAMA3.1_405B FP8-CS 1024 DGX-H100"].parallelism.balanced
+    assert not runs["25.11 LLAMA3_70B FP8-CS 64 DGX-H100"].parallelism.balanced

@@ -1,4 +1,4 @@
-"""derive.plan_moe: the MoE candidate set against a brute-force enumeration, the expert memory by hand, the presets plan."""
+"""derive.plan_moe: the MoE candidate set against a brute-force enumeration, memory by hand, the presets ranked."""
 from __future__ import annotations
 
 import itertools
@@ -7,61 +7,139 @@ import numpy as np
 import pytest
 
 from derive.moe_presets import MOE_MODELS
-from derive.plan import MICRO_BATCHES
-from derive.plan_moe import moe_layouts, plan_moe
-from derive.symbols import E, L, a, f_E, g
+from derive.plan_moe import plan_moe, rank_layers
+from derive.symbols import E, L, a, f, f_E, g, s
 
 GPUS = 16
+#: The layout fields of a candidate, in the order the brute force writes them.
+KEYS = ("t", "p", "v", "c", "e", "etp", "d", "b", "zero", "recompute")
 
 
-def _brute_force(entry, gpus: int) -> set[tuple]:
-    """Every (t, p, e, t_E, d, b, zero) that divides, written out: t_E in {1, t}, t_E e | t d (c = 1)."""
-    sizes = entry.values
+def _brute_force(entry, gpus: int, max_context: int) -> set[tuple]:
+    """Every (t, p, v, c, e, t_E, d, b, ZeRO, recompute) that divides, written out with no helper of derive.plan.
+
+    t divides the query and kv heads and the dense FFN width f; c divides s (at most max_context); t c p
+    divides the GPUs; p v <= L, v > 1 only at p > 1, v <= 8; t_E is 1 or t and divides f_E; e divides E
+    and t_E e divides t c d (Megatron-Core's expert grid over tp x cp x dp); b in 1, 2, 4, 8; ZeRO 0-3
+    (Megatron's DDP, distributed optimizer, Megatron-FSDP optim_grads and optim_grads_params).
+    """
+    n = entry.values
     found = set()
-    for t, p, e in itertools.product(range(1, gpus + 1), range(1, gpus + 1), range(1, sizes[E] + 1)):
-        if sizes[a] % t or sizes[g] % t or gpus % (t * p) or p > sizes[L] or sizes[E] % e:
+    for t, c, p in itertools.product(range(1, gpus + 1), repeat=3):
+        if n[a] % t or n[g] % t or n[f] % t or n[s] % c or c > max_context or gpus % (t * c * p):
             continue
-        d = gpus // (t * p)
-        for etp in {1, t}:
-            if sizes[f_E] % etp or (t * d) % (etp * e):
+        d = gpus // (t * c * p)
+        for v in range(1, 9):
+            if p * v > n[L] or (v > 1 and p == 1):
                 continue
-            for b, zero in itertools.product(MICRO_BATCHES, (0, 1)):
-                found.add((t, p, e, etp, d, b, zero))
+            for etp, e in itertools.product({1, t}, range(1, n[E] + 1)):
+                if n[f_E] % etp or n[E] % e or (t * c * d) % (etp * e):
+                    continue
+                for b, zero, recompute in itertools.product((1, 2, 4, 8), range(4), ("none", "selective", "full")):
+                    found.add((t, p, v, c, e, etp, d, b, zero, recompute))
     return found
 
 
-@pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b"])
-def test_candidates_are_exactly_the_brute_force_set(name):
-    entry = MOE_MODELS[name]
-    c = moe_layouts(entry, GPUS)
-    planned = {tuple(int(c[k][i]) for k in ("t", "p", "e", "etp", "d", "b", "zero")) for i in range(c["t"].size)}
-    assert len(planned) == c["t"].size
-    assert planned == _brute_force(entry, GPUS)
+@pytest.mark.parametrize("name,max_context", [("mixtral-8x7b", 16), ("qwen3-30b-a3b", 4)])
+def test_candidates_are_exactly_the_brute_force_set(name, max_context):
+    c = plan_moe(name, GPUS, GPUS * 32768, max_context=max_context).columns
+    planned = {tuple(str(c[k][i]) if k == "recompute" else int(c[k][i]) for k in KEYS) for i in range(c["t"].size)}
+    assert len(planned) == c["t"].size  # no duplicates
+    assert planned == _brute_force(MOE_MODELS[name], GPUS, max_context)
 
 
-def test_expert_states_shard_over_the_expert_data_parallel_group():
-    # Mixtral 8x7B on 8 GPUs, t = p = 1, e = 8: the expert data-parallel group t d / (t_E e) is 1, so
-    # ZeRO-1 shards only the 1,605,636,096 non-expert parameters (32 layers of attention 4096 x 6144 +
-    # 4096 x 4096, router 4096 x 8, two norms; embedding and untied head 32000 x 4096; final norm)
-    # over d = 8: 6 + 12/8 instead of 18 bytes each, every other term equal
-    others = 32 * (4096 * 6144 + 4096 * 4096 + 4096 * 8 + 2 * 4096) + 2 * 32000 * 4096 + 4096
-    assert others == 1_605_636_096
-    result = plan_moe("mixtral-8x7b", 8, 8 * 32768)
+def test_most_loaded_rank_by_hand():
+    # Mixtral 8x7B on 64 GPUs, 64 sequences of 32768 tokens: t = c = 1, p = 2, e = 8, t_E = 1, d = 32, b = 1
+    # (m = 2), distributed optimizer (ZeRO-1), full recompute. Per layer: attention 4096 x (4096 + 2 x 1024 + 4096),
+    # router 4096 x 8, two norms; 8 experts of 3 x 4096 x 14336. Each rank builds 16 layers and holds 1/8 of
+    # their experts; experts' optimizer state over the expert data-parallel group t c d / (t_E e) = 4 ranks,
+    # the rest over d c = 32: 2 + 4 + 12/4 and 2 + 4 + 12/32 bytes per parameter.
+    layer = 4096 * (4096 + 2 * 1024 + 4096) + 4096 * 8 + 2 * 4096
+    experts = 16 * 8 * 3 * 4096 * 14336 // 8
+    embedding = head = 32000 * 4096
+    token, vocab = 32768 * 4096 * 2, 32768 * 32000 * 4   # one bf16 [s, b, h]; the fp32 logits
+    ids = 32768 * 8                                      # int64 token ids
+
+    def allocated(request: int) -> int:
+        # CUDACachingAllocator, a request of 10 MiB or more: 512-byte blocks out of a segment rounded up to
+        # 2 MiB, split off only when more than 1 MiB of it remains (c10/cuda/CUDACachingAllocator.cpp)
+        assert request >= 10 * 2**20
+        size = -(-request // 512) * 512
+        segment = -(-size // 2**21) * 2**21
+        return size if segment - size > 2**20 else segment
+
+    def states(others: int, experts: int) -> int:
+        # one buffer per state and group: bf16 parameters, fp32 gradients whole; fp32 master, exp_avg and
+        # exp_avg_sq sharded over d c = 32 (non-expert) or t c d / (t_E e) = 4 (experts)
+        return sum(allocated(size) for count, shards in ((others, 32), (experts, 4))
+                   for size in (2 * count, 4 * count, *(4 * count // shards,) * 3))
+    # the activation tensors (256 MiB layer inputs, the 4000 MiB logits) are whole multiples of 2 MiB and the
+    # 256 KiB token ids a small-pool block of 512-byte multiples: the allocator adds nothing to them
+    # rank 0: 16 layers + embedding, 1F1B holds min(p, m) = 2 micro-batches of 16 layer inputs and token ids
+    first = states(16 * layer + embedding, experts) + 2 * (16 * token + ids)
+    # rank 1 = p - 1: 16 layers + final norm + head, one micro-batch of 16 layer inputs, the norm and head
+    # inputs and the fp32 logits
+    last = states(16 * layer + 4096 + head, experts) + 16 * token + 2 * token + vocab
+    result = plan_moe("mixtral-8x7b", 64, 64 * 32768, max_context=1)
     c = result.columns
-    pick = (c["t"] == 1) & (c["p"] == 1) & (c["e"] == 8) & (c["b"] == 1)
-    plain, sharded = (c["memory_per_gpu"][pick & (c["zero"] == zero)][0] for zero in (0, 1))
-    assert plain - sharded == pytest.approx(others * (18 - 7.5), abs=1)
+    layout = ((c["t"] == 1) & (c["p"] == 2) & (c["v"] == 1) & (c["e"] == 8) & (c["etp"] == 1) & (c["b"] == 1)
+              & (c["zero"] == 1))
+    memory = {policy: c["memory_per_gpu"][layout & (c["recompute"] == policy)]
+              for policy in ("none", "selective", "full")}
+    pick = layout & (c["recompute"] == "full")
+    assert pick.sum() == 1 and c["m"][pick][0] == 2
+    assert memory["full"][0] == pytest.approx(max(first, last), abs=1)
+    assert c["feasible"][pick][0] and result.ranks()[pick][0] >= 1
+    # selective recompute keeps every row of the fused table (flash attention: no score matrix), full keeps less
+    assert memory["none"][0] == memory["selective"][0] > memory["full"][0]
+
+
+def test_each_zero_stage_shards_its_states_over_its_group():
+    # Mixtral 8x7B whole on each of 64 GPUs (t = p = c = 1, d = 64), e = 8: a rank holds the 1,605,636,096
+    # non-expert parameters (32 layers of attention 4096 x 10240, router 4096 x 8 and two norms; embedding and
+    # untied head 32000 x 4096; final norm) and 1/8 of the experts, 32 x 3 x 4096 x 14336. Megatron shards the
+    # non-expert states over d c = 64 ranks and the experts' over t c d / (t_E e) = 8: from ZeRO 0 to 1 the 12
+    # bytes of fp32 master and moments, 1 to 2 the 4 of the fp32 gradient (Megatron-FSDP optim_grads), 2 to 3 the
+    # 2 of the bf16 parameter (optim_grads_params); each shard keeps 1/64 or 1/8 of them
+    others = 32 * (4096 * 10240 + 4096 * 8 + 2 * 4096) + 2 * 32000 * 4096 + 4096
+    experts = 32 * 3 * 4096 * 14336
+    assert others == 1_605_636_096
+
+    def saved(per_parameter: int) -> float:   # each of ten state buffers may round up by up to 2 MiB
+        return per_parameter * (others * (1 - 1 / 64) + experts * (1 - 1 / 8))
+    c = plan_moe("mixtral-8x7b", 64, 64 * 32768, max_context=1).columns
+    pick = ((c["p"] == 1) & (c["t"] == 1) & (c["e"] == 8) & (c["etp"] == 1) & (c["b"] == 1)
+            & (c["recompute"] == "full"))
+    memory = [c["memory_per_gpu"][pick & (c["zero"] == zero)][0] for zero in range(4)]
+    assert [memory[0] - memory[1], memory[1] - memory[2], memory[2] - memory[3]] == pytest.approx(
+        [saved(12), saved(4), saved(2)], abs=10 * 2**21)
+
+
+def test_deepseek_dense_layers_sit_on_the_first_ranks():
+    # DeepSeek-V3: 61 layers, the first 3 dense. p = 16: chunks of ceil(61/16) = 4 layers, rank 0 builds layers
+    # 0-3 (3 dense, 1 MoE), rank 1 layers 4-7 (4 MoE). p = 32: chunks of 2, rank 0 builds layers 0-1 (2 dense),
+    # rank 1 layers 2-3 (1 dense, 1 MoE), the last 62-63, counted as the most loaded chunk's 2 (MoE). p = 2,
+    # v = 4: chunks of ceil(61/8) = 8, rank 0 builds virtual stages 0, 2, 4, 6: layers 0-7, 16-23, 32-39, 48-55
+    # (3 dense, 29 MoE); the last rank 8-15, 24-31, 40-47 and 56-60, counted as 4 x 8 (uneven stages): 32 MoE
+    def at(rank, p, v):
+        return tuple(int(x) for x in rank_layers(rank, 61, 58, np.array(p), np.array(v)))
+    assert at("first", 16, 1) == (3, 1) and at("middle", 16, 1) == (0, 4) and at("last", 16, 1) == (0, 4)
+    assert at("first", 32, 1) == (2, 0) and at("middle", 32, 1) == (1, 1) and at("last", 32, 1) == (0, 2)
+    assert at("first", 2, 4) == (3, 29) and at("last", 2, 4) == (0, 32)
 
 
 @pytest.mark.parametrize("name,gpus,tokens", [("mixtral-8x7b", 64, 64 * 32768),
-                                               ("qwen3-30b-a3b", 64, 1024 * 4096),
-                                               ("deepseek-v3", 2048, 15360 * 4096)])
+                                               ("qwen3-30b-a3b", 64, 1024 * 32768),
+                                               ("deepseek-v3", 1024, 15360 * 4096)])
 def test_moe_presets_plan_and_rank_by_predicted_time(name, gpus, tokens):
     result = plan_moe(name, gpus, tokens)
     c, order = result.columns, result.order()
     feasible = int(c["feasible"].sum())
     assert feasible > 0
-    assert np.all(c["e"][order[:feasible]] >= 1) and np.any(c["e"][c["feasible"]] > 1)
+    assert np.any(c["e"][c["feasible"]] > 1)
+    for axis in ("v", "c", "zero"):          # the whole space is reached, not only its 1F1B, c = 1 corner
+        assert np.any(c[axis][c["feasible"]] > 1)
+    assert set(c["recompute"][c["feasible"]]) == {"none", "selective", "full"}
     times = c["step_time"][order[:feasible]]
     assert np.all(np.diff(times) >= 0) and np.all(np.isfinite(times))
     best = order[0]
@@ -70,10 +148,60 @@ def test_moe_presets_plan_and_rank_by_predicted_time(name, gpus, tokens):
     assert np.all(c["memory_per_gpu"][c["feasible"]] <= high)
     assert np.array_equal(result.tight(), c["feasible"] & (c["memory_per_gpu"] > low))
     assert np.all(c["memory_per_gpu"][c["reason"] == "memory"] > high)
+    assert np.all(c["m"][c["feasible"] & (c["v"] > 1)] % c["p"][c["feasible"] & (c["v"] > 1)] == 0)
     ranks = result.ranks()[order[:feasible]]
     assert ranks[0] == 1 and set(np.diff(ranks)) <= {0, 1}
+
+
+def test_one_row_is_predict_of_its_layout():
+    # the planner's columns give what derive.accounts.prediction.predict gives the row's Parallelism
+    from derive.accounts.prediction import predict
+    from derive.parallelism import Parallelism
+    from derive.systems import system
+    result = plan_moe("mixtral-8x7b", 64, 64 * 32768)
+    c = result.columns
+    row = result.order()[0]
+    layout = Parallelism(tp=int(c["t"][row]), pp=int(c["p"][row]), vp=int(c["v"][row]), cp=int(c["c"][row]),
+                         ep=int(c["e"][row]), etp=int(c["etp"][row]), dp=int(c["d"][row]),
+                         micro_batch=int(c["b"][row]), global_batch=64, zero=int(c["zero"][row]),
+                         recompute=str(c["recompute"][row]), sequence_parallel=int(c["t"][row]) > 1)
+    assert predict(result.model, layout, system("h100")).step_time_s == pytest.approx(c["step_time"][row])
 
 
 def test_unknown_moe_model_names_the_field():
     with pytest.raises(ValueError, match="^model:"):
         plan_moe("mixtral-8x22b", 8, 8 * 4096)
+
+
+def test_a_sequence_past_exact_counts_names_the_field():
+    # Mixtral at s = 2^52: one unsplit GPU's 32 layer inputs alone at b = 8 are 32 x 2^52 x 8 x 4096 x 2 bytes
+    with pytest.raises(ValueError, match="^seq: the activations of one unsplit GPU"):
+        plan_moe("mixtral-8x7b", 64, 2**53, seq=2**52)
+
+
+@pytest.mark.parametrize("option,value", [("--placement", "deepspeed-zero1"), ("--profile", "gpt"),
+                                          ("--precision", "fp8-delayed")])
+def test_options_the_moe_planner_cannot_honour_are_one_line(option, value, capsys):
+    from derive.plan import main
+    code = main(["--model", "mixtral-8x7b", "--gpus", "16", "--tokens", str(16 * 32768), option, value])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and f"error: {option}: the MoE planner" in err
+
+
+def test_json_lists_every_layout_in_rank_order_and_exits_1_when_none_fits(capsys):
+    import json
+
+    from derive.plan import main
+    assert main(["--model", "mixtral-8x7b", "--gpus", "64", "--tokens", str(64 * 32768), "--max-cp", "1",
+                 "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    layouts = document["layouts"]
+    fitting = [layout for layout in layouts if layout["feasible"]]
+    assert layouts[0]["rank"] == 1 and fitting and all(layout["rank"] for layout in fitting)
+    assert [layout["step_time"] for layout in fitting] == sorted(layout["step_time"] for layout in fitting)
+    assert {"t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero", "memory_per_gpu",
+            "breakdown", "tight", "reason"} <= set(layouts[0])
+    assert {layout["c"] for layout in layouts} == {1} and "no_layout_fits" not in document
+    # Mixtral's 46.7 billion parameters do not fit on 8 GPUs of 80 GB at any layout: exit 1 with the reason
+    assert main(["--model", "mixtral-8x7b", "--gpus", "8", "--tokens", str(8 * 32768), "--json"]) == 1
+    assert "no layout fits in memory" in json.loads(capsys.readouterr().out)["no_layout_fits"]

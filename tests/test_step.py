@@ -91,23 +91,30 @@ def test_fp8_cast_bytes_by_recipe_by_hand():
     assert cast_bytes_per_element(RECIPES["fp8-delayed"], "hopper") == 2 + 1 + 1
     assert cast_bytes_per_element(RECIPES["mxfp8"], "blackwell") == 2 + 2 * (1 + 1 / 32)
     assert cast_bytes_per_element(RECIPES["fp8-blockwise"], "hopper") == 2 + 2 * (1 + 4 / 128)
+    # a norm TE fuses into the linear layer writes the FP8 copies itself: no read left for delayed and
+    # MX; current scaling's amax comes with the norm's BF16 output, the cast still reads it once
+    assert cast_bytes_per_element(RECIPES["fp8-current"], "blackwell", norm_fused=True) == 2 + 1
+    assert cast_bytes_per_element(RECIPES["fp8-delayed"], "hopper", norm_fused=True) == 1 + 1
+    assert cast_bytes_per_element(RECIPES["mxfp8"], "blackwell", norm_fused=True) == 2 * (1 + 1 / 32)
 
 
 def test_fp8_cast_bytes_of_a_layer_by_hand():
     # Llama 3 8B, t = 1, m micro-batches of T tokens: per layer the inputs of qkv (h), o (h), gate/up (h)
-    # and down (f) once each, the output gradients of q, k, v, o, gate, up, down, and the weights / m
+    # and down (f) once each, the output gradients of q, k, v, o, gate, up, down, and the weights / m;
+    # the qkv and gate/up inputs come out of the fused norms (TELayerNormColumnParallelLinear): at 3 bytes
+    # under current scaling (one BF16 read, one FP8 write on Blackwell), 2 x 33/32 under MXFP8
     from derive.accounts.step import Layout
     from derive.accounts.workload import workload
     work = workload(model("llama3-8b"))
     h, f, g, L, T, m = 4096, 14336, 1024, 32, 8192, 4
     lay = Layout(1, 1, 1, 1, 1, 1, 1, 1, m, False, 1, "none", "fp8-current")
-    inputs = h + h + h + f
+    inputs, fused = h + f, h + h
     gradients = h + g + g + h + f + f + h
     weights = h * h + 2 * h * g + h * h + 3 * h * f
     elements = L * (T * (inputs + gradients) + weights / m)
-    assert fp8_cast_bytes(work, lay, T, system("b200")) == pytest.approx(elements * 5)
+    assert fp8_cast_bytes(work, lay, T, system("b200")) == pytest.approx(elements * 5 + L * T * fused * 3)
     assert fp8_cast_bytes(work, replace(lay, precision="mxfp8"), T, system("b200")) == pytest.approx(
-        elements * (2 + 2 * 33 / 32))
+        (elements + L * T * fused) * 2 * 33 / 32 + elements * 2)
 
 
 LAYOUTS = [
@@ -216,3 +223,72 @@ def test_gemm_efficiency_by_generation():
     hopper_rate = predict(entry, layout, H100, eta=eta)
     assert hopper_rate.breakdown["compute"] == pytest.approx(ampere_rate.breakdown["compute"] * 0.8 / 0.6, rel=1e-2)
     assert predict(entry, layout, A100, eta=eta).step_time_s == predict(entry, layout, A100, eta=ETA).step_time_s
+
+
+def test_flash_attention_pass_keeps_the_score_tile_on_chip_by_hand():
+    # QK^T of one head at s = 8192, d = 128 on a B200: 2 s^2 d FLOPs at 2,250 TFLOP/s take 7.6 us; a
+    # materialised kernel also writes the [s, s] scores in BF16 (2 s^2 bytes) and reads Q and K^T
+    # (2 x 2 s d) at 8 TB/s: 17.2 us, memory-bound (intensity ~ d / (1 + 2 d / s) < ridge 281 FLOP/byte)
+    b200, s_, d_ = system("b200"), 8192, 128
+    waves = wave_efficiency(s_, s_, b200, 32)
+    flops_s = 2 * s_ * s_ * d_ / 2250e12
+    bytes_s = (2 * s_ * s_ + 2 * 2 * s_ * d_) / 8000e9
+    assert bytes_s > flops_s
+    assert pass_seconds(s_, s_, d_, "forward", "bf16", b200, 0.5, batch=32) == pytest.approx(
+        32 * bytes_s / (0.5 * waves))
+    # flash (Dao et al. 2022): the score tile stays in SRAM, the pass is compute-bound
+    assert pass_seconds(s_, s_, d_, "forward", "bf16", b200, 0.5, batch=32, on_chip=True) == pytest.approx(
+        32 * flops_s / (0.5 * waves))
+
+
+def test_attention_kernel_by_family():
+    # Korthikanti's and Narayanan's GPT runs materialised the scores; Llama-style layers and MoE
+    # presets run TE's fused (flash) attention
+    from derive.accounts.workload import workload
+    from derive.names import named_model
+    assert workload(model("gpt3-175b")).attention_kernel == "materialised"
+    assert workload(model("llama3-8b")).attention_kernel == "fused"
+    assert workload(named_model("qwen3-30b-a3b", moe=True)[0]).attention_kernel == "fused"
+
+
+def test_flash_attention_costs_only_its_flops_in_the_step():
+    # Llama 3 8B at t = 1 on one H100, micro-batch 1 (s = 8192): per layer the two score GEMMs (QK^T, PV)
+    # are 2 x 2 s^2 d a / 2 causal FLOPs forward, twice that backward; at eta x peak x waves
+    from derive.accounts.step import Layout, compute_per_micro_batch
+    from derive.accounts.workload import workload
+    work = workload(model("llama3-8b"))
+    lay = Layout(1, 1, 1, 1, 1, 1, 1, 1, 1, False, 0, "none", "bf16")
+    seconds = compute_per_micro_batch(work, lay, H100, ETA)["attention"]
+    s_, d_, heads, layers = 8192, 128, 32, 32
+    per_pass = [wave_efficiency(s_, s_, H100, heads / 2), wave_efficiency(s_, d_, H100, heads / 2),  # forward
+                wave_efficiency(s_, d_, H100, heads / 2), wave_efficiency(s_, s_, H100, heads / 2),  # dgrad
+                wave_efficiency(d_, s_, H100, heads / 2), wave_efficiency(s_, d_, H100, heads / 2)]  # wgrad
+    flops = 2 * s_ * s_ * d_ * heads / 2
+    hand = layers * sum(flops / (989e12 * 0.8 * waves) for waves in per_pass)
+    assert float(seconds) == pytest.approx(hand, rel=1e-9)
+
+
+def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
+    # Qwen3-30B-A3B at e = 32 over 32 H100s (four HGX boards): the dispatch / combine leave the NVLink
+    # domain, so the default rule (Megatron-Bridge's moe_a2a_overlap on H100) hides them behind one
+    # micro-batch's GEMMs and element-wise work; at e = 8 (one board) they stay exposed
+    from derive.accounts.step import Layout, compute_per_micro_batch, ep_overlap_window
+    from derive.accounts.workload import workload
+    entry = published_model("qwen3-30b-a3b", seq=4096)
+    across = Parallelism(ep=32, dp=32, global_batch=64, zero=1)
+    inside = Parallelism(ep=8, dp=32, global_batch=64, zero=1)
+    off = DEFAULT_OVERLAP - {"ep-a2a-overlap-across-nodes"}
+    ep_exposed = predict(entry, across, H100, eta=ETA, overlap=off).breakdown["ep"]
+    ep_hidden = predict(entry, across, H100, eta=ETA).breakdown["ep"]
+    lay = Layout(1, 1, 1, 1, 32, 32, 1, 1, 2, False, 1, "none", "bf16")
+    compute = compute_per_micro_batch(workload(entry), lay, H100, ETA)
+    window = sum(float(compute[k]) for k in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
+    assert float(ep_overlap_window(lay, H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
+    assert ep_hidden == pytest.approx(max(0.0, ep_exposed - 2 * window), rel=1e-9)  # m = 2 micro-batches
+    assert ep_hidden < ep_exposed
+    assert predict(entry, inside, H100, eta=ETA).breakdown["ep"] == predict(
+        entry, inside, H100, eta=ETA, overlap=off).breakdown["ep"] > 0
+    # Megatron refuses the overlap under full recompute, and with p > 1 without interleaving
+    assert float(ep_overlap_window(replace(lay, recompute="full"), H100, compute, DEFAULT_OVERLAP)) == 0.0
+    assert float(ep_overlap_window(replace(lay, p=2), H100, compute, DEFAULT_OVERLAP)) == 0.0
+    assert float(ep_overlap_window(replace(lay, p=2, v=2), H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)

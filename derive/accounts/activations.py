@@ -55,6 +55,15 @@ def keeping(ledger: Ledger, **kept: bool) -> Ledger:
     return ledger.without(*(tag for tag, keep in kept.items() if not flag(tag, keep)))
 
 
+def recomputed(table: Ledger, recompute: str) -> Ledger:
+    """The rows of one layer's ``table`` kept under ``recompute``: selective drops the
+    ``recomputed_selective`` rows, full keeps only the layer input (Korthikanti et al. 2022, section 5)."""
+    choose("recompute", recompute, RECOMPUTE_POLICIES)
+    if recompute == "full":
+        return Ledger([layer_input()])
+    return table.without("recomputed_selective") if recompute == "selective" else table
+
+
 def layer_activations(profile: str = "gpt", attention_kernel: str = "materialised",
                       tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                       recompute: str = "none", norm_statistics: bool = False, *,
@@ -69,10 +78,7 @@ def layer_activations(profile: str = "gpt", attention_kernel: str = "materialise
     table = layer_saved(profile, attention_kernel, head_dim=head_dim, qk_norm=qk_norm)
     if recipe is not None:
         table = quantised_saved(table, recipe)
-    if recompute == "full":
-        table = Ledger([layer_input()])
-    elif recompute == "selective":
-        table = table.without("recomputed_selective")
+    table = recomputed(table, recompute)
     table = keeping(table, norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
     return sharded(table, tensor_parallel, sequence_parallel)
 
@@ -345,6 +351,6 @@ __all__ = [
     "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "ATTENTION_PROFILES", "LAYER_PROFILES",
     "PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline", "profile_bytes",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
-    "in_flight_micro_batches", "layer_activation_bytes", "layer_activations",
+    "in_flight_micro_batches", "layer_activation_bytes", "layer_activations", "recomputed",
     "logits_bytes", "model_activation_bytes", "output_edge", "sharded", "step_moments", "step_timeline",
 ]

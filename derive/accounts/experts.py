@@ -56,21 +56,57 @@ def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = 
 def moe_layer_activations(profile: str, features, moe: bool = True, tensor_parallel: sp.Expr = t,
                           sequence_parallel: bool = True, capacity_factor: sp.Expr | None = None,
                           norm_statistics: bool = False, softmax_statistics: bool = True,
-                          recipe: str | None = None) -> Ledger:
+                          recipe: str | None = None, recompute: str = "none") -> Ledger:
     """One MoE (or dense) layer's saved rows on one rank: SP shards every row over t; the k_E token
     copies of width h are all-gathered over the t_E expert-TP ranks (token_dispatcher.py).
 
-    ``recipe`` (an FP8 recipe of ``derive.recipes``) keeps the linear inputs in FP8 (saved_fp8).
+    ``recipe`` (an FP8 recipe of ``derive.recipes``) keeps the linear inputs in FP8 (saved_fp8);
+    ``recompute`` drops rows as for a dense layer (derive.accounts.activations.recomputed: the
+    fused table has no ``recomputed_selective`` rows, flash attention keeps no score matrices, so
+    selective keeps every row; full keeps the layer input).
     """
-    from derive.accounts.activations import keeping, sharded
+    from derive.accounts.activations import keeping, recomputed
     from derive.architectures.saved_fp8 import quantised_saved
     from derive.architectures.saved_moe import layer_saved_moe
     table = layer_saved_moe(profile, features, moe, capacity_factor)
     if recipe is not None:
         table = quantised_saved(table, recipe)
-    table = keeping(table, norm_statistics=norm_statistics, softmax_statistics=softmax_statistics)
+    table = keeping(recomputed(table, recompute), norm_statistics=norm_statistics,
+                    softmax_statistics=softmax_statistics)
+    return rank_share(table, tensor_parallel, sequence_parallel)
+
+
+def rank_share(table: Ledger, tensor_parallel: sp.Expr = t, sequence_parallel: bool = True) -> Ledger:
+    """Saved rows on one rank: SP shards them over t; the ``expert_hidden`` token copies are
+    all-gathered over the t_E expert-TP ranks (megatron/core/transformer/moe/token_dispatcher.py)."""
+    from derive.accounts.activations import sharded
     table = sharded(table, tensor_parallel, sequence_parallel)
     return table.map(lambda w: w.times(t_E) if w.has("expert_hidden") and tensor_parallel != 1 else w)
+
+
+def moe_state_buffers(placement_name: str = "megatron", sharded: bool = False,
+                      ranks: sp.Expr = d) -> tuple[tuple[sp.Expr, sp.Expr], ...]:
+    """Each resident state row of a framework placement (derive.accounts.placement) as (bytes per non-expert
+    parameter, bytes per routed-expert parameter): the rest sharded over ``ranks``, the experts over the
+    expert data-parallel group (EXPERT_DATA_PARALLEL with d -> ``ranks``: t d c / (t_E e) at ranks = d c;
+    Megatron's distributed optimizer: intra_dp_cp_group and expert_data_parallel_group,
+    megatron/core/optimizer/__init__.py), one buffer each (distributed_data_parallel.py keeps the
+    expert-parallel parameters in buffers of their own)."""
+    from derive.accounts.placement import placement_ledger
+    from derive.symbols import N
+
+    def per_parameter(group: sp.Expr) -> list[sp.Expr]:
+        rows = placement_ledger(placement_name, sharded, group).where("resident").without("host")
+        return [sp.expand(row.bytes / N) for row in rows]
+    return tuple(zip(per_parameter(ranks), per_parameter(EXPERT_DATA_PARALLEL.xreplace({d: ranks}))))
+
+
+def moe_placement_bytes(table: Ledger, placement_name: str = "megatron", sharded: bool = False,
+                        ranks: sp.Expr = d) -> sp.Expr:
+    """Resident bytes of a rank's ``table`` share under a framework placement: :func:`moe_state_buffers` summed."""
+    experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
+    return sp.expand(sum((rest * others + expert * experts
+                          for rest, expert in moe_state_buffers(placement_name, sharded, ranks)), sp.Integer(0)))
 
 
 def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp.Expr = t,

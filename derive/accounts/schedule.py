@@ -49,11 +49,20 @@ OVERLAP_RULES: dict[str, str] = {
     "pp-send-with-compute": "pipeline sends of the steady state overlap the next micro-batch; only "
                             "the 2(p - 1) hops of warm-up and cool-down are exposed",
     "ep-a2a-overlap": "expert-parallel dispatch / combine hidden behind the other micro-batch's "
-                      "compute (DeepSeek-V3's DualPipe, Megatron's --overlap-moe-expert-parallel-comm); "
+                      "independent computation, its GEMMs and element-wise work (DeepSeek-V3's DualPipe; "
+                      "Megatron's --overlap-moe-expert-parallel-comm, 'Overlap EP A2A communications with "
+                      "independent computations of different micro-batches in 1f1b phase': "
+                      "megatron/core/model_parallel_config.py, pipeline_parallel/combined_1f1b.py); "
                       "off by default",
+    "ep-a2a-overlap-across-nodes": "ep-a2a-overlap where the expert-parallel group spans the NIC (beyond one "
+                                   "NVLink domain) and Megatron allows it (p = 1 or v > 1, no full "
+                                   "recompute: transformer_config.py): NVIDIA's Megatron-Bridge recipes run "
+                                   "EP across InfiniBand with moe_a2a_overlap=True (DeepSeek-V3 on 1024 "
+                                   "H100 at EP 64, Qwen3-235B on 256 H100 at EP 32: scripts/performance/"
+                                   "configs/*/..._workload_base_configs.py)",
 }
 DEFAULT_OVERLAP = frozenset({"dp-reduce-with-backward", "param-gather-with-forward", "tp-async-backward",
-                             "cp-ring-with-attention", "pp-send-with-compute"})
+                             "cp-ring-with-attention", "pp-send-with-compute", "ep-a2a-overlap-across-nodes"})
 
 #: Megatron DDP's bucket: max(40,000,000, 1,000,000 x dp) parameters
 #: (megatron/core/distributed/distributed_data_parallel.py, bucket_size).

@@ -17,7 +17,9 @@ weight gradient accumulated into FP32), and the wave quantization of its output 
 SMs. Under an FP8 recipe the casts before the GEMMs (inputs and output gradients each
 micro-batch, weights once per step) are memory-bound traffic from the recipe's fields.
 Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
-kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16. Element-wise work
+kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16, their [s, s]
+scores in HBM only for the GPT family's materialised kernel (a flash kernel keeps them on chip:
+``Workload.attention_kernel``). Element-wise work
 moves each saved tensor across HBM ``MEMORY_CROSSINGS`` times at eta_memory x bandwidth;
 the optimizer reads and writes every resident state byte once. Communication rows
 (``derive.accounts.comm``) cross the link their group spans at eta_network x its
@@ -204,7 +206,8 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         # one batched GEMM per layer: count / L heads on this rank's share (a / t), each [M, n] x [n, k]
         heads = row.count / work.layers / lay.t
         m, n, k = tokens, row.n, row.k
-        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, **rate) for name in passes]
+        flash = work.attention_kernel == "fused"
+        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in passes]
         return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
@@ -270,6 +273,15 @@ SHARED_INPUT = {"k_proj": "q_proj", "v_proj": "q_proj", "up_proj": "gate_proj",
                 "kv_a_proj_with_mqa": "q_a_proj"}
 
 
+#: Linear layers whose input is a normalization Megatron's TE spec fuses into the layer
+#: (TELayerNormColumnParallelLinear: linear_qkv, a dense MLP's linear_fc1, MLA's linear_q_up_proj and
+#: linear_kv_up_proj with q / kv layernorms; megatron/core/models/gpt/gpt_layer_specs.py). An MoE
+#: layer's pre-MLP norm is a separate TENorm (the router and the experts share it); the activation
+#: before linear_fc2 is a separate kernel (megatron/core/transformer/mlp.py).
+NORM_FUSED_INPUTS = frozenset({"self_attn.q_proj.weight", "mlp.gate_proj.weight", "self_attn.q_b_proj.weight",
+                               "self_attn.kv_b_proj.weight"})
+
+
 def _input_name(name: str) -> str:
     """The GEMM whose input ``name``'s input is (``SHARED_INPUT``): one cast for a fused projection."""
     for part, first in SHARED_INPUT.items():
@@ -283,9 +295,12 @@ def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> f
     Each linear GEMM's input [M, K] is cast once in the forward (once per fused projection,
     ``SHARED_INPUT``) and its output gradient [M, N] once in the backward; each layer matrix is cast
     once per step (cached over the step's m micro-batches: TE ``is_first_microbatch``), a 1/m share
-    here. Bytes per element from the recipe (``derive.accounts.roofline.cast_bytes_per_element``).
+    here. Bytes per element from the recipe (``derive.accounts.roofline.cast_bytes_per_element``); an
+    input a fused normalization writes (``NORM_FUSED_INPUTS``) is not read again by a cast.
     """
-    per_element = cast_bytes_per_element(RECIPES[lay.precision], gpu.generation)
+    recipe = RECIPES[lay.precision]
+    per_element = cast_bytes_per_element(recipe, gpu.generation)
+    fused_element = cast_bytes_per_element(recipe, gpu.generation, norm_fused=True)
     inputs: dict[tuple[str, str, float], float] = {}
     total = 0.0
     for row in work.rows:
@@ -298,7 +313,9 @@ def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> f
         if row.kind == "expert":
             weights *= work.experts / (work.active_experts * lay.e)  # every local expert's matrix
         total += tokens * row.count * n + weights / lay.m
-    return (total + tokens * sum(inputs.values())) * per_element
+    inputs_bytes = sum(elements * (fused_element if kind == "layer" and name in NORM_FUSED_INPUTS else per_element)
+                       for (kind, name, _), elements in inputs.items())
+    return total * per_element + tokens * inputs_bytes
 
 
 def local_parameters(work: Workload, lay: Layout) -> float:
@@ -344,6 +361,21 @@ def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Effic
     return np.asarray(row.count, dtype=float) * (wire + steps * latency)
 
 
+def ep_overlap_window(lay: Layout, gpu: System, compute: dict[str, Any], rules: frozenset[str]) -> Any:
+    """Seconds of compute an expert-parallel all-to-all of one micro-batch may hide behind (0 when no rule applies).
+
+    Under ``ep-a2a-overlap`` (or ``ep-a2a-overlap-across-nodes`` where the EP group leaves the NVLink
+    domain, with p = 1 or v > 1 and no full recompute, Megatron's conditions) the dispatch and combine
+    of one micro-batch run beside the other micro-batch's forward or backward: a whole micro-batch's
+    GEMMs and element-wise work (``derive.accounts.schedule.OVERLAP_RULES``).
+    """
+    work = sum(compute[kind] for kind in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
+    across = (span("ep", {"tp": lay.t, "cp": lay.c, "ep": lay.e}) > gpu.nvlink_domain) & (
+        (np.asarray(lay.p) == 1) | (np.asarray(lay.v) > 1)) & (lay.recompute != "full")
+    on = ("ep-a2a-overlap" in rules) | (("ep-a2a-overlap-across-nodes" in rules) & across)
+    return np.where(on, work, 0.0)
+
+
 def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                   compute: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
@@ -372,7 +404,7 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     per_micro = {
         "tp": hidden + exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
         "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
-        "ep": exposed(total["ep"] / m, compute["expert"] if "ep-a2a-overlap" in rules else 0.0),
+        "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
     }
     backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
     windows = {"backward": backward, "forward": backward / 2}

@@ -70,6 +70,7 @@ class Workload:
     moe_layers: int
     saved: tuple[tuple[str, float, float], ...]  # (recompute policy, A, B): A + B/t bytes per layer per token
     saved_sp: tuple[tuple[str, float, float], ...]  # the same under sequence parallelism
+    attention_kernel: str = "materialised"  # "fused" (flash: scores stay on chip) or "materialised"
 
     def saved_bytes(self, recompute: str, sequence_parallel: bool, tensor_parallel: int) -> float:
         """Bytes one layer saves per token on one TP rank: A + B / t (B: the rows the table shards)."""
@@ -133,6 +134,13 @@ def _sizes(entry: Model | MoEModel) -> dict[str, int]:
             "heads": values["a"]}
 
 
+def attention_kernel(entry: Model | MoEModel) -> str:
+    """The attention kernel the tables assume: Korthikanti's materialised scores for the GPT family
+    (Megatron 2021-22 ran softmax on an [s, s] score tensor in HBM), flash attention (TE / cuDNN fused
+    attention, Megatron's TE layer spec) for every other layer."""
+    return "materialised" if isinstance(entry, Model) and entry.family == "gpt" else "fused"
+
+
 def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str, float], ...]:
     """Saved bytes per layer per token (t = 1 share x t) by recompute policy.
 
@@ -144,7 +152,7 @@ def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str,
     token_dispatcher permute / unpermute), split over t like the sequence-parallel input.
     """
     gpt = isinstance(entry, Model) and entry.family == "gpt"
-    profile, kernel = ("gpt", "materialised") if gpt else ("llama-fused", "fused")
+    profile, kernel = "gpt" if gpt else "llama-fused", attention_kernel(entry)
     width: dict[str, int] = {}
     if not (isinstance(entry, Model) and entry.dense):
         values = entry.values
@@ -196,4 +204,4 @@ def workload(entry: Model | MoEModel) -> Workload:
         entry.name, tuple(rows), **sizes, parameters=parameters, expert_parameters=expert_parameters,
         experts=int(values[E]) if moe else 0, active_experts=int(values[k_E]) if moe else 0,
         moe_layers=int(values.get(L_E, values.get(L, 0))) if moe else 0,
-        saved=_saved(entry, False), saved_sp=_saved(entry, True))
+        saved=_saved(entry, False), saved_sp=_saved(entry, True), attention_kernel=attention_kernel(entry))
