@@ -33,6 +33,8 @@ from derive.hf import DENSE, FAMILIES, Family, published_config
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
+from derive.render.page_models import MOE_PROFILE, dense_configs, moe_data, page_names
+from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
 from derive.cli import (
     BUDGET_PATTERN,
     CUSTOM_FAMILY,
@@ -57,7 +59,7 @@ from derive.report import (
     faster_numbers,
     figures,
 )
-from derive.symbols import b, d, k, meaning
+from derive.symbols import BY_NAME, b, d, k, meaning
 from derive.units import BINARY_STEPS, BYTE_UNITS, DECIMAL_STEPS
 
 #: The report's figures the page computes (the transformers-only figure stays in the CLI).
@@ -69,7 +71,8 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 #: The pasted config.json's reader: derive.hf's family tables applied (hand-written, no formula).
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
-HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, CALCULATOR)
+HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
+                CALCULATOR)
 PAGE = "index.html"
 #: The form name of a shape given without --model.
 CUSTOM = "custom"
@@ -105,6 +108,26 @@ LABELS: dict[str, str] = {
 }
 
 SHAPE_GROUP = "Custom shape"
+#: The heading of the MoE report's figures.
+MOE_GROUP = "Mixture of Experts"
+#: Each field's label in words; the CLI's flag follows it.
+FIELD_LABELS: dict[str, str] = {
+    "model": "Model", "layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads",
+    "kv-heads": "Key/value heads", "ffn": "Feed-forward width", "vocab": "Vocabulary size",
+    "seq": "Sequence length", "precision": "Precision", "optimizer": "Optimizer", "zero": "ZeRO stage",
+    "dp": "Data parallel (DP)", "micro-batch": "Micro-batch size", "profile": "Activation profile",
+    "tp": "Tensor parallel (TP)", "pp": "Pipeline parallel (PP)", "ep": "Expert parallel (EP)",
+    "etp": "Expert tensor parallel (ETP)", "moe-profile": "MoE activation profile",
+    "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
+    "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
+}
+#: The stacked memory bar: per report, its parts (the first figure shown of each) and its budget figure.
+MEMORY_BAR: dict[str, dict[str, object]] = {
+    "dense": {"parts": [["state.params"], ["state.grads"], ["state.optimizer"],
+                        ["activations.all_layers_and_logits"]], "budget": "fit.budget"},
+    "moe": {"parts": [["state_bytes"], ["fp8_weight_bytes"], ["activation_bytes_fp8", "activation_bytes"]],
+            "budget": None},
+}
 #: The page's fields: CLI long option -> (kind, group). Kinds are parsed in calculator.js.
 FIELDS: dict[str, tuple[str, str]] = {
     "model": ("model", "Model"),
@@ -115,6 +138,11 @@ FIELDS: dict[str, tuple[str, str]] = {
     "dp": ("count", "Training"),
     "micro-batch": ("count", "Training"),
     "profile": ("choice", "Training"),
+    "tp": ("count", "Layout"),
+    "pp": ("count", "Layout"),
+    "ep": ("count", "Layout"),
+    "etp": ("count", "Layout"),
+    "moe-profile": ("choice", "Layout"),
     "budget": ("budget", "Hardware"),
     "peak": ("peak", "Hardware"),
     "tokens": ("count", "Step"),
@@ -125,7 +153,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 
 #: Options whose value is one of a list: option -> the names.
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "model": (*MODELS, *ALIASES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "model": tuple(page_names()), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
 }
 
@@ -422,7 +450,8 @@ def javascript(expr: sp.Expr) -> str:
 def _candidates() -> dict[str, Model]:
     """The presets, a custom shape and every form of a pasted config (sizes do not matter here, only forms)."""
     configs = {m.name: m for forms in config_forms().values() for m in forms.values()}
-    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs}
+    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs,
+            **dense_configs()}
 
 
 def form_names() -> dict[str, str]:
@@ -472,28 +501,38 @@ def config_data() -> dict[str, object]:
 
 
 def formula_code() -> tuple[str, list[dict[str, object]]]:
-    """(the generated script, the formulas' data): functions listed once, variants by index."""
+    """(the generated script, the dense report's formulas' data): functions listed once, variants by index."""
+    code, formulas, _ = page_code()
+    return code, formulas
+
+
+@lru_cache(maxsize=1)
+def page_code() -> tuple[str, list[dict[str, object]], dict[str, object]]:
+    """(the generated script, the dense formulas, the MoE report's data): each distinct expression printed once."""
     functions: dict[str, int] = {}
     printed: dict[sp.Expr, dict[str, object]] = {}  # many page models share an expression: print it once
+
+    def print_once(expr: sp.Expr) -> dict[str, object]:
+        expr = sp.sympify(expr)
+        if expr not in printed:
+            printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
+                             "tex": tex(expr), "args": sorted(symbol.name for symbol in expr.free_symbols)}
+        return dict(printed[expr])
+
     formulas = []
     models = page_models()
     for formula in FORMULAS:
-        variants = {}
-        for values, expr in formula.variants(models):
-            if expr not in printed:
-                printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
-                                 "tex": tex(expr),
-                                 "args": sorted(symbol.name for symbol in expr.free_symbols)}
-            variants["|".join(values)] = dict(printed[expr])
+        variants = {"|".join(values): print_once(expr) for values, expr in formula.variants(models)}
         formulas.append({"key": formula.key, "unit": formula.unit, "label": LABELS[formula.key],
                          "uses": list(formula.uses), "needs": list(formula.needs),
                          "symbol": formula.symbol.name if formula.symbol is not None else None,
                          "variants": variants})
+    moe = moe_data(print_once, cli_message)
     lines = ["// Generated by derive.render.web from derive.formulas (SymPy's JavascriptCodePrinter).",
              "const DERIVE_FUNCTIONS = ["]
     lines += [f"  {code}," for code in functions]
     lines.append("];")
-    return "\n".join(lines) + "\n", formulas
+    return "\n".join(lines) + "\n", formulas, moe
 
 
 def symbol_legend() -> dict[str, dict[str, str]]:
@@ -501,22 +540,28 @@ def symbol_legend() -> dict[str, dict[str, str]]:
     symbols = {formula.symbol for formula in FORMULAS if formula.symbol is not None}
     symbols |= {symbol for formula in FORMULAS for _, expr in formula.variants(page_models())
                 for symbol in expr.free_symbols}
+    symbols |= {BY_NAME[name] for printed in page_code()[2]["expressions"] for name in printed["args"]}
     return {symbol.name: {"tex": tex(symbol), "meaning": meaning(symbol)}
             for symbol in sorted(symbols, key=lambda symbol: symbol.name)}
 
 
 def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
-    code, formulas = formula_code()
+    code, formulas, moe = page_code()
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
+                      "fixed_head": m.head_dim is not None,
                       "values": {sym.name: value for sym, value in m.values.items()}}
-               for name, m in MODELS.items()}
+               for name, m in {**MODELS, **dense_configs()}.items()}
     inputs = {"micro-batch": b.name, "dp": d.name,
               **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}
     shape_symbols = {option[2:]: FIELD_SYMBOLS[field].name for field, option in SHAPE_OPTIONS.items()}
     data = {
         "formulas": formulas,
+        "moe": moe,
+        "memory": MEMORY_BAR,
+        "facts": {"active": "active_parameters"},
+        "kinds": page_names(),
         "fields": field_specs(),
         "presets": presets,
         "aliases": ALIASES,
@@ -599,7 +644,7 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
     """The form's fieldsets in FIELDS order, each field with its input mode and placeholder."""
     groups: dict[str, list[dict[str, object]]] = {}
     for field in fields:
-        shown = {**field, "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
+        shown = {**field, "label": FIELD_LABELS[str(field["option"])], "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
                  "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
                                                      else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
@@ -615,7 +660,7 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
                     if any(key == prefix or (prefix.endswith(".") and key.startswith(prefix))
                            for prefix in prefixes))
     return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
-            for name in FIGURE_GROUPS]
+            for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]}]
 
 
 def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:

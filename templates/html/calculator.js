@@ -12,6 +12,7 @@
 
   const PARSE = DeriveParse(DATA);
   const CONFIG = DeriveConfig(DATA, PARSE);
+  const MOE_REPORT = DeriveMoE(DATA, PARSE);
   const PASTE = FORM.elements.config;
   const parseField = PARSE.parseField;
   const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
@@ -32,7 +33,14 @@
       if ("error" in result) errors[field.option] = result.error;
       else parsed[field.option] = result.value;
     }
+    // An MoE name runs the MoE report (derive.report_moe), which reads --precision itself.
+    const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
+    if (kind === "moe") delete errors.precision;
     if (Object.keys(errors).length) return { errors };
+    if (kind === "moe") return MOE_REPORT.configuration(texts, parsed, FIELDS);
+    for (const [option, line] of Object.entries(DATA.moe.messages.dense_only)) {
+      if (parsed[option] !== null) return { errors: { [option]: line } };
+    }
     const alone = (option, values) => ({ errors: { [option]: message(option, "alone", values || {}) } });
     // The request's rules between fields (derive.report.Request), in its order.
     if ((parsed.tokens === null) !== (parsed.gpus === null)) return alone(parsed.gpus === null ? "tokens" : "gpus");
@@ -56,8 +64,9 @@
       base = { name: read.name, gqa: DATA.config.families[read.model_type].gqa,
                fixedHead: read.headDim !== null, model_type: read.model_type, form: read.form };
     } else if (parsed.model !== null) {
+      if (kind === "refused") return { errors: { model: DATA.moe.refused_models[parsed.model] } };
       const preset = DATA.presets[parsed.model];
-      base = { name: parsed.model, gqa: preset.gqa, fixedHead: false, form: preset.form };
+      base = { name: parsed.model, gqa: preset.gqa, fixedHead: preset.fixed_head, form: preset.form };
       Object.assign(values, preset.values);
     }
     if (base !== null) {
@@ -222,8 +231,8 @@
 
   function show(texts) {
     const config = configuration(texts);
-    let shown = Object.keys(config.errors).length ? [] : evaluate(config);
-    const refused = shown.length ? refusals(config, shown) : {};
+    let shown = Object.keys(config.errors).length ? [] : (config.moe ? MOE_REPORT.evaluate(config) : evaluate(config));
+    const refused = shown.length && !config.moe ? refusals(config, shown) : {};
     if (Object.keys(refused).length) {
       config.errors = refused;
       shown = [];
@@ -235,7 +244,7 @@
       box.hidden = !error;
       FORM.elements[option].setAttribute("aria-invalid", error ? "true" : "false");
     }
-    const byKey = new Map(shown.map((figure) => [figure.formula.key, figure]));
+    const byKey = new Map(shown.map((figure) => [figure.formula.row || figure.formula.key, figure]));
     for (const row of FIGURES.querySelectorAll(".figure")) {
       const output = row.querySelector("output");
       const figure = byKey.get(row.dataset.figure);
@@ -256,6 +265,76 @@
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
+    showFacts(config, shown);
+    showMemory(config, shown);
+  }
+
+  const valueOf = (shown, key) => {
+    const figure = shown.find((item) => item.formula.key === key);
+    return figure ? figure.value : null;
+  };
+
+  // The model's own facts at the top: its parameters (active per token), layers and experts.
+  function showFacts(config, shown) {
+    const box = document.getElementById("model-facts");
+    box.hidden = !shown.length;
+    if (!shown.length) return;
+    const facts = DATA.moe.facts;
+    const parts = [config.name, format(valueOf(shown, DATA.exact.parameters), "parameters") + " parameters"];
+    const active = valueOf(shown, DATA.facts.active);
+    if (active !== null) parts.push(format(active, "parameters") + " active per token");
+    const layers = config.values[facts.layers];
+    const moeLayers = config.values[facts.moe_layers];
+    parts.push(layers + " layers" + (config.moe && moeLayers !== layers ? " (" + moeLayers + " MoE)" : ""));
+    if (config.moe) parts.push(config.values[facts.experts] + " experts, " + config.values[facts.active_experts] + " per token");
+    box.textContent = parts.join(" · ");
+  }
+
+  // Memory per GPU as a stacked bar by state, against the usable budget where the report has one.
+  function showMemory(config, shown) {
+    const box = document.getElementById("memory");
+    const bar = document.getElementById("memory-bar");
+    const legend = document.getElementById("memory-legend");
+    bar.replaceChildren();
+    legend.replaceChildren();
+    box.hidden = !shown.length;
+    if (!shown.length) return;
+    const plan = DATA.memory[config.moe ? "moe" : "dense"];
+    const parts = [];
+    for (const choices of plan.parts) {
+      const figure = choices.map((key) => shown.find((item) => item.formula.key === key)).find(Boolean);
+      if (figure) parts.push(figure);
+    }
+    const total = parts.reduce((sum, figure) => sum + figure.value, 0);
+    const budget = plan.budget ? valueOf(shown, plan.budget) : null;
+    const scale = Math.max(total, budget || 0);
+    const share = (value) => (scale ? value / scale * DATA.python_format.percent : 0) + "%";
+    parts.forEach((figure, index) => {
+      const segment = document.createElement("span");
+      segment.className = "segment part-" + index;
+      segment.style.width = share(figure.value);
+      segment.title = figure.formula.label + ": " + format(figure.value, "B");
+      bar.append(segment);
+      const item = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch part-" + index;
+      item.append(swatch, document.createTextNode(figure.formula.label + ": " + format(figure.value, "B")));
+      legend.append(item);
+    });
+    const line = document.createElement("li");
+    let verdict = "Total " + format(total, "B");
+    if (budget !== null) {
+      const marker = document.createElement("span");
+      marker.className = "budget";
+      marker.style.left = share(budget);
+      bar.append(marker);
+      verdict += " against a budget of " + format(budget, "B") + " per GPU";
+    } else {
+      verdict += " (this report takes no budget)";
+    }
+    line.textContent = verdict;
+    legend.append(line);
+    bar.setAttribute("aria-label", "Memory per GPU: " + parts.map((figure) => figure.formula.label + " " + format(figure.value, "B")).join(", ") + ". " + verdict);
   }
 
   function query(texts) {
