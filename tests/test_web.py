@@ -21,19 +21,17 @@ import sympy as sp
 from derive.formulas import REPORT_ONLY, exact, form
 from derive.hf import DENSE, from_config, published_config, published_names, read_shape
 from derive.render.__main__ import ROOT
+from derive.render.page_config import PASTED
+from derive.render.page_messages import cli_message
 from derive.render.web import (
     CALCULATOR,
     FORMULAS,
     HAND_WRITTEN,
-    PASTED,
     calculator_data,
-    cli_message,
-    csp_hash,
     formula_code,
-    inline_script,
     page_models,
-    script_json,
 )
+from derive.render.page_assets import csp_hash, inline_script, script_json
 
 #: Sizes drawn for the shape symbols and counts; floats for the peak, MFU and step time.
 INTEGER_RANGE = (1, 200_000)

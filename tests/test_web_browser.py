@@ -19,7 +19,8 @@ import pytest
 from conftest import missing_tool
 
 from derive.hf import published_config
-from derive.render.web import PASTED, cli_message
+from derive.render.page_config import PASTED
+from derive.render.page_messages import cli_message
 from derive.report import run
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.

@@ -60,6 +60,12 @@ REFUSED_TEXT: dict[str, str] = {"optimizer": "adam", "profile": "article", "toke
 
 def page_names() -> dict[str, str]:
     """Every name --model takes -> 'dense', 'moe' or 'refused' (the dense report's refusal)."""
+    return dict(_page_names())
+
+
+@lru_cache(maxsize=1)
+def _page_names() -> dict[str, str]:
+    """:func:`page_names`, found once (the names and configs ship with the package)."""
     kinds = {}
     for name in model_names():
         if is_moe(name):
@@ -73,7 +79,13 @@ def page_names() -> dict[str, str]:
 
 def dense_configs() -> dict[str, Model]:
     """The dense shipped configs by name, read as ``--model NAME`` reads them (s from the config)."""
-    return {name: named_model(name)[0] for name, kind in page_names().items()
+    return dict(_dense_configs())
+
+
+@lru_cache(maxsize=1)
+def _dense_configs() -> dict[str, Model]:
+    """:func:`dense_configs`, read once (frozen Models)."""
+    return {name: named_model(name)[0] for name, kind in _page_names().items()
             if kind == "dense" and name not in MODELS and name not in ALIASES}
 
 
