@@ -28,6 +28,7 @@ from derive.inputs import MAX_SIZE, OneLineParser
 from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named_model
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
 from derive.report import Request, figures, render_json, render_text
+from derive.verdicts import BUDGET_LABELS
 from derive.systems import SYSTEMS, system
 from derive.units import BYTE_UNITS, format_memory, to_unit
 
@@ -89,8 +90,8 @@ def parse_budget(text: str) -> tuple[int, str]:
     name = hardware_name(text)
     if name in DRIVER_CAPACITY:
         low, high = usable_bytes(name)
-        return low, (f"{name} usable low end {to_unit(low, 'GiB'):.2f} GiB "
-                     f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
+        return low, BUDGET_LABELS["hardware"].format(name=name, low=f"{to_unit(low, 'GiB'):.2f}",
+                                                     high=f"{to_unit(high, 'GiB'):.2f}")
     if name in HARDWARE:
         raise UsageError(f"--budget: derive.accounts.budget records no driver capacity for {name} "
                          f"(only {', '.join(DRIVER_CAPACITY)}); give a size such as 130GiB")

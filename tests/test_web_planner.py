@@ -191,3 +191,37 @@ def test_labels_are_words_first_and_the_page_fits_375_px(browser, calculator):
         assert broken == []
     finally:
         browser.set_window_size(1280, 1000)
+
+
+#: Dense configurations over every form of the fit line (derive.verdicts.FIT): unsharded, ZeRO that fits or
+#: not, a state too large at any rank count, activations that never fit; budgets typed, decimal and by GPU.
+VERDICTS = [
+    {"model": "70b"},
+    {"model": "70b", "zero": "3", "dp": "64"},
+    {"model": "405b", "zero": "1", "dp": "8", "budget": "80GB"},
+    {"model": "8b", "budget": "h100"},
+    {"model": "8b", "zero": "3", "dp": "8", "budget": " A100 "},
+    {"model": "405b", "zero": "3", "dp": "2", "budget": "1GiB"},
+    {"model": "405b", "zero": "2", "dp": "4", "budget": "50GB", "micro-batch": "64"},
+    {"model": "qwen2.5-7b", "zero": "2", "dp": "16", "budget": "0.5TB"},
+]
+
+
+def cli_fit_line(options: dict[str, str]) -> str:
+    """The fit line of ``derive report``'s text for ``options``."""
+    argv = [f"--{option}={text}" for option, text in options.items()]
+    (line,) = [line for line in run(argv).splitlines() if line.startswith("  fit at ")]
+    return line.strip()
+
+
+@pytest.mark.parametrize("options", VERDICTS, ids=range(len(VERDICTS)))
+def test_the_fit_verdict_is_the_clis_line_word_for_word(browser, calculator, options):
+    open_page(browser, calculator, options)
+    shown = browser.find_element("id", "fit-verdict")
+    assert shown.get_attribute("role") == "status"
+    assert shown.text == cli_fit_line(options)
+
+
+def test_an_moe_report_has_no_fit_line(browser, calculator):
+    open_page(browser, calculator, {"model": "deepseek-v3"})
+    assert browser.execute_script("return document.getElementById('fit-verdict').hidden") is True

@@ -54,6 +54,7 @@ from derive.report import (
 )
 from derive.symbols import BY_NAME, b, d, k, meaning
 from derive.units import BINARY_STEPS, BYTE_UNITS, DECIMAL_STEPS
+from derive.verdicts import TABLES as VERDICTS
 
 #: The report's figures the page computes (the transformers-only figure stays in the CLI).
 FORMULAS = tuple(formula for formula in ALL_FORMULAS if formula.key not in REPORT_ONLY)
@@ -333,6 +334,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "formulas": formulas,
         "moe": moe,
         "memory": MEMORY_BAR,
+        "verdicts": VERDICTS,
+        "budget_ranges": {name: list(usable_bytes(name)) for name in DRIVER_CAPACITY},
         "facts": {"active": "active_parameters"},
         "kinds": page_names(),
         "fields": field_specs(),

@@ -267,6 +267,45 @@
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
     showFacts(config, shown);
     showMemory(config, shown);
+    const verdict = document.getElementById("fit-verdict");
+    verdict.textContent = shown.length && !config.moe ? fitVerdict(config, shown, texts) : "";
+    verdict.hidden = !verdict.textContent;
+  }
+
+  const fill = (template, values) => {
+    for (const [name, value] of Object.entries(values)) template = template.split("{" + name + "}").join(value);
+    return template;
+  };
+
+  // The report's fit line in its words: derive.verdicts' table, filled in as derive.report.fit_verdict does.
+  function fitVerdict(config, shown, texts) {
+    const words = DATA.verdicts.fit;
+    const labels = DATA.verdicts.budget_labels;
+    const text = texts.budget !== "" ? texts.budget : FIELDS.get("budget").default;
+    const name = PARSE.hardwareName(text);
+    const budgetBytes = valueOf(shown, DATA.memory.dense.budget);
+    const gib = (bytes) => (bytes / DATA.byte_units.GiB).toFixed(DATA.display.digits);
+    let budget = text.trim();
+    if (name in DATA.budget_ranges) {
+      const [low, high] = DATA.budget_ranges[name];
+      budget = fill(labels.hardware, { name, low: gib(low), high: gib(high) });
+    } else if (!budget.includes("iB")) {
+      budget = fill(labels.decimal, { text: budget, binary: format(budgetBytes, "B") });
+    }
+    const counts = {};
+    for (const [name, key] of [["state_gpus", "fit.gpus_for_state"], ["activation_gpus", "fit.gpus_for_state_and_activations"]]) {
+      const value = valueOf(shown, key);
+      if (value !== null) counts[name] = value.toFixed(0);
+    }
+    const zero = Number(config.choices.zero);
+    if (!zero) return fill(words.unsharded, { budget, ...counts });
+    const perRank = valueOf(shown, "state.resident");
+    let line = fill(words.sharded, { budget, zero: String(zero), dp: String(config.values[DATA.inputs.dp]),
+      per_rank: format(perRank, "B"), fits: words[perRank <= budgetBytes ? "fits" : "does_not_fit"] });
+    if (!("state_gpus" in counts)) return line + words.state_never;
+    line += fill(words.state_ranks, counts);
+    if (!("activation_gpus" in counts)) return line + words.activations_never;
+    return line + fill(words.activation_ranks, counts);
   }
 
   const valueOf = (shown, key) => {

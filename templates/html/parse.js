@@ -174,5 +174,5 @@ function DeriveParse(DATA) {
     throw new Error("unknown field kind " + field.kind);
   }
 
-  return { parseField, message, pyRepr, pyFormat };
+  return { parseField, message, pyRepr, pyFormat, hardwareName };
 }
