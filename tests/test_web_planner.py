@@ -225,3 +225,43 @@ def test_the_fit_verdict_is_the_clis_line_word_for_word(browser, calculator, opt
 def test_an_moe_report_has_no_fit_line(browser, calculator):
     open_page(browser, calculator, {"model": "deepseek-v3"})
     assert browser.execute_script("return document.getElementById('fit-verdict').hidden") is True
+
+
+#: Configurations whose "copy as command" must run and give the page's figures (MoE, dense, a shipped
+#: config, a budget with spaces the shell must quote, the page's own model when the form names none).
+COMMANDS = [
+    {"model": "deepseek-v3", "tp": "2", "pp": "8", "ep": "64", "dp": "64"},
+    {"model": "qwen3-30b-a3b", "moe-profile": "eager", "pp": "4", "ep": "8", "dp": "8", "seq": "4096"},
+    {"model": "70b", "zero": "3", "dp": "64", "budget": " A100 ", "tokens": "4194304", "gpus": "1024"},
+    {"model": "gemma-2-9b", "precision": "mxfp8", "micro-batch": "2"},
+    {},
+]
+
+
+@pytest.mark.parametrize("options", COMMANDS, ids=range(len(COMMANDS)))
+def test_copy_as_command_runs_to_the_pages_figures(browser, calculator, options):
+    import shlex
+
+    open_page(browser, calculator, options)
+    text = browser.find_element("id", "command").text
+    words = shlex.split(text)
+    assert words[:2] == ["derive", "report"]
+    report = json.loads(run([*words[2:], "--json"]))
+    (figures,) = report.values()
+    expected = {key: figure["value"] if isinstance(figure, dict) else figure
+                for key, figure in figures.items() if key != "seq"}
+    shown = page_figures(browser)
+    assert sorted(shown) == sorted(expected)
+    for key, value in expected.items():
+        assert shown[key] == pytest.approx(value, rel=1e-12, abs=0), (text, key)
+    button = browser.find_element("id", "copy-command")
+    assert button.text == "Copy as command" and button.get_attribute("type") == "button"
+
+
+def test_a_hostile_value_is_one_quoted_word_of_the_command(browser, calculator):
+    import shlex
+
+    hostile = "'; rm -rf ~ #$(id)"
+    open_page(browser, calculator, {"model": "8b", "budget": hostile})
+    words = shlex.split(browser.find_element("id", "command").text)
+    assert words == ["derive", "report", "--model=8b", f"--budget={hostile}"]

@@ -114,6 +114,9 @@ FIELD_LABELS: dict[str, str] = {
     "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
     "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
 }
+#: The command the page's "copy as command" button writes, and the characters a shell word keeps unquoted
+#: (Python's shlex.quote, Lib/shlex.py: anything else goes in single quotes, a ' as '"'"').
+COMMAND: dict[str, str] = {"prefix": "derive report", "safe": r"^[\w@%+=:,./-]+$", "config": PASTED}
 #: The stacked memory bar: per report, its parts (the first figure shown of each) and its budget figure.
 MEMORY_BAR: dict[str, dict[str, object]] = {
     "dense": {"parts": [["state.params"], ["state.grads"], ["state.optimizer"],
@@ -335,6 +338,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "moe": moe,
         "memory": MEMORY_BAR,
         "verdicts": VERDICTS,
+        "command": COMMAND,
         "budget_ranges": {name: list(usable_bytes(name)) for name in DRIVER_CAPACITY},
         "facts": {"active": "active_parameters"},
         "kinds": page_names(),

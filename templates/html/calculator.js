@@ -387,11 +387,29 @@
     return "?" + params.toString();
   }
 
+  // A shell word as Python's shlex.quote writes it.
+  const SAFE = new RegExp(DATA.command.safe);
+  const quote = (word) => (SAFE.test(word) ? word : "'" + word.split("'").join("'\"'\"'") + "'");
+
+  // The CLI command of the form: the options the link carries (a paste as --config pasted.json; the
+  // page's own model named where the form names none).
+  function command(texts) {
+    const words = [DATA.command.prefix];
+    const params = new URLSearchParams(query(texts));
+    const shaped = Object.keys(DATA.shape).some((option) => params.has(option));
+    if (!params.has("model") && !params.has("config") && !shaped) words.push(quote("--model=" + DATA.page_model));
+    for (const [option, text] of params) {
+      words.push(quote("--" + option + "=" + (option === "config" ? DATA.command.config : text)));
+    }
+    return words.join(" ");
+  }
+
   function update() {
     const start = performance.now();
     const texts = readForm();
     show(texts);
     performance.measure("derive-figures", { start });
+    document.getElementById("command").textContent = command(texts);
     const link = query(texts);
     SHARE.setAttribute("href", link);
     try {
@@ -418,6 +436,12 @@
     if (PASTE.value !== "") FORM.elements.model.value = "";
   });
   FORM.addEventListener("input", update);
+  document.getElementById("copy-command").addEventListener("click", () => {
+    const text = document.getElementById("command").textContent;
+    const select = () => window.getSelection().selectAllChildren(document.getElementById("command"));
+    if (navigator.clipboard) navigator.clipboard.writeText(text).catch(select);
+    else select();
+  });
   FORM.addEventListener("submit", (event) => event.preventDefault());
   for (const row of FIGURES.querySelectorAll(".figure")) {
     row.querySelector("details").addEventListener("toggle", () => showFormula(row));
