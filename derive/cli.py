@@ -394,7 +394,7 @@ def request(args: argparse.Namespace, given: frozenset[str] = frozenset()) -> Re
             peak, peak_label = float(gpu.peak("bf16")), gpu.name.upper()
         if "budget" not in given:
             budget = usable_low_end(gpu)
-            budget_label = f"{gpu.name} usable low end {to_unit(budget, 'GiB'):.2f} GiB"
+            budget_label = BUDGET_LABELS["gpu"].format(name=gpu.name, low=f"{to_unit(budget, 'GiB'):.2f}")
     return Request(precision=args.precision, optimizer=args.optimizer, profile=args.profile,
                    micro_batch=args.micro_batch, tokens=args.tokens, gpus=args.gpus,
                    mfu=args.mfu, step_time=args.step_time, peak_flops=peak,

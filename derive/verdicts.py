@@ -12,6 +12,7 @@ from __future__ import annotations
 BUDGET_LABELS: dict[str, str] = {
     "hardware": "{name} usable low end {low} GiB (range {low}-{high} GiB)",
     "decimal": "{text} = {binary}",
+    "gpu": "{name} usable low end {low} GiB",
 }
 
 #: The fit line: unsharded (how many GPUs hold the state), or ZeRO over d ranks (whether it fits, how

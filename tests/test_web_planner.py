@@ -84,6 +84,10 @@ DENSE_CONFIG_LINKS = [
     {"model": "gemma-2-9b", "seq": "4096", "precision": "bf16-fp32grad"},
     {"model": "gpt2", "profile": "gpt", "tokens": "524288", "gpus": "8", "step-time": "1.5"},
     {"model": "qwen3-8b", "heads": "16", "kv-heads": "8"},
+    # --gpu: its bf16 peak and usable budget where --peak and --budget are not given
+    {"model": "70b", "gpu": "h200", "tokens": "4194304", "gpus": "1024"},
+    {"model": "70b", "gpu": "B200", "budget": "80GB", "zero": "1", "dp": "8"},
+    {"model": "8b", "gpu": "gb300", "peak": "a100", "tokens": "1048576", "gpus": "64", "mfu": "0.5"},
 ]
 
 
@@ -108,6 +112,8 @@ MOE_REFUSALS = [
     ({"model": "deepseek-v3", "precision": "mxfp8", "moe-profile": "eager"}, "precision"),
     ({"model": "llama3-70b", "tp": "8"}, "tp"),                         # the dense report has no TP
     ({"model": "qwen2.5-7b", "moe-profile": "fused"}, "moe-profile"),
+    ({"model": "deepseek-v3", "gpu": "h100"}, "gpu"),
+    ({"model": "70b", "gpu": "v100"}, "gpu"),
 ]
 
 
@@ -204,6 +210,8 @@ VERDICTS = [
     {"model": "405b", "zero": "3", "dp": "2", "budget": "1GiB"},
     {"model": "405b", "zero": "2", "dp": "4", "budget": "50GB", "micro-batch": "64"},
     {"model": "qwen2.5-7b", "zero": "2", "dp": "16", "budget": "0.5TB"},
+    {"model": "70b", "gpu": "h200", "zero": "3", "dp": "16"},
+    {"model": "405b", "gpu": "a100-40gb"},
 ]
 
 

@@ -21,6 +21,7 @@ SENTINELS: dict[str, dict[str, str]] = {
     "model": {"unknown": "zq"},
     "count": {"syntax": "zq", "range": "-7"},
     "choice": {"unknown": "zq"},
+    "gpu": {"unknown": "zq"},
     "stage": {"syntax": "zq", "range": "77"},
     "budget": {"syntax": "zq", "range": "0GB", "small": "0.0001KB", "large": "9007199254740.993KB"},
     "peak": {"unknown": "zq", "range": "-7"},

@@ -18,7 +18,8 @@ from typing import Iterable, Mapping
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
+from derive.systems import SYSTEMS
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
@@ -111,7 +112,7 @@ FIELD_LABELS: dict[str, str] = {
     "dp": "Data parallel (DP)", "micro-batch": "Micro-batch size", "profile": "Activation profile",
     "tp": "Tensor parallel (TP)", "pp": "Pipeline parallel (PP)", "ep": "Expert parallel (EP)",
     "etp": "Expert tensor parallel (ETP)", "moe-profile": "MoE activation profile",
-    "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
+    "gpu": "GPU type", "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
     "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
 }
 #: The command the page's "copy as command" button writes, and the characters a shell word keeps unquoted
@@ -139,6 +140,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "ep": ("count", "Layout"),
     "etp": ("count", "Layout"),
     "moe-profile": ("choice", "Layout"),
+    "gpu": ("gpu", "Hardware"),
     "budget": ("budget", "Hardware"),
     "peak": ("peak", "Hardware"),
     "tokens": ("count", "Step"),
@@ -149,7 +151,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 
 #: Options whose value is one of a list: option -> the names.
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "model": tuple(page_names()), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "model": tuple(page_names()), "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
 }
 
@@ -360,6 +362,9 @@ def calculator_data() -> tuple[str, dict[str, object]]:
                     "profile": "profile"},
         "peaks": {name: hw.peak_flops for name, hw in HARDWARE.items()},
         "budgets": {name: usable_bytes(name)[0] for name in DRIVER_CAPACITY},
+        # --gpu: its bf16 peak and usable low end, where --peak and --budget are not given (derive.cli.request)
+        "gpu_types": {name: {"peak": float(gpu.peak("bf16")), "budget": usable_low_end(gpu)}
+                 for name, gpu in SYSTEMS.items()},
         "budget_pattern": BUDGET_PATTERN,
         "integer_pattern": INTEGER_PATTERN,
         "float_pattern": FLOAT_PATTERN,

@@ -113,7 +113,12 @@
       values[symbol] = value;
       given.push(DATA.needs[option] || option);
     }
-    return { errors: {}, name, values, choices, given };
+    // derive.cli.request: --gpu sets the peak and the budget that are not given
+    const gpu = parsed.gpu !== null ? DATA.gpu_types[parsed.gpu] : null;
+    for (const option of ["peak", "budget"]) {
+      if (gpu && (texts[option] === "" || texts[option] === FIELDS.get(option).default)) values[DATA.inputs[option]] = gpu[option];
+    }
+    return { errors: {}, name, values, choices, given, gpu: parsed.gpu };
   }
 
   // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
@@ -286,7 +291,9 @@
     const budgetBytes = valueOf(shown, DATA.memory.dense.budget);
     const gib = (bytes) => (bytes / DATA.byte_units.GiB).toFixed(DATA.display.digits);
     let budget = text.trim();
-    if (name in DATA.budget_ranges) {
+    if (config.gpu && (texts.budget === "" || texts.budget === FIELDS.get("budget").default)) {
+      budget = fill(labels.gpu, { name: config.gpu, low: gib(budgetBytes) });
+    } else if (name in DATA.budget_ranges) {
       const [low, high] = DATA.budget_ranges[name];
       budget = fill(labels.hardware, { name, low: gib(low), high: gib(high) });
     } else if (!budget.includes("iB")) {
