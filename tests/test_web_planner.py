@@ -273,3 +273,17 @@ def test_a_hostile_value_is_one_quoted_word_of_the_command(browser, calculator):
     open_page(browser, calculator, {"model": "8b", "budget": hostile})
     words = shlex.split(browser.find_element("id", "command").text)
     assert words == ["derive", "report", "--model=8b", f"--budget={hostile}"]
+
+
+def test_a_heading_over_no_figure_is_hidden(browser, calculator):
+    def headings() -> list[str]:
+        return browser.execute_script(
+            "return [...document.querySelectorAll('.figure-group')].filter((g) => !g.hidden)"
+            ".map((g) => g.querySelector('h3').textContent);")
+
+    open_page(browser, calculator, {"model": "deepseek-v3"})
+    assert headings() == ["Mixture of Experts"]
+    open_page(browser, calculator, {"model": "70b"})
+    assert headings() == ["Model and state", "Activations", "FLOPs and time", "Fit"]
+    open_page(browser, calculator, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
+    assert "Observed step" in headings()

@@ -267,6 +267,10 @@
       showFormula(row);
     }
     FIGURES.classList.toggle("stale", !shown.length);
+    // a heading over no figure (the MoE report's for a dense model, an empty observed step) goes with them
+    for (const group of FIGURES.querySelectorAll(".figure-group")) {
+      group.hidden = shown.length > 0 && !group.querySelector(".figure:not([hidden])");
+    }
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
