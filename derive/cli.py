@@ -257,10 +257,10 @@ MOE_PARALLEL = {"--tp": "tensor", "--ep": "expert", "--etp": "expert tensor", "-
 def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
     """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
     from derive.moe_presets import load_moe_model
-    from derive.report_moe import MoELayout, moe_figures, render_moe
+    from derive.report_moe import DEFAULT_PROFILE, MoELayout, moe_figures, render_moe
     texts, data = [], {}
     sizes = [getattr(args, name.lstrip("-")) or 1 for name in MOE_PARALLEL]
-    profile = args.moe_profile or "fused"
+    profile = args.moe_profile or DEFAULT_PROFILE
     for source in sources:
         try:
             model_ = load_moe_model(source, args.seq)

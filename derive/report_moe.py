@@ -71,23 +71,26 @@ class MoELayout:
         return {t: self.tp, e: self.ep, t_E: self.etp, p: self.pp, d: self.dp, b: self.micro_batch}
 
 
+#: The MoE activation profile the report counts without --moe-profile (Megatron + Transformer Engine).
+DEFAULT_PROFILE = "fused"
+
 #: The precisions the MoE report takes: Megatron's bf16 recipe, alone or under an FP8 recipe.
 MOE_PRECISIONS = ("bf16", *FP8_PRECISIONS)
 
 
-def moe_recipe(precision: str, profile: str = "fused") -> str | None:
+def moe_recipe(precision: str, profile: str = DEFAULT_PROFILE) -> str | None:
     """The FP8 recipe of ``precision`` (None for bf16); ValueError naming the field otherwise."""
     if precision not in MOE_PRECISIONS:
         raise ValueError(f"precision: the MoE report (derive.report_moe: Megatron bf16, distributed "
                          f"optimizer) takes {', '.join(MOE_PRECISIONS)}, not {precision!r}")
     recipe = PRECISIONS[precision].fp8
-    if recipe is not None and profile != "fused":
+    if recipe is not None and profile != DEFAULT_PROFILE:
         raise ValueError(f"precision: {precision} is counted on the fused profile (Megatron + TE); "
                          f"transformers' {profile} profile runs in bf16")
     return recipe
 
 
-def moe_expressions(features, sequence_parallel: bool, single_stage: bool, profile: str = "fused",
+def moe_expressions(features, sequence_parallel: bool, single_stage: bool, profile: str = DEFAULT_PROFILE,
                     precision: str = "bf16") -> dict[str, sp.Expr]:
     """Every figure the MoE report prints, as expressions of derive's symbols (shape and layout free).
 
@@ -146,7 +149,7 @@ def _moe_fp8_states(features, single_stage: bool, precision: str) -> sp.Expr:
     return fp8_resident_bytes(precision, "adam", 1, d, stage.numel(), fp8_params=n_8, fp8_tensors=tensors)
 
 
-def moe_figures(model: MoEModel, layout: MoELayout, profile: str = "fused",
+def moe_figures(model: MoEModel, layout: MoELayout, profile: str = DEFAULT_PROFILE,
                 precision: str = "bf16") -> dict[str, float]:
     """Every number the MoE report prints, exact integers where they are."""
     choose("profile", profile, PROFILES)
@@ -168,7 +171,7 @@ def _names(values: dict[sp.Symbol, int]) -> dict[str, int]:
     return {symbol.name: n for symbol, n in values.items()}
 
 
-def render_moe(model: MoEModel, layout: MoELayout, profile: str = "fused", precision: str = "bf16") -> str:
+def render_moe(model: MoEModel, layout: MoELayout, profile: str = DEFAULT_PROFILE, precision: str = "bf16") -> str:
     """The text report."""
     v = {key: float(value) for key, value in moe_figures(model, layout, profile, precision).items()}
     lines = [

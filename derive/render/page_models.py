@@ -19,7 +19,7 @@ from derive.cli import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.names import is_moe, model_names, moe_source, named_model
 from derive.presets import ALIASES, MODELS, Model
-from derive.report_moe import MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
+from derive.report_moe import DEFAULT_PROFILE as MOE_DEFAULT_PROFILE, MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
 from derive.symbols import E, L, L_E, a, b, d, e, g, k_E, p, s, t, t_E
 
 #: The MoE report's figures on the page, by its --json key (derive.report_moe.moe_figures).
@@ -48,10 +48,10 @@ MOE_UNITS: dict[str, str] = {
 }
 #: The layout symbols the MoE report takes, by the CLI option that sets them (defaults 1).
 MOE_LAYOUT: dict[str, sp.Symbol] = {"tp": t, "ep": e, "etp": t_E, "pp": p, "dp": d, "micro-batch": b}
-#: The model's facts shown at the top: symbol -> what it counts.
+#: The model's facts shown at the top: what it counts -> its symbol.
 FACTS: dict[str, sp.Symbol] = {"layers": L, "moe_layers": L_E, "experts": E, "active_experts": k_E}
-#: The MoE profile's option and the profile the report takes without it.
-MOE_PROFILE, MOE_DEFAULT_PROFILE = "moe-profile", "fused"
+#: The MoE profile's option.
+MOE_PROFILE = "moe-profile"
 #: A valid text per dense-only option, to read the MoE report's refusal of it from the CLI.
 REFUSED_TEXT: dict[str, str] = {"optimizer": "adam", "profile": "article", "tokens": "8", "gpus": "8",
                                 "mfu": "0.5", "step_time": "9", "zero": "1", "budget": "80GB",
