@@ -28,6 +28,7 @@ from derive.inputs import MAX_SIZE, OneLineParser
 from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named_model
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
 from derive.report import Request, figures, render_json, render_text
+from derive.verdicts import BUDGET_LABELS
 from derive.systems import SYSTEMS, system
 from derive.units import BYTE_UNITS, format_memory, to_unit
 
@@ -89,8 +90,8 @@ def parse_budget(text: str) -> tuple[int, str]:
     name = hardware_name(text)
     if name in DRIVER_CAPACITY:
         low, high = usable_bytes(name)
-        return low, (f"{name} usable low end {to_unit(low, 'GiB'):.2f} GiB "
-                     f"(range {to_unit(low, 'GiB'):.2f}-{to_unit(high, 'GiB'):.2f} GiB)")
+        return low, BUDGET_LABELS["hardware"].format(name=name, low=f"{to_unit(low, 'GiB'):.2f}",
+                                                     high=f"{to_unit(high, 'GiB'):.2f}")
     if name in HARDWARE:
         raise UsageError(f"--budget: derive.accounts.budget records no driver capacity for {name} "
                          f"(only {', '.join(DRIVER_CAPACITY)}); give a size such as 130GiB")
@@ -256,10 +257,10 @@ MOE_PARALLEL = {"--tp": "tensor", "--ep": "expert", "--etp": "expert tensor", "-
 def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
     """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
     from derive.moe_presets import load_moe_model
-    from derive.report_moe import MoELayout, moe_figures, render_moe
+    from derive.report_moe import DEFAULT_PROFILE, MoELayout, moe_figures, render_moe
     texts, data = [], {}
     sizes = [getattr(args, name.lstrip("-")) or 1 for name in MOE_PARALLEL]
-    profile = args.moe_profile or "fused"
+    profile = args.moe_profile or DEFAULT_PROFILE
     for source in sources:
         try:
             model_ = load_moe_model(source, args.seq)
@@ -393,7 +394,7 @@ def request(args: argparse.Namespace, given: frozenset[str] = frozenset()) -> Re
             peak, peak_label = float(gpu.peak("bf16")), gpu.name.upper()
         if "budget" not in given:
             budget = usable_low_end(gpu)
-            budget_label = f"{gpu.name} usable low end {to_unit(budget, 'GiB'):.2f} GiB"
+            budget_label = BUDGET_LABELS["gpu"].format(name=gpu.name, low=f"{to_unit(budget, 'GiB'):.2f}")
     return Request(precision=args.precision, optimizer=args.optimizer, profile=args.profile,
                    micro_batch=args.micro_batch, tokens=args.tokens, gpus=args.gpus,
                    mfu=args.mfu, step_time=args.step_time, peak_flops=peak,

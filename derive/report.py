@@ -22,6 +22,7 @@ from derive.inputs import choose, exact_count, finite_positive, positive_int, ze
 from derive.presets import Model, hardware
 from derive.symbols import b, d
 from derive.units import BYTE_UNITS, format_count, format_memory, format_percent, format_seconds
+from derive.verdicts import BUDGET_LABELS, FIT
 
 DEFAULT_MFU = 0.4
 
@@ -168,24 +169,28 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
 
 def _fit_line(request: Request, values: dict[str, Figure]) -> str:
     """The last line: how many GPUs (or ZeRO ranks) hold the state at the budget."""
+    return "  " + fit_verdict(request, values)
+
+
+def fit_verdict(request: Request, values: dict[str, Figure]) -> str:
+    """The fit line's words (derive.verdicts.FIT, the table the web page fills in too)."""
     budget = values["fit.budget"].expression
     if "iB" not in budget:  # a size given in decimal units (--budget 80GB): its binary value beside it
-        budget += f" = {format_memory(request.budget_bytes)}"
+        budget = BUDGET_LABELS["decimal"].format(text=budget, binary=format_memory(request.budget_bytes))
+    counts = {name: f"{values[key].value:.0f}" for name, key in
+              (("state_gpus", "fit.gpus_for_state"), ("activation_gpus", "fit.gpus_for_state_and_activations"))
+              if key in values}
     if not request.zero:
-        return (f"  fit at {budget} per GPU: resident state needs >= "
-                f"{values['fit.gpus_for_state'].value:.0f} GPUs; with one micro-batch of "
-                f"activations >= {values['fit.gpus_for_state_and_activations'].value:.0f}")
+        return FIT["unsharded"].format(budget=budget, **counts)
     per_rank = values["state.resident"].value
-    fits = "fits" if per_rank <= request.budget_bytes else "does not fit"
-    line = (f"  fit at {budget} per GPU: ZeRO-{request.zero} over {request.dp} ranks holds "
-            f"{format_memory(per_rank)} per rank ({fits});")
-    if "fit.gpus_for_state" not in values:
-        return line + " the unsharded state alone exceeds the budget at any number of ranks"
-    line += f" the state needs >= {values['fit.gpus_for_state'].value:.0f} ranks"
-    if "fit.gpus_for_state_and_activations" not in values:
-        return line + "; with one micro-batch of activations it never fits"
-    return line + (f"; with one micro-batch of activations >= "
-                   f"{values['fit.gpus_for_state_and_activations'].value:.0f}")
+    line = FIT["sharded"].format(budget=budget, zero=request.zero, dp=request.dp, per_rank=format_memory(per_rank),
+                                 fits=FIT["fits" if per_rank <= request.budget_bytes else "does_not_fit"])
+    if "state_gpus" not in counts:
+        return line + FIT["state_never"]
+    line += FIT["state_ranks"].format(**counts)
+    if "activation_gpus" not in counts:
+        return line + FIT["activations_never"]
+    return line + FIT["activation_ranks"].format(**counts)
 
 
 #: A sequence length's origin -> the words the text header states it with (a preset's is its own).

@@ -36,6 +36,8 @@ LAYERS: dict[str, int] = {
     "plan": 8, "plan_moe": 8, "web": 8, "comm": 8, "calibrate": 8, "predict": 8,
     # the layout options the front ends share (derive.comm, derive.predict)
     "options": 8, "peers": 8, "__main__": 8, "__init__": 8,
+    # the verdicts' words, one table the report and the web page fill in
+    "verdicts": 8,
 }
 
 

@@ -19,7 +19,8 @@ import pytest
 from conftest import missing_tool
 
 from derive.hf import published_config
-from derive.render.web import PASTED, cli_message
+from derive.render.page_config import PASTED
+from derive.render.page_messages import cli_message
 from derive.report import run
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
@@ -289,7 +290,8 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 6  # the data block, KaTeX, the generated functions, parse.js, config.js, calculator.js
+    assert state["scripts"] == 7  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
+    # calculator.js
     assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1
@@ -409,7 +411,7 @@ def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, nam
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
     open_page(browser, calculator, options)
     paste(browser, text)
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 6, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 7, "injected": 0}
     monkeypatch.chdir(tmp_path)
     if field is None:
         assert errors(browser) == {}
@@ -439,7 +441,7 @@ def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypa
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 6, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 7, "injected": 0}
     assert shown_figures(browser) == {}
 
 

@@ -1,8 +1,9 @@
 """formulas/index.html: the sheet as one offline web page, with a calculator running derive's expressions.
 
-The calculator's arithmetic is :data:`derive.formulas.FORMULAS` printed by SymPy's
-JavaScript code printer (sympy/printing/jscode.py); its error messages are the
-CLI's own lines, taken by running ``derive.cli.main`` on sentinel input; its
+The calculator's arithmetic is :data:`derive.formulas.FORMULAS` and the MoE report's
+expressions (derive.render.page_models) printed by SymPy's JavaScript code printer
+(sympy/printing/jscode.py); its error messages are the CLI's own lines, taken by running
+``derive.cli.main`` on sentinel input (derive.render.page_messages, page_config); its
 presets, units and defaults are data from derive. The page's hand-written script
 (templates/html/calculator.js) only parses, looks up and formats. KaTeX comes
 from the pinned npm package (tests/katex), inlined with its fonts, so the page
@@ -10,14 +11,6 @@ needs no server and makes no network request (its Content-Security-Policy says s
 """
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
-import io
-import itertools
-import json
-import re
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -25,14 +18,21 @@ from typing import Iterable, Mapping
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
-from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
+from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
+from derive.systems import SYSTEMS
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
-from derive.hf import DENSE, FAMILIES, Family, published_config
+from derive.hf import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
 from derive.render.printer import tex
+from derive.render.page_assets import csp_hash, inline_script, katex_assets, script_json
+from derive.render.page_config import PASTED, config_forms, config_messages, python_reprs
+from derive.render.page_messages import (NO_GQA, NOT_DIVIDING, REQUIRED_SHAPE, STEP_BOUND, cli_message,
+                                         field_messages)
+from derive.render.page_models import dense_configs, moe_data, page_names
+from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
 from derive.cli import (
     BUDGET_PATTERN,
     CUSTOM_FAMILY,
@@ -46,30 +46,27 @@ from derive.cli import (
     SHAPE_OPTIONS,
     SHOWN,
     build_parser,
-    main,
 )
 from derive.report import (
     ACTIVATION_KEYS,
     DEFAULT_MFU,
     FASTER_FORMATS,
     OVERFLOW_FIELDS,
-    Request,
-    faster_numbers,
-    figures,
 )
-from derive.symbols import b, d, k, meaning
+from derive.symbols import BY_NAME, b, d, k, meaning
 from derive.units import BINARY_STEPS, BYTE_UNITS, DECIMAL_STEPS
+from derive.verdicts import TABLES as VERDICTS
 
 #: The report's figures the page computes (the transformers-only figure stays in the CLI).
 FORMULAS = tuple(formula for formula in ALL_FORMULAS if formula.key not in REPORT_ONLY)
 
 ROOT = Path(__file__).resolve().parents[2]
-KATEX = ROOT / "tests" / "katex" / "node_modules" / "katex" / "dist"
 CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 #: The pasted config.json's reader: derive.hf's family tables applied (hand-written, no formula).
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
-HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, CALCULATOR)
+HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
+                CALCULATOR)
 PAGE = "index.html"
 #: The form name of a shape given without --model.
 CUSTOM = "custom"
@@ -105,6 +102,29 @@ LABELS: dict[str, str] = {
 }
 
 SHAPE_GROUP = "Custom shape"
+#: The heading of the MoE report's figures.
+MOE_GROUP = "Mixture of Experts"
+#: Each field's label in words; the CLI's flag follows it.
+FIELD_LABELS: dict[str, str] = {
+    "model": "Model", "layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads",
+    "kv-heads": "Key/value heads", "ffn": "Feed-forward width", "vocab": "Vocabulary size",
+    "seq": "Sequence length", "precision": "Precision", "optimizer": "Optimizer", "zero": "ZeRO stage",
+    "dp": "Data parallel (DP)", "micro-batch": "Micro-batch size", "profile": "Activation profile",
+    "tp": "Tensor parallel (TP)", "pp": "Pipeline parallel (PP)", "ep": "Expert parallel (EP)",
+    "etp": "Expert tensor parallel (ETP)", "moe-profile": "MoE activation profile",
+    "gpu": "GPU type", "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
+    "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
+}
+#: The command the page's "copy as command" button writes, and the characters a shell word keeps unquoted
+#: (Python's shlex.quote, Lib/shlex.py: anything else goes in single quotes, a ' as '"'"').
+COMMAND: dict[str, str] = {"prefix": "derive report", "safe": r"^[\w@%+=:,./-]+$", "config": PASTED}
+#: The stacked memory bar: per report, its parts (the first figure shown of each) and its budget figure.
+MEMORY_BAR: dict[str, dict[str, object]] = {
+    "dense": {"parts": [["state.params"], ["state.grads"], ["state.optimizer"],
+                        ["activations.all_layers_and_logits"]], "budget": "fit.budget"},
+    "moe": {"parts": [["state_bytes"], ["fp8_weight_bytes"], ["activation_bytes_fp8", "activation_bytes"]],
+            "budget": None},
+}
 #: The page's fields: CLI long option -> (kind, group). Kinds are parsed in calculator.js.
 FIELDS: dict[str, tuple[str, str]] = {
     "model": ("model", "Model"),
@@ -115,6 +135,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "dp": ("count", "Training"),
     "micro-batch": ("count", "Training"),
     "profile": ("choice", "Training"),
+    "tp": ("count", "Layout"),
+    "pp": ("count", "Layout"),
+    "ep": ("count", "Layout"),
+    "etp": ("count", "Layout"),
+    "moe-profile": ("choice", "Layout"),
+    "gpu": ("gpu", "Hardware"),
     "budget": ("budget", "Hardware"),
     "peak": ("peak", "Hardware"),
     "tokens": ("count", "Step"),
@@ -125,7 +151,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 
 #: Options whose value is one of a list: option -> the names.
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "model": (*MODELS, *ALIASES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "model": tuple(page_names()), "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
 }
 
@@ -139,69 +165,8 @@ BOUNDS: dict[str, dict[str, object]] = {
     "budget": {"above": 0, "at_least": 1, "at_most": MAX_SIZE},
 }
 
-#: Sentinel input per kind of failure; the CLI's answer to it becomes the page's message.
-SENTINELS: dict[str, dict[str, str]] = {
-    "model": {"unknown": "zq"},
-    "count": {"syntax": "zq", "range": "-7"},
-    "choice": {"unknown": "zq"},
-    "stage": {"syntax": "zq", "range": "77"},
-    "budget": {"syntax": "zq", "range": "0GB", "small": "0.0001KB", "large": "9007199254740.993KB"},
-    "peak": {"unknown": "zq", "range": "-7"},
-    "fraction": {"syntax": "zq", "range": "7"},
-    "seconds": {"syntax": "zq", "range": "-7"},
-}
-
-#: A custom shape that breaks one divisibility rule (heads | hidden, kv heads | heads).
-NOT_DIVIDING: dict[str, dict[str, str]] = {
-    "heads": {"layers": "2", "hidden": "1022118", "heads": "1009", "ffn": "5", "vocab": "9"},
-    "kv-heads": {"layers": "2", "hidden": "1022117", "heads": "1009", "kv-heads": "1013",
-                 "ffn": "5", "vocab": "9"},
-}
-REQUIRED_SHAPE = ("layers", "hidden", "heads", "ffn", "vocab")
-#: A hardware preset without a recorded driver capacity: --budget refuses its name.
-NO_CAPACITY = next(name for name in HARDWARE if name not in DRIVER_CAPACITY)
-#: Families without grouped-query attention: --kv-heads must equal --heads on their presets.
-NO_GQA = ("gpt",)
-NO_GQA_MODEL = next(name for name, m in MODELS.items() if m.family in NO_GQA)
-#: Rules between fields, as the CLI checks them: option -> failure -> (argv, placeholders).
-PAIRED: dict[str, dict[str, tuple[list[str], dict[str, str]]]] = {
-    "tokens": {"alone": (["--tokens=8"], {})},
-    "gpus": {"alone": (["--gpus=8"], {})},
-    "mfu": {"alone": (["--mfu=0.5"], {})},
-    "step-time": {"alone": (["--step-time=9"], {})},
-    "zero": {"alone": (["--zero=2"], {"zero": "2"})},
-    "dp": {"alone": (["--dp=8"], {})},
-    "budget": {"hardware": ([f"--budget={NO_CAPACITY}"], {"name": NO_CAPACITY})},
-    "kv-heads": {"no_gqa": ([f"--model={NO_GQA_MODEL}", "--kv-heads=1"], {"name": NO_GQA_MODEL})},
-}
-#: A figure out of float range, per option it is blamed on (derive.report.OVERFLOW_FIELDS): the
-#: smallest float as peak, target MFU or step time of a step of 2^53 tokens.
-OVERFLOWING = "5e-324"
-OVERFLOWS: dict[str, list[str]] = {
-    "peak": ["--model=llama3-8b", f"--peak={OVERFLOWING}"],
-    "mfu": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--mfu={OVERFLOWING}"],
-    "step-time": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--step-time={OVERFLOWING}"],
-}
-#: A custom shape whose parameter count passes derive.inputs.MAX_PARAMETERS with the option the
-#: largest field (derive.presets.Model names it); heads and kv heads never exceed hidden there.
-TOO_MANY_PARAMETERS: dict[str, list[str]] = {
-    "layers": ["--layers=1099511627776", "--hidden=8", "--heads=1", "--ffn=8", "--vocab=8"],
-    "hidden": ["--layers=1", "--hidden=33554432", "--heads=1", "--ffn=1", "--vocab=1"],
-    "ffn": ["--layers=1", "--hidden=8", "--heads=1", "--ffn=1125899906842624", "--vocab=1"],
-    "vocab": ["--layers=1", "--hidden=8", "--heads=1", "--ffn=8", "--vocab=1125899906842624"],
-    "seq": [f"--model={next(name for name, m in MODELS.items() if m.family == 'gpt')}",
-            "--seq=1125899906842624"],
-}
-#: Activations past 2^53 bytes (derive.report.figures), per option they are blamed on.
-TOO_MANY_ACTIVATIONS: dict[str, list[str]] = {
-    "micro-batch": ["--model=llama3-8b", "--micro-batch=1000000000000"],
-    "seq": ["--model=llama3-8b", "--seq=100000000"],
-}
-#: A step faster than the hardware allows (derive.report.figures): tokens, GPUs, seconds.
-FASTER = {"model": "llama3-8b", "tokens": 1048573, "gpus": 3, "step_time": 0.5}
 #: Defaults the report applies where the parser has none (the page's placeholder; not typed in).
 DEFAULTS: dict[str, object] = {"mfu": DEFAULT_MFU}
-ERROR_PREFIX = "derive: error: "
 #: The model the page shows when a link names none (the CLI would print the three Llama 3 models).
 PAGE_MODEL = "llama3-70b"
 #: Digits the page prints: memory as format_memory does (binary units), scaled counts, significant
@@ -215,8 +180,6 @@ DISPLAY: dict[str, object] = {"digits": 2, "significant": 4, "percent_digits": 1
 #: JavaScript's toExponential / toFixed give (ECMA-262), enough to see a tie exactly; ties go to even.
 PYTHON_FORMAT: dict[str, int] = {"fixed_from": -4, "exponent_digits": 2, "percent": 100,
                                  "exact_digits": 100, "decimal_base": 10, "leading_digits": 1}
-#: The figure a step time must not beat (derive.report.figures refuses a faster one).
-STEP_BOUND = "step.lower_bound"
 #: Marks a count past 2^53, shown to DISPLAY["significant"] digits: a float does not hold it exactly.
 APPROXIMATE = "\u2248 "
 PAGE_CSS = ROOT / "templates" / "html" / "page.css"
@@ -232,90 +195,6 @@ FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
 INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction": "decimal",
                               "seconds": "decimal"}
 
-#: The file a pasted config stands for: the page's messages are the CLI's for --config pasted.json.
-PASTED = "pasted.json"
-#: A valid config the sentinels below change one field of (llama: every size given).
-SENTINEL_CONFIG: dict[str, object] = {
-    "model_type": "llama", "_name_or_path": "zqname", "hidden_size": 1022117,
-    "num_attention_heads": 1009, "num_key_value_heads": 1009, "num_hidden_layers": 2,
-    "intermediate_size": 5, "vocab_size": 9, "max_position_embeddings": 16}
-#: A pasted config that fails one way -> (its text or JSON, extra argv, placeholders); the CLI's
-#: line for it becomes the page's message ({path}: the file's path, but in REPORT_TIME).
-CONFIG_SENTINELS: dict[str, tuple[object, list[str], dict[str, str]]] = {
-    "not_json": ("zq", [], {"detail": "Expecting value: line 1 column 1 (char 0)"}),
-    "not_object": ([], [], {}),
-    "model_type_missing": ({"hidden_size": 8}, [], {}),
-    "model_type_unknown": ({"model_type": "zq"}, [], {"value": "'zq'"}),
-    "missing": ({k: v for k, v in SENTINEL_CONFIG.items() if k != "vocab_size"}, [],
-                {"field": "vocab_size", "model_type": "llama"}),
-    "size": ({**SENTINEL_CONFIG, "vocab_size": "zq"}, [], {"field": "vocab_size", "value": "'zq'"}),
-    "flag": ({**SENTINEL_CONFIG, "mlp_bias": "zq"}, [], {"field": "mlp_bias", "value": "'zq'"}),
-    "divides": ({**SENTINEL_CONFIG, "num_key_value_heads": 1013}, [],
-                {"field": "num_key_value_heads", "divisor": "1013", "other": "num_attention_heads",
-                 "dividend": "1009"}),
-    "divides_head": ({**SENTINEL_CONFIG, "hidden_size": 1022118}, [],
-                     {"field": "num_attention_heads", "divisor": "1009", "other": "hidden_size",
-                      "dividend": "1022118"}),
-    # the dense report refuses MoE / MLA layers (deepseek_v2: the CLI has no MoE report for it)
-    "dense_only": ({**published_config("deepseek-v2-lite"), "_name_or_path": "zqname"}, [],
-                   {"name": "zqname", "model_type": "deepseek_v2"}),
-    # a Llama-only profile on another layer
-    "layer": ({**SENTINEL_CONFIG, "model_type": "gemma2"}, ["--profile=llama-hf-sdpa"],
-              {"profile": "llama-hf-sdpa", "name": "zqname", "model_type": "gemma2"}),
-}
-
-#: Failures the report finds after reading the config: its line names no path.
-REPORT_TIME = ("dense_only", "layer")
-
-
-def config_messages() -> dict[str, str]:
-    """The CLI's line for each CONFIG_SENTINELS failure of ``--config pasted.json``, placeholders marked."""
-    messages = {}
-    with tempfile.TemporaryDirectory() as folder:
-        path = str(Path(folder) / PASTED)
-        for failure, (config, argv, placeholders) in CONFIG_SENTINELS.items():
-            text = config if isinstance(config, str) else json.dumps(config)
-            Path(path).write_text(text, encoding="utf-8")
-            named = placeholders if failure in REPORT_TIME else {**placeholders, "path": path}
-            messages[failure] = cli_message([f"--config={path}", *argv], named)
-    return messages
-
-
-def python_reprs() -> dict[str, object]:
-    """How Python's repr() writes what a config's JSON holds, as the page must (the CLI's messages quote it)."""
-    def switch(sign: int) -> int:
-        return next(power * sign for power in itertools.count() if "e" in repr(10.0 ** (power * sign)))
-    return {"true": repr(True), "false": repr(False), "none": repr(None), "inf": repr(float("inf")),
-            "exponent_from": switch(1), "exponent_to": switch(-1)}
-
-
-def config_form(model_type: str, family: Family, flags: tuple[bool, ...], fixed: bool) -> Model:
-    """A model of ``family`` at these config flag values and head width (its sizes do not matter)."""
-    layout = family.layout_for(dict(zip(family.config_flags(), flags)))
-    return Model(f"{model_type}:{form_key(flags, fixed)}", "llama" if layout.gated else "gpt",
-                 1, 1, 1, 1, 1, 1, DEFAULT_SEQ, head_dim=1 if fixed else None, layout=layout,
-                 sizes=(("s_max", 1),) if family.positions else (), model_type=model_type)
-
-
-def form_key(flags: tuple[bool, ...], fixed: bool) -> str:
-    """The key config.js builds for a config: its flags' values and whether it fixes the head width."""
-    return json.dumps([*flags, fixed], separators=(",", ":"))
-
-
-def config_forms() -> dict[str, dict[str, Model]]:
-    """model_type -> form key -> a model of each form a config of a dense family can have."""
-    return {model_type: dict(by_key) for model_type, by_key in _config_forms().items()}
-
-
-@lru_cache(maxsize=1)
-def _config_forms() -> dict[str, dict[str, Model]]:
-    """:func:`config_forms`, made once (frozen Models from derive.hf's fixed tables); callers get copies."""
-    return {model_type: {form_key(flags, fixed): config_form(model_type, family, flags, fixed)
-                         for flags in itertools.product((False, True), repeat=len(family.config_flags()))
-                         for fixed in ((False, True) if family.head_dim is not None else (False,))}
-            for model_type, family in DENSE.items()}
-
-
 class _Printer(JavascriptCodePrinter):
     """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
 
@@ -326,85 +205,13 @@ class _Printer(JavascriptCodePrinter):
 _PRINTER = _Printer()
 
 
-def cli_message(argv: list[str], placeholders: Mapping[str, str]) -> str:
-    """The CLI's one error line for ``argv``, each placeholder's text replaced by ``{name}``."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            status = main(argv)
-        except SystemExit as exit_:
-            status = exit_.code
-    line = err.getvalue()
-    if status != 2 or line.count("\n") != 1 or not line.startswith(ERROR_PREFIX):
-        raise ValueError(f"argv: {argv} gave status {status} and {line!r}, not one error line")
-    message = line[len(ERROR_PREFIX):].rstrip("\n")
-    for name, text in sorted(placeholders.items(), key=lambda item: -len(item[1])):
-        if text not in message:
-            raise ValueError(f"argv: the error {message!r} does not show {text!r}")
-        message = message.replace(text, "{" + name + "}")
-    return message
-
-
-def _message(option: str, text: str) -> str:
-    """The CLI's message for ``--option=text``, the value shown as its repr ({text})."""
-    return cli_message([f"--{option}={text}"], {"text": repr(text)})
-
-
-def _argv(values: Mapping[str, str]) -> list[str]:
-    return [f"--{option}={text}" for option, text in values.items()]
-
-
-def _overflow_message(option: str) -> str:
-    """The CLI's line for a figure out of float range blamed on ``option``, the figure's key as {key}."""
-    key = next(key for key, field in OVERFLOW_FIELDS.items() if FIELD_OPTIONS[field] == f"--{option}")
-    return cli_message(OVERFLOWS[option], {"key": key})
-
-
-def _activations_message(option: str) -> str:
-    """The CLI's line for activations past 2^53 bytes blamed on ``option``, the figure's key as {key}."""
-    message = cli_message(TOO_MANY_ACTIVATIONS[option], {})
-    key = next(key for key in ACTIVATION_KEYS if key in message)
-    return message.replace(key, "{" + "key" + "}")
-
-
-def _faster_message() -> str:
-    """The CLI's line for a step faster than the hardware allows, its numbers as {step_time} {tokens} ..."""
-    found = {fig.key: fig.value for fig in figures(MODELS[FASTER["model"]], Request(
-        tokens=FASTER["tokens"], gpus=FASTER["gpus"]))}
-    placeholders = faster_numbers(FASTER["step_time"], found[STEP_BOUND])
-    placeholders.update(tokens=str(FASTER["tokens"]), gpus=str(FASTER["gpus"]))
-    message = cli_message([f"--model={FASTER['model']}", f"--tokens={FASTER['tokens']}",
-                           f"--gpus={FASTER['gpus']}", f"--step-time={FASTER['step_time']}"], placeholders)
-    if any(message.count("{" + name + "}") != 1 for name in placeholders):
-        raise ValueError(f"step_time: the sentinel's numbers are not each once in {message!r}")
-    return message
-
-
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
     parser = build_parser()
     specs = []
     for option, (kind, group) in FIELDS.items():
         default = parser.get_default(option.replace("-", "_"))
-        messages = {failure: _message(option, text) for failure, text in SENTINELS[kind].items()}
-        for failure, (argv, placeholders) in PAIRED.get(option, {}).items():
-            messages[failure] = cli_message(argv, placeholders)
-        if option in OVERFLOWS:
-            messages["overflow"] = _overflow_message(option)
-        if option == "step-time":
-            messages["faster"] = _faster_message()
-        if option in TOO_MANY_PARAMETERS:
-            messages["parameters"] = cli_message(TOO_MANY_PARAMETERS[option], {})
-        if option in TOO_MANY_ACTIVATIONS:
-            messages["activations"] = _activations_message(option)
-        if option in NOT_DIVIDING:
-            shape = NOT_DIVIDING[option]
-            divisor = "heads" if option == "kv-heads" else "hidden"
-            messages["divides"] = cli_message(_argv(shape), {option: shape[option],
-                                                             divisor: shape[divisor]})
-        if option in REQUIRED_SHAPE:
-            others = {name: "8" for name in REQUIRED_SHAPE if name != option}
-            messages["required"] = cli_message(_argv(others), {})
+        messages = field_messages(option, kind)
         specs.append({"option": option, "kind": kind, "group": group,
                       "default": "" if default is None else str(default),
                       "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
@@ -422,7 +229,8 @@ def javascript(expr: sp.Expr) -> str:
 def _candidates() -> dict[str, Model]:
     """The presets, a custom shape and every form of a pasted config (sizes do not matter here, only forms)."""
     configs = {m.name: m for forms in config_forms().values() for m in forms.values()}
-    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs}
+    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs,
+            **dense_configs()}
 
 
 def form_names() -> dict[str, str]:
@@ -472,28 +280,38 @@ def config_data() -> dict[str, object]:
 
 
 def formula_code() -> tuple[str, list[dict[str, object]]]:
-    """(the generated script, the formulas' data): functions listed once, variants by index."""
+    """(the generated script, the dense report's formulas' data): functions listed once, variants by index."""
+    code, formulas, _ = page_code()
+    return code, formulas
+
+
+@lru_cache(maxsize=1)
+def page_code() -> tuple[str, list[dict[str, object]], dict[str, object]]:
+    """(the generated script, the dense formulas, the MoE report's data): each distinct expression printed once."""
     functions: dict[str, int] = {}
     printed: dict[sp.Expr, dict[str, object]] = {}  # many page models share an expression: print it once
+
+    def print_once(expr: sp.Expr) -> dict[str, object]:
+        expr = sp.sympify(expr)
+        if expr not in printed:
+            printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
+                             "tex": tex(expr), "args": sorted(symbol.name for symbol in expr.free_symbols)}
+        return dict(printed[expr])
+
     formulas = []
     models = page_models()
     for formula in FORMULAS:
-        variants = {}
-        for values, expr in formula.variants(models):
-            if expr not in printed:
-                printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
-                                 "tex": tex(expr),
-                                 "args": sorted(symbol.name for symbol in expr.free_symbols)}
-            variants["|".join(values)] = dict(printed[expr])
+        variants = {"|".join(values): print_once(expr) for values, expr in formula.variants(models)}
         formulas.append({"key": formula.key, "unit": formula.unit, "label": LABELS[formula.key],
                          "uses": list(formula.uses), "needs": list(formula.needs),
                          "symbol": formula.symbol.name if formula.symbol is not None else None,
                          "variants": variants})
+    moe = moe_data(print_once, cli_message)
     lines = ["// Generated by derive.render.web from derive.formulas (SymPy's JavascriptCodePrinter).",
              "const DERIVE_FUNCTIONS = ["]
     lines += [f"  {code}," for code in functions]
     lines.append("];")
-    return "\n".join(lines) + "\n", formulas
+    return "\n".join(lines) + "\n", formulas, moe
 
 
 def symbol_legend() -> dict[str, dict[str, str]]:
@@ -501,22 +319,31 @@ def symbol_legend() -> dict[str, dict[str, str]]:
     symbols = {formula.symbol for formula in FORMULAS if formula.symbol is not None}
     symbols |= {symbol for formula in FORMULAS for _, expr in formula.variants(page_models())
                 for symbol in expr.free_symbols}
+    symbols |= {BY_NAME[name] for printed in page_code()[2]["expressions"] for name in printed["args"]}
     return {symbol.name: {"tex": tex(symbol), "meaning": meaning(symbol)}
             for symbol in sorted(symbols, key=lambda symbol: symbol.name)}
 
 
 def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
-    code, formulas = formula_code()
+    code, formulas, moe = page_code()
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
+                      "fixed_head": m.head_dim is not None,
                       "values": {sym.name: value for sym, value in m.values.items()}}
-               for name, m in MODELS.items()}
+               for name, m in {**MODELS, **dense_configs()}.items()}
     inputs = {"micro-batch": b.name, "dp": d.name,
               **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}
     shape_symbols = {option[2:]: FIELD_SYMBOLS[field].name for field, option in SHAPE_OPTIONS.items()}
     data = {
         "formulas": formulas,
+        "moe": moe,
+        "memory": MEMORY_BAR,
+        "verdicts": VERDICTS,
+        "command": COMMAND,
+        "budget_ranges": {name: list(usable_bytes(name)) for name in DRIVER_CAPACITY},
+        "facts": {"active": "active_parameters"},
+        "kinds": page_names(),
         "fields": field_specs(),
         "presets": presets,
         "aliases": ALIASES,
@@ -535,6 +362,9 @@ def calculator_data() -> tuple[str, dict[str, object]]:
                     "profile": "profile"},
         "peaks": {name: hw.peak_flops for name, hw in HARDWARE.items()},
         "budgets": {name: usable_bytes(name)[0] for name in DRIVER_CAPACITY},
+        # --gpu: its bf16 peak and usable low end, where --peak and --budget are not given (derive.cli.request)
+        "gpu_types": {name: {"peak": float(gpu.peak("bf16")), "budget": usable_low_end(gpu)}
+                 for name, gpu in SYSTEMS.items()},
         "budget_pattern": BUDGET_PATTERN,
         "integer_pattern": INTEGER_PATTERN,
         "float_pattern": FLOAT_PATTERN,
@@ -560,46 +390,11 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     return code, data
 
 
-def script_json(data: object) -> str:
-    """``data`` as JSON safe inside <script type="application/json">: no <, >, & characters."""
-    text = json.dumps(data, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def inline_script(text: str) -> str:
-    """``text`` checked to be safe between <script> tags (no closing tag, no comment opener)."""
-    lowered = text.lower()
-    if "</script" in lowered or "<!--" in lowered:
-        raise ValueError("script: text holds </script or <!-- and cannot be inlined")
-    return text
-
-
-def csp_hash(text: str) -> str:
-    """The CSP source expression that allows exactly this inline script."""
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
-
-
-def katex_assets(dist: Path = KATEX) -> tuple[str, str]:
-    """(katex.min.js, katex.min.css with each font as a woff2 data: URI) from the pinned package."""
-    if not (dist / "katex.min.js").exists():
-        raise ValueError(f"katex: {dist} is missing; run `cd tests/katex && npm ci` (make derive does)")
-    css = (dist / "katex.min.css").read_text(encoding="utf-8")
-
-    def inline(match: re.Match[str]) -> str:
-        font = (dist / "fonts" / f"{match.group(1)}.woff2").read_bytes()
-        return f"src:url(data:font/woff2;base64,{base64.b64encode(font).decode()}) format(\"woff2\")"
-
-    css, count = re.subn(r"src:url\(fonts/([A-Za-z0-9_-]+)\.woff2\)[^;}]*", inline, css)
-    if not count:
-        raise ValueError("katex: no @font-face src found in katex.min.css")
-    return inline_script((dist / "katex.min.js").read_text(encoding="utf-8")), css
-
-
 def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
     """The form's fieldsets in FIELDS order, each field with its input mode and placeholder."""
     groups: dict[str, list[dict[str, object]]] = {}
     for field in fields:
-        shown = {**field, "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
+        shown = {**field, "label": FIELD_LABELS[str(field["option"])], "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
                  "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
                                                      else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
@@ -615,7 +410,7 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
                     if any(key == prefix or (prefix.endswith(".") and key.startswith(prefix))
                            for prefix in prefixes))
     return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
-            for name in FIGURE_GROUPS]
+            for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]}]
 
 
 def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:

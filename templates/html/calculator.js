@@ -12,6 +12,7 @@
 
   const PARSE = DeriveParse(DATA);
   const CONFIG = DeriveConfig(DATA, PARSE);
+  const MOE_REPORT = DeriveMoE(DATA, PARSE);
   const PASTE = FORM.elements.config;
   const parseField = PARSE.parseField;
   const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
@@ -32,7 +33,14 @@
       if ("error" in result) errors[field.option] = result.error;
       else parsed[field.option] = result.value;
     }
+    // An MoE name runs the MoE report (derive.report_moe), which reads --precision itself.
+    const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
+    if (kind === "moe") delete errors.precision;
     if (Object.keys(errors).length) return { errors };
+    if (kind === "moe") return MOE_REPORT.configuration(texts, parsed, FIELDS);
+    for (const [option, line] of Object.entries(DATA.moe.messages.dense_only)) {
+      if (parsed[option] !== null) return { errors: { [option]: line } };
+    }
     const alone = (option, values) => ({ errors: { [option]: message(option, "alone", values || {}) } });
     // The request's rules between fields (derive.report.Request), in its order.
     if ((parsed.tokens === null) !== (parsed.gpus === null)) return alone(parsed.gpus === null ? "tokens" : "gpus");
@@ -56,8 +64,9 @@
       base = { name: read.name, gqa: DATA.config.families[read.model_type].gqa,
                fixedHead: read.headDim !== null, model_type: read.model_type, form: read.form };
     } else if (parsed.model !== null) {
+      if (kind === "refused") return { errors: { model: DATA.moe.refused_models[parsed.model] } };
       const preset = DATA.presets[parsed.model];
-      base = { name: parsed.model, gqa: preset.gqa, fixedHead: false, form: preset.form };
+      base = { name: parsed.model, gqa: preset.gqa, fixedHead: preset.fixed_head, form: preset.form };
       Object.assign(values, preset.values);
     }
     if (base !== null) {
@@ -104,7 +113,12 @@
       values[symbol] = value;
       given.push(DATA.needs[option] || option);
     }
-    return { errors: {}, name, values, choices, given };
+    // derive.cli.request: --gpu sets the peak and the budget that are not given
+    const gpu = parsed.gpu !== null ? DATA.gpu_types[parsed.gpu] : null;
+    for (const option of ["peak", "budget"]) {
+      if (gpu && (texts[option] === "" || texts[option] === FIELDS.get(option).default)) values[DATA.inputs[option]] = gpu[option];
+    }
+    return { errors: {}, name, values, choices, given, gpu: parsed.gpu };
   }
 
   // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
@@ -222,8 +236,8 @@
 
   function show(texts) {
     const config = configuration(texts);
-    let shown = Object.keys(config.errors).length ? [] : evaluate(config);
-    const refused = shown.length ? refusals(config, shown) : {};
+    let shown = Object.keys(config.errors).length ? [] : (config.moe ? MOE_REPORT.evaluate(config) : evaluate(config));
+    const refused = shown.length && !config.moe ? refusals(config, shown) : {};
     if (Object.keys(refused).length) {
       config.errors = refused;
       shown = [];
@@ -235,7 +249,7 @@
       box.hidden = !error;
       FORM.elements[option].setAttribute("aria-invalid", error ? "true" : "false");
     }
-    const byKey = new Map(shown.map((figure) => [figure.formula.key, figure]));
+    const byKey = new Map(shown.map((figure) => [figure.formula.row || figure.formula.key, figure]));
     for (const row of FIGURES.querySelectorAll(".figure")) {
       const output = row.querySelector("output");
       const figure = byKey.get(row.dataset.figure);
@@ -253,9 +267,124 @@
       showFormula(row);
     }
     FIGURES.classList.toggle("stale", !shown.length);
+    // a heading over no figure (the MoE report's for a dense model, an empty observed step) goes with them
+    for (const group of FIGURES.querySelectorAll(".figure-group")) {
+      group.hidden = shown.length > 0 && !group.querySelector(".figure:not([hidden])");
+    }
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
+    showFacts(config, shown);
+    showMemory(config, shown);
+    const verdict = document.getElementById("fit-verdict");
+    verdict.textContent = shown.length && !config.moe ? fitVerdict(config, shown, texts) : "";
+    verdict.hidden = !verdict.textContent;
+  }
+
+  const fill = (template, values) => {
+    for (const [name, value] of Object.entries(values)) template = template.split("{" + name + "}").join(value);
+    return template;
+  };
+
+  // The report's fit line in its words: derive.verdicts' table, filled in as derive.report.fit_verdict does.
+  function fitVerdict(config, shown, texts) {
+    const words = DATA.verdicts.fit;
+    const labels = DATA.verdicts.budget_labels;
+    const text = texts.budget !== "" ? texts.budget : FIELDS.get("budget").default;
+    const name = PARSE.hardwareName(text);
+    const budgetBytes = valueOf(shown, DATA.memory.dense.budget);
+    const gib = (bytes) => (bytes / DATA.byte_units.GiB).toFixed(DATA.display.digits);
+    let budget = text.trim();
+    if (config.gpu && (texts.budget === "" || texts.budget === FIELDS.get("budget").default)) {
+      budget = fill(labels.gpu, { name: config.gpu, low: gib(budgetBytes) });
+    } else if (name in DATA.budget_ranges) {
+      const [low, high] = DATA.budget_ranges[name];
+      budget = fill(labels.hardware, { name, low: gib(low), high: gib(high) });
+    } else if (!budget.includes("iB")) {
+      budget = fill(labels.decimal, { text: budget, binary: format(budgetBytes, "B") });
+    }
+    const counts = {};
+    for (const [name, key] of [["state_gpus", "fit.gpus_for_state"], ["activation_gpus", "fit.gpus_for_state_and_activations"]]) {
+      const value = valueOf(shown, key);
+      if (value !== null) counts[name] = value.toFixed(0);
+    }
+    const zero = Number(config.choices.zero);
+    if (!zero) return fill(words.unsharded, { budget, ...counts });
+    const perRank = valueOf(shown, "state.resident");
+    let line = fill(words.sharded, { budget, zero: String(zero), dp: String(config.values[DATA.inputs.dp]),
+      per_rank: format(perRank, "B"), fits: words[perRank <= budgetBytes ? "fits" : "does_not_fit"] });
+    if (!("state_gpus" in counts)) return line + words.state_never;
+    line += fill(words.state_ranks, counts);
+    if (!("activation_gpus" in counts)) return line + words.activations_never;
+    return line + fill(words.activation_ranks, counts);
+  }
+
+  const valueOf = (shown, key) => {
+    const figure = shown.find((item) => item.formula.key === key);
+    return figure ? figure.value : null;
+  };
+
+  // The model's own facts at the top: its parameters (active per token), layers and experts.
+  function showFacts(config, shown) {
+    const box = document.getElementById("model-facts");
+    box.hidden = !shown.length;
+    if (!shown.length) return;
+    const facts = DATA.moe.facts;
+    const parts = [config.name, format(valueOf(shown, DATA.exact.parameters), "parameters") + " parameters"];
+    const active = valueOf(shown, DATA.facts.active);
+    if (active !== null) parts.push(format(active, "parameters") + " active per token");
+    const layers = config.values[facts.layers];
+    const moeLayers = config.values[facts.moe_layers];
+    parts.push(layers + " layers" + (config.moe && moeLayers !== layers ? " (" + moeLayers + " MoE)" : ""));
+    if (config.moe) parts.push(config.values[facts.experts] + " experts, " + config.values[facts.active_experts] + " per token");
+    box.textContent = parts.join(" · ");
+  }
+
+  // Memory per GPU as a stacked bar by state, against the usable budget where the report has one.
+  function showMemory(config, shown) {
+    const box = document.getElementById("memory");
+    const bar = document.getElementById("memory-bar");
+    const legend = document.getElementById("memory-legend");
+    bar.replaceChildren();
+    legend.replaceChildren();
+    box.hidden = !shown.length;
+    if (!shown.length) return;
+    const plan = DATA.memory[config.moe ? "moe" : "dense"];
+    const parts = [];
+    for (const choices of plan.parts) {
+      const figure = choices.map((key) => shown.find((item) => item.formula.key === key)).find(Boolean);
+      if (figure) parts.push(figure);
+    }
+    const total = parts.reduce((sum, figure) => sum + figure.value, 0);
+    const budget = plan.budget ? valueOf(shown, plan.budget) : null;
+    const scale = Math.max(total, budget || 0);
+    const share = (value) => (scale ? value / scale * DATA.python_format.percent : 0) + "%";
+    parts.forEach((figure, index) => {
+      const segment = document.createElement("span");
+      segment.className = "segment part-" + index;
+      segment.style.width = share(figure.value);
+      segment.title = figure.formula.label + ": " + format(figure.value, "B");
+      bar.append(segment);
+      const item = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch part-" + index;
+      item.append(swatch, document.createTextNode(figure.formula.label + ": " + format(figure.value, "B")));
+      legend.append(item);
+    });
+    const line = document.createElement("li");
+    let verdict = "Total " + format(total, "B");
+    if (budget !== null) {
+      const marker = document.createElement("span");
+      marker.className = "budget";
+      marker.style.left = share(budget);
+      bar.append(marker);
+      verdict += " against a budget of " + format(budget, "B") + " per GPU";
+    } else {
+      verdict += " (this report takes no budget)";
+    }
+    line.textContent = verdict;
+    legend.append(line);
+    bar.setAttribute("aria-label", "Memory per GPU: " + parts.map((figure) => figure.formula.label + " " + format(figure.value, "B")).join(", ") + ". " + verdict);
   }
 
   function query(texts) {
@@ -269,11 +398,29 @@
     return "?" + params.toString();
   }
 
+  // A shell word as Python's shlex.quote writes it.
+  const SAFE = new RegExp(DATA.command.safe);
+  const quote = (word) => (SAFE.test(word) ? word : "'" + word.split("'").join("'\"'\"'") + "'");
+
+  // The CLI command of the form: the options the link carries (a paste as --config pasted.json; the
+  // page's own model named where the form names none).
+  function command(texts) {
+    const words = [DATA.command.prefix];
+    const params = new URLSearchParams(query(texts));
+    const shaped = Object.keys(DATA.shape).some((option) => params.has(option));
+    if (!params.has("model") && !params.has("config") && !shaped) words.push(quote("--model=" + DATA.page_model));
+    for (const [option, text] of params) {
+      words.push(quote("--" + option + "=" + (option === "config" ? DATA.command.config : text)));
+    }
+    return words.join(" ");
+  }
+
   function update() {
     const start = performance.now();
     const texts = readForm();
     show(texts);
     performance.measure("derive-figures", { start });
+    document.getElementById("command").textContent = command(texts);
     const link = query(texts);
     SHARE.setAttribute("href", link);
     try {
@@ -300,6 +447,12 @@
     if (PASTE.value !== "") FORM.elements.model.value = "";
   });
   FORM.addEventListener("input", update);
+  document.getElementById("copy-command").addEventListener("click", () => {
+    const text = document.getElementById("command").textContent;
+    const select = () => window.getSelection().selectAllChildren(document.getElementById("command"));
+    if (navigator.clipboard) navigator.clipboard.writeText(text).catch(select);
+    else select();
+  });
   FORM.addEventListener("submit", (event) => event.preventDefault());
   for (const row of FIGURES.querySelectorAll(".figure")) {
     row.querySelector("details").addEventListener("toggle", () => showFormula(row));

@@ -116,7 +116,7 @@ function DeriveParse(DATA) {
 
   // One field's text -> {value} or {error}; "" means "not given" (the CLI's default applies).
   function parseField(field, text) {
-    const argparsed = ["count", "stage", "fraction", "seconds"].includes(field.kind);
+    const argparsed = ["count", "stage", "fraction", "seconds", "gpu"].includes(field.kind);
     const typed = pyRepr(argparsed ? shown(text) : text);
     const fail = (failure, extra) => ({ error: message(field, failure, { text: typed, ...extra }) });
     if (text === "") return { value: null };
@@ -128,6 +128,8 @@ function DeriveParse(DATA) {
         return { value: DATA.aliases[text] || text };
       case "choice":
         return field.choices.includes(text) ? { value: text } : fail("unknown");
+      case "gpu":
+        return field.choices.includes(name) ? { value: name } : fail("unknown");
       case "count": {
         if (!PY_INT.test(text)) return fail("syntax");
         const number = pyInteger(text);
@@ -174,5 +176,5 @@ function DeriveParse(DATA) {
     throw new Error("unknown field kind " + field.kind);
   }
 
-  return { parseField, message, pyRepr, pyFormat };
+  return { parseField, message, pyRepr, pyFormat, hardwareName };
 }

@@ -1,0 +1,190 @@
+"""The page's models by name: every preset, alias, MoE preset and shipped config ``--model`` takes.
+
+Names resolve as :mod:`derive.names` resolves them. A dense shipped config joins the
+presets (its sizes read by derive.hf); an MoE name runs the MoE report
+(:mod:`derive.report_moe`), whose expressions the page gets as JavaScript printed once per
+distinct expression, over every choice that changes their form (the model's features, t > 1,
+p = 1, the MoE profile, the precision); a name the report refuses gets the CLI's line.
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from typing import Callable
+
+import sympy as sp
+
+from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
+from derive.cli import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
+from derive.moe_presets import MoEModel, load_moe_model
+from derive.names import is_moe, model_names, moe_source, named_model
+from derive.presets import ALIASES, MODELS, Model
+from derive.report_moe import DEFAULT_PROFILE as MOE_DEFAULT_PROFILE, MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
+from derive.symbols import E, L, L_E, a, b, d, e, g, k_E, p, s, t, t_E
+
+#: The MoE report's figures on the page, by its --json key (derive.report_moe.moe_figures).
+MOE_LABELS: dict[str, str] = {
+    "parameters": "Parameters",
+    "active_parameters": "Parameters active per token",
+    "mtp_parameters": "Multi-token prediction modules",
+    "stage_parameters": "Parameters per GPU, first pipeline stage",
+    "stage_expert_parameters": "Routed-expert parameters per GPU",
+    "expert_data_parallel": "Expert data-parallel ranks (EDP)",
+    "state_bytes": "States per GPU (distributed optimizer)",
+    "state_bytes_plain": "States per GPU without sharding",
+    "fp8_weight_bytes": "FP8 weight copies and scales per GPU",
+    "activation_bytes": "Activations per GPU, first stage",
+    "activation_bytes_fp8": "Activations per GPU, linear inputs in FP8",
+    "layer_saved_bytes": "Saved per MoE layer (bf16)",
+    "layer_saved_bytes_fp8": "Saved per MoE layer (FP8)",
+    "flops_per_token": "FLOPs per token",
+    "megatron_flops_per_token": "FLOPs per token, Megatron's count",
+}
+#: Each MoE figure's unit (the page's formats).
+MOE_UNITS: dict[str, str] = {
+    **{key: "parameters" for key in MOE_LABELS if key.endswith("parameters")},
+    **{key: "B" for key in MOE_LABELS if "bytes" in key},
+    "expert_data_parallel": "GPUs", "flops_per_token": "FLOP/token", "megatron_flops_per_token": "FLOP/token",
+}
+#: The layout symbols the MoE report takes, by the CLI option that sets them (defaults 1).
+MOE_LAYOUT: dict[str, sp.Symbol] = {"tp": t, "ep": e, "etp": t_E, "pp": p, "dp": d, "micro-batch": b}
+#: The model's facts shown at the top: what it counts -> its symbol.
+FACTS: dict[str, sp.Symbol] = {"layers": L, "moe_layers": L_E, "experts": E, "active_experts": k_E}
+#: The MoE profile's option.
+MOE_PROFILE = "moe-profile"
+#: A valid text per dense-only option, to read the MoE report's refusal of it from the CLI.
+REFUSED_TEXT: dict[str, str] = {"optimizer": "adam", "profile": "article", "tokens": "8", "gpus": "8",
+                                "mfu": "0.5", "step_time": "9", "zero": "1", "budget": "80GB",
+                                "peak": "h100", "gpu": "h100"}
+
+
+def page_names() -> dict[str, str]:
+    """Every name --model takes -> 'dense', 'moe' or 'refused' (the dense report's refusal)."""
+    return dict(_page_names())
+
+
+@lru_cache(maxsize=1)
+def _page_names() -> dict[str, str]:
+    """:func:`page_names`, found once (the names and configs ship with the package)."""
+    kinds = {}
+    for name in model_names():
+        if is_moe(name):
+            kinds[name] = "moe"
+        elif name in MODELS or name in ALIASES or named_model(name)[0].layout.dense:
+            kinds[name] = "dense"
+        else:
+            kinds[name] = "refused"
+    return kinds
+
+
+def dense_configs() -> dict[str, Model]:
+    """The dense shipped configs by name, read as ``--model NAME`` reads them (s from the config)."""
+    return dict(_dense_configs())
+
+
+@lru_cache(maxsize=1)
+def _dense_configs() -> dict[str, Model]:
+    """:func:`dense_configs`, read once (frozen Models)."""
+    return {name: named_model(name)[0] for name, kind in _page_names().items()
+            if kind == "dense" and name not in MODELS and name not in ALIASES}
+
+
+@lru_cache(maxsize=1)
+def moe_models() -> dict[str, MoEModel]:
+    """The MoE names by name, each as the MoE report loads it."""
+    return {name: load_moe_model(moe_source(name)) for name, kind in page_names().items() if kind == "moe"}
+
+
+def moe_forms() -> dict[str, str]:
+    """MoE name -> the name of its form: the first name with the same features."""
+    first: dict[object, str] = {}
+    return {name: first.setdefault(m.features, name) for name, m in moe_models().items()}
+
+
+def moe_variants() -> list[tuple[str, bool, bool, str, str]]:
+    """(form, t > 1, p = 1, MoE profile, precision) of every combination the MoE report takes."""
+    forms = dict.fromkeys(moe_forms().values())
+    return [(form, parallel, single, profile, precision)
+            for form, parallel, single, profile, precision
+            in itertools.product(forms, (False, True), (False, True), MOE_PROFILES, MOE_PRECISIONS)
+            if precision == "bf16" or profile == MOE_DEFAULT_PROFILE]
+
+
+def moe_formulas(printed: Callable[[sp.Expr], dict[str, object]]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """(the MoE report's figures, each variant an index into the second, the printed expressions (function, TeX, args))."""
+    models = moe_models()
+    formulas = {key: {"key": key, "row": "moe:" + key, "unit": MOE_UNITS[key], "label": label,
+                      "symbol": None, "variants": {}} for key, label in MOE_LABELS.items()}
+    shared: dict[sp.Expr, int] = {}  # variants name an expression by its index in ``expressions``
+    expressions: list[dict[str, object]] = []
+    for form, parallel, single, profile, precision in moe_variants():
+        exprs = moe_expressions(models[form].features, parallel, single, profile, precision)
+        variant = "|".join((form, str(parallel).lower(), str(single).lower(), profile, precision))
+        for key, expr in exprs.items():
+            if expr not in shared:
+                shared[expr] = len(expressions)
+                expressions.append(printed(expr))
+            formulas[key]["variants"][variant] = shared[expr]
+    return [formula for formula in formulas.values() if formula["variants"]], expressions
+
+
+def moe_divides(printed: Callable[[sp.Expr], dict[str, object]]) -> list[dict[str, object]]:
+    """The MoE layout's divisibility rules in the report's order: option, divisor and dividend as functions."""
+    return [{"failure": failure, "option": option[2:], "divisor": printed(divisor), "dividend": printed(dividend)}
+            for failure, (option, divisor, _, dividend) in MOE_DIVIDES.items()]
+
+
+def moe_data(printed: Callable[[sp.Expr], dict[str, object]], message: Callable[..., str]) -> dict[str, object]:
+    """What the page needs for the MoE report: models, forms, formulas, rules and the CLI's lines."""
+    models, forms = moe_models(), moe_forms()
+    formulas, expressions = moe_formulas(printed)
+    first = next(iter(models))
+    refused = {field: FIELD_OPTIONS.get(field, "--" + field.replace("_", "-"))[2:] for field in DENSE_ONLY}
+    refusals = {}
+    for field, option in refused.items():
+        text = REFUSED_TEXT.get(field, "8")  # the shape options: a size
+        refusals[option] = message([f"--model={first}", f"--{option}={text}"], {})
+    divides = {failure: message([f"--model={name}", *argv], {"divisor": divisor, "dividend": dividend})
+               for failure, (name, argv, divisor, dividend) in MOE_SENTINELS.items()}
+    dense_only = {option[2:]: message(["--model=llama3-8b", f"{option}=2"], {}) for option in MOE_PARALLEL}
+    dense_only[MOE_PROFILE] = message(["--model=llama3-8b", f"--{MOE_PROFILE}={MOE_DEFAULT_PROFILE}"], {})
+    return {
+        "models": {name: {"form": forms[name], "name": m.name,
+                          "values": {symbol.name: value for symbol, value in _with_kv_heads(m.values).items()}}
+                   for name, m in models.items()},
+        "refused_models": {name: message([f"--model={name}"], {}) for name, kind in page_names().items()
+                           if kind == "refused"},
+        "formulas": formulas,
+        "expressions": expressions,
+        "divides": moe_divides(printed),
+        "layout": {option: symbol.name for option, symbol in MOE_LAYOUT.items()},
+        "layout_default": MoELayout().tp,
+        "profile_option": MOE_PROFILE,
+        "seq": s.name,
+        "facts": {fact: symbol.name for fact, symbol in FACTS.items()},
+        "precisions": list(MOE_PRECISIONS),
+        "default_profile": MOE_DEFAULT_PROFILE,
+        "messages": {
+            "refused": refusals,
+            "divides": divides,
+            "precision": message([f"--model={first}", "--precision=zq"], {"text": "'zq'"}),
+            "fp8_profile": message([f"--model={first}", "--precision=mxfp8", f"--{MOE_PROFILE}=eager"],
+                                   {"precision": "mxfp8", "profile": "eager"}),
+            "dense_only": dense_only,
+        },
+    }
+
+
+def _with_kv_heads(values: dict[sp.Symbol, int]) -> dict[sp.Symbol, int]:
+    """A model's sizes with g = a where it has no grouped-query attention (MoELayout.check reads it so)."""
+    return {g: values[a], **values}
+
+
+#: A model and argv breaking one MoE divisibility rule, with the divisor and dividend the CLI shows.
+MOE_SENTINELS: dict[str, tuple[str, list[str], str, str]] = {
+    "heads": ("deepseek-v3", ["--tp=3"], "3", "128"),
+    "kv_heads": ("mixtral-8x7b", ["--tp=16"], "16", "8"),
+    "experts": ("deepseek-v3", ["--ep=3"], "3", "256"),
+    "expert_width": ("deepseek-v3", ["--etp=3"], "3", "2048"),
+    "world": ("deepseek-v3", ["--ep=4", "--dp=3"], "4", "3"),
+}
