@@ -85,12 +85,18 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tupl
                         dense_layers=layers - moe, moe_layers=moe,
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
     rows = comm_rows(model.architecture, terms, flags, whole_model)
-    fields = [sp.sympify(model.at(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
+    fields = [_at(model, sp.sympify(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
     # each distinct expression of the rows' ranks, sent and count compiled once (rows and templates repeat them)
     distinct = list(dict.fromkeys(fields))
     index = {field: position for position, field in enumerate(distinct)}
     return (tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows),
             tuple(_numpy_field(field) for field in distinct), tuple(index[field] for field in fields))
+
+
+@lru_cache(maxsize=4096)
+def _at(model: Model, field: sp.Expr) -> sp.Expr:
+    """``model.at(field)``, once per expression (the templates of many flags repeat their rows' fields)."""
+    return sp.sympify(model.at(field))
 
 
 @lru_cache(maxsize=4096)
