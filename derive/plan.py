@@ -76,7 +76,7 @@ from derive.sweep import (
     stage_layers,
     state_split,
 )
-from derive.symbols import L, N, p, t, v
+from derive.symbols import L, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
 from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
@@ -294,7 +294,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
     stages = stage_placements(placement_name)
-    linear = accounts(entry.architecture, profile, "none").context_parallel
+    linear = accounts(entry.architecture, profile, "none", None).context_parallel
     largest = layer_activations(profile, "fused", 1, True, "none").bytes() * L
     exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
                 entry.at(largest, b=max(MICRO_BATCHES)))

@@ -169,7 +169,8 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the issue's name: derive.
         used = [names.index(symbol.name) for symbol in arguments(part)]
         return lambda *arrays: function(*(arrays[index] for index in used))
 
-    nonnegative = frozenset(symbol.name for symbol in arguments(expr) if symbol.is_nonnegative and not symbol.is_positive)
+    nonnegative = frozenset(symbol.name for symbol in arguments(expr)
+                            if symbol.is_nonnegative and not symbol.is_positive)
     return Compiled(expr, names, over(numerator),
                     None if denominator == 1 else over(denominator), bound_at, nonnegative)
 
@@ -221,7 +222,8 @@ def held_bytes(count: sp.Symbol) -> sp.Expr:
     return whole + sharded / STATE_RANKS
 
 
-def state_split(expr: sp.Expr, ranks: sp.Symbol, counts: Sequence[sp.Symbol] = STATE_COUNTS) -> dict[str, int] | None:
+def state_split(expr: sp.Expr, ranks: sp.Symbol,
+                counts: Sequence[sp.Symbol] = STATE_COUNTS) -> dict[str, int] | None:
     """``expr`` (bytes in ``counts``, sharded rows over ``ranks``) as the values of their STATE_BYTES symbols.
 
     None unless every term is a nonnegative whole multiple of one count, held whole or over ``ranks``.
@@ -383,7 +385,7 @@ class Accounts:
 
     def _build(self, name: str) -> sp.Expr:
         """The account ``name`` of :meth:`columns`."""
-        if name == "middle_rank_bytes":  # rank 1 holds v ceil((L + 2) / (p v)) layers, one more than the edge ranks (p > 2)
+        if name == "middle_rank_bytes":  # rank 1 holds v ceil((L + 2) / (p v)) layers, one more than an edge rank (p > 2)
             return sp.Piecewise((0, sp.Eq(p, 2)), (self.loaded("middle"), True))
         if name.endswith("_rank_bytes"):
             return self.loaded(name.removesuffix("_rank_bytes"))
@@ -439,8 +441,9 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
     else:
         placement(placement_name)
         per_parameter = placement_bytes_per_parameter(placement_name, sharded, STATE_RANKS)
-        added = recipe and (placement_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
-                            - placement_bytes(placement_name, sharded, STATE_RANKS))
+        added = None if recipe is None else (
+            placement_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
+            - placement_bytes(placement_name, sharded, STATE_RANKS))
     if recipe is not None:
         fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
     return Accounts(
