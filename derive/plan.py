@@ -64,6 +64,7 @@ from derive.names import named_model
 from derive.presets import Model
 from derive.sweep import (
     CONTEXT,
+    STATE_COUNTS,
     STATE_RANKS,
     Compiled,
     accounts,
@@ -152,6 +153,23 @@ def _stage_counts(architecture: str | Layout, balanced: bool, rank: str, fp8: bo
 
 
 @lru_cache(maxsize=None)
+def _buffers(placement_name: str, sharded: bool, recipe: str | None) -> tuple[tuple[sp.Expr, tuple | None, int], ...]:
+    """Each distinct resident buffer of the placement: its bytes, its derive.sweep.STATE_BYTES values, how many.
+
+    The values where the buffer is a whole multiple of one count (derive.sweep.state_split), else None.
+    """
+    ranks = sp.Dummy("ranks", positive=True, integer=True)
+    split = placement_ledger(placement_name, sharded, ranks, recipe).where("resident")
+    rows = placement_ledger(placement_name, sharded, STATE_RANKS, recipe).where("resident")
+    found: dict[tuple, int] = {}
+    for mine, row in zip(split, rows):
+        states = state_split(mine.bytes, ranks, STATE_COUNTS if recipe is not None else STATE_COUNTS[:1])
+        key = (row.bytes, None) if states is None else (sp.Integer(0), tuple(states.items()))
+        found[key] = found.get(key, 0) + 1
+    return tuple((size, states, copies) for (size, states), copies in found.items())
+
+
+@lru_cache(maxsize=None)
 def _buffer_sizes(architecture: str | Layout, placement_name: str, sharded: bool, balanced: bool, rank: str,
                   recipe: str | None) -> tuple[tuple[Compiled, dict[str, int], int], ...]:
     """Each distinct resident buffer of the placement on ``rank``: its size compiled, the columns it takes, how many.
@@ -160,16 +178,10 @@ def _buffer_sizes(architecture: str | Layout, placement_name: str, sharded: bool
     derive.sweep.STATE_BYTES values (one expression for every such buffer); any other, its own expression.
     """
     counts = _stage_counts(architecture, balanced, rank, recipe is not None)
-    ranks = sp.Dummy("ranks", positive=True, integer=True)
-    split = placement_ledger(placement_name, sharded, ranks, recipe).where("resident")
-    rows = placement_ledger(placement_name, sharded, STATE_RANKS, recipe).where("resident")
     shared = compile(sum((count * held_bytes(symbol) for symbol, count in counts.items()), sp.Integer(0)))
-    found: dict[tuple, int] = {}
-    for mine, row in zip(split, rows):
-        states = state_split(mine.bytes, ranks, tuple(counts))
-        key = (shared, tuple(states.items())) if states is not None else (compile(row.bytes.xreplace(counts)), ())
-        found[key] = found.get(key, 0) + 1
-    return tuple((size, dict(states), copies) for (size, states), copies in found.items())
+    return tuple((shared, dict(states), copies) if states is not None else
+                 (compile(size.xreplace(counts)), {}, copies)
+                 for size, states, copies in _buffers(placement_name, sharded, recipe))
 
 
 @lru_cache(maxsize=None)
