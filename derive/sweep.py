@@ -9,7 +9,11 @@ rounded division; otherwise it runs in float64. :func:`grid` evaluates the
 main accounts of Megatron-style training (framework placement of the states,
 Korthikanti et al.'s saved-for-backward tables with sequence parallelism,
 1F1B / interleaved pipeline stages, GEMM FLOPs, the step-time bound) over the
-cross product of models and layouts. Communication is not modelled.
+cross product of models and layouts. Communication is not modelled. A
+placement's resident states enter as integer columns (:data:`STATE_BYTES`: bytes
+per parameter held whole and sharded over d c, :func:`state_columns`), so one
+compiled expression serves every placement and ZeRO stage; a correctly rounded
+division makes its values those of each placement's own expression.
 """
 from __future__ import annotations
 
@@ -340,7 +344,7 @@ class Accounts:
     fp8_bytes: sp.Expr = sp.Integer(0)
     fp8_weights: dict[str, tuple[sp.Expr, sp.Expr]] = field(default_factory=dict)
     #: The columns built so far (:meth:`column`).
-    built: dict[str, sp.Expr] = field(default_factory=dict, compare=False, repr=False)
+    built: dict[str, sp.Expr] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def _staged(self, account: Callable[[str], sp.Expr], stage: str, activations: bool = False) -> sp.Expr:
         """``account`` of ``stage`` at p = 1 (the whole model), else at the layers ``stage`` holds."""
