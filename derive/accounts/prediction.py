@@ -253,8 +253,9 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     whole = p_ == 1
     if whole.any() and not whole.all():
         raise ValueError("p: the columns mix p = 1 with p > 1 (one ledger template each)")
+    shape_flags = _shape_flags(tuple(getattr(flags, name) for name in SHAPE_FLAGS))
     for shape in set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist())):
-        _check_shape(model, _shape_flags(tuple(getattr(flags, name) for name in SHAPE_FLAGS)), *shape)
+        _check_shape(model, shape_flags, *shape)
     counted = replace(flags, precision=ledger_precision(precision))
     # the template over float columns: no int64 product can wrap around (exact below 2^53, as Python's ints)
     floats = tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_))
