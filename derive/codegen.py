@@ -182,8 +182,8 @@ SHARED = (sp.ceiling, sp.floor, sp.Min, sp.Max, sp.Piecewise)
 def shared_parts(expr: sp.Expr) -> tuple[list[tuple[sp.Symbol, sp.Expr]], sp.Expr]:
     """lambdify's ``cse`` hook: every ceiling, floor, Min, Max and Piecewise once, innermost first."""
     expr = sp.sympify(expr)
-    found = expr.atoms(*SHARED)
-    ordered = sorted(found, key=lambda part: (sp.count_ops(part), sp.default_sort_key(part)))
+    # children before their parents: every part follows the parts inside it (one walk, no sorting by size)
+    ordered = list(dict.fromkeys(part for part in sp.postorder_traversal(expr) if isinstance(part, SHARED)))
     names = sp.numbered_symbols("shared_", integer=True, positive=True)
     replacements: list[tuple[sp.Symbol, sp.Expr]] = []
     named: dict[sp.Expr, sp.Symbol] = {}

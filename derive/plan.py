@@ -38,6 +38,7 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from math import gcd, isqrt
 from typing import Sequence
 
@@ -57,11 +58,26 @@ from derive.accounts.step import LINEAR_DTYPE
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
 from derive.inputs import choose
+from derive.architectures.decoder import Layout
 from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
-from derive.sweep import CONTEXT, STATE_RANKS, accounts, compile, evaluate, placement_sharded, stage_in_flight, stage_layers
-from derive.symbols import L, N, p, t, v
+from derive.sweep import (
+    CONTEXT,
+    STATE_COUNTS,
+    STATE_RANKS,
+    Compiled,
+    accounts,
+    compile,
+    evaluate,
+    held_bytes,
+    placement_sharded,
+    stage_counts,
+    stage_in_flight,
+    stage_layers,
+    state_split,
+)
+from derive.symbols import L, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system
 from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
@@ -127,6 +143,62 @@ def _rounded(sizes: np.ndarray) -> np.ndarray:
     return np.asarray(allocated_bytes(np.asarray(np.rint(sizes)).astype(np.int64)), dtype=np.int64)
 
 
+@lru_cache(maxsize=None)
+def _stage_counts(architecture: str | Layout, balanced: bool, rank: str, fp8: bool) -> dict[sp.Symbol, sp.Expr]:
+    """N (and, ``fp8``, N_8 and n_8) -> what ``rank`` holds: the whole model's at p = 1, else its layers'."""
+    whole, held = stage_counts(architecture, "single", fp8), stage_counts(architecture, rank, fp8)
+    return {symbol: sp.Piecewise((whole[symbol], sp.Eq(p, 1)),
+                                 (count.xreplace(stage_layers(rank, balanced)), True))
+            for symbol, count in held.items()}
+
+
+@lru_cache(maxsize=None)
+def _buffers(placement_name: str, sharded: bool, recipe: str | None) -> tuple[tuple[sp.Expr, tuple | None, int], ...]:
+    """Each distinct resident buffer of the placement: its bytes, its derive.sweep.STATE_BYTES values, how many.
+
+    The values where the buffer is a whole multiple of one count (derive.sweep.state_split), else None.
+    """
+    ranks = sp.Dummy("ranks", positive=True, integer=True)
+    split = placement_ledger(placement_name, sharded, ranks, recipe).where("resident")
+    rows = placement_ledger(placement_name, sharded, STATE_RANKS, recipe).where("resident")
+    found: dict[tuple, int] = {}
+    for mine, row in zip(split, rows):
+        states = state_split(mine.bytes, ranks, STATE_COUNTS if recipe is not None else STATE_COUNTS[:1])
+        key = (row.bytes, None) if states is None else (sp.Integer(0), tuple(states.items()))
+        found[key] = found.get(key, 0) + 1
+    return tuple((size, states, copies) for (size, states), copies in found.items())
+
+
+@lru_cache(maxsize=None)
+def _buffer_sizes(architecture: str | Layout, placement_name: str, sharded: bool, balanced: bool, rank: str,
+                  recipe: str | None) -> tuple[tuple[Compiled, dict[str, int], int], ...]:
+    """Each distinct resident buffer of the placement on ``rank``: its size compiled, the columns it takes, how many.
+
+    A buffer of whole multiples of one count is the counts' :func:`derive.sweep.held_bytes` at its own
+    derive.sweep.STATE_BYTES values (one expression for every such buffer); any other, its own expression.
+    """
+    counts = _stage_counts(architecture, balanced, rank, recipe is not None)
+    shared = compile(sum((count * held_bytes(symbol) for symbol, count in counts.items()), sp.Integer(0)))
+    return tuple((shared, dict(states), copies) if states is not None else
+                 (compile(size.xreplace(counts)), {}, copies)
+                 for size, states, copies in _buffers(placement_name, sharded, recipe))
+
+
+@lru_cache(maxsize=None)
+def _held_activations(profile: str, recompute: str, balanced: bool, rank: str,
+                      recipe: str | None) -> tuple[Compiled, tuple[Compiled, ...]]:
+    """Layer-micro-batches ``rank`` holds, and the size of every activation of a layer, compiled."""
+    layers = (L / (p * v)).xreplace(stage_layers(rank, balanced, activations=True))
+    rows = layer_activations(profile, "fused", t, True, recompute, recipe=recipe)
+    return compile(stage_in_flight(rank) * layers), tuple(compile(row.bytes.xreplace(CONTEXT)) for row in rows)
+
+
+def _rounded_up(size: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """allocated_bytes less the request of every size (CUDACachingAllocator rounding), over ``shape``."""
+    size = np.broadcast_to(size, shape)
+    return _rounded(size) - np.rint(size).astype(np.int64)
+
+
 def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placement_name: str,
                    values: dict[str, np.ndarray], balanced: bool = False, rank: str = "first",
                    recipe: str | None = None) -> np.ndarray:
@@ -137,26 +209,14 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     recipe's weight copies are buffers too, its FP8 linear inputs held activations.
     """
     sharded = placement_sharded(zero, placement_name)
-    terms = accounts(entry.architecture, profile, recompute, placement_name, sharded, balanced=balanced,
-                     recipe=recipe)
-    buffers = placement_ledger(placement_name, sharded, STATE_RANKS, recipe).where("resident")
-    rows = layer_activations(profile, "fused", t, True, recompute, recipe=recipe)
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
-
-    def staged(account: sp.Expr, whole: sp.Expr) -> sp.Expr:
-        return sp.Piecewise((whole, sp.Eq(p, 1)), (account.xreplace(stage_layers(rank, balanced)), True))
-    counts = {N: staged(terms.parameters[rank], terms.parameters["single"]),
-              **{symbol: staged(value, terms.fp8_counts("single")[symbol])
-                 for symbol, value in terms.fp8_counts(rank).items()}}
     extra = np.zeros(shape, dtype=np.int64)
-    for row in buffers:
-        size = np.broadcast_to(compile(row.bytes.xreplace(counts))(**values), shape)  # a scale row: a constant
-        extra = extra + _rounded(size) - np.rint(size).astype(np.int64)
-    layers = (L / (p * v)).xreplace(stage_layers(rank, balanced, activations=True))
-    held = compile(stage_in_flight(rank) * layers)(**values)
-    for row in rows:
-        size = np.broadcast_to(compile(row.bytes.xreplace(CONTEXT))(**values), shape)
-        extra = extra + held * (_rounded(size) - np.rint(size).astype(np.int64))
+    for size, states, copies in _buffer_sizes(entry.architecture, placement_name, sharded, balanced, rank, recipe):
+        extra = extra + copies * _rounded_up(size(**values, **states), shape)  # a scale row: a constant
+    held, rows = _held_activations(profile, recompute, balanced, rank, recipe)
+    held = held(**values)
+    for size in rows:
+        extra = extra + held * _rounded_up(size(**values), shape)
     return extra
 
 
@@ -257,7 +317,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
         entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
     stages = stage_placements(placement_name)
-    linear = accounts(entry.architecture, profile, "none").context_parallel
+    linear = accounts(entry.architecture, profile, "none", None).context_parallel
     largest = layer_activations(profile, "fused", 1, True, "none").bytes() * L
     exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
                 entry.at(largest, b=max(MICRO_BATCHES)))

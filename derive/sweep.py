@@ -9,7 +9,11 @@ rounded division; otherwise it runs in float64. :func:`grid` evaluates the
 main accounts of Megatron-style training (framework placement of the states,
 Korthikanti et al.'s saved-for-backward tables with sequence parallelism,
 1F1B / interleaved pipeline stages, GEMM FLOPs, the step-time bound) over the
-cross product of models and layouts. Communication is not modelled.
+cross product of models and layouts. Communication is not modelled. A
+placement's resident states enter as integer columns (:data:`STATE_BYTES`: bytes
+per parameter held whole and sharded over d c, :func:`state_columns`), so one
+compiled expression serves every placement and ZeRO stage; a correctly rounded
+division makes its values those of each placement's own expression.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ from derive.codegen import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import MAX_SIZE, bounded_int, choose
 from derive.presets import Model, hardware, model
 from derive.recipes import fp8_weight_counts
-from derive.symbols import N_8, L, c, d, m, n_8, p, s, t, v
+from derive.symbols import N, N_8, L, c, d, m, n_8, p, s, t, v
 from derive.tensors import Ledger
 
 #: The ranks ZeRO's sharded states are split over: data- and context-parallel together, as
@@ -63,13 +67,15 @@ class Compiled:
     numerator: Callable[..., np.ndarray]
     denominator: Callable[..., np.ndarray] | None
     bound: Callable[..., int]
+    #: Names of symbols declared nonnegative (not positive): 0 is one of their values.
+    nonnegative: frozenset[str] = frozenset()
 
     def __call__(self, **values: object) -> np.ndarray:
         """The expression at ``values`` (broadcast arrays): int64 where exact and whole, else float64."""
         missing = [name for name in self.names if name not in values]
         if missing:
             raise ValueError(f"{missing[0]}: needed (the expression's symbols: {', '.join(self.names)})")
-        arrays = [_positive_array(name, values[name]) for name in self.names]
+        arrays = [_positive_array(name, values[name], name in self.nonnegative) for name in self.names]
         shape = np.broadcast_shapes(*(array.shape for array in arrays))
         scalars = tuple((name, int(array)) for name, array in zip(self.names, arrays)
                         if array.ndim == 0 and array.dtype.kind in "iu")
@@ -133,16 +139,16 @@ def _folded(expr: sp.Expr, scalars: tuple[tuple[str, int], ...]) -> "Compiled":
     return compile(expr.xreplace({by_name[name]: sp.Integer(value) for name, value in scalars}))
 
 
-def _positive_array(name: str, value: object) -> np.ndarray:
-    """``value`` as a numeric array of positive finite numbers, or ValueError naming ``name``."""
+def _positive_array(name: str, value: object, zero: bool = False) -> np.ndarray:
+    """``value`` as a numeric array of positive finite numbers (or 0 too: ``zero``), or ValueError naming ``name``."""
     array = np.asarray(value)
     if array.dtype.kind not in "iuf":
         raise ValueError(f"{name}: must be positive numbers, got {array.dtype} values")
     if array.dtype.kind in "iu":             # finite by type: one pass for the smallest, no temporary
-        if array.size and array.min() <= 0:
+        if array.size and array.min() < (0 if zero else 1):
             raise ValueError(f"{name}: must be positive and finite, got {array.min()!r} .. {array.max()!r}")
         return array
-    if array.size and not (np.all(np.isfinite(array)) and np.all(array > 0)):
+    if array.size and not (np.all(np.isfinite(array)) and np.all(array >= 0 if zero else array > 0)):
         raise ValueError(f"{name}: must be positive and finite, got {array.min()!r} .. {array.max()!r}")
     return array
 
@@ -167,8 +173,10 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the issue's name: derive.
         used = [names.index(symbol.name) for symbol in arguments(part)]
         return lambda *arrays: function(*(arrays[index] for index in used))
 
+    nonnegative = frozenset(symbol.name for symbol in arguments(expr)
+                            if symbol.is_nonnegative and not symbol.is_positive)
     return Compiled(expr, names, over(numerator),
-                    None if denominator == 1 else over(denominator), bound_at)
+                    None if denominator == 1 else over(denominator), bound_at, nonnegative)
 
 
 # ---- the accounts a layout is judged by ----
@@ -198,6 +206,70 @@ def _layer_and_edges(architecture: str | Layout) -> tuple[Ledger, Ledger]:
     return layer(), edges()
 
 
+# ---- a placement's states as columns: one expression serves every placement and ZeRO stage ----
+
+#: The counts a placement's resident bytes are written in (derive.accounts.placement's rows): parameters,
+#: and under an FP8 recipe the quantised elements and matrices (derive.recipes).
+STATE_COUNTS = (N, N_8, n_8)
+#: Per count, the bytes per unit of it a rank holds whole and the bytes sharded over STATE_RANKS: integer
+#: symbols an evaluation is given as numbers (:func:`state_columns`), so the accounts of every placement
+#: and ZeRO stage are one expression, compiled once (:func:`accounts` with no placement).
+STATE_BYTES: dict[sp.Symbol, tuple[sp.Symbol, sp.Symbol]] = {
+    count: (sp.Symbol(f"{count.name}_bytes_whole", nonnegative=True, integer=True),
+            sp.Symbol(f"{count.name}_bytes_sharded", nonnegative=True, integer=True))
+    for count in STATE_COUNTS}
+
+
+def held_bytes(count: sp.Symbol) -> sp.Expr:
+    """Bytes a rank holds per unit of ``count`` in STATE_BYTES' symbols: whole + sharded / (d c)."""
+    whole, sharded = STATE_BYTES[count]
+    return whole + sharded / STATE_RANKS
+
+
+def state_split(expr: sp.Expr, ranks: sp.Symbol,
+                counts: Sequence[sp.Symbol] = STATE_COUNTS) -> dict[str, int] | None:
+    """``expr`` (bytes in ``counts``, sharded rows over ``ranks``) as the values of their STATE_BYTES symbols.
+
+    None unless every term is a nonnegative whole multiple of one count, held whole or over ``ranks``.
+    """
+    found = dict.fromkeys((symbol.name for count in counts for symbol in STATE_BYTES[count]), 0)
+    expr = sp.expand(expr * ranks)
+    if expr == 0:
+        return found
+    if not expr.free_symbols <= {*counts, ranks}:
+        return None
+    for term in sp.Add.make_args(expr):
+        coefficient, product = term.as_coeff_Mul()
+        powers = product.as_powers_dict()
+        held = [count for count in counts if count in powers]
+        if (len(held) != 1 or powers[held[0]] != 1 or powers.get(ranks, 0) not in (0, 1) or len(powers) > 2
+                or not (coefficient.is_Integer and coefficient > 0)):
+            return None
+        found[STATE_BYTES[held[0]][0 if ranks in powers else 1].name] += int(coefficient)
+    return found
+
+
+@lru_cache(maxsize=None)
+def state_columns(placement_name: str, sharded: bool, recipe: str | None = None,
+                  fp8_param_gather: bool = False) -> dict[str, int] | None:
+    """The resident bytes of ``placement_name`` as the values of STATE_BYTES' symbols, as :func:`accounts` counts them.
+
+    The placement's rows in N and, under ``recipe``, the rows it adds in N_8 and n_8; None where a row is not a
+    whole multiple of one count (e.g. a scale per block of elements): such placements keep their own expressions.
+    """
+    if fp8_param_gather and recipe is None:
+        raise ValueError("fp8_param_gather: needs an FP8 recipe")
+    ranks = sp.Dummy("ranks", positive=True, integer=True)
+    plain = placement_bytes(placement_name, sharded, ranks)
+    found = state_split(plain, ranks, (N,))
+    if recipe is None or found is None:
+        return found
+    added = state_split(placement_bytes(placement_name, sharded, ranks, recipe, fp8_param_gather) - plain,
+                        ranks, (N_8, n_8))
+    return None if added is None else {**found, **added}
+
+
+@lru_cache(maxsize=None)
 def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
     """Parameters per GPU on the single (p = 1), first, last and a middle pipeline stage (L / p layers each)."""
     layer, edges = _layer_and_edges(architecture)
@@ -211,6 +283,7 @@ def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
             "middle": sp.expand(layers)}
 
 
+@lru_cache(maxsize=None)
 def _stage_fp8_weights(architecture: str | Layout) -> dict[str, tuple[sp.Expr, sp.Expr]]:
     """(N_8, n_8) per GPU of each stage: the layer matrices an FP8 recipe quantises (over t), L / p layers' worth.
 
@@ -223,6 +296,15 @@ def _stage_fp8_weights(architecture: str | Layout) -> dict[str, tuple[sp.Expr, s
     return {"single": (numel * L, tensors * L), "first": stage, "last": stage, "middle": stage}
 
 
+def stage_counts(architecture: str | Layout, stage: str, fp8: bool = False) -> dict[sp.Symbol, sp.Expr]:
+    """N (and, ``fp8``, an FP8 recipe's N_8 and n_8) per GPU of ``stage`` ('single', 'first', 'last', 'middle')."""
+    counts = {N: _stage_parameters(architecture)[stage]}
+    if fp8:
+        counts[N_8], counts[n_8] = _stage_fp8_weights(architecture)[stage]
+    return counts
+
+
+@lru_cache(maxsize=None)
 def _stage_activations(profile: str, attention_kernel: str, recompute: str,
                        recipe: str | None = None) -> dict[str, sp.Expr]:
     """Activation bytes per GPU of the single, first, last and middle (rank 1) stage (SP on, m micro-batches per step).
@@ -248,6 +330,7 @@ class Accounts:
 
     Under an FP8 recipe ``fp8_bytes`` is what it adds per rank (weight copies, scales, history, in N_8 and n_8:
     derive.accounts.placement's ledger with the recipe less without it) and ``fp8_weights`` each stage's N_8, n_8.
+    With no placement both are written in STATE_BYTES' symbols (:func:`held_bytes`).
     """
 
     parameters: dict[str, sp.Expr]
@@ -260,6 +343,8 @@ class Accounts:
     balanced: bool = False
     fp8_bytes: sp.Expr = sp.Integer(0)
     fp8_weights: dict[str, tuple[sp.Expr, sp.Expr]] = field(default_factory=dict)
+    #: The columns built so far (:meth:`column`).
+    built: dict[str, sp.Expr] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def _staged(self, account: Callable[[str], sp.Expr], stage: str, activations: bool = False) -> sp.Expr:
         """``account`` of ``stage`` at p = 1 (the whole model), else at the layers ``stage`` holds."""
@@ -298,31 +383,47 @@ class Accounts:
         """Whether s -> s / c is exact: the layer's bytes are at most linear in s (no score matrices)."""
         return sp.Poly(self.layer_activations, s).degree() <= 1
 
+    def _ranks(self) -> tuple[str, ...]:
+        """The ranks whose memory is compared: first and last, and balanced a middle one (rank 1)."""
+        return ("first", "last", "middle") if self.balanced else ("first", "last")
+
+    def _build(self, name: str) -> sp.Expr:
+        """The account ``name`` of :meth:`columns`."""
+        if name == "middle_rank_bytes":  # rank 1 holds v ceil((L + 2) / (p v)) layers, one more than an edge rank (p > 2)
+            return sp.Piecewise((0, sp.Eq(p, 2)), (self.loaded("middle"), True))
+        if name.endswith("_rank_bytes"):
+            return self.loaded(name.removesuffix("_rank_bytes"))
+        if name == "memory_per_gpu":
+            most_loaded = sp.Max(*(self.column(f"{rank}_rank_bytes") for rank in self._ranks()), evaluate=False)
+            return sp.Piecewise((self.total("single"), sp.Eq(p, 1)), (most_loaded, True))
+        return {
+            "parameters": lambda: self.parameters["single"].subs(t, 1),
+            "stage_parameters": lambda: self._staged(self.parameters.__getitem__, "first"),
+            "state_bytes": lambda: self._staged(self.state, "first"),
+            "layer_activation_bytes": lambda: self.layer_activations.xreplace(CONTEXT),
+            "stage_activation_bytes": lambda: self._staged(self.activation, "first", True),
+            "logits_bytes": lambda: self.logits.xreplace(CONTEXT),
+            "flops_per_token": lambda: self.model_flops,
+            "hardware_flops_per_token": lambda: self.hardware_flops,
+        }[name]()
+
+    def column(self, name: str) -> sp.Expr:
+        """One account of :meth:`columns`, built once."""
+        if name not in self.built:
+            self.built[name] = self._build(name)
+        return self.built[name]
+
     def columns(self) -> dict[str, sp.Expr]:
         """Every account a grid reports, by column name."""
-        ranks = {f"{stage}_rank_bytes": self.loaded(stage) for stage in ("first", "last")}
-        if self.balanced:  # rank 1 holds v ceil((L + 2) / (p v)) layers, one more than the edge ranks (p > 2)
-            ranks["middle_rank_bytes"] = sp.Piecewise((0, sp.Eq(p, 2)), (self.loaded("middle"), True))
-        most_loaded = sp.Max(*ranks.values(), evaluate=False)
-        return {
-            **(ranks if self.balanced else {}),
-            "parameters": self.parameters["single"].subs(t, 1),
-            "stage_parameters": self._staged(self.parameters.__getitem__, "first"),
-            "state_bytes": self._staged(self.state, "first"),
-            "layer_activation_bytes": self.layer_activations.xreplace(CONTEXT),
-            "stage_activation_bytes": self._staged(self.activation, "first", True),
-            "logits_bytes": self.logits.xreplace(CONTEXT),
-            "memory_per_gpu": sp.Piecewise((self.total("single"), sp.Eq(p, 1)), (most_loaded, True)),
-            "flops_per_token": self.model_flops,
-            "hardware_flops_per_token": self.hardware_flops,
-        }
+        ranks = tuple(f"{rank}_rank_bytes" for rank in self._ranks()) if self.balanced else ()
+        return {name: self.column(name) for name in (*ranks, *COLUMNS)}
 
 
 @lru_cache(maxsize=None)
-def accounts(architecture: str | Layout, profile: str, recompute: str, placement_name: str = "megatron",
+def accounts(architecture: str | Layout, profile: str, recompute: str, placement_name: str | None = "megatron",
              sharded: bool = False, attention_kernel: str = "fused", balanced: bool = False,
              recipe: str | None = None, fp8_param_gather: bool = False) -> Accounts:
-    """The accounts of one combination, built from derive's tables (cached).
+    """The accounts of one combination, built from derive's tables (cached); no ``placement_name``: any placement's.
 
     ``profile`` is a layer profile of ``derive.architectures.saved`` (``gpt``,
     ``llama-eager``, ``llama-fused``); ``attention_kernel`` applies to ``gpt`` only. ``balanced``:
@@ -331,20 +432,27 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
     (derive.recipes) on the placement's states, as the report counts it (``state.fp8_copies``: the
     placement's ledger with the recipe's rows, derive.accounts.placement.placement_ledger), and its
     FP8 linear inputs in the saved tables; ``fp8_param_gather``: Megatron's --fp8-param-gather.
+    ``placement_name`` None: the states in STATE_BYTES' symbols, given as :func:`state_columns` of a placement.
     """
     choose("recompute", recompute, RECOMPUTE_FLOPS)
     choose("profile", profile, LAYER_PROFILES)
-    placement(placement_name)
-    fp8: dict[str, object] = {}
-    if recipe is not None:
-        added = (placement_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
-                 - placement_bytes(placement_name, sharded, STATE_RANKS))
-        fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
-    elif fp8_param_gather:
+    if fp8_param_gather and recipe is None:
         raise ValueError("fp8_param_gather: needs an FP8 recipe")
+    fp8: dict[str, object] = {}
+    if placement_name is None:
+        per_parameter = held_bytes(N)
+        added = N_8 * held_bytes(N_8) + n_8 * held_bytes(n_8)
+    else:
+        placement(placement_name)
+        per_parameter = placement_bytes_per_parameter(placement_name, sharded, STATE_RANKS)
+        added = None if recipe is None else (
+            placement_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
+            - placement_bytes(placement_name, sharded, STATE_RANKS))
+    if recipe is not None:
+        fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
     return Accounts(
         parameters=_stage_parameters(architecture),
-        bytes_per_parameter=placement_bytes_per_parameter(placement_name, sharded, STATE_RANKS),
+        bytes_per_parameter=per_parameter,
         activations=_stage_activations(profile, attention_kernel, recompute, recipe),
         layer_activations=layer_activation_bytes(profile, attention_kernel, t, True, recompute, recipe=recipe),
         logits=logits_bytes(t),
@@ -432,17 +540,19 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
     sharded = placement_sharded(zero, placement_name)
     if balanced and np.any(np.asarray(layout["p"]) == 1):
         raise ValueError("balanced: the embedding and loss slots need p > 1")
-    exprs = account_columns(entry.architecture, profile, recompute, placement_name, sharded, attention_kernel,
-                            bool(balanced), recipe, fp8_param_gather)
+    states = state_columns(placement_name, sharded, recipe, fp8_param_gather)
+    terms = (accounts(entry.architecture, profile, recompute, None, False, attention_kernel, bool(balanced), recipe)
+             if states is not None else
+             accounts(entry.architecture, profile, recompute, placement_name, sharded, attention_kernel,
+                      bool(balanced), recipe, fp8_param_gather))
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
-    run = {name: compile(exprs[name]) for name in names}
+    run = {name: compile(terms.column(name)) for name in names}
     values = {symbol.name: number for symbol, number in entry.values.items()}
     values.update({name: np.asarray(array) for name, array in layout.items()})
     values.setdefault("c", np.asarray(1))
-    if np.any(values["c"] > 1) and not accounts(entry.architecture, profile, recompute, placement_name,
-                                                sharded, attention_kernel, recipe=recipe,
-                                                fp8_param_gather=fp8_param_gather).context_parallel:
+    values.update(states or {})
+    if np.any(values["c"] > 1) and not terms.context_parallel:
         raise ValueError(f"c: context parallelism needs activations linear in s; {profile} with "
                          f"{attention_kernel} attention keeps score matrices")
     if tokens is not None:

@@ -13,7 +13,7 @@ from derive.accounts.flops import step_time_lower_bound
 from derive.architectures.parameters import parameter_count
 from derive.codegen import arguments, exact_function
 from derive.presets import MODELS, hardware
-from derive.symbols import BY_NAME, V, h, m, p, t, v
+from derive.symbols import BY_NAME, N, V, h, m, p, t, v
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
 pytestmark = pytest.mark.xdist_group("sweep")
@@ -205,3 +205,47 @@ def test_blocks_of_configurations_give_the_exact_values_across_block_edges():
             assert int(got[index]) == expected, index
         else:  # a float column: the exact Fraction to float rounding
             assert float(got[index]) == pytest.approx(float(expected), rel=1e-14), index
+
+
+# ---- a placement's states as columns (one expression for every placement and ZeRO stage) ----
+
+def test_state_columns_are_the_placements_bytes_per_parameter():
+    # Megatron's bf16 recipe (docs/user-guide/features/dist_optimizer.md): 18 bytes whole; with the
+    # distributed optimizer 2 (bf16 params) + 4 (fp32 grads) whole, 12 (fp32 master, two moments)
+    # sharded; ZeRO-3 (ZeRO paper, 2 + 2 + 12 bytes of mixed-precision Adam) shards all 16.
+    assert sweep.state_columns("megatron", False) == {"N_bytes_whole": 18, "N_bytes_sharded": 0}
+    assert sweep.state_columns("megatron", True) == {"N_bytes_whole": 6, "N_bytes_sharded": 12}
+    assert sweep.state_columns("deepspeed-zero3", True) == {"N_bytes_whole": 0, "N_bytes_sharded": 16}
+    # MXFP8 keeps one scale byte per 32 elements (N_8 / 32): not a whole multiple, its own expression
+    assert sweep.state_columns("megatron", True, "mxfp8") is None
+
+
+def test_a_state_column_may_be_zero_a_size_may_not():
+    function = sweep.compile(N * sweep.held_bytes(N))
+    got = function(N=np.array([1000, 1001]), N_bytes_whole=0, N_bytes_sharded=16, c=1, d=np.array([4, 8]))
+    assert got.tolist() == [4000, 2002]
+    with pytest.raises(ValueError, match="^d: must be positive"):
+        function(N=1000, N_bytes_whole=0, N_bytes_sharded=16, c=1, d=0)
+
+
+@pytest.mark.parametrize("placement_name, zero, recipe", [
+    ("megatron", 0, None), ("megatron", 1, None), ("megatron-fsdp-optim-grads-params", 3, None),
+    ("deepspeed-zero2", 2, None), ("megatron", 1, "fp8-delayed"), ("megatron", 1, "mxfp8")])
+def test_evaluate_equals_the_placements_own_expressions(placement_name, zero, recipe):
+    """evaluate (the states as columns where the placement allows) = each placement's own compiled accounts."""
+    entry = MODELS["llama3-70b"]
+    count = 4000
+    rng = np.random.default_rng(zero)
+    layout = dict(s=np.full(count, 8192), t=rng.choice([1, 2, 4, 8], count), p=rng.integers(2, 17, count),
+                  v=rng.integers(1, 6, count), d=rng.integers(1, 257, count), c=rng.choice([1, 2, 4], count),
+                  b=rng.integers(1, 9, count), m=rng.integers(1, 129, count))
+    names = ("state_bytes", "memory_per_gpu", "first_rank_bytes", "last_rank_bytes", "middle_rank_bytes")
+    for balanced in (False, True):
+        got = sweep.evaluate(entry, layout, "selective", zero, placement_name=placement_name, names=names,
+                             balanced=balanced, recipe=recipe)
+        own = sweep.accounts(entry.architecture, "llama-fused", "selective", placement_name, bool(zero),
+                             balanced=balanced, recipe=recipe)
+        values = {**{symbol.name: value for symbol, value in entry.values.items()}, **layout}
+        for name in names:
+            want = sweep.compile(own.column(name))(**values)
+            assert np.array_equal(got[name], want), (name, balanced)

@@ -7,6 +7,7 @@ function that issues each collective, or the paper section that counts it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Callable
 
 import sympy as sp
@@ -131,10 +132,16 @@ class _Builder:
 
     def add(self, name: str, tensor: str, collective: str, group: str, ranks: sp.Expr,
             payload: sp.Expr, count: sp.Expr, pass_: str, overlap: str, source: str) -> None:
-        sent = sp.expand(payload * sent_factor(collective, ranks, self.layout.algorithm))
+        payload, sent = _payload_sent(sp.sympify(payload), collective, sp.sympify(ranks), self.layout.algorithm)
         self.found.append(Collective(name, tensor, collective, group, sp.sympify(ranks),
-                                     sp.expand(payload), sent, sent, sp.sympify(count), pass_,
+                                     payload, sent, sent, sp.sympify(count), pass_,
                                      overlap, source, self.layout.algorithm))
+
+
+@lru_cache(maxsize=4096)
+def _payload_sent(payload: sp.Expr, collective: str, ranks: sp.Expr, algorithm: str) -> tuple[sp.Expr, sp.Expr]:
+    """(payload, bytes one rank sends) expanded, once per row shape (the planner's ledgers repeat them)."""
+    return sp.expand(payload), sp.expand(payload * sent_factor(collective, ranks, algorithm))
 
 
 def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
@@ -327,7 +334,13 @@ def _expert_parallel(build: _Builder) -> None:
 
 def _grad_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
     """Bytes of the gradients of ``share`` as the precision keeps them (fp32 main grads for bf16-fp32grad)."""
-    return state_ledger(layout.precision, "sgd", share.numel()).where("grads", "resident").bytes()
+    return _gradients(layout.precision, share.numel())
+
+
+@lru_cache(maxsize=1024)
+def _gradients(precision: str, numel: sp.Expr) -> sp.Expr:
+    """Bytes of the gradients of ``numel`` parameters under ``precision`` (derive.accounts.state's ledger)."""
+    return state_ledger(precision, "sgd", numel).where("grads", "resident").bytes()
 
 
 def _param_bytes(share: Ledger, tensors: sp.Expr, layout: Parallelism) -> sp.Expr:

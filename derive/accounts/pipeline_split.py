@@ -49,6 +49,7 @@ def rank_layers(rank: str, balanced: bool, layers: sp.Expr = L, pipeline: sp.Exp
     return virtual * chunk_slots(balanced, layers, pipeline, virtual) - edge_slots_on(rank, balanced)
 
 
+@lru_cache(maxsize=None)
 def most_layers(balanced: bool, layers: sp.Expr = L, pipeline: sp.Expr = p, virtual: sp.Expr = v) -> sp.Expr:
     """The most transformer layers one rank builds: min(v ceil(slots / (p v)), L); balanced at p = 2, one fewer."""
     most = rank_layers("middle", balanced, layers, pipeline, virtual)
@@ -99,6 +100,18 @@ def stage_in_flight(stage: str) -> sp.Expr:
                         (sp.Min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v), True))
 
 
+def _unless(expr: sp.Expr, condition: sp.Boolean) -> sp.Expr:
+    """``expr`` where ``condition`` is false: a Piecewise's branch taken under ``condition`` left out.
+
+    Beside ``condition | ...`` it is the same condition, with no Piecewise inside (SymPy would rewrite that
+    into an ITE, solving the condition's sets: the bulk of building the balanced accounts).
+    """
+    if not isinstance(expr, sp.Piecewise) or not any(case == condition for _, case in expr.args):
+        return expr
+    rest = [(value, case) for value, case in expr.args if case != condition]
+    return rest[0][0] if len(rest) == 1 and rest[0][1] == sp.true else sp.Piecewise(*rest)
+
+
 @lru_cache(maxsize=None)
 def stage_layers(stage: str, balanced: bool, activations: bool = False) -> dict[sp.Symbol, sp.Expr]:
     """L -> p x the layers ``stage`` holds (:func:`rank_layers`), for the accounts' L / p and L / (p v).
@@ -117,7 +130,8 @@ def stage_layers(stage: str, balanced: bool, activations: bool = False) -> dict[
     if activations:
         held = stage_in_flight(stage)
         full = v * chunk_slots(True)
-        pieces = [(layers, sp.Eq(v, 1) | (held >= m * v))]
+        one_chunk = sp.Eq(v, 1)
+        pieces = [(layers, one_chunk | (_unless(held, one_chunk) >= m * v))]
         if stage == "last":
             pieces.append((full - v * edge_slots_on(stage, True) / held, sp.Eq(m, p)))
         layers = sp.Piecewise(*pieces, (full, True))

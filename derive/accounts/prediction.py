@@ -85,18 +85,32 @@ def _template(model: Model, flags: Parallelism, whole_model: bool) -> tuple[tupl
                         dense_layers=layers - moe, moe_layers=moe,
                         capacity=None if flags.capacity_factor is None else sp.Rational(flags.capacity_factor))
     rows = comm_rows(model.architecture, terms, flags, whole_model)
-    fields = [sp.sympify(model.at(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
+    fields = [_at(model, sp.sympify(getattr(row, name))) for row in rows for name in ("ranks", "sent", "count")]
     # each distinct expression of the rows' ranks, sent and count compiled once (rows and templates repeat them)
     distinct = list(dict.fromkeys(fields))
     index = {field: position for position, field in enumerate(distinct)}
     return (tuple((row.name, row.group, row.collective, row.overlap, row.pass_) for row in rows),
-            tuple(_numpy_field(field) for field in distinct), tuple(index[field] for field in fields))
+            _numpy_fields(distinct), tuple(index[field] for field in fields))
 
 
 @lru_cache(maxsize=4096)
-def _numpy_field(field: sp.Expr) -> Callable[..., object]:
-    """One ledger expression as numpy of TEMPLATE_SIZES: one layout's sizes or columns of them."""
-    return sp.lambdify(TEMPLATE_SIZES, field, "numpy", docstring_limit=0)
+def _at(model: Model, field: sp.Expr) -> sp.Expr:
+    """``model.at(field)``, once per expression (the templates of many flags repeat their rows' fields)."""
+    return sp.sympify(model.at(field))
+
+
+#: Every ledger expression compiled so far -> (the numpy function of TEMPLATE_SIZES that returns it among
+#: others, as a list, and its place in that list).
+_COMPILED_FIELDS: dict[sp.Expr, tuple[Callable[..., list], int]] = {}
+
+
+def _numpy_fields(fields: list[sp.Expr]) -> tuple[tuple[Callable[..., list], int], ...]:
+    """Each ledger expression as numpy of TEMPLATE_SIZES (one layout's sizes or columns): new ones in one lambdify."""
+    new = [field for field in fields if field not in _COMPILED_FIELDS]
+    if new:
+        function = sp.lambdify(TEMPLATE_SIZES, new, "numpy", docstring_limit=0)
+        _COMPILED_FIELDS.update((field, (function, position)) for position, field in enumerate(new))
+    return tuple(_COMPILED_FIELDS[field] for field in fields)
 
 
 #: The Parallelism fields a ledger template depends on (its sizes are the template's symbols).
@@ -120,9 +134,12 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
     A row that moves nothing at a layout (one rank, no bytes or no calls) counts 0 there; rows that
     move nothing at every layout are left out.
     """
-    names, functions, where = _template(model, _flags(flags), whole_model)
-    distinct = [function(*sizes) for function in functions]
-    fields = [distinct[position] for position in where]
+    names, compiled, where = _template(model, _flags(flags), whole_model)
+    computed: dict[Callable[..., list], list] = {}
+    for function, _ in compiled:
+        if function not in computed:
+            computed[function] = function(*sizes)
+    fields = [computed[function][position] for function, position in (compiled[index] for index in where)]
     shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
     found = []
     for index, (name, group, collective, overlap, pass_) in enumerate(names):
@@ -199,6 +216,17 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
                                                parallelism.fp8_param_gather))
 
 
+#: The flags the size rules of a Parallelism read: Parallelism.check the balanced split, its construction
+#: that expert parallelism with t > 1 needs sequence parallelism (HSDP's dp_shard, a size, is refused
+#: before); every other flag is checked on its own when the flags are built.
+SHAPE_FLAGS = ("balanced", "sequence_parallel")
+
+
+@lru_cache(maxsize=256)
+def _shape_flags(values: tuple) -> Parallelism:
+    return Parallelism(**dict(zip(SHAPE_FLAGS, values)))
+
+
 @lru_cache(maxsize=65536)
 def _check_shape(model: Model, flags: Parallelism, tp: int, pp: int, vp: int, cp: int, ep: int, etp: int) -> None:
     """``Parallelism.check`` of one (t, p, v, c, e, t_E) under ``flags`` (one micro-batch per pipeline rank)."""
@@ -225,8 +253,9 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     whole = p_ == 1
     if whole.any() and not whole.all():
         raise ValueError("p: the columns mix p = 1 with p > 1 (one ledger template each)")
+    shape_flags = _shape_flags(tuple(getattr(flags, name) for name in SHAPE_FLAGS))
     for shape in set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist())):
-        _check_shape(model, _flags(flags), *shape)
+        _check_shape(model, shape_flags, *shape)
     counted = replace(flags, precision=ledger_precision(precision))
     # the template over float columns: no int64 product can wrap around (exact below 2^53, as Python's ints)
     floats = tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_))
