@@ -64,8 +64,9 @@ OVERLAP_RULES: dict[str, str] = {
 DEFAULT_OVERLAP = frozenset({"dp-reduce-with-backward", "param-gather-with-forward", "tp-async-backward",
                              "cp-ring-with-attention", "pp-send-with-compute", "ep-a2a-overlap-across-nodes"})
 
-#: Megatron DDP's bucket: max(40,000,000, 1,000,000 x dp) parameters
-#: (megatron/core/distributed/distributed_data_parallel.py, bucket_size).
+#: Megatron DDP's bucket: max(40,000,000, 1,000,000 x dp) parameters, dp the data-parallel group with its
+#: context-parallel ranks (megatron/training/training.py, the bucket size from dp_cp_group; the
+#: same rule in megatron/core/distributed/distributed_data_parallel.py, bucket_size).
 BUCKET_PARAMETERS, BUCKET_PER_DP_RANK = 40_000_000, 1_000_000
 
 

@@ -408,7 +408,9 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     }
     backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
     windows = {"backward": backward, "forward": backward / 2}
-    share = last_bucket_share(local_parameters(work, lay), lay.d)
+    # the bucket grows with the group the gradients are reduced over: data x context parallel ranks
+    # (megatron/training/training.py, the DDP bucket size: max(40M, 1M x dp_cp_group size))
+    share = last_bucket_share(local_parameters(work, lay), lay.d * lay.c)
     rule = {"reduce": "dp-reduce-with-backward", "gather": "param-gather-with-forward"}
     dp = 0.0
     for (kind, pass_), (seconds, count) in sorted(data.items()):
