@@ -169,8 +169,26 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
 @lru_cache(maxsize=None)
 def _ranks_needed(sharded: sp.Expr, kept: sp.Expr) -> sp.Expr:
     """ceil(sharded / (M_GPU - kept)), at least 1, where kept < M_GPU (NaN otherwise); once per pair."""
-    return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
+    return sp.Piecewise((at_least_one(sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
                         (sp.nan, True))
+
+
+def at_least_one(ranks: sp.ceiling) -> sp.Expr:
+    """``Max(1, ranks)`` for a ceiling ``ranks``, decided by the sign of its argument.
+
+    The ceiling of a positive number is at least 1 (the ceiling itself), of a non-positive one
+    at most 0 (so 1); otherwise nothing is known and the Max stays. This is what SymPy's own
+    Max decides for these arguments, without its pairwise comparisons (_find_localzeros),
+    which cost most of the page's fit formulas (tests/test_fast_paths.py holds the two equal).
+    """
+    ratio = ranks.args[0] if isinstance(ranks, sp.ceiling) else None
+    if ratio is None:
+        return sp.Max(1, ranks)
+    if ratio.is_positive:
+        return ranks
+    if ratio.is_nonpositive:
+        return sp.Integer(1)
+    return sp.Max(1, ranks, evaluate=False)
 
 
 STATE = ("precision", "optimizer", "zero")

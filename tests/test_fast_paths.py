@@ -1,0 +1,41 @@
+"""The fast constructions derive uses for speed give exactly what SymPy's slower general routes give (issue 28)."""
+import itertools
+
+import pytest
+import sympy as sp
+
+from derive.accounts.state import state_bytes
+from derive.formulas import CHOICES, FORMULAS, _ranks_needed, at_least_one
+from derive.symbols import M_GPU, M_act, N, d
+
+FIT = {formula.key: formula for formula in FORMULAS if formula.key.startswith("fit.gpus")}
+
+
+def _sharded_and_kept(precision: str, optimizer: str, zero: int, activations: bool) -> tuple[sp.Expr, sp.Expr]:
+    total = state_bytes(precision, optimizer, zero).total
+    return sp.expand(total * d).coeff(d, 0), total.subs(d, sp.oo) + (M_act if activations else 0)
+
+
+@pytest.mark.parametrize("precision, optimizer", itertools.product(CHOICES["precision"], CHOICES["optimizer"]))
+def test_ranks_needed_is_sympys_max(precision: str, optimizer: str) -> None:
+    """at_least_one decides Max(1, ceiling(x)) as SymPy's evaluated Max does, for every ZeRO fit the page prints."""
+    for zero, activations in itertools.product((1, 2, 3), (False, True)):
+        sharded, kept = _sharded_and_kept(precision, optimizer, zero, activations)
+        slow = sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU), (sp.nan, True))
+        assert _ranks_needed(sharded, kept) == slow
+
+
+def test_ranks_needed_zero3_bf16_adam_by_hand() -> None:
+    """ZeRO-3 shards all 16 B/param of bf16 + Adam: 70e9 parameters on 80e9-byte GPUs need ceil(14) = 14 ranks."""
+    expr = FIT["fit.gpus_for_state"].expression({"precision": "bf16", "optimizer": "adam", "zero": 3})
+    assert expr.xreplace({N: 70 * 10**9, M_GPU: 80 * 10**9}) == 14
+    assert expr.xreplace({N: 70 * 10**9 + 1, M_GPU: 80 * 10**9}) == 15   # a ceiling, not a quotient
+
+
+def test_at_least_one_signs() -> None:
+    """The ceiling of a positive ratio stays, of a non-positive one gives 1, of an unknown sign a Max."""
+    x = sp.Symbol("x", real=True)
+    assert at_least_one(sp.ceiling(N / M_GPU)) == sp.ceiling(N / M_GPU)
+    assert at_least_one(sp.ceiling(-N / M_GPU)) == 1
+    assert at_least_one(sp.ceiling(x)) == sp.Max(1, sp.ceiling(x))
+    assert at_least_one(sp.Integer(3)) == 3
