@@ -39,3 +39,22 @@ def test_at_least_one_signs() -> None:
     assert at_least_one(sp.ceiling(-N / M_GPU)) == 1
     assert at_least_one(sp.ceiling(x)) == sp.Max(1, sp.ceiling(x))
     assert at_least_one(sp.Integer(3)) == 3
+
+
+def test_difference_zero_only_over_one_denominator() -> None:
+    """1/(x+1) + x/(x+1) - 1 does not expand to 0 but is 0 over one denominator: the identity holds."""
+    from derive.identities import difference
+
+    x = sp.Symbol("x", positive=True)
+    assert sp.expand(1 / (x + 1) + x / (x + 1) - 1) != 0
+    assert difference(1 / (x + 1) + x / (x + 1), sp.Integer(1)) == 0
+
+
+def test_difference_departure_factored() -> None:
+    """1/(x-1) + 1/(x+1) - 0 = 2x / ((x-1)(x+1)) by hand: a departure, shown factored over one denominator."""
+    from derive.identities import difference
+
+    x = sp.Symbol("x", positive=True)
+    diff = difference(1 / (x - 1) + 1 / (x + 1), sp.Integer(0))
+    assert diff == 2 * x / ((x - 1) * (x + 1))
+    assert diff.xreplace({x: 3}) == sp.Rational(3, 4)

@@ -7,6 +7,7 @@ function that issues each collective, or the paper section that counts it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Callable
 
 import sympy as sp
@@ -100,8 +101,9 @@ class LayoutTerms:
         return self.dense_layers + self.moe_layers
 
 
+@lru_cache(maxsize=64)
 def _tables(architecture: Layout | str) -> tuple[Ledger, Ledger | None, Ledger]:
-    """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout."""
+    """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout; once per architecture."""
     if isinstance(architecture, str):
         layer, edges = FAMILIES[architecture]
         return layer(), None, edges()
@@ -327,7 +329,16 @@ def _expert_parallel(build: _Builder) -> None:
 
 def _grad_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
     """Bytes of the gradients of ``share`` as the precision keeps them (fp32 main grads for bf16-fp32grad)."""
-    return state_ledger(layout.precision, "sgd", share.numel()).where("grads", "resident").bytes()
+    return _precision_grad_bytes(share, layout.precision)
+
+
+@lru_cache(maxsize=256)
+def _precision_grad_bytes(share: Ledger, precision: str) -> sp.Expr:
+    """_grad_bytes once per (ledger, precision): every flag set of a layout sums the same share.
+
+    The key holds the ledger itself (compared by identity), so it cannot be collected and its id reused.
+    """
+    return state_ledger(precision, "sgd", share.numel()).where("grads", "resident").bytes()
 
 
 def _param_bytes(share: Ledger, tensors: sp.Expr, layout: Parallelism) -> sp.Expr:
@@ -336,13 +347,25 @@ def _param_bytes(share: Ledger, tensors: sp.Expr, layout: Parallelism) -> sp.Exp
     The compute copy; the quantised matrices' FP8 copy and scales under Parallelism.fp8_param_gather
     (derive.accounts.fp8_comm.gathered_parameters).
     """
-    return gathered_parameters(share, tensors, layout.precision, layout.fp8_param_gather).bytes()
+    return _gathered_bytes(share, tensors, layout.precision, layout.fp8_param_gather)
+
+
+@lru_cache(maxsize=256)
+def _gathered_bytes(share: Ledger, tensors: sp.Expr, precision: str, fp8_param_gather: bool) -> sp.Expr:
+    """_param_bytes once per (ledger, tensors, precision, FP8 gather); the key holds the ledger, as above."""
+    return gathered_parameters(share, tensors, precision, fp8_param_gather).bytes()
 
 
 def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
                 whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
     """((non-expert parameters, their quantised matrices n_8), (routed-expert ones, theirs)): t / t_E e shares."""
-    terms = build.terms
+    return _terms_share(build.terms, dense_layer, moe_layer, edges, whole_model)
+
+
+@lru_cache(maxsize=64)
+def _terms_share(terms: LayoutTerms, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
+                 whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
+    """_rank_share once per (terms, tables, whole_model): the shares depend on no flag of the layout."""
     at = {symbols.t: terms.t, symbols.e: terms.e, symbols.t_E: terms.t_E}
     held = edges if whole_model else _last_stage_edges(edges)
     table = dense_layer.times(terms.dense_layers) + held
