@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Mapping
 import sympy as sp
 
 from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
-from derive.accounts.hf_saved import HF_PROFILES, dense_saved
+from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
@@ -39,7 +39,7 @@ CHOICES: dict[str, tuple[object, ...]] = {
 }
 
 #: Report figures the web page leaves out: they exist only under the report's transformers
-#: profiles (derive.accounts.hf_saved.HF_PROFILES), which the page does not offer.
+#: profiles (derive.accounts.hf_profiles.HF_PROFILES), which the page does not offer.
 REPORT_ONLY = ("saved_for_backward_bytes",)
 
 #: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
@@ -102,6 +102,13 @@ class Formula:
 _BUILT: dict[tuple[object, ...], sp.Expr | None] = {}
 
 
+def _hf_saved(m: Model, profile: str):
+    """derive.accounts.hf_saved.dense_saved: transformers' tables load on the first such profile, not on import."""
+    from derive.accounts.hf_saved import dense_saved
+
+    return dense_saved(m, profile)
+
+
 def _state(account: str) -> Callable[[str, str, int], sp.Expr]:
     return lambda precision, optimizer, zero: getattr(state_bytes(precision, optimizer, zero), account)
 
@@ -111,7 +118,7 @@ def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
         if attention != "fused" and profile not in ATTENTION_PROFILES:
             return None
         if profile in HF_PROFILES:
-            return dense_saved(m, profile).layers / L
+            return _hf_saved(m, profile).layers / L
         return profile_bytes(profile, attention, m)[0]
     return build
 
@@ -134,13 +141,13 @@ def _fp8_layer(m: Model, profile: str, precision: str) -> sp.Expr | None:
 def _all_layers(m: Model, profile: str) -> sp.Expr:
     """All layers and the logits (transformers' profiles: the whole model's saved tensors)."""
     if profile in HF_PROFILES:
-        return dense_saved(m, profile).total
+        return _hf_saved(m, profile).total
     return profile_bytes(profile, "fused", m)[1]
 
 
 def _saved_for_backward(m: Model, profile: str) -> sp.Expr | None:
     """The whole model's bytes kept for backward under a transformers profile (derive.accounts.hf_saved)."""
-    return dense_saved(m, profile).total if profile in HF_PROFILES else None
+    return _hf_saved(m, profile).total if profile in HF_PROFILES else None
 
 
 def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
