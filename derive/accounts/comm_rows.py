@@ -133,10 +133,16 @@ class _Builder:
 
     def add(self, name: str, tensor: str, collective: str, group: str, ranks: sp.Expr,
             payload: sp.Expr, count: sp.Expr, pass_: str, overlap: str, source: str) -> None:
-        sent = sp.expand(payload * sent_factor(collective, ranks, self.layout.algorithm))
+        expanded, sent = _payload_sent(payload, collective, ranks, self.layout.algorithm)
         self.found.append(Collective(name, tensor, collective, group, sp.sympify(ranks),
-                                     sp.expand(payload), sent, sent, sp.sympify(count), pass_,
+                                     expanded, sent, sent, sp.sympify(count), pass_,
                                      overlap, source, self.layout.algorithm))
+
+
+@lru_cache(maxsize=1024)
+def _payload_sent(payload: sp.Expr, collective: str, ranks: sp.Expr, algorithm: str) -> tuple[sp.Expr, sp.Expr]:
+    """(the payload expanded, the bytes one rank sends for it): once per payload, collective, group and algorithm."""
+    return sp.expand(payload), sp.expand(payload * sent_factor(collective, ranks, algorithm))
 
 
 def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
