@@ -58,3 +58,18 @@ def test_difference_departure_factored() -> None:
     diff = difference(1 / (x - 1) + 1 / (x + 1), sp.Integer(0))
     assert diff == 2 * x / ((x - 1) * (x + 1))
     assert diff.xreplace({x: 3}) == sp.Rational(3, 4)
+
+
+def test_numpy_function_once_per_expression() -> None:
+    """An expression compiles once per process; the shared function computes what a fresh one does."""
+    import numpy as np
+
+    from derive.codegen import numpy_function
+    from derive.symbols import h
+
+    expr = sp.Max(sp.ceiling(N / (2 * h)), h) + sp.Piecewise((N, N > h), (h, True))
+    assert numpy_function(expr) is numpy_function(sp.sympify(str(expr), locals={"N": N, "h": h}))
+    at_n, at_h = np.array([10, 7, 3]), np.array([4, 8, 1])
+    # by hand: max(ceil(10/8), 4) + 10 = 14; max(ceil(7/16), 8) + 8 = 16; max(ceil(3/2), 1) + 3 = 5
+    assert numpy_function(expr)(at_n, at_h).tolist() == [14, 16, 5]
+    assert numpy_function.__wrapped__(expr)(at_n, at_h).tolist() == [14, 16, 5]
