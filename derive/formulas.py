@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import sympy as sp
 
@@ -25,6 +25,9 @@ from derive.presets import Model
 from derive.recipes import fp8_weight_counts
 from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, L, M_act, M_state, a, d, h, k,
                             n_8, s, t_step)
+
+if TYPE_CHECKING:
+    from derive.accounts.hf_saved import SavedForBackward
 
 #: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
 HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
@@ -102,7 +105,7 @@ class Formula:
 _BUILT: dict[tuple[object, ...], sp.Expr | None] = {}
 
 
-def _hf_saved(m: Model, profile: str):
+def _hf_saved(m: Model, profile: str) -> "SavedForBackward":
     """derive.accounts.hf_saved.dense_saved: transformers' tables load on the first such profile, not on import."""
     from derive.accounts.hf_saved import dense_saved
 
@@ -180,7 +183,7 @@ def _ranks_needed(sharded: sp.Expr, kept: sp.Expr) -> sp.Expr:
                         (sp.nan, True))
 
 
-def at_least_one(ranks: sp.ceiling) -> sp.Expr:
+def at_least_one(ranks: sp.Expr) -> sp.Expr:
     """``Max(1, ranks)`` for a ceiling ``ranks``, decided by the sign of its argument.
 
     The ceiling of a positive number is at least 1 (the ceiling itself), of a non-positive one

@@ -362,16 +362,10 @@ def _gathered_bytes(share: Ledger, tensors: sp.Expr, precision: str, fp8_param_g
     return gathered_parameters(share, tensors, precision, fp8_param_gather).bytes()
 
 
-def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
+@lru_cache(maxsize=64)  # once per (terms, tables, whole_model): the shares depend on no flag of the layout
+def _rank_share(terms: LayoutTerms, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
                 whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
     """((non-expert parameters, their quantised matrices n_8), (routed-expert ones, theirs)): t / t_E e shares."""
-    return _terms_share(build.terms, dense_layer, moe_layer, edges, whole_model)
-
-
-@lru_cache(maxsize=64)
-def _terms_share(terms: LayoutTerms, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
-                 whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
-    """_rank_share once per (terms, tables, whole_model): the shares depend on no flag of the layout."""
     at = {symbols.t: terms.t, symbols.e: terms.e, symbols.t_E: terms.t_E}
     held = edges if whole_model else _last_stage_edges(edges)
     table = dense_layer.times(terms.dense_layers) + held
@@ -388,7 +382,7 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
                    whole_model: bool) -> None:
     """Gradient all-reduce, ZeRO-1/2 reduce-scatter + all-gather, ZeRO-3 / FSDP gathers; EDP for experts."""
     terms, layout = build.terms, build.layout
-    (dense, dense_n), (experts, experts_n) = _rank_share(build, dense_layer, moe_layer, edges, whole_model)
+    (dense, dense_n), (experts, experts_n) = _rank_share(build.terms, dense_layer, moe_layer, edges, whole_model)
     if layout.sequence_parallel and terms.active(terms.t):
         norms = dense.filter(lambda w: w.has("norm") or w.has("router"))
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
