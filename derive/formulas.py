@@ -262,8 +262,10 @@ def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
     known = {symbol: exact(value) for symbol, value in values.items()}
     out: dict[str, tuple[sp.Expr, sp.Expr]] = {}
     for formula in FORMULAS:
+        if not set(formula.needs) <= set(given):
+            continue                     # not printed: not built either
         expr = formula.expression(choices)
-        if expr is None or not set(formula.needs) <= set(given):
+        if expr is None:
             continue
         value = expr.xreplace(known)
         if value is sp.nan:
