@@ -6,7 +6,7 @@ import sympy as sp
 
 from derive.accounts.state import state_bytes
 from derive.formulas import CHOICES, FORMULAS, _ranks_needed, at_least_one
-from derive.symbols import M_GPU, M_act, N, d
+from derive.symbols import M_GPU, M_act, N, d, h
 
 FIT = {formula.key: formula for formula in FORMULAS if formula.key.startswith("fit.gpus")}
 
@@ -73,3 +73,16 @@ def test_numpy_function_once_per_expression() -> None:
     # by hand: max(ceil(10/8), 4) + 10 = 14; max(ceil(7/16), 8) + 8 = 16; max(ceil(3/2), 1) + 3 = 5
     assert numpy_function(expr)(at_n, at_h).tolist() == [14, 16, 5]
     assert numpy_function.__wrapped__(expr)(at_n, at_h).tolist() == [14, 16, 5]
+
+
+def test_first_stage_activations_built_once() -> None:
+    """The first stage's bytes are one shared expression per argument set, equal to a fresh build: at p = 1, no
+    edges, the GPT table at f = 4h, statistics ignored, it is L (34 sbh + 5 a s^2 b) (Korthikanti et al. 2022, Eq. 1)."""
+    from derive.accounts.activations import first_stage_activation_bytes
+    from derive.symbols import L, a, b, f, s
+
+    kwargs = {"profile": "gpt", "pipeline": 1, "edges": False, "softmax_statistics": False}
+    assert first_stage_activation_bytes(**kwargs) is first_stage_activation_bytes(**kwargs)
+    fresh = first_stage_activation_bytes.__wrapped__(**kwargs)
+    assert first_stage_activation_bytes(**kwargs) == fresh
+    assert sp.expand(fresh.xreplace({f: 4 * h}) - L * (34 * s * b * h + 5 * a * s**2 * b)) == 0
