@@ -3,13 +3,16 @@
 Run: ``make bench`` or ``.venv/bin/python bench/run.py [--rounds 7]``. Each round runs
 every command once, in turn (interleaved, so a burst of load hits all of them), and
 the ratio of each command to the round's bare ``import sympy`` is taken within the
-round; the report is the median of those paired ratios, with their spread. Targets:
+round; the report is the median of those paired ratios, with their spread, and the same
+ratio of CPU time (user + system of the child), which load from other processes moves less
+than wall time (the targets are on wall time, measured on an idle machine). Targets:
 check <= 3x, render <= 6x, the report (``derive --model 70b``) <= 1.3x a bare
 ``python -c "import sympy"`` (issue 28). Sweep rates and memory: bench/sweep.py.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -22,24 +25,37 @@ BASE = "import sympy"
 TARGETS = {"derive.check": 3.0, "derive.render": 6.0, "derive --model 70b": 1.3}
 
 
+def _child_cpu() -> float:
+    """CPU seconds (user + system) of every finished child so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def wall_time(command: list[str]) -> float:
     """Seconds one run of ``command`` takes."""
-    start = time.perf_counter()
+    return timed(command)[0]
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of ``command``."""
+    cpu, start = _child_cpu(), time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _child_cpu() - cpu
 
 
-def paired_ratios(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
-    """Per command, its time over the same round's bare import, one ratio per round (interleaved)."""
+def paired_ratios(commands: dict[str, list[str]], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per command, its (wall, CPU) time over the same round's bare import, one ratio per round (interleaved)."""
     ratios: dict[str, list[float]] = {name: [] for name in commands if name != BASE}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in ratios}
     for round_index in range(rounds):
         order = list(commands)
         if round_index % 2:                      # alternate the order so neither end is favoured
             order.reverse()
-        seconds = {name: wall_time(commands[name]) for name in order}
+        seconds = {name: timed(commands[name]) for name in order}
         for name in ratios:
-            ratios[name].append(seconds[name] / seconds[BASE])
-    return ratios
+            ratios[name].append(seconds[name][0] / seconds[BASE][0])
+            cpu_ratios[name].append(seconds[name][1] / seconds[BASE][1])
+    return ratios, cpu_ratios
 
 
 def main() -> int:
@@ -57,11 +73,12 @@ def main() -> int:
             "derive --model 70b": [sys.executable, "-m", "derive.report", "--model", "70b"],
         }
         wall_time(commands[BASE])                # warm the file cache once, untimed
-        ratios = paired_ratios(commands, args.rounds)
-    print(f"{args.rounds} interleaved rounds; median of paired ratios to a bare `{BASE}`")
+        ratios, cpu_ratios = paired_ratios(commands, args.rounds)
+    print(f"{args.rounds} interleaved rounds; median of paired ratios to a bare `{BASE}` (wall; CPU beside)")
     for name, values in ratios.items():
         median = statistics.median(values)
         print(f"{name:20} {median:5.2f}x  (min {min(values):.2f}x, max {max(values):.2f}x; "
+              f"CPU {statistics.median(cpu_ratios[name]):.2f}x; "
               f"target <= {TARGETS[name]:g}x: {'met' if median <= TARGETS[name] else 'NOT met'})")
     return 0
 

@@ -21,7 +21,7 @@ import sympy as sp
 
 from derive.accounts.activations import PROFILES
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
-from derive.accounts.hf_saved import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
+from derive.accounts.hf_profiles import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
 from derive.inputs import MAX_SIZE, OneLineParser

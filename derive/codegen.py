@@ -209,8 +209,13 @@ def _named(expr: sp.Expr, named: dict[sp.Expr, sp.Symbol]) -> sp.Expr:
     return expr.func(*args)
 
 
+@lru_cache(maxsize=1024)
 def numpy_function(expr: sp.Expr) -> Callable[..., np.ndarray]:
-    """``expr`` as numpy of its free symbols (positional, sorted by name), shared parts computed once."""
+    """``expr`` as numpy of its free symbols (positional, sorted by name), shared parts computed once.
+
+    Generated once per distinct expression in a process (the planners compile the same accounts
+    for several models): the function is pure, so equal expressions share it.
+    """
     return sp.lambdify(arguments(expr), expr, modules=[{"numpy": np}],
                        printer=VectorPrinter(), docstring_limit=0, cse=shared_parts)
 

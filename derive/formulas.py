@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 import sympy as sp
 
 from derive.accounts.activations import ATTENTION_PROFILES, PROFILES, profile_bytes
-from derive.accounts.hf_saved import HF_PROFILES, dense_saved
+from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
@@ -25,6 +25,9 @@ from derive.presets import Model
 from derive.recipes import fp8_weight_counts
 from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, L, M_act, M_state, a, d, h, k,
                             n_8, s, t_step)
+
+if TYPE_CHECKING:
+    from derive.accounts.hf_saved import SavedForBackward
 
 #: A model that does not fix its head width has k = h / a (Model.values; derive.symbols' k).
 HEAD_WIDTH: dict[sp.Symbol, sp.Expr] = {k: h / a}
@@ -39,7 +42,7 @@ CHOICES: dict[str, tuple[object, ...]] = {
 }
 
 #: Report figures the web page leaves out: they exist only under the report's transformers
-#: profiles (derive.accounts.hf_saved.HF_PROFILES), which the page does not offer.
+#: profiles (derive.accounts.hf_profiles.HF_PROFILES), which the page does not offer.
 REPORT_ONLY = ("saved_for_backward_bytes",)
 
 #: The report's optional inputs -> their symbols (the model's sizes come from Model.values).
@@ -102,6 +105,13 @@ class Formula:
 _BUILT: dict[tuple[object, ...], sp.Expr | None] = {}
 
 
+def _hf_saved(m: Model, profile: str) -> "SavedForBackward":
+    """derive.accounts.hf_saved.dense_saved: transformers' tables load on the first such profile, not on import."""
+    from derive.accounts.hf_saved import dense_saved
+
+    return dense_saved(m, profile)
+
+
 def _state(account: str) -> Callable[[str, str, int], sp.Expr]:
     return lambda precision, optimizer, zero: getattr(state_bytes(precision, optimizer, zero), account)
 
@@ -111,7 +121,7 @@ def _per_layer(attention: str) -> Callable[[Model, str], sp.Expr | None]:
         if attention != "fused" and profile not in ATTENTION_PROFILES:
             return None
         if profile in HF_PROFILES:
-            return dense_saved(m, profile).layers / L
+            return _hf_saved(m, profile).layers / L
         return profile_bytes(profile, attention, m)[0]
     return build
 
@@ -134,13 +144,13 @@ def _fp8_layer(m: Model, profile: str, precision: str) -> sp.Expr | None:
 def _all_layers(m: Model, profile: str) -> sp.Expr:
     """All layers and the logits (transformers' profiles: the whole model's saved tensors)."""
     if profile in HF_PROFILES:
-        return dense_saved(m, profile).total
+        return _hf_saved(m, profile).total
     return profile_bytes(profile, "fused", m)[1]
 
 
 def _saved_for_backward(m: Model, profile: str) -> sp.Expr | None:
     """The whole model's bytes kept for backward under a transformers profile (derive.accounts.hf_saved)."""
-    return dense_saved(m, profile).total if profile in HF_PROFILES else None
+    return _hf_saved(m, profile).total if profile in HF_PROFILES else None
 
 
 def _hfu(policy: str) -> Callable[[Model], sp.Expr]:
@@ -169,8 +179,26 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
 @lru_cache(maxsize=None)
 def _ranks_needed(sharded: sp.Expr, kept: sp.Expr) -> sp.Expr:
     """ceil(sharded / (M_GPU - kept)), at least 1, where kept < M_GPU (NaN otherwise); once per pair."""
-    return sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
+    return sp.Piecewise((at_least_one(sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
                         (sp.nan, True))
+
+
+def at_least_one(ranks: sp.Expr) -> sp.Expr:
+    """``Max(1, ranks)`` for a ceiling ``ranks``, decided by the sign of its argument.
+
+    The ceiling of a positive number is at least 1 (the ceiling itself), of a non-positive one
+    at most 0 (so 1); otherwise nothing is known and the Max stays. This is what SymPy's own
+    Max decides for these arguments, without its pairwise comparisons (_find_localzeros),
+    which cost most of the page's fit formulas (tests/test_fast_paths.py holds the two equal).
+    """
+    ratio = ranks.args[0] if isinstance(ranks, sp.ceiling) else None
+    if ratio is None:
+        return sp.Max(1, ranks)
+    if ratio.is_positive:
+        return ranks
+    if ratio.is_nonpositive:
+        return sp.Integer(1)
+    return sp.Max(1, ranks, evaluate=False)
 
 
 STATE = ("precision", "optimizer", "zero")
@@ -234,8 +262,10 @@ def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
     known = {symbol: exact(value) for symbol, value in values.items()}
     out: dict[str, tuple[sp.Expr, sp.Expr]] = {}
     for formula in FORMULAS:
+        if not set(formula.needs) <= set(given):
+            continue                     # not printed: not built either
         expr = formula.expression(choices)
-        if expr is None or not set(formula.needs) <= set(given):
+        if expr is None:
             continue
         value = expr.xreplace(known)
         if value is sp.nan:

@@ -15,7 +15,7 @@ from typing import Sequence
 import sympy as sp
 
 from derive.accounts.activations import PROFILES
-from derive.accounts.hf_saved import HF_PROFILES, dense_saved
+from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
@@ -149,6 +149,8 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
                   request.budget_label if key == "fit.budget" else sp.sstr(expr))
            for key, (value, expr) in evaluate(choices, values, given).items()]
     if request.profile in HF_PROFILES:
+        from derive.accounts.hf_saved import dense_saved  # transformers' tables load when asked
+
         saved = dense_saved(m, request.profile)
         known = {symbol: sp.sympify(value) for symbol, value in values.items()}
         out = [replace(fig, parts=tuple((part, _number(fig.key, sp.sympify(expr).xreplace(known)))

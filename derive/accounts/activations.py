@@ -188,6 +188,7 @@ def output_edge(tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
     return sharded(rows, tensor_parallel, sequence_parallel)
 
 
+@lru_cache(maxsize=1024)  # an immutable sum, built once per set of arguments (the planners ask again per model)
 def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "materialised",
                                  tensor_parallel: sp.Expr = 1, sequence_parallel: bool = False,
                                  recompute: str = "none", norm_statistics: bool = False, *,

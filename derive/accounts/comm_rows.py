@@ -101,8 +101,9 @@ class LayoutTerms:
         return self.dense_layers + self.moe_layers
 
 
+@lru_cache(maxsize=64)
 def _tables(architecture: Layout | str) -> tuple[Ledger, Ledger | None, Ledger]:
-    """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout."""
+    """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout; once per architecture."""
     if isinstance(architecture, str):
         layer, edges = FAMILIES[architecture]
         return layer(), None, edges()
@@ -349,13 +350,19 @@ def _param_bytes(share: Ledger, tensors: sp.Expr, layout: Parallelism) -> sp.Exp
     The compute copy; the quantised matrices' FP8 copy and scales under Parallelism.fp8_param_gather
     (derive.accounts.fp8_comm.gathered_parameters).
     """
-    return gathered_parameters(share, tensors, layout.precision, layout.fp8_param_gather).bytes()
+    return _gathered_bytes(share, tensors, layout.precision, layout.fp8_param_gather)
 
 
-def _rank_share(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
+@lru_cache(maxsize=256)
+def _gathered_bytes(share: Ledger, tensors: sp.Expr, precision: str, fp8_param_gather: bool) -> sp.Expr:
+    """_param_bytes once per (ledger, tensors, precision, FP8 gather); the key holds the ledger, as above."""
+    return gathered_parameters(share, tensors, precision, fp8_param_gather).bytes()
+
+
+@lru_cache(maxsize=64)  # once per (terms, tables, whole_model): the shares depend on no flag of the layout
+def _rank_share(terms: LayoutTerms, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
                 whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
     """((non-expert parameters, their quantised matrices n_8), (routed-expert ones, theirs)): t / t_E e shares."""
-    terms = build.terms
     at = {symbols.t: terms.t, symbols.e: terms.e, symbols.t_E: terms.t_E}
     held = edges if whole_model else _last_stage_edges(edges)
     table = dense_layer.times(terms.dense_layers) + held
@@ -372,7 +379,7 @@ def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | Non
                    whole_model: bool) -> None:
     """Gradient all-reduce, ZeRO-1/2 reduce-scatter + all-gather, ZeRO-3 / FSDP gathers; EDP for experts."""
     terms, layout = build.terms, build.layout
-    (dense, dense_n), (experts, experts_n) = _rank_share(build, dense_layer, moe_layer, edges, whole_model)
+    (dense, dense_n), (experts, experts_n) = _rank_share(build.terms, dense_layer, moe_layer, edges, whole_model)
     if layout.sequence_parallel and terms.active(terms.t):
         norms = dense.filter(lambda w: w.has("norm") or w.has("router"))
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",

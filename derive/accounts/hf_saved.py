@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 import sympy as sp
 
 from derive.accounts.activations import PRE_NORMS, llama_layer_form
+from derive.accounts.hf_profiles import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
 from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
@@ -43,14 +44,9 @@ from derive.presets import Model
 from derive.symbols import L, L_E, L_w, k, k_rope
 from derive.tensors import Ledger
 
-#: The report's transformers profiles: the family comes from the config.
-HF_PROFILES: dict[str, str] = {
-    "hf-sdpa": "the whole model as transformers 5.23 trains it (sdpa attention; family from the config)",
-    "hf-eager": "the whole model as transformers 5.23 trains it (eager attention; family from the config)",
-}
-#: transformers 5's experts implementations derive models (integrations/moe.py
-#: grouped_mm_experts_forward, the default; eager: the modeling file's loop over experts).
-EXPERTS_IMPLEMENTATIONS = tuple(EXPERTS)
+if tuple(EXPERTS) != EXPERTS_IMPLEMENTATIONS:  # the names the CLI offers are the tables this module has
+    raise ValueError(f"experts_implementation: derive.accounts.hf_profiles names {EXPERTS_IMPLEMENTATIONS}, "
+                     f"derive.architectures.saved_moe.EXPERTS holds {tuple(EXPERTS)}")
 #: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3,
 #: fused qkv_proj and gate_up_proj for Phi 3, post-norms and projection q/k norms for OLMo 2).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")

@@ -265,13 +265,13 @@ def when(row: Tensor, condition: sp.Basic) -> list[Tensor]:
 
 
 #: b = 1: a view that folds the batch into another dimension needs no copy (one sequence).
-SINGLE_SEQUENCE = sp.Eq(b, 1)
+SINGLE_SEQUENCE = sp.Eq(b, 1, evaluate=False)  # b may be 1: nothing to decide (or import) on load
 #: transformers' eager attention with one key/value head and one sequence: repeat_kv's
 #: expand + reshape (transformers/integrations/sdpa_attention.py repeat_kv) merges a size-1
 #: g with the stride-0 repeat, a view; torch.matmul folds [b, a] into one batch dimension
 #: (aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl, reshape) without a copy only at b = 1,
 #: so QK^T and PV keep the g-head K and V themselves, not a copy at a heads.
-KV_VIEW = sp.And(sp.Eq(g, 1), SINGLE_SEQUENCE)
+KV_VIEW = sp.And(sp.Eq(g, 1, evaluate=False), SINGLE_SEQUENCE)
 
 
 def sliding_mask(window: bool) -> sp.Basic:

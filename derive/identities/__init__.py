@@ -135,12 +135,15 @@ def identity(name: str, *, topic: str, claim: sp.Expr, source: str,
 
 
 def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
-    """derived - claim, reduced: expanded, then over a common denominator."""
+    """derived - claim, reduced: expanded, then over a common denominator and factored.
+
+    ``factor`` puts the difference over one denominator and factors numerator and denominator
+    as polynomials (common factors cancel): 0 exactly when the identity holds, a departure
+    shown factored otherwise. It is what ``cancel(together(...))`` then ``factor`` gave, in one pass.
+    """
     diff = sp.expand(derived - claim)
     if diff != 0 and diff.has(sp.Pow):
-        diff = sp.cancel(sp.together(diff))  # canonical p/q: 0 exactly when the identity holds
-        if diff != 0:
-            diff = sp.factor(diff)           # a departure, shown factored
+        diff = sp.factor(diff)
     return diff
 
 

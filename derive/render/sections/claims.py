@@ -1,6 +1,8 @@
 """The article's numeric claims as ``python -m derive.check --document 'the article'`` judges them (derive.claims)."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 from derive.claims import ARTICLE, Verdict, evaluate_all
 from derive.render.sheet import Cell, Column, Section, Table, text_cell
 
@@ -38,9 +40,16 @@ def claims_table(verdicts: list[Verdict]) -> Table:
     )
 
 
+@lru_cache(maxsize=1)
+def sheet_verdicts() -> tuple[Verdict, ...]:
+    """Every claim's verdict (derive.claims.evaluate_all), evaluated once per render: this section
+    takes the article's, the literature section the papers'."""
+    return tuple(evaluate_all())
+
+
 def claims_section() -> Section:
     """The claims check, regenerated from the registry each time the sheet is rendered."""
-    verdicts = evaluate_all(ARTICLE)
+    verdicts = [v for v in sheet_verdicts() if v.claim.document == ARTICLE]  # evaluate_all(ARTICLE)'s order
     counts = {status: sum(v.status == status for v in verdicts) for status in STATUSES}
     summary = ", ".join(f"{count} {STATUSES[status] if count != 1 else status}"
                         for status, count in counts.items())

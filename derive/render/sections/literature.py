@@ -1,8 +1,8 @@
 """The papers derive builds on, checked claim by claim (derive.claims, one module per paper; issue 17)."""
 from __future__ import annotations
 
-from derive.claims import ARTICLE, DOCUMENTS, Verdict, documents, evaluate_all
-from derive.render.sections.claims import claim_cells
+from derive.claims import ARTICLE, DOCUMENTS, Verdict, documents
+from derive.render.sections.claims import claim_cells, sheet_verdicts
 from derive.render.sheet import Column, Section, Table, int_cell, text_cell
 
 
@@ -64,7 +64,7 @@ def not_holding_table(verdicts: list[Verdict]) -> Table:
 
 def literature_section() -> Section:
     """The papers' claims, regenerated from the registry each time the sheet is rendered."""
-    every = evaluate_all()
+    every = list(sheet_verdicts())
     verdicts = [v for v in every if v.claim.document != ARTICLE]
     held = sum(v.status == "holds" for v in verdicts)
     failed = sum(v.status == "does not hold" for v in verdicts)

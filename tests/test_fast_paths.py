@@ -1,0 +1,88 @@
+"""The fast constructions derive uses for speed give exactly what SymPy's slower general routes give (issue 28)."""
+import itertools
+
+import pytest
+import sympy as sp
+
+from derive.accounts.state import state_bytes
+from derive.formulas import CHOICES, FORMULAS, _ranks_needed, at_least_one
+from derive.symbols import M_GPU, M_act, N, d, h
+
+FIT = {formula.key: formula for formula in FORMULAS if formula.key.startswith("fit.gpus")}
+
+
+def _sharded_and_kept(precision: str, optimizer: str, zero: int, activations: bool) -> tuple[sp.Expr, sp.Expr]:
+    total = state_bytes(precision, optimizer, zero).total
+    return sp.expand(total * d).coeff(d, 0), total.subs(d, sp.oo) + (M_act if activations else 0)
+
+
+@pytest.mark.parametrize("precision, optimizer", itertools.product(CHOICES["precision"], CHOICES["optimizer"]))
+def test_ranks_needed_is_sympys_max(precision: str, optimizer: str) -> None:
+    """at_least_one decides Max(1, ceiling(x)) as SymPy's evaluated Max does, for every ZeRO fit the page prints."""
+    for zero, activations in itertools.product((1, 2, 3), (False, True)):
+        sharded, kept = _sharded_and_kept(precision, optimizer, zero, activations)
+        slow = sp.Piecewise((sp.Max(1, sp.ceiling(sharded / (M_GPU - kept))), kept < M_GPU), (sp.nan, True))
+        assert _ranks_needed(sharded, kept) == slow
+
+
+def test_ranks_needed_zero3_bf16_adam_by_hand() -> None:
+    """ZeRO-3 shards all 16 B/param of bf16 + Adam: 70e9 parameters on 80e9-byte GPUs need ceil(14) = 14 ranks."""
+    expr = FIT["fit.gpus_for_state"].expression({"precision": "bf16", "optimizer": "adam", "zero": 3})
+    assert expr.xreplace({N: 70 * 10**9, M_GPU: 80 * 10**9}) == 14
+    assert expr.xreplace({N: 70 * 10**9 + 1, M_GPU: 80 * 10**9}) == 15   # a ceiling, not a quotient
+
+
+def test_at_least_one_signs() -> None:
+    """The ceiling of a positive ratio stays, of a non-positive one gives 1, of an unknown sign a Max."""
+    x = sp.Symbol("x", real=True)
+    assert at_least_one(sp.ceiling(N / M_GPU)) == sp.ceiling(N / M_GPU)
+    assert at_least_one(sp.ceiling(-N / M_GPU)) == 1
+    assert at_least_one(sp.ceiling(x)) == sp.Max(1, sp.ceiling(x))
+    assert at_least_one(sp.Integer(3)) == 3
+
+
+def test_difference_zero_only_over_one_denominator() -> None:
+    """1/(x+1) + x/(x+1) - 1 does not expand to 0 but is 0 over one denominator: the identity holds."""
+    from derive.identities import difference
+
+    x = sp.Symbol("x", positive=True)
+    assert sp.expand(1 / (x + 1) + x / (x + 1) - 1) != 0
+    assert difference(1 / (x + 1) + x / (x + 1), sp.Integer(1)) == 0
+
+
+def test_difference_departure_factored() -> None:
+    """1/(x-1) + 1/(x+1) - 0 = 2x / ((x-1)(x+1)) by hand: a departure, shown factored over one denominator."""
+    from derive.identities import difference
+
+    x = sp.Symbol("x", positive=True)
+    diff = difference(1 / (x - 1) + 1 / (x + 1), sp.Integer(0))
+    assert diff == 2 * x / ((x - 1) * (x + 1))
+    assert diff.xreplace({x: 3}) == sp.Rational(3, 4)
+
+
+def test_numpy_function_once_per_expression() -> None:
+    """An expression compiles once per process; the shared function computes what a fresh one does."""
+    import numpy as np
+
+    from derive.codegen import numpy_function
+    from derive.symbols import h
+
+    expr = sp.Max(sp.ceiling(N / (2 * h)), h) + sp.Piecewise((N, N > h), (h, True))
+    assert numpy_function(expr) is numpy_function(sp.sympify(str(expr), locals={"N": N, "h": h}))
+    at_n, at_h = np.array([10, 7, 3]), np.array([4, 8, 1])
+    # by hand: max(ceil(10/8), 4) + 10 = 14; max(ceil(7/16), 8) + 8 = 16; max(ceil(3/2), 1) + 3 = 5
+    assert numpy_function(expr)(at_n, at_h).tolist() == [14, 16, 5]
+    assert numpy_function.__wrapped__(expr)(at_n, at_h).tolist() == [14, 16, 5]
+
+
+def test_first_stage_activations_built_once() -> None:
+    """The first stage's bytes are one shared expression per argument set, equal to a fresh build: at p = 1, no
+    edges, the GPT table at f = 4h, statistics ignored, it is L (34 sbh + 5 a s^2 b) (Korthikanti et al. 2022, Eq. 1)."""
+    from derive.accounts.activations import first_stage_activation_bytes
+    from derive.symbols import L, a, b, f, s
+
+    kwargs = {"profile": "gpt", "pipeline": 1, "edges": False, "softmax_statistics": False}
+    assert first_stage_activation_bytes(**kwargs) is first_stage_activation_bytes(**kwargs)
+    fresh = first_stage_activation_bytes.__wrapped__(**kwargs)
+    assert first_stage_activation_bytes(**kwargs) == fresh
+    assert sp.expand(fresh.xreplace({f: 4 * h}) - L * (34 * s * b * h + 5 * a * s**2 * b)) == 0
