@@ -50,7 +50,7 @@ from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASON
                          divisors, fit_line, layouts, nearest, predicted_times, reasons)
 from derive.presets import Model
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
-from derive.symbols import D, E, L, L_E, f_E, p, s, t, v
+from derive.symbols import D, E, L, L_E, f_E, s, t, v
 from derive.tensors import Ledger
 
 #: The MoE presets' shipped configs (the step model and the layout rules read a config's Model).

@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from derive import megatron
 from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
                                      model_parallel_share, moe_layer_activations)
 from derive.architectures.gemms import flops
-from derive.architectures.moe_model import MoEFeatures, active_parameters, model_gemms, model_parameters
+from derive.architectures.moe_model import MoEFeatures, model_gemms, model_parameters
 from derive.architectures.saved_moe import layer_saved_moe
 from derive.identities import moe as moe_identities
-from derive.moe_presets import MOE_MODELS, moe_model
-from derive.symbols import D, b, d, e, p, s, t, t_E
+from derive.moe_presets import moe_model
+from derive.symbols import d, e, t, t_E
 
 REFERENCE = json.loads((Path(__file__).resolve().parent / "reference" / "megatron_moe.json").read_text())
 MODELS = REFERENCE["source"]["models"]

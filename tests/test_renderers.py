@@ -10,7 +10,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from conftest import missing_tool
 
 from derive.render.__main__ import ROOT

@@ -7,9 +7,9 @@ from derive.accounts.experts import REPLICATED, moe_layer_activations
 from derive.architectures.moe_model import layer
 from derive.identities.moe import DEPARTURES, LAYOUT, sizes
 from derive.moe_presets import MOE_MODELS, moe_model
-from derive.render.quantities import flop_cell, number_cell
+from derive.render.quantities import flop_cell
 from derive.render.sections.megatron import _size_cell
-from derive.render.sheet import Cell, Column, Section, Table, bytes_cell, int_cell, math_cell, text_cell
+from derive.render.sheet import Column, Section, Table, bytes_cell, int_cell, math_cell, text_cell
 from derive.report_moe import MoELayout, moe_figures
 from derive.symbols import b, d, e, p, s, t, t_E
 
