@@ -74,7 +74,7 @@ def test_list_models_names_every_preset_and_shipped_config(capsys):
     assert main(["report", "--list-models"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert set(names) == {*MODELS, *ALIASES, *MOE_MODELS, *published_names()}
-    assert len(published_names()) == 19 and {"qwen2.5-7b", "deepseek-v3", "qwen3-235b-a22b"} <= set(names)
+    assert len(published_names()) == 20 and {"qwen2.5-7b", "deepseek-v3", "qwen3-235b-a22b", "gpt-oss-120b"} <= set(names)
 
 
 @pytest.mark.parametrize("name", published_names())

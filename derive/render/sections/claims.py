@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from derive.claims import ARTICLE, Verdict, evaluate_all
+from derive.claims import ARTICLE, Claim, Verdict, all_claims, evaluate
 from derive.render.sheet import Cell, Column, Section, Table, text_cell
 
 #: the verdicts in the order the summary names them, each with its plural verb form.
@@ -40,11 +40,16 @@ def claims_table(verdicts: list[Verdict]) -> Table:
     )
 
 
-@lru_cache(maxsize=1)
 def sheet_verdicts() -> tuple[Verdict, ...]:
     """Every claim's verdict (derive.claims.evaluate_all), evaluated once per render: this section
-    takes the article's, the literature section the papers'."""
-    return tuple(evaluate_all())
+    takes the article's, the literature section the papers'. Keyed by the registered claims, so a
+    claim registered or replaced since is evaluated afresh."""
+    return _verdicts(tuple(all_claims()))
+
+
+@lru_cache(maxsize=1)
+def _verdicts(claims: tuple[Claim, ...]) -> tuple[Verdict, ...]:
+    return tuple(evaluate(entry) for entry in claims)
 
 
 def claims_section() -> Section:
