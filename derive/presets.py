@@ -131,8 +131,8 @@ class Model:
         """ValueError unless every account of derive applies (MoE / MLA beyond parameters: issue 15)."""
         if not self.dense:
             raise ValueError(f"{account}: activations and FLOPs of MoE / MLA layers are not "
-                             f"modelled yet ({self.name}, {self.model_type}); its parameters "
-                             "and active parameters are")
+                             f"modelled yet ({self.name}, {self.model_type}); only its parameters "
+                             "and active parameters are counted")
 
     @property
     def parameters(self) -> int:
