@@ -276,6 +276,15 @@ class Plan(Ranked):
     precision: str = "bf16"
 
 
+def micro_batch_columns(sequences: int, part: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(whether b d divides the step's sequences, m = sequences / (b d) there and 1 elsewhere, whether the
+    schedule runs it: v = 1 or m a multiple of p, Megatron's interleaving rule) of layout columns ``part``."""
+    per_step = part["b"] * part["d"]
+    whole = (sequences > 0) & (sequences % per_step == 0)
+    micro = np.where(whole, sequences // per_step, 1)
+    return whole, micro, (part["v"] == 1) | (micro % part["p"] == 0)
+
+
 def shared_ranks(step_time: np.ndarray, order: np.ndarray, feasible: np.ndarray) -> np.ndarray:
     """Rank of each row, 1 the fastest, 0 where it does not fit: a time within ``TIE`` of the one before shares its rank."""
     ranks = np.zeros(step_time.size, dtype=np.int64)
@@ -329,10 +338,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     parts = []
     for recompute in RECOMPUTE_POLICIES:
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
-        per_step = part["b"] * part["d"]
-        whole = (sequences > 0) & (sequences % per_step == 0)
-        micro = np.where(whole, sequences // per_step, 1)
-        schedule = (part["v"] == 1) | (micro % part["p"] == 0)
+        whole, micro, schedule = micro_batch_columns(sequences, part)
         memory = np.full(base["t"].size, np.nan)
         time = np.full(base["t"].size, np.nan)
         for zero, balanced in sorted(set(zip(part["zero"].tolist(), part["balanced"].tolist()))):

@@ -47,7 +47,7 @@ from derive.hf import published_model
 from derive.inputs import choose, exact_count
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _rounded, _seconds,
-                         divisors, fit_line, layouts, nearest, predicted_times, reasons)
+                         divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
 from derive.presets import Model
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, s, t, v
@@ -259,10 +259,7 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
     parts = []
     for recompute in ("none", "selective", "full"):
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
-        per_step = part["b"] * part["d"]
-        whole = (sequences > 0) & (sequences % per_step == 0)
-        micro = np.where(whole, sequences // per_step, 1)
-        schedule = (part["v"] == 1) | (micro % part["p"] == 0)
+        whole, micro, schedule = micro_batch_columns(sequences, part)
         memory = np.full(base["t"].size, np.nan)
         for zero in sorted(set(part["zero"].tolist())):
             for single in (True, False):
