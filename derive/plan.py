@@ -40,7 +40,7 @@ import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from math import gcd, isqrt
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import sympy as sp
@@ -220,13 +220,19 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     return extra
 
 
+@dataclass(frozen=True)
 class Ranked:
-    """Ranks and the tight mark of a plan's rows (``columns``, ``usable`` and ``order`` from the plan)."""
+    """A plan's question and its rows (columns of equal length), their order, ranks and tight mark."""
 
-    columns: dict[str, np.ndarray]
+    model: Model
+    gpus: int
+    hardware: str
+    tokens: int
     usable: tuple[int, int]
+    columns: dict[str, np.ndarray]
+    fit: str = "high"
     #: The layout columns that order rows of equal step time and memory, the last one first.
-    TIEBREAK: tuple[str, ...] = ("balanced", "b", "c", "v", "p", "t")
+    TIEBREAK: ClassVar[tuple[str, ...]] = ("balanced", "b", "c", "v", "p", "t")
 
     def order(self) -> np.ndarray:
         """Row indices: feasible layouts by step time (then memory, then the TIEBREAK columns), then the rest."""
@@ -264,15 +270,8 @@ class Ranked:
 
 @dataclass(frozen=True)
 class Plan(Ranked):
-    """Every layout with its memory, step time, feasibility and reason (columns of equal length)."""
+    """Every layout with its memory, step time, feasibility and reason."""
 
-    model: Model
-    gpus: int
-    hardware: str
-    tokens: int
-    usable: tuple[int, int]
-    columns: dict[str, np.ndarray]
-    fit: str = "high"
     precision: str = "bf16"
 
 

@@ -29,7 +29,7 @@ recomputed attention in the step time. Each layout that fits is timed by the ste
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable
 
@@ -226,14 +226,7 @@ def moe_layouts(entry: MoEModel, config: Model, gpus: int, contexts: list[int]) 
 class MoEPlan(Ranked):
     """Every MoE layout with its memory, predicted step time, feasibility and reason (``model``: the config's Model)."""
 
-    model: Model
-    experts: MoEModel
-    gpus: int
-    hardware: str
-    tokens: int
-    usable: tuple[int, int]
-    columns: dict[str, np.ndarray]
-    fit: str = "high"
+    experts: MoEModel = field(kw_only=True)
 
     TIEBREAK = ("b", "etp", "e", "c", "v", "p", "t")
 
@@ -277,7 +270,7 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
                       "balanced": np.zeros(base["t"].size, dtype=np.int64)})
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     columns["step_time"], columns["breakdown"] = predicted_times(config, columns, tokens, hardware_name)
-    return MoEPlan(config, entry, gpus, hardware_name, tokens, (low, high), columns, fit)
+    return MoEPlan(config, gpus, hardware_name, tokens, (low, high), columns, fit, experts=entry)
 
 
 def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
