@@ -163,15 +163,18 @@ def attention_score_gemms(mask: str = "causal", heads: sp.Expr = a,
 
 
 def window_keys(window: sp.Expr = w, seq: sp.Expr = s) -> sp.Expr:
-    """Keys a query meets on average in a causal sliding-window layer: w - w^2 / (2s) where w <= s, else s / 2.
+    """Keys a query meets on average in a causal sliding-window layer (w <= s; a wider window is causal).
 
-    Query i (1-based) meets min(i, w) keys: the mean over s queries is w - w(w - 1)/(2s); the
-    w/(2s) dropped is the diagonal :data:`MASKS`' causal convention drops, so w = s gives its s/2.
+    Query i (1-based) meets min(i, w) keys, summed over the s queries; less the share of a diagonal
+    :data:`MASKS`' causal convention drops (w = s gives its s / 2), over s queries.
     Attention over a window costs O(s w), not O(s^2) (Beltagy et al. 2020, Longformer, section 3.1);
     Megatron-Core runs it as window_size = (w, 0) in TransformerEngine's flash attention
     (GPT-OSS: Megatron-Bridge's GPTOSSProvider, window_size (128, 0), window_attn_skip_freq 2).
     """
-    return sp.Piecewise((window - window**2 / (2 * seq), window <= seq), (seq / 2, True))
+    i = sp.Dummy("i", integer=True, positive=True)
+    met = sp.summation(i, (i, 1, window)) + sp.summation(window, (i, window + 1, seq))
+    within = sp.expand((met - window * MASKS["causal"]) / seq)
+    return sp.Piecewise((within, window <= seq), (seq * MASKS["causal"], True))
 
 
 def llama_layer_gemms(mask: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
