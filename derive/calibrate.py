@@ -210,12 +210,11 @@ def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
 
 
 #: The held-out check set: NVIDIA's published Megatron-Bridge pre-training tables, one file per release
-#: (``HELDOUT`` is the 25.11 release's), each row typed as published with the file's source and notes.
-HELDOUT = Path(__file__).resolve().parent / "heldout_runs.json"
-HELDOUT_FILES = tuple(HELDOUT.parent / name for name in
-                      ("heldout_runs_25.09.json", "heldout_runs.json",
-                       *(f"heldout_runs_{release}.json" for release in
-                         ("26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08"))))
+#: (``heldout_runs_<release>.json``, in release order), each row typed as published with the file's source
+#: and notes; ``HELDOUT`` is the 25.11 release's.
+HELDOUT_FILES = tuple(sorted(Path(__file__).resolve().parent.glob("heldout_runs_*.json"),
+                             key=lambda path: tuple(map(int, path.stem.removeprefix("heldout_runs_").split(".")))))
+HELDOUT = Path(__file__).resolve().parent / "heldout_runs_25.11.json"
 #: The table's names -> derive's: models (a preset or MoE preset), systems, precisions. A row whose
 #: name is not here is listed as one derive cannot run, with the missing name.
 HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b",
@@ -335,33 +334,34 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
     Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
     accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
     """
-    rows, groups, by_release = [], {}, {}
+    rows = []
     for run, error in zip(runs, residuals(runs, eta)):
         tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
         predicted = tokens / (1 + error)  # throughput scales as 1 / step time
-        row = {"run": run.label, "release": run.table, "gpu": run.gpu.name, "precision": run.precision,
-               "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
-               "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
-               "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
-               "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
-               "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions}
-        rows.append(row)
-        mine = by_release.setdefault(run.table, {})
-        for key in ("release", "precision", "gpu", "kind"):
-            groups.setdefault(f"{key} {row[key]}", []).append(row["error"])
-            if key != "release":
-                mine.setdefault(f"{key} {row[key]}", []).append(row["error"])
-        groups.setdefault("all", []).append(row["error"])
-        mine.setdefault("all", []).append(row["error"])
+        rows.append({"run": run.label, "release": run.table, "gpu": run.gpu.name, "precision": run.precision,
+                     "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
+                     "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
+                     "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
+                     "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
+                     "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions})
     releases = {}
     for data in heldout_releases(paths):
-        mine = by_release.get(data["container"], {})
+        mine = [row for row in rows if row["release"] == data["container"]]
         releases[data["container"]] = {
             "release": data["release"], "source": data["source"], "source_file": data["source_file"],
             "rows": len(data["rows"]), "not_run": sum(row["release"] == data["container"] for row in skipped),
-            "groups": {name: _spread(mine[name]) for name in _ordered(mine)}}
+            "groups": _groups(mine, ("precision", "gpu", "kind"))}
     return {"releases": releases, "constants": {name: getattr(eta, name) for name in FIELDS}, "rows": rows,
-            "groups": {name: _spread(groups[name]) for name in _ordered(groups)}, "not_run": list(skipped)}
+            "groups": _groups(rows, ("release", "precision", "gpu", "kind")), "not_run": list(skipped)}
+
+
+def _groups(rows: Sequence[dict], keys: Sequence[str]) -> dict[str, dict[str, float]]:
+    """The errors' spread over ``rows`` ('all') and over each value of each of ``keys``, 'all' first."""
+    errors: dict[str, list[float]] = {"all": [row["error"] for row in rows]} if rows else {}
+    for row in rows:
+        for key in keys:
+            errors.setdefault(f"{key} {row[key]}", []).append(row["error"])
+    return {name: _spread(errors[name]) for name in _ordered(errors)}
 
 
 def _ordered(groups: dict) -> list[str]:
