@@ -58,13 +58,6 @@ MOE_LINKS = [
 ]
 
 
-@pytest.mark.parametrize("options", MOE_LINKS, ids=range(len(MOE_LINKS)))
-def test_an_moe_link_shows_the_moe_reports_figures(browser, calculator, options):
-    open_page(browser, calculator, options)
-    assert errors(browser) == {}
-    assert_matches_cli(browser, options)
-
-
 def test_every_name_the_cli_takes_is_on_the_page(browser, calculator):
     """Each preset, alias, MoE preset and shipped config by name: the CLI's figures or its refusal."""
     assert set(page_names()) == set(model_names())
@@ -91,8 +84,11 @@ DENSE_CONFIG_LINKS = [
 ]
 
 
-@pytest.mark.parametrize("options", DENSE_CONFIG_LINKS, ids=range(len(DENSE_CONFIG_LINKS)))
-def test_a_shipped_config_by_name_shows_the_reports_figures(browser, calculator, options):
+@pytest.mark.parametrize("options", MOE_LINKS + DENSE_CONFIG_LINKS,
+                         ids=[f"moe-{i}" for i in range(len(MOE_LINKS))]
+                         + [f"config-{i}" for i in range(len(DENSE_CONFIG_LINKS))])
+def test_a_link_shows_the_reports_figures(browser, calculator, options):
+    """An MoE model's link shows the MoE report's figures, a shipped config's the dense report's."""
     open_page(browser, calculator, options)
     assert errors(browser) == {}
     assert_matches_cli(browser, options)
