@@ -39,10 +39,11 @@ from derive.accounts.schedule import DEFAULT_OVERLAP
 from derive.accounts.step import CALIBRATION, Efficiency, calibrated
 from derive.claims import dubey, korthikanti, narayanan
 from derive.cli import OneLineParser, UsageError, serve
+from derive.model import Model
 from derive.names import named_model
 from derive.parallelism import Parallelism
 from derive.predict import memory_per_gpu
-from derive.presets import Model, model
+from derive.presets import model
 from derive.systems import System, system
 
 TERA = 10**12

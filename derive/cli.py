@@ -25,9 +25,11 @@ from derive.accounts.hf_profiles import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.hf import from_config
 from derive.inputs import MAX_SIZE, OneLineParser
-from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source, named_model
-from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, Model, hardware
-from derive.report import Request, figures, render_json, render_text
+from derive.model import MOE_FAMILIES, Model
+from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_model, moe_source, named_model
+from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, hardware
+from derive.report import MOE_DEFAULT_PROFILE, MoELayout, Request, figures, moe_figures
+from derive.report_text import render_json, render_moe, render_text
 from derive.verdicts import BUDGET_LABELS
 from derive.systems import SYSTEMS, system
 from derive.units import BYTE_UNITS, format_memory, to_unit
@@ -236,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     for field, option in SHAPE_OPTIONS.items():
         shape.add_argument(option, dest=field, type=POSITIVE)
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
-    moe = parser.add_argument_group("Mixture of Experts (derive.report_moe)")
+    moe = parser.add_argument_group("Mixture of Experts (derive.report)")
     moe.add_argument("--moe", metavar="NAME|CONFIG",
                      help="an MoE preset (mixtral-8x7b, deepseek-v3, qwen3-30b-a3b) or a config.json "
                           "of a mixtral, qwen2_moe, qwen3_moe or deepseek_v3 model")
@@ -256,14 +258,12 @@ MOE_PARALLEL = {"--tp": "tensor", "--ep": "expert", "--etp": "expert tensor", "-
 
 def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -> str:
     """The MoE report of each of ``sources`` (a preset or a config.json), text or JSON; errors name ``option``."""
-    from derive.moe_presets import load_moe_model
-    from derive.report_moe import DEFAULT_PROFILE, MoELayout, moe_figures, render_moe
     texts, data = [], {}
     sizes = [getattr(args, name.lstrip("-")) or 1 for name in MOE_PARALLEL]
-    profile = args.moe_profile or DEFAULT_PROFILE
+    profile = args.moe_profile or MOE_DEFAULT_PROFILE
     for source in sources:
         try:
-            model_ = load_moe_model(source, args.seq)
+            model_ = moe_model(source, args.seq)
         except ValueError as error:
             raise UsageError(f"{option}: {error}") from None
         try:
@@ -305,11 +305,10 @@ def _moe_saved(args: argparse.Namespace, source: str, option: str) -> dict[str, 
 
 
 def _moe_configs(args: argparse.Namespace) -> list[str]:
-    """The --config paths whose model_type is an MoE family derive.report_moe reports (others: the dense report)."""
+    """The --config paths whose model_type is an MoE family the report's MoE rows take (others: the dense report)."""
     if not args.config:
-        return []                        # derive.moe_presets (its configs read on import) stays unloaded
+        return []
     from derive.hf import load_config
-    from derive.moe_presets import MOE_FAMILIES
     found = []
     for path in args.config or ():
         try:
@@ -403,7 +402,7 @@ def request(args: argparse.Namespace, given: frozenset[str] = frozenset()) -> Re
 
 
 #: The dense report's options the MoE report (Megatron bf16, distributed optimizer) does not read;
-#: --precision it reads (bf16 or an FP8 recipe: derive.report_moe.moe_recipe).
+#: --precision it reads (bf16 or an FP8 recipe: derive.report.moe_recipe).
 DENSE_ONLY = ("optimizer", "profile", "tokens", "gpus", "mfu", "step_time", "zero", "budget",
               "peak", "gpu", *(field for field in SHAPE_OPTIONS if field != "seq"))
 _UNSET = object()
@@ -446,7 +445,7 @@ def run(argv: Sequence[str] | None = None) -> str:
         for field in DENSE_ONLY:
             if field in given and not (field == "profile" and args.profile in HF_PROFILES):
                 option = FIELD_OPTIONS.get(field, "--" + field.replace("_", "-"))
-                raise UsageError(f"{option}: the MoE report (derive.report_moe: Megatron bf16, distributed "
+                raise UsageError(f"{option}: the MoE report (derive.report: Megatron bf16, distributed "
                                  "optimizer) does not take it")
         if args.experts_implementation is not None and args.profile not in HF_PROFILES:
             raise UsageError("--experts-implementation: only the transformers profiles read it "

@@ -16,10 +16,10 @@ import sympy as sp
 
 from derive.accounts.comm import GROUPS, collectives, group_bytes
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
+from derive.model import Model
 from derive.options import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
 from derive.names import named_model
-from derive.presets import Model
 from derive.units import BYTE_UNITS
 
 PASSES = ("forward", "recompute", "backward", "optimizer")

@@ -21,7 +21,7 @@ from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
-from derive.presets import Model
+from derive.model import Model
 from derive.recipes import fp8_weight_counts
 from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, L, M_act, M_state, a, d, h, k,
                             n_8, s, t_step)

@@ -27,6 +27,7 @@ from derive.architectures.decoder import Layout
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
 from derive.inputs import MAX_SIZE, choose, read_json
+from derive.model import Model
 
 _MISSING = object()
 
@@ -68,7 +69,7 @@ class Fields:
         return _read(self, Read(names), {})[1]
 
 
-#: What a family reader finds in a config: the keyword arguments of derive.presets.Model
+#: What a family reader finds in a config: the keyword arguments of derive.model.Model
 #: (layout, layers, hidden, heads, kv_heads, ffn, vocab, seq, head_dim, sizes, moe_layers).
 Shape = dict[str, Any]
 
@@ -338,13 +339,19 @@ def _sparse_layers(c: Fields, layers: int) -> list[int]:
     return [i for i in _layer_indices(layers) if i not in dense and (i + 1) % step == 0]
 
 
+def _qwen_routing(c: Fields) -> dict[str, Any]:
+    """Qwen2-MoE / Qwen3-MoE routing: top-k weights renormalised only under norm_topk_prob (false by
+    default in their config classes), cast to the hidden dtype before the experts (their SparseMoeBlock)."""
+    return {"normalise_topk": bool(c.config.get("norm_topk_prob", False)), "weights_dtype": "bf16"}
+
+
 def qwen2_moe(c: Fields) -> Shape:
     """Qwen2MoeForCausalLM: routed experts, a shared expert with a sigmoid gate, qkv biases."""
     shape = MOE_BASES["qwen2_moe"].read(c)
     sizes = {**_top_k(c, c.first(("num_experts", "num_local_experts"))),
              "f_E": c.size("moe_intermediate_size"),
              "f_S": c.size("shared_expert_intermediate_size")}
-    return _with_moe(shape, MoE(shared="mlp.shared_expert", shared_gate=True),
+    return _with_moe(shape, MoE(shared="mlp.shared_expert", shared_gate=True, **_qwen_routing(c)),
                      _sparse_layers(c, shape["layers"]), sizes)
 
 
@@ -353,7 +360,7 @@ def qwen3_moe(c: Fields) -> Shape:
     shape = MOE_BASES["qwen3_moe"].read(c)
     sizes = {**_top_k(c, c.first(("num_experts", "num_local_experts"))),
              "f_E": c.size("moe_intermediate_size")}
-    return _with_moe(shape, MoE(), _sparse_layers(c, shape["layers"]), sizes)
+    return _with_moe(shape, MoE(**_qwen_routing(c)), _sparse_layers(c, shape["layers"]), sizes)
 
 
 def gpt_oss(c: Fields) -> Shape:
@@ -371,7 +378,7 @@ def gpt_oss(c: Fields) -> Shape:
 
 # ---- DeepSeek: MLA + DeepSeekMoE ----
 
-def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
+def _deepseek(c: Fields, router_bias: str, mlp_bias: bool, **routing: Any) -> Shape:
     """DeepSeek-V2/V3: MLA in every layer; layers from first_k_dense_replace on are MoE."""
     hidden, heads = c.size("hidden_size"), c.size("num_attention_heads")
     layers = c.size("num_hidden_layers")
@@ -398,7 +405,7 @@ def _deepseek(c: Fields, router_bias: str, mlp_bias: bool) -> Shape:
     if shared:
         moe_sizes["f_S"] = shared * expert
     moe = MoE(shared="mlp.shared_experts" if shared else "", router_bias=router_bias,
-              router_bias_name="e_score_correction_bias", shared_bias=mlp_bias)
+              router_bias_name="e_score_correction_bias", shared_bias=mlp_bias, **routing)
     return _with_moe(shape, moe, list(_layer_indices(layers, first_moe)), moe_sizes)
 
 
@@ -414,8 +421,10 @@ def deepseek_v2(c: Fields) -> Shape:
 
 
 def deepseek_v3(c: Fields) -> Shape:
-    """DeepseekV3ForCausalLM: as V2, plus the router's e_score_correction_bias (a buffer, not a parameter)."""
-    return _deepseek(c, "buffer", False)
+    """DeepseekV3ForCausalLM: as V2, plus the router's e_score_correction_bias (a buffer, not a parameter);
+    sigmoid scores with group-limited top-k (DeepseekV3TopkRouter), renormalised unless norm_topk_prob is false."""
+    return _deepseek(c, "buffer", False, router="sigmoid-grouped",
+                     normalise_topk=bool(c.config.get("norm_topk_prob", True)))
 
 
 #: Every family derive reads: the dense tables (:data:`DENSE`), then the MoE / MLA readers.
@@ -618,13 +627,11 @@ def unmodelled(config: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | None = None,
-                seq: int | None = None, source: str = ""):
-    """A :class:`derive.presets.Model` whose parameter table is generated from ``config``'s fields.
+                seq: int | None = None, source: str = "") -> Model:
+    """A :class:`derive.model.Model` whose parameter table is generated from ``config``'s fields.
 
     ``seq`` overrides the context length (max_position_embeddings / n_positions).
     """
-    from derive.presets import Model  # presets builds its Llama 3 models with this function
-
     parsed, default_name = load_config(config)
     shape = read_shape(parsed)
     if seq is not None:

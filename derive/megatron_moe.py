@@ -36,11 +36,12 @@ import sympy as sp
 
 from derive import megatron
 from derive.accounts.experts import model_parallel_share, moe_resident_bytes
+from derive.architectures.decoder import Layout
 from derive.conventions.megatron import MEGATRON_RECIPES
 from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import flops, weight_gemms
 from derive.architectures.moe import active_rows
-from derive.architectures.moe_model import (MoEFeatures, model_parameters,
+from derive.architectures.moe_model import (model_parameters, moe_layout,
                                             mtp_logit_gemms, score_gemms)
 from derive.inputs import positive_int
 from derive.symbols import D, E, L, L_E, V, a, d, e, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v, p, r_kv, r_q, t, t_E
@@ -58,10 +59,10 @@ def handles(args: Mapping[str, object]) -> bool:
 # ---- the tables under Megatron's reading ----
 
 def features(latent: bool | None, last_moe: bool, router_bias: bool = False, shared: bool = False,
-             gate: bool = False) -> MoEFeatures:
+             gate: bool = False) -> Layout:
     """The table a record's arguments describe: GQA (``latent`` None) or MLA, D MTP modules."""
     attention = "gqa" if latent is None else ("mla" if latent else "mla-direct")
-    return MoEFeatures(attention, shared=shared, gate=gate, router_bias=router_bias, mtp=True,
+    return moe_layout(attention, shared=shared, gate=gate, router_bias=router_bias, mtp=True,
                        last_moe=last_moe)
 
 

@@ -17,8 +17,8 @@ from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
 from derive.cli import POSITIVE, UsageError, _converter, _zero_stage, python_float
+from derive.model import Model
 from derive.parallelism import CP_COMMS, Parallelism
-from derive.presets import Model
 
 #: Parallelism fields -> the option that sets them (error lines name the option).
 LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": "--ep", "etp": "--etp",

@@ -21,7 +21,7 @@ from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import FP8_PRECISIONS, PRECISIONS
 from derive.inputs import choose, flag, positive_int, zero_stage
-from derive.presets import Model
+from derive.model import Model
 
 #: How context parallelism moves K and V: Transformer Engine's cp_comm_type names
 #: (transformer_engine/pytorch/attention.py: "p2p" ring attention, "all_gather" as Llama 3 does).

@@ -59,9 +59,9 @@ from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_u
 from derive.hf import from_config
 from derive.inputs import choose
 from derive.architectures.decoder import Layout
+from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.names import named_model
-from derive.presets import Model
 from derive.sweep import (
     CONTEXT,
     STATE_COUNTS,

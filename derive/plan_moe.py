@@ -45,12 +45,12 @@ from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model
 from derive.inputs import choose, exact_count
-from derive.moe_presets import MoEModel, load_moe_model
+from derive.model import Model
+from derive.names import moe_model
 from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _rounded, _seconds,
                          divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
-from derive.presets import Model
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
-from derive.symbols import D, E, L, L_E, f_E, s, t, v
+from derive.symbols import D, E, L, L_E, f_E, t, v
 from derive.tensors import Ledger
 
 #: The MoE presets' shipped configs (the step model and the layout rules read a config's Model).
@@ -116,7 +116,7 @@ class RankTerms:
 
 
 @lru_cache(maxsize=64)
-def rank_terms(entry: MoEModel, zero: int, recompute: str, rank: str) -> RankTerms:
+def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
     """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m.
 
     States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
@@ -125,7 +125,7 @@ def rank_terms(entry: MoEModel, zero: int, recompute: str, rank: str) -> RankTer
     layers (the dense planner's convention), the token ids once per held first chunk on rank 0, the
     output edge and the D MTP modules once on rank p - 1.
     """
-    features = entry.features
+    features = entry.layout
     table = model_parameters(features)
     placed = stage_placements(PLACEMENT)[zero]
     values = {symbol: sp.Integer(n) for symbol, n in entry.values.items() if symbol.name not in SIZES}
@@ -171,7 +171,7 @@ def _summed(sizes: Iterable[np.ndarray], rounded: bool) -> np.ndarray:
                 for size in sizes), np.zeros(()))
 
 
-def rank_memory(entry: MoEModel, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray],
+def rank_memory(entry: Model, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray],
                 rounded: bool = True) -> np.ndarray:
     """Bytes of ``rank`` at the layout columns ``values`` (t, p, v, c, d, e, t_E, b, m), at the layers it builds.
 
@@ -196,7 +196,7 @@ def rank_memory(entry: MoEModel, zero: int, recompute: str, rank: str, values: d
     return np.where(values["p"] == 2, 0, total) if rank == "middle" else total
 
 
-def moe_layouts(entry: MoEModel, config: Model, gpus: int, contexts: list[int]) -> dict[str, np.ndarray]:
+def moe_layouts(entry: Model, config: Model, gpus: int, contexts: list[int]) -> dict[str, np.ndarray]:
     """Every candidate as int64 columns t, p, v, c, e, etp, d, b, zero (recompute is crossed later).
 
     The dense planner's layouts (not balanced) with t dividing f, crossed with every t_E in {1, t}
@@ -226,7 +226,7 @@ def moe_layouts(entry: MoEModel, config: Model, gpus: int, contexts: list[int]) 
 class MoEPlan(Ranked):
     """Every MoE layout with its memory, predicted step time, feasibility and reason (``model``: the config's Model)."""
 
-    experts: MoEModel = field(kw_only=True)
+    experts: Model = field(kw_only=True)
 
     TIEBREAK = ("b", "etp", "e", "c", "v", "p", "t")
 
@@ -235,9 +235,9 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
              fit: str = "high", max_context: int = MAX_CONTEXT) -> MoEPlan:
     """Every layout of the MoE preset ``name`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
     choose("fit", fit, FITS)
-    entry = load_moe_model(choose("model", name, CONFIGS), seq)
-    seq = int(entry.values[s])
-    largest = L * moe_layer_activations(PROFILE, entry.features, True, 1, True, norm_statistics=True).bytes()
+    entry = moe_model(choose("model", name, CONFIGS), seq)
+    seq = entry.seq
+    largest = L * moe_layer_activations(PROFILE, entry.layout, True, 1, True, norm_statistics=True).bytes()
     exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
                 entry.subs(largest, b=max(MICRO_BATCHES)))
     config = published_model(CONFIGS[name], seq=seq)

@@ -27,10 +27,10 @@ from derive.accounts.state import PRECISIONS
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import LINEAR_DTYPE, StepTime
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
+from derive.model import Model
 from derive.names import named_model
 from derive.options import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
-from derive.presets import Model
 from derive.sweep import evaluate
 from derive.systems import SYSTEMS, System, system
 from derive.units import format_bytes, format_memory

@@ -1,163 +1,22 @@
 """Named model shapes and hardware: the numbers substituted into derive's expressions.
 
-A :class:`Model` is validated when made (positive sizes, heads dividing
-hidden, kv heads dividing heads), so every number on the sheet and in the
-report comes from a shape that exists.
+One table of presets (:data:`MODELS`), dense and MoE alike, each a
+:class:`derive.model.Model`: the Llama 3 models read from their published
+configs, the GPT-3 shapes of the papers, and three MoE models (Mixtral 8x7B,
+DeepSeek-V3, Qwen3-30B-A3B) read from their shipped configs on first use, so a
+dense command never reads them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
+from typing import Any, Iterator, Mapping
 
 import sympy as sp
 
-from derive.architectures.decoder import Layout, parameter_rows
-from derive.architectures.moe import active_parameter_count
-from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
-from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int, positive_value
-from derive.recipes import fp8_weight_counts
-from derive.symbols import BY_NAME, N_8, N_GEMM, L, N, V, a, f, g, h, k, n_8, s
+from derive.inputs import choose, positive_int
+from derive.model import MOE_FAMILIES, Model
 from derive.systems import SYSTEMS
-from derive.tensors import Ledger
-
-
-#: Model field -> the symbol it sets.
-FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv_heads": g,
-                                       "ffn": f, "vocab": V, "seq": s}
-
-
-@lru_cache(maxsize=None)
-def _parameter_numel(architecture: Layout | str) -> tuple[sp.Expr, tuple[str, ...]]:
-    """(N as an expression of the table's symbols, the Model fields it uses), once per table form."""
-    rows = model_parameters(architecture) if isinstance(architecture, str) else parameter_rows(architecture)
-    numel = rows.numel()
-    return numel, tuple(name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol))
-
-
-@lru_cache(maxsize=4096)
-def _parameter_count(architecture: Layout | str, values: tuple[tuple[str, int], ...]) -> int:
-    """N of a table form at the sizes ``values`` (symbol name, value), exact."""
-    numel, _ = _parameter_numel(architecture)
-    return int(numel.xreplace({BY_NAME[name]: sp.Integer(value) for name, value in values}))
-
-
-@dataclass(frozen=True)
-class Model:
-    """A decoder-only Transformer shape, in the article's symbols.
-
-    A model read from a config (``derive.hf.from_config``) also carries its
-    ``layout`` (the table's form), the values of the MoE / MLA / position symbols
-    (``sizes``, by symbol name), the indices of its MoE layers and its model_type.
-    """
-
-    name: str
-    family: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    vocab: int
-    seq: int
-    source: str = ""
-    head_dim: int | None = None
-    layout: Layout | None = None
-    sizes: tuple[tuple[str, int], ...] = ()
-    moe_layers: tuple[int, ...] = ()
-    model_type: str = ""
-
-    def __post_init__(self) -> None:
-        choose("family", self.family, FAMILIES)
-        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq"):
-            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
-        if self.head_dim is None:
-            divides("heads", self.heads, "hidden", self.hidden)
-        else:
-            object.__setattr__(self, "head_dim", positive_int("head_dim", self.head_dim))
-        divides("kv_heads", self.kv_heads, "heads", self.heads)
-        if self.family == "gpt" and self.kv_heads != self.heads:
-            raise ValueError(f"kv_heads: the gpt family has no grouped-query attention, so kv_heads "
-                             f"must equal heads = {self.heads}, got {self.kv_heads}")
-        _, sized = _parameter_numel(self.architecture)
-        largest = max(sized, key=lambda name: getattr(self, name))  # the first of equals
-        exact_count(largest, "the parameter count N", self.parameters, MAX_PARAMETERS)
-
-    @property
-    def values(self) -> dict[sp.Symbol, int]:
-        """Symbol -> number for substitution."""
-        values = {symbol: getattr(self, field) for field, symbol in FIELD_SYMBOLS.items()}
-        return {**values, k: self.head_dim or self.hidden // self.heads,
-                **{BY_NAME[name]: value for name, value in self.sizes}}
-
-    def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
-        """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""
-        unknown = sorted(set(extra) - set(BY_NAME))
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown symbol (known: {', '.join(sorted(BY_NAME))})")
-        values: dict[sp.Symbol, object] = dict(self.values)
-        values.update({BY_NAME[name]: positive_value(name, value) for name, value in extra.items()})
-        return sp.sympify(expr).xreplace({symbol: sp.sympify(value)
-                                          for symbol, value in values.items()})
-
-    def at(self, expr: sp.Expr, **extra: int) -> sp.Expr:
-        """``expr`` at this model: its sizes, N and N_GEMM substituted exactly (``extra`` pairs too, b=1, d=8)."""
-        expr = sp.sympify(expr)
-        counts: dict[str, int] = {}
-        if expr.has(N):
-            counts["N"] = self.parameters
-        if expr.has(N_GEMM):
-            counts["N_GEMM"] = self.gemm_parameters
-        if expr.has(N_8) or expr.has(n_8):
-            counts["N_8"], counts["n_8"] = self.fp8_weights
-        return self.subs(expr, **{**counts, **extra})
-
-    @property
-    def architecture(self) -> Layout | str:
-        """What the accounts build this model's tables from: its layout, or its family's tables."""
-        return self.family if self.layout is None else self.layout
-
-    @property
-    def parameter_rows(self) -> Ledger:
-        """Every parameter tensor, symbolic: the layout's table, or the family's."""
-        return model_parameters(self.family) if self.layout is None else parameter_rows(self.layout)
-
-    @property
-    def dense(self) -> bool:
-        """No MoE and no MLA block."""
-        return self.layout is None or self.layout.dense
-
-    def require_dense(self, account: str) -> None:
-        """ValueError unless every account of derive applies (MoE / MLA beyond parameters: issue 15)."""
-        if not self.dense:
-            raise ValueError(f"{account}: activations and FLOPs of MoE / MLA layers are not "
-                             f"modelled yet ({self.name}, {self.model_type}); only its parameters "
-                             "and active parameters are counted")
-
-    @property
-    def parameters(self) -> int:
-        """N: every parameter once, a tied embedding once (the table's sum, built once per table form)."""
-        return _parameter_count(self.architecture, tuple(sorted(
-            (symbol.name, value) for symbol, value in self.values.items())))
-
-    @property
-    def active_parameters(self) -> int:
-        """Parameters one token passes through: N for a dense model, k_E of E routed experts per MoE layer."""
-        active = active_parameter_count(self.parameter_rows)
-        if dict(self.sizes).get("E") and "k_E" not in dict(self.sizes):
-            raise ValueError(f"num_experts_per_tok: {self.name}'s config leaves top-k unset")
-        return int(self.subs(active))
-
-    @property
-    def fp8_weights(self) -> tuple[int, int]:
-        """(N_8, n_8): elements and tensors of the layer matrices an FP8 recipe quantises (recipes.fp8_weights)."""
-        numel, tensors = fp8_weight_counts(self.parameter_rows)
-        return int(self.subs(numel)), int(self.subs(tensors))
-
-    @property
-    def gemm_parameters(self) -> int:
-        """N_GEMM."""
-        return int(self.subs(self.parameter_rows.where("gemm").numel()))
 
 
 LLAMA3 = ("Llama 3 paper (Dubey et al. 2024), Table 3; V = 128256 with special tokens; "
@@ -170,7 +29,8 @@ def _llama3(name: str, config: str) -> Model:
                        source=LLAMA3.format(config=config))
 
 
-MODELS: dict[str, Model] = {
+#: The dense presets, built on import.
+DENSE_MODELS: dict[str, Model] = {
     model.name: model
     for model in (
         _llama3("llama3-8b", "meta-llama-3-8b"),
@@ -182,6 +42,68 @@ MODELS: dict[str, Model] = {
               "Brown et al. 2020 (GPT-3), Table 2.1 (GPT-3 XL)"),
     )
 }
+
+
+def moe_from_config(config: Mapping[str, Any], name: str | None = None, seq: int | None = None,
+                    source: str = "") -> Model:
+    """An MoE model as the MoE accounts read a parsed config.json: ``derive.hf.from_config``'s Model with
+    DeepSeek-V3's group-limited routing sizes and MTP modules (transformers' model leaves them out)."""
+    kind = choose("model_type", str(config.get("model_type")), MOE_FAMILIES)
+    model = from_config(config, name=name, seq=seq, source=source)
+    if model.layout.tied:
+        raise ValueError("tie_word_embeddings: derive's MoE tables have an untied output head")
+    if kind in ("qwen2_moe", "qwen3_moe") and dict(model.sizes).get("L_E") != model.layers:
+        raise ValueError("mlp_only_layers: dense layers in a Qwen-MoE config are not modelled")
+    if kind != "deepseek_v3":
+        return model
+    sizes = {"n_g": positive_int("n_group", config.get("n_group")),
+             "k_g": positive_int("topk_group", config.get("topk_group"))}
+    layout = model.layout
+    if config.get("num_nextn_predict_layers"):
+        sizes["D"] = positive_int("num_nextn_predict_layers", config.get("num_nextn_predict_layers"))
+        layout = replace(layout, mtp=True)
+    return replace(model, layout=layout, sizes=model.sizes + tuple(sizes.items()))
+
+
+#: The MoE presets: name -> (shipped config, the name the report prints, s, source).
+MOE_PRESETS: dict[str, tuple[str, str, int, str]] = {
+    "mixtral-8x7b": ("mixtral-8x7b-v0.1", "Mixtral 8x7B", 32768,
+                     "derive/configs/mixtral-8x7b-v0.1.json; Jiang et al. 2024 (Mixtral of Experts), Table 1"),
+    "deepseek-v3": ("deepseek-v3", "DeepSeek-V3", 4096,
+                    "derive/configs/deepseek-v3.json; DeepSeek-V3 report, sections 2 and 4.2 (61 layers, first 3 "
+                    "dense, 1 shared + 256 routed experts, 8 active, one MTP module, pre-trained at s = 4096)"),
+    "qwen3-30b-a3b": ("qwen3-30b-a3b", "Qwen3-30B-A3B", 32768,
+                      "derive/configs/qwen3-30b-a3b.json (48 layers, 128 experts, 8 active, head_dim 128)"),
+}
+
+
+class Presets(Mapping[str, Model]):
+    """Every preset by name: the dense ones, then the MoE ones, each MoE preset read from its config on first use."""
+
+    def __init__(self, dense: dict[str, Model], moe: dict[str, tuple[str, str, int, str]]) -> None:
+        self._dense, self._moe = dense, moe
+        self._read: dict[str, Model] = {}
+
+    def __getitem__(self, name: str) -> Model:
+        if name in self._dense:
+            return self._dense[name]
+        if name not in self._read:
+            config, shown, seq, source = self._moe[name]
+            self._read[name] = moe_from_config(published_config(config), shown, seq, source)
+        return self._read[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._dense or name in self._moe
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._dense, *self._moe])
+
+    def __len__(self) -> int:
+        return len(self._dense) + len(self._moe)
+
+
+#: Every preset, dense and MoE, by name (a mapping; the MoE presets are read on first use).
+MODELS: Mapping[str, Model] = Presets(DENSE_MODELS, MOE_PRESETS)
 
 #: Short names the article's CLI uses.
 ALIASES: dict[str, str] = {"8b": "llama3-8b", "70b": "llama3-70b", "405b": "llama3-405b",

@@ -1,28 +1,46 @@
-"""The report of one model: the four states, activations, FLOPs, step-time bounds and GPU counts.
+"""The report of one model, dense or MoE: its figures as numbers substituted into derive's proven expressions.
 
-:class:`Request` holds what is asked (validated when made: a ValueError names
-the field); :func:`figures` substitutes the model's sizes into derive's proven
-expressions; :func:`render_text` and :func:`render_json` print them. The
-command line (``derive`` / ``python -m derive.report``) is ``derive.cli``.
+A dense model: :class:`Request` holds what is asked (validated when made: a
+ValueError names the field); :func:`figures` substitutes the model's sizes
+into the four states, activations, FLOPs, step-time bounds and GPU counts.
+A model with MoE layers (``derive.model.MOE_FAMILIES``) has the MoE rows:
+total and active N, states per GPU under t / e / t_E / p / d, activations and
+FLOPs per token (:func:`moe_figures`), every number a substitution into the
+expressions of ``derive.accounts.experts`` and ``derive.architectures.moe_model``;
+its layout is checked the way Megatron's argument validation checks it (t
+divides the heads, e divides E, t_E divides f_E, t_E e p divides the world t p d).
+An MoE ``precision`` is bf16 (Megatron --bf16) or an FP8 recipe (--fp8-recipe,
+``derive.recipes``): the fused profile's linear inputs are then saved in FP8
+with their scales (``derive.architectures.saved_fp8``) and the rank's layer
+matrices gain their cached FP8 copies (``derive.accounts.fp8_state``).
+``derive.report_text`` prints both; the command line (``derive`` / ``python -m
+derive.report``) is ``derive.cli``.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from functools import lru_cache
 
 import sympy as sp
 
+from derive import megatron_moe
 from derive.accounts.activations import PROFILES
+from derive.accounts.experts import (EXPERT_DATA_PARALLEL, first_stage_parameters, moe_first_stage_activation_bytes,
+                                     moe_layer_activations, moe_resident_bytes)
 from derive.accounts.hf_profiles import HF_PROFILES
-from derive.accounts.state import OPTIMIZERS, PRECISIONS
+from derive.accounts.state import FP8_PRECISIONS, OPTIMIZERS, PRECISIONS, fp8_resident_bytes
+from derive.architectures.decoder import Layout
+from derive.architectures.gemms import flops
+from derive.architectures.moe_model import active_parameters, model_gemms, model_parameters
+from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
-from derive.presets import Model, hardware
-from derive.symbols import b, d
-from derive.units import BYTE_UNITS, format_count, format_memory, format_percent, format_seconds
-from derive.verdicts import BUDGET_LABELS, FIT
+from derive.model import Model
+from derive.presets import hardware
+from derive.recipes import fp8_weight_counts
+from derive.symbols import D, E, a, b, d, e, f_E, g, p, t, t_E
+from derive.units import BYTE_UNITS
 
 DEFAULT_MFU = 0.4
 
@@ -169,109 +187,150 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
     return out
 
 
-def _fit_line(request: Request, values: dict[str, Figure]) -> str:
-    """The last line: how many GPUs (or ZeRO ranks) hold the state at the budget."""
-    return "  " + fit_verdict(request, values)
+
+# ---- the MoE rows ----
+
+#: The MoE layout's divisibility rules, as Megatron's argument validation checks them, in order:
+#: failure -> (option, divisor, what it divides, dividend); world = t p d (kv heads: a without GQA).
+MOE_DIVIDES: dict[str, tuple[str, sp.Expr, str, sp.Expr]] = {
+    "heads": ("--tp", t, "heads", a),
+    "kv_heads": ("--tp", t, "kv heads", g),
+    "experts": ("--ep", e, "experts", E),
+    "expert_width": ("--etp", t_E, "expert width", f_E),
+    "world": ("--ep", t_E * e * p, "world (tp pp dp)", t * p * d),
+}
 
 
-def fit_verdict(request: Request, values: dict[str, Figure]) -> str:
-    """The fit line's words (derive.verdicts.FIT, the table the web page fills in too)."""
-    budget = values["fit.budget"].expression
-    if "iB" not in budget:  # a size given in decimal units (--budget 80GB): its binary value beside it
-        budget = BUDGET_LABELS["decimal"].format(text=budget, binary=format_memory(request.budget_bytes))
-    counts = {name: f"{values[key].value:.0f}" for name, key in
-              (("state_gpus", "fit.gpus_for_state"), ("activation_gpus", "fit.gpus_for_state_and_activations"))
-              if key in values}
-    if not request.zero:
-        return FIT["unsharded"].format(budget=budget, **counts)
-    per_rank = values["state.resident"].value
-    line = FIT["sharded"].format(budget=budget, zero=request.zero, dp=request.dp, per_rank=format_memory(per_rank),
-                                 fits=FIT["fits" if per_rank <= request.budget_bytes else "does_not_fit"])
-    if "state_gpus" not in counts:
-        return line + FIT["state_never"]
-    line += FIT["state_ranks"].format(**counts)
-    if "activation_gpus" not in counts:
-        return line + FIT["activations_never"]
-    return line + FIT["activation_ranks"].format(**counts)
+@dataclass(frozen=True)
+class MoELayout:
+    """A parallel layout: tensor t, expert e, expert-tensor t_E, pipeline p, data d; micro-batch b."""
+
+    tp: int = 1
+    ep: int = 1
+    etp: int = 1
+    pp: int = 1
+    dp: int = 1
+    micro_batch: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "ep", "etp", "pp", "dp", "micro_batch"):
+            positive_int(name, getattr(self, name))
+
+    def check(self, model: Model) -> None:
+        """ValueError naming the option a model's shape does not divide (:data:`MOE_DIVIDES`, in order)."""
+        at = {**model.values, **self.values}
+        at.setdefault(g, at[a])
+        for option, divisor, field, dividend in MOE_DIVIDES.values():
+            divisor, dividend = int(divisor.xreplace(at)), int(dividend.xreplace(at))
+            if dividend % divisor:
+                raise ValueError(f"{option}: {divisor} does not divide the {field} ({dividend})")
+
+    @property
+    def values(self) -> dict[sp.Symbol, int]:
+        return {t: self.tp, e: self.ep, t_E: self.etp, p: self.pp, d: self.dp, b: self.micro_batch}
 
 
-#: A sequence length's origin -> the words the text header states it with (a preset's is its own).
-SEQ_STATED = {"max_position_embeddings": "the config's max_position_embeddings; --seq sets it"}
+#: The MoE activation profile the report counts without --moe-profile (Megatron + Transformer Engine).
+MOE_DEFAULT_PROFILE = "fused"
+
+#: The precisions the MoE report takes: Megatron's bf16 recipe, alone or under an FP8 recipe.
+MOE_PRECISIONS = ("bf16", *FP8_PRECISIONS)
 
 
-def render_text(m: Model, request: Request, values: dict[str, Figure], seq_from: str = "preset") -> str:
-    """The article's cli.py block for one model; a sequence length taken from a config says so."""
-    def v(key: str) -> float:
-        return values[key].value
-
-    materialised = "activations.per_layer_materialised" in values
-    stated = SEQ_STATED.get(seq_from, seq_from if seq_from.startswith("default") else "")
-    lines = [
-        f"== {m.name}: L={m.layers} h={m.hidden} a={m.heads} kv={m.kv_heads} f={m.ffn} "
-        f"V={m.vocab} s={m.seq}" + (f" ({stated})" if stated else ""),
-        f"  N = {format_count(v('parameters'), 'parameters')}   ({request.precision} + "
-        f"{request.optimizer}: {v('bytes_per_parameter'):.4g} B/param"
-        + (f", ZeRO-{request.zero} over {request.dp} ranks" if request.zero else "") + ")",
-        f"  params {format_memory(v('state.params')):>11}  grads {format_memory(v('state.grads')):>11}"
-        f"  optim {format_memory(v('state.optimizer')):>11}  resident "
-        f"{format_memory(v('state.resident')):>11}",
-        *([f"  {request.precision}: {format_count(v('fp8_parameters'), 'parameters')} in "
-           f"{v('fp8_tensors'):.0f} layer matrices quantised; quantised weight copies and scales "
-           f"{format_memory(v('state.fp8_copies'))} (in params, beside the bf16 copy)"]
-          if "state.fp8_copies" in values else []),
-        f"  activation/layer (b={request.micro_batch}, profile {request.profile}): "
-        f"{format_memory(v('activations.per_layer_fused')):>11} "
-        + ("flash | " if materialised else "per layer | ")
-        + (f"{format_memory(v('activations.per_layer_materialised')):>11} materialised scores | "
-           if materialised else "")
-        + f"all layers + logits {format_memory(v('activations.all_layers_and_logits')):>11}",
-        *([f"  activation/layer with {request.precision}'s quantised linear inputs: "
-           f"{format_memory(v('activations.per_layer_fp8')):>11} (16-bit: "
-           f"{format_memory(v('activations.per_layer_fused'))})"]
-          if "activations.per_layer_fp8" in values else []),
-        f"  FLOPs/token: 6N = {format_count(v('flops.six_n'), 'FLOP', 0, 10)}, with causal "
-        f"attention = {format_count(v('flops.per_token_causal'), 'FLOP', 0, 10)};  one "
-        f"{m.seq}-token sequence on one {request.peak_label} >= "
-        f"{format_seconds(v('time.one_sequence'))}",
-    ]
-    if "step.lower_bound" in values:
-        lines.append(f"  {request.tokens / 2**20:.4g} Mi tokens/step on {request.gpus} GPUs: >= "
-                     f"{format_seconds(v('step.lower_bound'))} at 100%, "
-                     f"{format_seconds(v('step.at_target_mfu'))} at {format_percent(request.target_mfu)} MFU")
-    if "observed.mfu" in values:
-        hfus = "  ".join(
-            f"HFU({policy}) {v(f'observed.hfu_{policy}'):.1%}"
-            if v(f"observed.hfu_{policy}") <= 1 else f"HFU({policy}) over 100% (not run so)"
-            for policy in ("selective", "full"))
-        lines.append(f"  observed {request.step_time:g} s/step = "
-                     f"{format_count(v('observed.tokens_per_second'), '', 0)} tokens/s -> "
-                     f"MFU {v('observed.mfu'):.1%}  {hfus}")
-    lines.append(_fit_line(request, values))
-    return "\n".join(lines) + "\n"
+def moe_recipe(precision: str, profile: str = MOE_DEFAULT_PROFILE) -> str | None:
+    """The FP8 recipe of ``precision`` (None for bf16); ValueError naming the field otherwise."""
+    if precision not in MOE_PRECISIONS:
+        raise ValueError(f"precision: the MoE report (derive.report: Megatron bf16, distributed "
+                         f"optimizer) takes {', '.join(MOE_PRECISIONS)}, not {precision!r}")
+    recipe = PRECISIONS[precision].fp8
+    if recipe is not None and profile != MOE_DEFAULT_PROFILE:
+        raise ValueError(f"precision: {precision} is counted on the fused profile (Megatron + TE); "
+                         f"transformers' {profile} profile runs in bf16")
+    return recipe
 
 
-#: The top-level key of a one-model report under a transformers profile (issue 31): the whole
-#: model's bytes kept for backward, its layers and edges, beside the same figure under the model.
-SAVED_KEY = "saved_for_backward_bytes"
+def moe_expressions(layout: Layout, sequence_parallel: bool, single_stage: bool, profile: str = MOE_DEFAULT_PROFILE,
+                    precision: str = "bf16") -> dict[str, sp.Expr]:
+    """Every figure the MoE report prints, as expressions of derive's symbols (shape and layout free).
+
+    ``sequence_parallel`` is t > 1 (Megatron turns SP on with TP), ``single_stage`` is p = 1 (the
+    one stage holds both edges): the two choices of the layout that change an expression's form.
+    """
+    choose("profile", profile, MOE_PROFILES)
+    recipe = moe_recipe(precision, profile)
+    values = {**_moe_model_parts(layout, single_stage),
+              "activation_bytes": _moe_activations(layout, profile, sequence_parallel, None)}
+    if recipe is None:
+        return values
+    return {**values,
+            "fp8_weight_bytes": _moe_fp8_states(layout, single_stage, precision),
+            "activation_bytes_fp8": _moe_activations(layout, profile, sequence_parallel, recipe),
+            "layer_saved_bytes": _moe_layer_bytes(layout, sequence_parallel, None),
+            "layer_saved_bytes_fp8": _moe_layer_bytes(layout, sequence_parallel, recipe)}
 
 
-def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]],
-                seq_from: dict[str, str] | None = None) -> str:
-    """Every figure of every model as ``{"value", "unit", "expression"}`` (strict JSON), and ``seq``
-    as ``{"value", "unit", "from"}``: --seq, preset, max_position_embeddings or the default; one
-    model under an hf profile also at the top level (:data:`SAVED_KEY`, with ``"model"``)."""
-    data = {m.name: {fig.key: fig.as_json() for fig in values} for m, values in reports}
-    for m, _ in reports:
-        data[m.name]["seq"] = {"value": m.seq, "unit": "tokens", "from": (seq_from or {}).get(m.name, "preset")}
-    if len(reports) == 1:  # one model under --profile hf-sdpa / hf-eager: its whole-model figure on top
-        m, values = reports[0]
-        whole = next((fig for fig in values if fig.key == SAVED_KEY and fig.parts), None)
-        if whole is not None:
-            data[SAVED_KEY] = {**whole.as_json(), "model": m.name}
-    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+@lru_cache(maxsize=None)
+def _moe_model_parts(layout: Layout, single_stage: bool) -> dict[str, sp.Expr]:
+    """The figures of the parameter table: counts, the first stage's share and states, FLOPs per token."""
+    table = model_parameters(layout)
+    stage = first_stage_parameters(table, single_stage)
+    latent = None if layout.mla is None else layout.mla.q_lora
+    megatron = megatron_moe.flops_per_token(latent, layout.last_moe, bool(layout.moe.shared), False)
+    if not layout.mtp:
+        megatron = megatron.xreplace({D: 0})
+    return {
+        "parameters": table.without("mtp").numel(),
+        "active_parameters": active_parameters(layout).without("mtp").numel(),
+        "mtp_parameters": table.where("mtp").numel(),
+        "stage_parameters": stage.numel(),
+        "stage_expert_parameters": stage.where("routed_expert").numel(),
+        "expert_data_parallel": EXPERT_DATA_PARALLEL,
+        "state_bytes": moe_resident_bytes(stage, "bf16-fp32grad", "adam", zero_stage=1),
+        "state_bytes_plain": moe_resident_bytes(stage, "bf16-fp32grad", "adam"),
+        "flops_per_token": flops(model_gemms(layout)),
+        "megatron_flops_per_token": megatron,
+    }
 
 
-__all__ = ["PROFILES", "Figure", "Request", "figures", "render_json", "render_text"]
+@lru_cache(maxsize=None)
+def _moe_activations(layout: Layout, profile: str, sequence_parallel: bool, recipe: str | None) -> sp.Expr:
+    """The first stage's activation bytes per GPU, p micro-batches in flight (an FP8 recipe's linear inputs)."""
+    return moe_first_stage_activation_bytes(profile, layout, t, sequence_parallel, p, recipe=recipe)
+
+
+@lru_cache(maxsize=None)
+def _moe_fp8_states(layout: Layout, single_stage: bool, precision: str) -> sp.Expr:
+    """The first stage's cached FP8 weight copies and scales per GPU under ``precision``."""
+    stage = first_stage_parameters(model_parameters(layout), single_stage)
+    n_8, tensors = fp8_weight_counts(stage)
+    # t and t_E split each matrix (every rank holds a shard of each, with its own scales); e splits the experts
+    tensors = tensors.xreplace({t: 1, t_E: 1})
+    return fp8_resident_bytes(precision, "adam", 1, d, stage.numel(), fp8_params=n_8, fp8_tensors=tensors)
+
+
+def moe_figures(model: Model, layout: MoELayout, profile: str = MOE_DEFAULT_PROFILE,
+                precision: str = "bf16") -> dict[str, float]:
+    """Every number the MoE report prints, exact integers where they are."""
+    choose("profile", profile, MOE_PROFILES)
+    moe_recipe(precision, profile)
+    layout.check(model)
+    exprs = moe_expressions(model.layout, layout.tp > 1, layout.pp == 1, profile, precision)
+    at = _names(layout.values)
+    return {key: model.subs(expr, **at) for key, expr in exprs.items()}
+
+
+@lru_cache(maxsize=None)
+def _moe_layer_bytes(layout: Layout, sequence_parallel: bool, recipe: str | None) -> sp.Expr:
+    """One MoE layer's saved bytes on one rank (fused profile, statistics kept, SP when t > 1)."""
+    return moe_layer_activations("fused", layout, True, t, sequence_parallel, norm_statistics=True,
+                                 recipe=recipe).bytes()
+
+
+def _names(values: dict[sp.Symbol, int]) -> dict[str, int]:
+    return {symbol.name: n for symbol, n in values.items()}
+
+
+__all__ = ["PROFILES", "Figure", "MoELayout", "Request", "figures", "moe_figures"]
 
 
 def __getattr__(name: str) -> object:

@@ -41,7 +41,8 @@ from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.parameters import FAMILIES
 from derive.codegen import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import MAX_SIZE, bounded_int, choose
-from derive.presets import Model, hardware, model
+from derive.model import Model
+from derive.presets import hardware, model
 from derive.recipes import fp8_weight_counts
 from derive.symbols import N, N_8, L, c, d, m, n_8, p, s, t, v
 from derive.tensors import Ledger

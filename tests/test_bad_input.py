@@ -16,7 +16,8 @@ from derive.accounts.budget import gpus_to_hold
 from derive.accounts.flops import hfu, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes
 from derive.cli import main
-from derive.presets import Model, model
+from derive.model import Model
+from derive.presets import model
 from derive.symbols import e, p, t
 
 

@@ -9,8 +9,9 @@ import pytest
 from derive.cli import main as report_main
 from derive.hf import from_config
 from derive.inputs import MAX_CONFIG_BYTES, MAX_NESTING, MAX_PARAMETERS, nesting, read_json
+from derive.model import Model
 from derive.plan import main as plan_main
-from derive.presets import Model, model
+from derive.presets import model
 from derive.units import format_percent, format_seconds
 
 

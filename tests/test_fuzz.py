@@ -36,7 +36,8 @@ from derive.accounts.budget import gpus_to_hold, usable_bytes
 from derive.accounts.flops import hfu, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes, state_bytes
 from derive.cli import SHAPE_OPTIONS, main
-from derive.presets import Model, model
+from derive.model import Model
+from derive.presets import model
 from derive.symbols import t
 from derive.hf import from_config, published_config, published_names
 from derive.inputs import MAX_PARAMETERS

@@ -58,8 +58,15 @@ def test_moe_and_mla_accounts_refuse():
     deepseek = published_model("deepseek-v3")
     with pytest.raises(ValueError, match="not modelled yet"):
         flops_per_token(deepseek.architecture)
-    with pytest.raises(ValueError, match="^model: .*not modelled yet"):
+    with pytest.raises(ValueError, match=r"^model: deepseek-v3 \(deepseek_v3\) has MoE / MLA layers, which "
+                                         "the dense tables do not hold; the MoE report counts"):
         model_layer_options(deepseek, "llama-hf-sdpa")
+    # a family the MoE tables do not model either: the message names it and what is left out
+    for name, family, left_out in (("gpt-oss-120b", "gpt_oss", "GptOssTopKRouter's biased router"),
+                                   ("deepseek-v2-lite", "deepseek_v2", "DeepseekV2MoE's router")):
+        with pytest.raises(ValueError, match=f"^model: the saved-tensor tables do not model {family} layers "
+                                             f"\\({name}: {left_out}"):
+            model_layer_options(published_model(name), "llama-hf-sdpa")
 
 
 def test_report_config(tmp_path, capsys):
@@ -72,7 +79,7 @@ def test_report_config(tmp_path, capsys):
     assert values["flops.per_token_causal"]["value"] == 6 * 595_984_384 + 6 * 28 * 4096 * 16 * 128
     moe = tmp_path / "deepseek.json"
     moe.write_text(json.dumps(published_config("deepseek-v3")))
-    assert main(["--config", str(moe)]) == 0          # an MoE config gets derive.report_moe's report
+    assert main(["--config", str(moe)]) == 0          # an MoE config gets the report's MoE rows
     assert "active per token 37.55 B" in capsys.readouterr().out
     assert main(["--config", str(tmp_path / "absent.json")]) == 2
     assert "--config:" in capsys.readouterr().err

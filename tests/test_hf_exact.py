@@ -17,7 +17,6 @@ from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import eager_attention
 from derive.cli import run
 from derive.hf import from_config
-from derive.moe_presets import moe_features, moe_model_from_config
 from derive.symbols import BY_NAME, a, b, h, k, s
 from derive.tensors import Ledger
 
@@ -97,8 +96,8 @@ def test_absent_fields_take_transformers_class_defaults():
                 "qk_rope_head_dim": 4, "v_head_dim": 4, "n_routed_experts": 4,
                 "num_experts_per_tok": 2, "moe_intermediate_size": 8, "n_group": 1,
                 "topk_group": 1, "q_lora_rank": None}
-    assert moe_model_from_config(deepseek).features.normalise_topk
-    assert not moe_model_from_config({**deepseek, "norm_topk_prob": False}).features.normalise_topk
+    assert from_config(deepseek).layout.moe.normalise_topk
+    assert not from_config({**deepseek, "norm_topk_prob": False}).layout.moe.normalise_topk
 
 
 def test_mistral_reads_its_sliding_window():
@@ -246,11 +245,11 @@ def test_the_qwen2_moe_report_prints_what_transformers_keeps(tmp_path, experts):
 
 
 def test_qwen2_moe_gates_its_shared_expert_once():
-    from derive.architectures.moe_model import MoEFeatures
+    from derive.architectures.moe_model import moe_layout
     from derive.architectures.saved_moe import eager_layer
 
-    gated = eager_layer(MoEFeatures("gqa", shared=True, gate=True, weights_dtype="bf16",
-                                    normalise_topk=False), True, implementation="sdpa")
+    gated = eager_layer(moe_layout("gqa", shared=True, gate=True, weights_dtype="bf16",
+                                   normalise_topk=False), True, implementation="sdpa")
     at = dict(b=2, s=5, h=32, f_S=12, a=4, g=4, k=8, E=3, k_E=2, f_E=8)
     tokens = 2 * 5
     # sigmoid(shared_expert_gate(x)) [T, 1] and the shared expert's output [T, h], bf16
@@ -578,7 +577,7 @@ def test_deepseek_sdpa_is_exact_on_both_cpu_paths(v_head_dim, heads, experts, at
     assert hf_random.predicted(config, "sdpa", 2, 7, experts) == measured
     model, _ = config_saved(config, "hf-sdpa", experts)
     _, eager = config_saved(config, "hf-eager", experts)
-    rows = eager_attention(moe_features(config, model.layout), False, "sdpa")
+    rows = eager_attention(model.layout, False, "sdpa")
     mla = ["q (flash)", "k (flash)", "kv_b_proj output", "softmax logsumexp (flash)",
            "attention output (q layout", "q scaled", "k scaled", "softmax (fp32, math)", "v (fp32"]
     chosen = Ledger([row for row in rows if row.name.startswith(tuple(mla))])

@@ -18,9 +18,10 @@ LAYERS: dict[str, int] = {
     # FP8 recipes as data (block shapes, scale dtypes, cached copies; the accounts read them)
     "recipes": 1,
     "architectures": 2,
-    # numbers substituted into the expressions (model shapes, hardware, worked examples)
-    "presets": 3, "configs": 3, "hf": 3, "moe_presets": 3,
-    # the names --model takes in every command (presets, MoE presets, shipped configs)
+    # one Model for dense and MoE (derive.model), read from configs (hf), named in presets
+    # (model shapes, hardware, worked examples)
+    "model": 3, "presets": 3, "configs": 3, "hf": 3,
+    # the names --model takes in every command (presets, shipped configs)
     "names": 3,
     "accounts": 4, "views": 4,
     # a training layout (t, p, v, c, e, d, ZeRO, batch): reads the precisions of the accounts
@@ -32,7 +33,7 @@ LAYERS: dict[str, int] = {
     # the report's figures as expressions over the accounts and conventions (report and render read them)
     "formulas": 7,
     # front ends over the registry and the presets
-    "check": 8, "render": 8, "report": 8, "report_moe": 8, "cli": 8, "validate": 8, "sweep": 8,
+    "check": 8, "render": 8, "report": 8, "report_text": 8, "cli": 8, "validate": 8, "sweep": 8,
     "plan": 8, "plan_moe": 8, "web": 8, "comm": 8, "calibrate": 8, "predict": 8,
     # the layout options the front ends share (derive.comm, derive.predict)
     "options": 8, "peers": 8, "__main__": 8, "__init__": 8,

@@ -14,7 +14,6 @@ import pytest
 from derive.__main__ import COMMANDS, main
 from derive.cli import UsageError
 from derive.hf import published_names
-from derive.moe_presets import MOE_MODELS
 from derive.presets import ALIASES, MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +72,7 @@ def test_the_help_loads_no_front_end():
 def test_list_models_names_every_preset_and_shipped_config(capsys):
     assert main(["report", "--list-models"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert set(names) == {*MODELS, *ALIASES, *MOE_MODELS, *published_names()}
+    assert set(names) == {*MODELS, *ALIASES, *published_names()}
     assert len(published_names()) == 20 and {"qwen2.5-7b", "deepseek-v3", "qwen3-235b-a22b", "gpt-oss-120b"} <= set(names)
 
 

@@ -3,7 +3,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from derive.architectures.parameters import model_parameters
-from derive.presets import MODELS, Model
+from derive.model import Model
+from derive.presets import MODELS
 
 
 def test_llama3_parameter_counts_exact():

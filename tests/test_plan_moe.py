@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from derive.moe_presets import MOE_MODELS
+from derive.presets import MODELS
 from derive.plan_moe import plan_moe, rank_layers
 from derive.symbols import E, L, a, f, f_E, g, s
 
@@ -45,7 +45,7 @@ def test_candidates_are_exactly_the_brute_force_set(name, max_context):
     c = plan_moe(name, GPUS, GPUS * 32768, max_context=max_context).columns
     planned = {tuple(str(c[k][i]) if k == "recompute" else int(c[k][i]) for k in KEYS) for i in range(c["t"].size)}
     assert len(planned) == c["t"].size  # no duplicates
-    assert planned == _brute_force(MOE_MODELS[name], GPUS, max_context)
+    assert planned == _brute_force(MODELS[name], GPUS, max_context)
 
 
 def test_most_loaded_rank_by_hand():

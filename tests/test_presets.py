@@ -1,7 +1,8 @@
 """Model presets reject shapes that cannot exist."""
 import pytest
 
-from derive.presets import Model, hardware, model
+from derive.model import Model
+from derive.presets import hardware, model
 
 
 @pytest.mark.parametrize("kwargs, field", [

@@ -1,4 +1,4 @@
-"""`derive --moe`: the MoE report's numbers against hand counts, and its errors."""
+"""`derive --moe`: the report's MoE rows against hand counts, and their errors."""
 from __future__ import annotations
 
 import json
@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
-from derive.moe_presets import moe_model, moe_model_from_config
 from derive.cli import main, run
-from derive.report_moe import MoELayout, moe_figures
+from derive.presets import MODELS, moe_from_config
+from derive.report import MoELayout, moe_figures
 
 MIXTRAL = {"model_type": "mixtral", "hidden_size": 4096, "num_attention_heads": 32,
            "num_key_value_heads": 8, "num_hidden_layers": 32, "intermediate_size": 14336,
@@ -20,13 +20,13 @@ def test_mixtral_first_stage_by_hand():
     """t = 8, e = 8, p = 4: 8 layers of (attention/8 + norms + router + 8 experts/8) + embedding/8."""
     layer = (2 * 4096 * 4096 + 2 * 4096 * 1024) // 8 + 2 * 4096 + 4096 * 8 + 8 * 3 * 4096 * 14336 // 8
     expected = 8 * layer + 32000 * 4096 // 8
-    values = moe_figures(moe_model("mixtral-8x7b"), MoELayout(tp=8, ep=8, pp=4, dp=32))
+    values = moe_figures(MODELS["mixtral-8x7b"], MoELayout(tp=8, ep=8, pp=4, dp=32))
     assert values["stage_parameters"] == expected == 1_467_940_864
     assert values["expert_data_parallel"] == 32
     assert values["state_bytes_plain"] == 18 * expected
     assert values["state_bytes"] == expected * Fraction(6 * 32 + 12, 32)  # d = EDP = 32 here
     # e = 4, d = 8: experts are data-parallel over EDP = t d / (t_E e) = 16 ranks, the rest over d = 8
-    skewed = moe_figures(moe_model("mixtral-8x7b"), MoELayout(tp=8, ep=4, pp=4, dp=8))
+    skewed = moe_figures(MODELS["mixtral-8x7b"], MoELayout(tp=8, ep=4, pp=4, dp=8))
     experts = 8 * 8 * 3 * 4096 * 14336 // 4
     others = expected - 8 * 8 * 3 * 4096 * 14336 // 8
     assert skewed["expert_data_parallel"] == 16
@@ -35,11 +35,11 @@ def test_mixtral_first_stage_by_hand():
 
 
 def test_config_reader_matches_the_preset():
-    assert moe_model_from_config(MIXTRAL).parameters == moe_model("mixtral-8x7b").parameters
+    assert moe_from_config(MIXTRAL).parameters == MODELS["mixtral-8x7b"].parameters
     with pytest.raises(ValueError, match="^num_local_experts: "):
-        moe_model_from_config({k: v for k, v in MIXTRAL.items() if k != "num_local_experts"})
+        moe_from_config({k: v for k, v in MIXTRAL.items() if k != "num_local_experts"})
     with pytest.raises(ValueError, match="^model_type: "):
-        moe_model_from_config({**MIXTRAL, "model_type": "llama"})
+        moe_from_config({**MIXTRAL, "model_type": "llama"})
 
 
 def test_cli_text_and_json(tmp_path):

@@ -29,7 +29,7 @@ from derive.architectures.saved import (
     output_saved,
 )
 from derive.inputs import choose, flag, positive_size
-from derive.presets import Model
+from derive.model import Model
 from derive.symbols import FFN_4H, L, N, k, p
 from derive.tensors import Ledger
 

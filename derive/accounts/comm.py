@@ -27,8 +27,8 @@ import sympy as sp
 from derive.accounts.comm_rows import Collective, LayoutTerms, rows
 from derive.accounts.pipeline_split import most_layers
 from derive.architectures.decoder import Layout
+from derive.model import Model
 from derive.parallelism import Parallelism
-from derive.presets import Model
 from derive.symbols import L, L_E, c, d, e, m, p, t, t_E, v
 
 #: The groups every per-rank total names (edp only for a model with routed experts).

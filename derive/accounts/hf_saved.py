@@ -31,6 +31,7 @@ import sympy as sp
 
 from derive.accounts.activations import PRE_NORMS, llama_layer_form
 from derive.accounts.hf_profiles import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
+from derive.architectures.decoder import Layout
 from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, llama_layer_saved
 from derive.architectures.saved_edges import hf_edges_saved
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
@@ -39,8 +40,7 @@ from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
 from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
 from derive.hf import DENSE, from_config, load_config
-from derive.moe_presets import MOE_FAMILIES, moe_features
-from derive.presets import Model
+from derive.model import MOE_FAMILIES, Model
 from derive.symbols import L, L_E, L_w, k, k_rope
 from derive.tensors import Ledger
 
@@ -151,9 +151,9 @@ def gemma_saved(model: Model, implementation: str) -> SavedForBackward:
     return SavedForBackward(edges.bytes(), layers.bytes())
 
 
-def moe_saved(features, profile: str, window: bool = False,
+def moe_saved(features: Layout, profile: str, window: bool = False,
               experts: str = "grouped_mm") -> SavedForBackward:
-    """An MoE model (``derive.moe_presets.MoEModel.features``): L - L_E dense and L_E MoE layers.
+    """An MoE model (its ``derive.model.Model.layout``): L - L_E dense and L_E MoE layers.
 
     The b = 1 rows of the eager MoE tables are a flag there (``single_sequence``); here
     they enter as ``Piecewise(..., Eq(b, 1))`` of the two tables.
@@ -162,8 +162,9 @@ def moe_saved(features, profile: str, window: bool = False,
     choose("experts_implementation", experts, EXPERTS_IMPLEMENTATIONS)
 
     def at(single: bool) -> tuple[Ledger, Ledger]:
-        layers = (eager_layer(features, False, single, implementation, window).times(L - L_E)
-                  + eager_layer(features, True, single, implementation, window, experts).times(L_E))
+        layers = eager_layer(features, False, single, implementation, window).times(L - L_E)
+        if features.moe is not None:  # a config whose every layer is dense has no MoE block
+            layers += eager_layer(features, True, single, implementation, window, experts).times(L_E)
         return eager_edges(features, single), layers
 
     (edges_one, layers_one), (edges, layers) = at(True), at(False)
@@ -183,7 +184,7 @@ def model_saved(model: Model, config, profile: str, experts: str = "grouped_mm")
                                                  or "sliding_attention" in layer_types):
             raise ValueError(f"profile: {profile}: transformers' Qwen sliding-window layers "
                              "(use_sliding_window, layer_types) are not modelled")
-        saved = moe_saved(moe_features(config, model.layout), profile, window, experts)
+        saved = moe_saved(model.layout, profile, window, experts)
         if "L_E" in dict(model.sizes):
             return saved
         # every layer dense (mlp_only_layers, first_k_dense_replace = L): no MoE layer at all

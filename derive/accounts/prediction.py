@@ -33,8 +33,8 @@ from derive.accounts.step import (
 )
 from derive.accounts.workload import workload
 from derive.inputs import choose
+from derive.model import Model
 from derive.parallelism import Parallelism
-from derive.presets import Model
 from derive.recipes import RECIPES
 from derive.symbols import b, c, d, e, m, p, t, t_E, v
 from derive.systems import System

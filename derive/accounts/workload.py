@@ -2,7 +2,7 @@
 
 The step model (``derive.accounts.step``) times these rows; nothing here is a
 new count. GEMM rows come from ``derive.architectures.gemms`` (dense),
-``derive.architectures.moe_model`` (MoE presets) or a config's layout with its
+``derive.architectures.moe_model`` (a layout with MTP modules) or a config's layout with its
 routed experts at k_E of E (``derive.architectures.moe.active_rows``); each row
 keeps the per-token (n, k, count) of its forward GEMM and whether each recompute
 policy of ``derive.accounts.flops.RECOMPUTED_GEMMS`` runs it again. The bytes
@@ -22,9 +22,7 @@ from derive.architectures.saved import layer_input
 from derive.architectures.gemms import Gemm, attention_score_gemms, model_gemms, weight_gemms
 from derive.architectures.moe import active_rows
 from derive.architectures.moe_model import model_gemms as moe_gemms
-from derive.architectures.moe_model import model_parameters as moe_parameters
-from derive.moe_presets import MoEModel
-from derive.presets import Model
+from derive.model import Model
 from derive.symbols import E, L, L_E, L_w, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
 from derive.tensors import Ledger
 
@@ -95,10 +93,10 @@ def _kind(gemm: Gemm) -> str:
     return "layer"
 
 
-def _symbolic(entry: Model | MoEModel) -> Ledger:
-    """Every forward GEMM of one token: dense tables, an MoE preset's, or a config's MoE / MLA layout."""
-    if isinstance(entry, MoEModel):
-        return moe_gemms(entry.features)
+def _symbolic(entry: Model) -> Ledger:
+    """Every forward GEMM of one token: dense tables, a layout with MTP modules, or a config's MoE / MLA layout."""
+    if entry.layout is not None and entry.layout.mtp:
+        return moe_gemms(entry.layout)
     if entry.dense:
         return model_gemms(entry.architecture, "causal")
     layout = entry.layout
@@ -117,31 +115,27 @@ def _score_gemms(entry: Model, widths: tuple) -> Ledger:
     return causal.times(L - sliding) + attention_score_gemms("window", a, *widths).times(sliding)
 
 
-def _number(entry: Model | MoEModel, expr: sp.Expr, **extra: int) -> float:
+def _number(entry: Model, expr: sp.Expr, **extra: int) -> float:
     value = entry.subs(sp.sympify(expr), **extra)
     if not value.is_number:
         raise ValueError(f"model: {entry.name} leaves {sorted(map(str, value.free_symbols))} unset")
     return float(value)
 
 
-def _sizes(entry: Model | MoEModel) -> dict[str, int]:
-    """s, h, L, V, a of a dense Model or an MoE preset."""
-    if isinstance(entry, Model):
-        return {"seq": entry.seq, "hidden": entry.hidden, "layers": entry.layers,
-                "vocab": entry.vocab, "heads": entry.heads}
-    values = {symbol.name: int(value) for symbol, value in entry.values.items()}
-    return {"seq": values["s"], "hidden": values["h"], "layers": values["L"], "vocab": values["V"],
-            "heads": values["a"]}
+def _sizes(entry: Model) -> dict[str, int]:
+    """s, h, L, V, a of a model."""
+    return {"seq": entry.seq, "hidden": entry.hidden, "layers": entry.layers,
+            "vocab": entry.vocab, "heads": entry.heads}
 
 
-def attention_kernel(entry: Model | MoEModel) -> str:
+def attention_kernel(entry: Model) -> str:
     """The attention kernel the tables assume: Korthikanti's materialised scores for the GPT family
     (Megatron 2021-22 ran softmax on an [s, s] score tensor in HBM), flash attention (TE / cuDNN fused
     attention, Megatron's TE layer spec) for every other layer."""
-    return "materialised" if isinstance(entry, Model) and entry.family == "gpt" else "fused"
+    return "materialised" if entry.family == "gpt" else "fused"
 
 
-def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str, float], ...]:
+def _saved(entry: Model, sequence_parallel: bool) -> tuple[tuple[str, float], ...]:
     """Saved bytes per layer per token (t = 1 share x t) by recompute policy.
 
     The Llama fused table (flash attention, Megatron + Transformer Engine) for Llama-style layers,
@@ -151,10 +145,10 @@ def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str,
     twice, permuted for the experts and before the weighted combine (Megatron's
     token_dispatcher permute / unpermute), split over t like the sequence-parallel input.
     """
-    gpt = isinstance(entry, Model) and entry.family == "gpt"
+    gpt = entry.family == "gpt"
     profile, kernel = "gpt" if gpt else "llama-fused", attention_kernel(entry)
     width: dict[str, int] = {}
-    if not (isinstance(entry, Model) and entry.dense):
+    if not entry.dense:
         values = entry.values
         width["f"] = int(values[k_E] * values[f_E] + values.get(f_S, 0))
     rows = []
@@ -165,7 +159,7 @@ def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str,
 
         def at(ranks: int) -> float:
             one = per_token.xreplace({b: 1, t: ranks})
-            if isinstance(entry, Model) and entry.dense:
+            if entry.dense:
                 return _number(entry, one)
             moe_share = entry.values.get(L_E, entry.values[L]) / entry.values[L]
             return ((1 - moe_share) * _number(entry, one)
@@ -181,7 +175,7 @@ def _saved(entry: Model | MoEModel, sequence_parallel: bool) -> tuple[tuple[str,
 
 
 @lru_cache(maxsize=64)
-def workload(entry: Model | MoEModel) -> Workload:
+def workload(entry: Model) -> Workload:
     """The numbers of ``entry`` the step model times (cached per model)."""
     sizes = _sizes(entry)
     rows = []
@@ -190,15 +184,10 @@ def workload(entry: Model | MoEModel) -> Workload:
                                if RECOMPUTED_GEMMS[flops_policy](gemm))
         rows.append(GemmRow(gemm.name, _kind(gemm), _number(entry, gemm.n), _number(entry, gemm.k),
                             _number(entry, gemm.count), recomputed))
-    if isinstance(entry, Model):
-        parameters = entry.parameters
-        table = entry.parameter_rows
-    else:
-        parameters = entry.parameters
-        table = moe_parameters(entry.features).without("mtp")
+    parameters, table = entry.parameters, entry.parameter_rows
     experts = table.where("routed_expert")
     expert_parameters = int(_number(entry, experts.numel())) if len(experts) else 0
-    values = getattr(entry, "values", {})
+    values = entry.values
     moe = expert_parameters > 0
     return Workload(
         entry.name, tuple(rows), **sizes, parameters=parameters, expert_parameters=expert_parameters,

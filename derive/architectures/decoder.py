@@ -63,6 +63,9 @@ class Layout:
     change no parameter, FLOP or page figure, so a layout's form (equality) ignores them.
     ``sinks``: one learned attention-sink logit per query head in each layer (GPT-OSS's
     ``self_attn.sinks`` [a], GptOssAttention in modeling_gpt_oss.py: a softmax column no value reads).
+    ``mtp``: D multi-token-prediction modules after the last layer (DeepSeek-V3 report, section 2.2;
+    derive.architectures.moe_model adds their rows: transformers' modeling code leaves them out);
+    ``last_moe``: the last layer, and so each MTP module's layer, is an MoE layer.
     """
 
     norm: str = "rms"
@@ -85,6 +88,8 @@ class Layout:
     moe: MoE | None = None
     mla: MLA | None = None
     sinks: bool = False
+    mtp: bool = False
+    last_moe: bool = True
 
     def __post_init__(self) -> None:
         if self.norm not in NORMS:
@@ -98,6 +103,13 @@ class Layout:
     def dense(self) -> bool:
         """No MoE and no MLA block: every account of derive applies."""
         return self.moe is None and self.mla is None
+
+    @property
+    def attention(self) -> str:
+        """The attention kind: ``gqa`` (MHA / GQA at head width k), ``mla`` (with a query latent) or ``mla-direct``."""
+        if self.mla is None:
+            return "gqa"
+        return "mla" if self.mla.q_lora else "mla-direct"
 
 
 def layer_rows(layout: Layout, moe_layer: bool = False) -> Ledger:

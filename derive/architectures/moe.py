@@ -34,6 +34,11 @@ from derive.tensors import Ledger, Tensor
 #: Router bias kinds: none, a trained bias (Megatron's add_bias_linear), or a buffer the
 #: load-balancing rule moves (DeepSeek-V3 report, section 2.1.2, auxiliary-loss-free balancing).
 ROUTER_BIAS = ("none", "parameter", "buffer")
+#: Routers: softmax over E then top-k (Mixtral, Qwen-MoE); sigmoid scores with group-limited
+#: top-k (DeepSeek-V3 report, section 2.1.2).
+ROUTERS = ("softmax", "sigmoid-grouped")
+#: The dtypes the routing weights reach the experts in.
+ROUTING_DTYPES = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,11 @@ class MoE:
     ``router_name``: the routing module (``gate``; GPT-OSS's ``router``); ``expert_bias``: each
     routed expert's gate, up and down projections carry a bias (GPT-OSS: GptOssExperts'
     gate_up_proj_bias [E, 2 f_E] and down_proj_bias [E, h], modeling_gpt_oss.py).
+
+    Routing (no parameter; read by the saved-tensor tables, derive.architectures.saved_moe):
+    ``router`` (:data:`ROUTERS`), ``normalise_topk`` (the top-k weights renormalised to sum to 1:
+    a config's norm_topk_prob; Mixtral always), ``weights_dtype`` (the dtype the routing weights
+    reach the experts in: Qwen2-MoE and Qwen3-MoE cast them to the hidden dtype).
     """
 
     router_bias: str = "none"
@@ -53,11 +63,18 @@ class MoE:
     router_bias_name: str = "bias"
     router_name: str = "gate"
     expert_bias: bool = False
+    router: str = "softmax"
+    normalise_topk: bool = True
+    weights_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.router_bias not in ROUTER_BIAS:
             raise ValueError(f"router_bias: unknown router bias {self.router_bias!r} "
                              f"(known: {', '.join(ROUTER_BIAS)})")
+        for name, known in (("router", ROUTERS), ("weights_dtype", ROUTING_DTYPES)):
+            if getattr(self, name) not in known:
+                raise ValueError(f"{name}: unknown {name.replace('_', ' ')} {getattr(self, name)!r} "
+                                 f"(known: {', '.join(known)})")
         if self.shared_gate and not self.shared:
             raise ValueError("shared_gate: a shared-expert gate needs a shared expert")
 

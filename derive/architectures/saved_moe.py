@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.moe_model import MoEFeatures
+from derive.architectures.decoder import Layout
 from derive.architectures.saved import hf_eager_attention, hf_rms_norm, hf_sdpa_attention, when
 from derive.inputs import choose
 from derive.symbols import E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h, k, k_g, n_g, r_kv, r_q, s
@@ -82,7 +82,7 @@ def _eager_scores(qk: sp.Expr, value: sp.Expr, value_storage: Tensor | None = No
     ]
 
 
-def eager_attention(features: MoEFeatures, single_sequence: bool = False,
+def eager_attention(features: Layout, single_sequence: bool = False,
                     implementation: str = "eager", window: bool = False) -> list[Tensor]:
     """The attention half of a transformers layer: input norm, GQA or MLA, scores, o_proj input.
 
@@ -98,7 +98,7 @@ def eager_attention(features: MoEFeatures, single_sequence: bool = False,
     rows.append(_row("attention input", (T, h), ACTIVATION, "replicated", "attention",
                      note="input_layernorm output, kept by the first projections (one tensor)"))
     if features.attention == "gqa":
-        if features.qk_norm:
+        if features.qk_norm == "head":
             rows += _hf_norm("q_norm", (b, s, a), k, "tp_shardable", "attention")
             rows += _hf_norm("k_norm", (b, s, g), k, "tp_shardable", "attention")
         rows += (hf_eager_attention(k) if implementation == "eager"
@@ -179,10 +179,10 @@ def _dense(prefix: str, width: sp.Expr, *tags: str) -> list[Tensor]:
             + eager_swiglu(prefix, T, width, "tp_shardable", "mlp", *tags))
 
 
-def eager_router(features: MoEFeatures) -> list[Tensor]:
+def eager_router(features: Layout) -> list[Tensor]:
     """The router: its input, fp32 probabilities, top-k indices and (normalised) top-k weights."""
     tags = ("router", "mlp", "replicated")
-    if features.router == "softmax":
+    if features.moe.router == "softmax":
         rows = [
             _row("router input", (T, h), ACTIVATION, *tags, note="kept by the router linear"),
             _row("router probabilities (fp32)", (T, E), FP32, *tags,
@@ -199,7 +199,7 @@ def eager_router(features: MoEFeatures) -> list[Tensor]:
                  note="kept by sigmoid and by gather"),
             _row("top-k indices", (T, k_E), INDEX, *tags, note="kept by gather"),
         ]
-    if features.normalise_topk:
+    if features.moe.normalise_topk:
         rows += [
             _row("top-k weight sum (fp32)", (T, 1), FP32, *tags, note="kept by the division"),
             _row("top-k weights (fp32)", (T, k_E), FP32, *tags, note="kept by the division"),
@@ -207,7 +207,7 @@ def eager_router(features: MoEFeatures) -> list[Tensor]:
     return rows
 
 
-def eager_experts(features: MoEFeatures) -> list[Tensor]:
+def eager_experts(features: Layout) -> list[Tensor]:
     """grouped_mm_experts_forward: permutation, k_E copies of each token, SwiGLU, weighting, inverse."""
     tags = ("routed_expert", "mlp", "tp_shardable")
     copies = T * k_E
@@ -221,7 +221,7 @@ def eager_experts(features: MoEFeatures) -> list[Tensor]:
         _row("permuted tokens", (copies, h), ACTIVATION, *tags,
              note="the k_E copies of each token in expert order, kept by grouped_mm (gate_up)"),
         *eager_swiglu("experts", copies, f_E, *tags),
-        _row("routing weights (permuted)", (copies, 1), features.weights_dtype, *tags,
+        _row("routing weights (permuted)", (copies, 1), features.moe.weights_dtype, *tags,
              note="kept by the multiply of each expert output with its weight"),
         _row("expert outputs", (copies, h), ACTIVATION, *tags, note="kept by the same multiply"),
         _row("inverse permutation", (copies,), INDEX, *tags,
@@ -229,7 +229,7 @@ def eager_experts(features: MoEFeatures) -> list[Tensor]:
     ]
 
 
-def loop_experts(features: MoEFeatures) -> list[Tensor]:
+def loop_experts(features: Layout) -> list[Tensor]:
     """The experts' ``eager`` implementation (modeling_mixtral.py MixtralExperts.forward, alike in
     Qwen3-MoE and DeepSeek-V3): a loop over the hit experts, each keeping its tokens' rows.
 
@@ -246,7 +246,7 @@ def loop_experts(features: MoEFeatures) -> list[Tensor]:
         _row("expert tokens", (copies, h), ACTIVATION, *tags,
              note="hidden_states[token_idx], kept by the gate_up linear"),
         *eager_swiglu("experts", copies, f_E, *tags),
-        _row("routing weights (per expert)", (copies, 1), features.weights_dtype, *tags,
+        _row("routing weights (per expert)", (copies, 1), features.moe.weights_dtype, *tags,
              note="kept by the multiply of each expert output with its weight"),
         _row("expert outputs", (copies, h), ACTIVATION, *tags, note="kept by the same multiply"),
         _row("weighted outputs", (copies, h), ACTIVATION, *tags,
@@ -258,7 +258,7 @@ def loop_experts(features: MoEFeatures) -> list[Tensor]:
 EXPERTS: dict[str, object] = {"grouped_mm": eager_experts, "eager": loop_experts}
 
 
-def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False,
+def eager_layer(features: Layout, moe: bool, single_sequence: bool = False,
                 implementation: str = "eager", window: bool = False,
                 experts: str = "grouped_mm") -> Ledger:
     """One transformers decoder layer: attention, post-attention norm, dense MLP or MoE block.
@@ -270,11 +270,11 @@ def eager_layer(features: MoEFeatures, moe: bool, single_sequence: bool = False,
     if not moe:
         return Ledger(rows + _dense("mlp", f))
     rows += eager_router(features) + EXPERTS[choose("experts", experts, EXPERTS)](features)
-    if features.shared:
+    if features.moe.shared:
         shared = _dense("shared_experts", f_S, "shared_expert")
         # a bf16 (softmax) router's input is the shared experts' input: one tensor, one row
-        rows += shared[1:] if features.router == "softmax" else shared
-    if features.gate:
+        rows += shared[1:] if features.moe.router == "softmax" else shared
+    if features.moe.shared_gate:
         rows += eager_shared_gate()
     return Ledger(rows)
 
@@ -294,7 +294,7 @@ def eager_shared_gate() -> list[Tensor]:
     ]
 
 
-def eager_edges(features: MoEFeatures, single_sequence: bool = False) -> Ledger:
+def eager_edges(features: Layout, single_sequence: bool = False) -> Ledger:
     """Token ids, the RoPE cos/sin tables (shared by every layer), final norm, head input, fp32 loss.
 
     ``single_sequence`` (b = 1): the shifted targets are a contiguous slice of the padded
@@ -350,7 +350,7 @@ def _flash(qk: sp.Expr, value: sp.Expr, kv_heads: sp.Expr) -> list[Tensor]:
     ]
 
 
-def fused_attention(features: MoEFeatures) -> list[Tensor]:
+def fused_attention(features: Layout) -> list[Tensor]:
     """Attention half: fused input norm, GQA (TE linear_qkv) or MLA (megatron/core/transformer/multi_latent_attention.py MLASelfAttention.get_query_key_value_tensors)."""
     rows = _te_norm("input_layernorm", h, "replicated", "attention")
     two = () if features.attention == "gqa" else ("linear_input_twice",)
@@ -358,7 +358,7 @@ def fused_attention(features: MoEFeatures) -> list[Tensor]:
                      "linear_input", *two,
                      note="input_layernorm output, kept by linear_qkv / the down projections"))
     if features.attention == "gqa":
-        if features.qk_norm:
+        if features.qk_norm == "head":
             rows += [_row("q_layernorm input", (s, b, a, k), ACTIVATION, "tp_shardable", "attention"),
                      _row("k_layernorm input", (s, b, g, k), ACTIVATION, "tp_shardable", "attention")]
         return rows + _flash(k, k, g)
@@ -381,7 +381,7 @@ def _fused_swiglu(prefix: str, tokens: tuple[sp.Expr, ...], width: sp.Expr, *tag
                  note="SwiGLU output, kept by linear_fc2")]
 
 
-def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> list[Tensor]:
+def fused_moe(features: Layout, capacity_factor: sp.Expr | None = None) -> list[Tensor]:
     """Router (router.py TopKRouter), alltoall dispatch with fused permute (moe_utils.py permute),
     TEGroupedMLP (experts.py) with probabilities applied in the SwiGLU, shared experts (shared_experts.py).
 
@@ -392,7 +392,7 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
     copies = T * k_E if capacity_factor is None else capacity_factor * T * k_E
     experts = ("routed_expert", "mlp", "tp_shardable")
     # the shared experts' linear_fc1 (a TE Linear) reads the router's input and keeps its own FP8 copy
-    shared_input = ("linear_input_shared",) if features.shared else ()
+    shared_input = ("linear_input_shared",) if features.moe.shared else ()
     rows = [
         _row("router input", (s, b, h), ACTIVATION, *router, *shared_input,
              note="pre_mlp_layernorm output, kept by the router's gating linear (and shared experts)"),
@@ -410,15 +410,15 @@ def fused_moe(features: MoEFeatures, capacity_factor: sp.Expr | None = None) -> 
              note="kept by the weighted SwiGLU (weighted_bias_swiglu_impl)"),
         *_fused_swiglu("experts", (copies,), f_E, *experts, "grouped_gemm"),
     ]
-    if features.shared:
+    if features.moe.shared:
         rows += _fused_swiglu("shared_experts", (s, b), f_S, "shared_expert", "mlp", "tp_shardable")
-        if features.gate:
+        if features.moe.shared_gate:
             rows.append(_row("shared expert gate output", (s, b, 1), ACTIVATION, "shared_expert",
                              "mlp", "replicated", note="sigmoid(gate), kept by the multiply"))
     return rows
 
 
-def fused_layer(features: MoEFeatures, moe: bool, capacity_factor: sp.Expr | None = None) -> Ledger:
+def fused_layer(features: Layout, moe: bool, capacity_factor: sp.Expr | None = None) -> Ledger:
     """One Megatron-Core layer: attention, fused pre-MLP norm, dense SwiGLU or MoE block."""
     rows = fused_attention(features) + _te_norm("pre_mlp_layernorm", h, "replicated", "mlp")
     if not moe:
@@ -428,7 +428,7 @@ def fused_layer(features: MoEFeatures, moe: bool, capacity_factor: sp.Expr | Non
     return Ledger(rows + fused_moe(features, capacity_factor))
 
 
-def fused_mtp(features: MoEFeatures) -> Ledger:
+def fused_mtp(features: Layout) -> Ledger:
     """One MTP module (megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer):
     enorm, hnorm, the concatenation eh_proj keeps, its layer, the final norm and head input."""
     rows = _te_norm("enorm", h, "replicated", "mtp") + _te_norm("hnorm", h, "replicated", "mtp")
@@ -442,7 +442,7 @@ def fused_mtp(features: MoEFeatures) -> Ledger:
     return Ledger(rows)
 
 
-def layer_saved_moe(profile: str, features: MoEFeatures, moe: bool = True,
+def layer_saved_moe(profile: str, features: Layout, moe: bool = True,
                     capacity_factor: sp.Expr | None = None) -> Ledger:
     """One layer's saved tensors under ``profile`` (eager: transformers; fused: Megatron + TE)."""
     if choose("profile", profile, PROFILES) == "eager":

@@ -7,7 +7,8 @@ import sympy as sp
 
 from derive.architectures.gemms import flops, model_gemms, output_gemms
 from derive.claims import Rounding, decimals
-from derive.presets import Model, hardware
+from derive.model import Model
+from derive.presets import hardware
 from derive.units import BYTE_UNITS
 
 #: A100 dense bf16 peak (312 TFLOP/s, derive.presets): the peak both Megatron papers divide by.

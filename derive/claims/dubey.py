@@ -14,7 +14,8 @@ from derive.accounts.flops import mfu
 from derive.claims import Alternative, decimals, document, significant
 from derive.claims._papers import truncated
 from derive.conventions import CONVENTIONS
-from derive.presets import Model, hardware
+from derive.model import Model
+from derive.presets import hardware
 
 claim = document("Dubey et al. 2024", "arXiv 2407.21783, The Llama 3 Herd of Models",
                  "Read in a text copy of the paper. Not registered: "

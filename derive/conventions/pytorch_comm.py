@@ -19,8 +19,8 @@ from derive.accounts.comm import Collective
 from derive.architectures.decoder import edge_rows, layer_rows
 from derive.architectures.saved import STATISTICS
 from derive.dtypes import dtype_bytes
+from derive.model import Model
 from derive.parallelism import Parallelism
-from derive.presets import Model
 from derive.symbols import h
 from derive.tensors import Ledger
 

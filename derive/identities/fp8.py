@@ -12,7 +12,8 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import moe_layer_activations
 from derive.accounts.state import resident_bytes
-from derive.architectures.moe_model import MoEFeatures
+from derive.architectures.decoder import Layout
+from derive.architectures.moe_model import moe_layout
 from derive.architectures.parameters import model_parameters
 from derive.conventions.fp8 import dispatch_bytes_per_element, flops_by_dtype, gather_ratio
 from derive.identities import identity
@@ -217,12 +218,12 @@ MOE_FP8 = ("linear_qkv, linear_proj, the experts' GroupedLinear fc1 (the permute
 GROUPED_SCALES = ("one fp32 scale_inv per saved FP8 tensor, E/e of them for each GroupedLinear input "
                   "(one quantizer per local expert: grouped_linear.py split_quantize)")
 #: Mixtral 8x7B's form: GQA, no shared experts, softmax router.
-MIXTRAL_FORM = MoEFeatures("gqa")
+MIXTRAL_FORM = moe_layout("gqa")
 #: DeepSeek-V3's form: MLA with query compression, one shared expert.
-DEEPSEEK_FORM = MoEFeatures("mla", shared=True)
+DEEPSEEK_FORM = moe_layout("mla", shared=True)
 
 
-def _moe_layer(features: MoEFeatures, recipe: str | None) -> sp.Expr:
+def _moe_layer(features: Layout, recipe: str | None) -> sp.Expr:
     return moe_layer_activations("fused", features, True, 1, False, norm_statistics=True,
                                  recipe=recipe).bytes()
 

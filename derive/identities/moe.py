@@ -20,9 +20,10 @@ from derive import megatron, megatron_moe
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import (first_stage_parameters, model_parallel_share,
                                      moe_layer_activations, moe_resident_bytes)
+from derive.architectures.decoder import Layout
 from derive.architectures.gemms import flops
 from derive.architectures.mla import MLA, mla_attention
-from derive.architectures.moe_model import (MoEFeatures, active_parameters, layer, model_gemms,
+from derive.architectures.moe_model import (active_parameters, layer, model_gemms, moe_layout,
                                             model_parameters)
 from derive.identities import Sided, identity
 from derive.symbols import (D, E, k_E, L, L_E, N, V, a, b, d, k_nope, k_rope, k_v, e, f, f_E,
@@ -32,8 +33,8 @@ from derive.tensors import Ledger
 TOPIC = "Mixture of Experts"
 MEMORY = "megatron/training/theoretical_memory_usage.py compute_weight_and_optimizer_memory (core_v0.18.0)"
 FLOPS = "megatron/training/training.py num_floating_point_operations (transformer_flops, core_v0.18.0)"
-GQA = MoEFeatures("gqa")
-MLA_MTP = MoEFeatures("mla", shared=True, mtp=True)
+GQA = moe_layout("gqa")
+MLA_MTP = moe_layout("mla", shared=True, mtp=True)
 N_active_GEMM = sp.Symbol("N_active_GEMM", positive=True, integer=True)
 #: claim-side per-rank parameter shares: experts' and everything else's.
 N_e, N_o = sp.symbols("N_e N_o", positive=True, integer=True)
@@ -47,7 +48,7 @@ N_e, N_o = sp.symbols("N_e N_o", positive=True, integer=True)
           assumptions=("RMSNorm, SwiGLU experts, no linear biases", "a shared expert of width f_S "
                        "with Qwen2-MoE's sigmoid gate [h, 1]; router [h, E] without bias"))
 def moe_layer_parameters() -> sp.Expr:
-    return layer(MoEFeatures("gqa", shared=True, gate=True), moe=True).numel()
+    return layer(moe_layout("gqa", shared=True, gate=True), moe=True).numel()
 
 
 @identity("MLA = r_q(h + a(k_nope + k_rope) + 1) + r_kv(h + a(k_nope + k_v) + 1) + h k_rope + a k_v h",
@@ -73,7 +74,7 @@ def active_is_n_minus_idle_experts() -> sp.Expr:
 
 # ---- states: 16 / 18 bytes per parameter survive expert sharding ----
 
-def _rank(features: MoEFeatures) -> Ledger:
+def _rank(features: Layout) -> Ledger:
     """One rank's share of the whole model (t, t_E e)."""
     return model_parallel_share(model_parameters(features))
 
@@ -108,7 +109,7 @@ def moe_eighteen() -> sp.Expr:
 
 # ---- FLOPs: 6 N_active_GEMM + the score term ----
 
-def _active_gemm(features: MoEFeatures) -> sp.Expr:
+def _active_gemm(features: Layout) -> sp.Expr:
     return active_parameters(features).where("gemm").numel()
 
 
@@ -171,20 +172,21 @@ def megatron_moe_mla_flops() -> sp.Expr:
 LAYOUT: dict[sp.Symbol, int] = {t: 8, e: 8, t_E: 1, p: 4, d: 32, b: 1}
 
 
-def _derived_first_stage(features: MoEFeatures, duplicated_latents: bool = True) -> Ledger:
+def _derived_first_stage(features: Layout, duplicated_latents: bool = True) -> Ledger:
     """The first of p > 1 stages on one rank (derive.accounts.experts.first_stage_parameters)."""
     return first_stage_parameters(model_parameters(features), False, duplicated_latents)
 
 
-def _megatron_first_stage(features: MoEFeatures) -> Ledger:
+def _megatron_first_stage(features: Layout) -> Ledger:
     latent = None if features.attention == "gqa" else features.attention == "mla"
     return megatron_moe.first_stage(latent, "RMSNorm", True, False, features.last_moe,
-                                    features.router_bias, features.shared, features.gate)
+                                    features.moe.router_bias == "parameter", bool(features.moe.shared),
+                                    features.moe.shared_gate)
 
 
 def mla_down_projections() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) first-stage parameters per GPU: Megatron splits MLA's duplicated latents by t."""
-    features = MoEFeatures("mla", shared=True)
+    features = moe_layout("mla", shared=True)
     return (_derived_first_stage(features, duplicated_latents=False).numel(),
             _derived_first_stage(features).numel())
 
@@ -197,14 +199,14 @@ def mtp_projection_and_norms() -> tuple[sp.Expr, sp.Expr]:
 
 def mtp_stage() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) first-stage parameters per GPU: Megatron puts the MTP block there."""
-    features = MoEFeatures("mla", shared=True, mtp=True)
+    features = moe_layout("mla", shared=True, mtp=True)
     counted = _megatron_first_stage(features).where("mtp").numel()
     return counted, sp.Integer(0)
 
 
 def _gemm_flops(tag: str) -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) FLOPs per token of the GEMMs tagged ``tag``: Megatron counts none."""
-    gemms = model_gemms(MoEFeatures("gqa", shared=True, gate=True))
+    gemms = model_gemms(moe_layout("gqa", shared=True, gate=True))
     return sp.Integer(0), flops(gemms.where(tag))
 
 
@@ -215,14 +217,14 @@ def latent_norm_flops() -> tuple[sp.Expr, sp.Expr]:
     return counted, derived
 
 
-def megatron_flops_vs_table(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
+def megatron_flops_vs_table(features: Layout) -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) FLOPs per token: router and gate left out, norms priced as GEMMs."""
     latent = None if features.attention == "gqa" else features.attention == "mla"
-    counted = megatron_moe.flops_per_token(latent, features.last_moe, features.shared, False)
+    counted = megatron_moe.flops_per_token(latent, features.last_moe, bool(features.moe.shared), False)
     return counted, flops(model_gemms(features))
 
 
-def activations_ignore_moe(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
+def activations_ignore_moe(features: Layout) -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) bytes per MoE layer per GPU, SP + selective: Megatron prices a dense
     GPT layer of width f (ffn_hidden_size); derived: the fused MoE/MLA layer, statistics left aside."""
     counted = layer_activation_bytes(**megatron.MEGATRON_LAYER, tensor_parallel=t,
@@ -270,7 +272,7 @@ DEPARTURES: tuple[Departure, ...] = (
               source=MEMORY.replace("compute_weight_and_optimizer_memory", "compute_activation_memory"),
               needs="gqa"),
     Departure("activation estimators ignore MoE and MLA", lambda: activations_ignore_moe(
-                  MoEFeatures("mla", shared=True)), "bytes per MoE layer per GPU",
+                  moe_layout("mla", shared=True)), "bytes per MoE layer per GPU",
               ("SP + selective recompute; Megatron: the GPT table at f = ffn_hidden_size",
                "derived: fused profile, MLA latents and their norms' inputs, q/k of width "
                "d_n + k_rope, v of width k_v, shared expert"),
@@ -290,13 +292,13 @@ DEPARTURES: tuple[Departure, ...] = (
 )
 
 
-def applies(entry: Departure, features: MoEFeatures) -> bool:
+def applies(entry: Departure, features: Layout) -> bool:
     """Whether a model with ``features`` can show the departure."""
     return {"": True, "mla": features.attention != "gqa", "gqa": features.attention == "gqa",
-            "mtp": features.mtp, "gate": features.gate}[entry.needs]
+            "mtp": features.mtp, "gate": features.moe.shared_gate}[entry.needs]
 
 
-def sizes(values: dict[sp.Symbol, int], features: MoEFeatures) -> dict[str, sp.Expr | None]:
+def sizes(values: dict[sp.Symbol, int], features: Layout) -> dict[str, sp.Expr | None]:
     """Every departure's size (derived - Megatron) for one model at :data:`LAYOUT`; None where it cannot arise."""
     at = {**values, **LAYOUT}
     return {entry.name: (entry.difference.xreplace({k_: sp.Integer(n) for k_, n in at.items()})

@@ -17,7 +17,8 @@ import sympy as sp
 
 from derive.architectures.parameters import model_parameters
 from derive.identities.peers import DEPARTURES
-from derive.presets import MODELS, Model
+from derive.model import Model
+from derive.presets import MODELS
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from derive.architectures.parameters import parameter_count
 from derive.conventions import CONVENTIONS
+from derive.model import Model
 from derive.peers import Reproduction
-from derive.presets import Model
 
 
 NORMS = "norm weights counted at 6 FLOPs per parameter"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from derive.cli import DEFAULT_SEQ
 from derive.hf import DENSE, Family, published_config
-from derive.presets import Model
+from derive.model import Model
 from derive.render.page_messages import cli_message
 
 #: The file a pasted config stands for: the page's messages are the CLI's for --config pasted.json.

@@ -2,8 +2,8 @@
 
 Names resolve as :mod:`derive.names` resolves them. A dense shipped config joins the
 presets (its sizes read by derive.hf); an MoE name runs the MoE report
-(:mod:`derive.report_moe`), whose expressions the page gets as JavaScript printed once per
-distinct expression, over every choice that changes their form (the model's features, t > 1,
+(:mod:`derive.report`'s MoE rows), whose expressions the page gets as JavaScript printed once per
+distinct expression, over every choice that changes their form (the model's layout, t > 1,
 p = 1, the MoE profile, the precision); a name the report refuses gets the CLI's line.
 """
 from __future__ import annotations
@@ -16,13 +16,13 @@ import sympy as sp
 
 from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
 from derive.cli import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
-from derive.moe_presets import MoEModel, load_moe_model
-from derive.names import is_moe, model_names, moe_source, named_model
-from derive.presets import ALIASES, MODELS, Model
-from derive.report_moe import DEFAULT_PROFILE as MOE_DEFAULT_PROFILE, MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
+from derive.model import Model
+from derive.names import is_moe, model_names, moe_model, moe_source, named_model
+from derive.presets import ALIASES, MODELS
+from derive.report import MOE_DEFAULT_PROFILE, MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
 from derive.symbols import E, L, L_E, a, b, d, e, g, k_E, p, s, t, t_E
 
-#: The MoE report's figures on the page, by its --json key (derive.report_moe.moe_figures).
+#: The MoE report's figures on the page, by its --json key (derive.report.moe_figures).
 MOE_LABELS: dict[str, str] = {
     "parameters": "Parameters",
     "active_parameters": "Parameters active per token",
@@ -90,15 +90,15 @@ def _dense_configs() -> dict[str, Model]:
 
 
 @lru_cache(maxsize=1)
-def moe_models() -> dict[str, MoEModel]:
+def moe_models() -> dict[str, Model]:
     """The MoE names by name, each as the MoE report loads it."""
-    return {name: load_moe_model(moe_source(name)) for name, kind in page_names().items() if kind == "moe"}
+    return {name: moe_model(moe_source(name)) for name, kind in page_names().items() if kind == "moe"}
 
 
 def moe_forms() -> dict[str, str]:
-    """MoE name -> the name of its form: the first name with the same features."""
+    """MoE name -> the name of its form: the first name with the same layout."""
     first: dict[object, str] = {}
-    return {name: first.setdefault(m.features, name) for name, m in moe_models().items()}
+    return {name: first.setdefault(m.layout, name) for name, m in moe_models().items()}
 
 
 def moe_variants() -> list[tuple[str, bool, bool, str, str]]:
@@ -118,7 +118,7 @@ def moe_formulas(printed: Callable[[sp.Expr], dict[str, object]]) -> tuple[list[
     shared: dict[sp.Expr, int] = {}  # variants name an expression by its index in ``expressions``
     expressions: list[dict[str, object]] = []
     for form, parallel, single, profile, precision in moe_variants():
-        exprs = moe_expressions(models[form].features, parallel, single, profile, precision)
+        exprs = moe_expressions(models[form].layout, parallel, single, profile, precision)
         variant = "|".join((form, str(parallel).lower(), str(single).lower(), profile, precision))
         for key, expr in exprs.items():
             if expr not in shared:

@@ -25,7 +25,8 @@ from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
 from derive.hf import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
-from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
+from derive.model import FIELD_SYMBOLS, Model
+from derive.presets import ALIASES, DENSE_MODELS, HARDWARE
 from derive.render.printer import tex
 from derive.render.page_assets import csp_hash, inline_script, katex_assets, script_json
 from derive.render.page_config import PASTED, config_forms, config_messages, python_reprs
@@ -229,7 +230,7 @@ def javascript(expr: sp.Expr) -> str:
 def _candidates() -> dict[str, Model]:
     """The presets, a custom shape and every form of a pasted config (sizes do not matter here, only forms)."""
     configs = {m.name: m for forms in config_forms().values() for m in forms.values()}
-    return {**MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs,
+    return {**DENSE_MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs,
             **dense_configs()}
 
 
@@ -331,7 +332,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
                       "values": {sym.name: value for sym, value in m.values.items()}}
-               for name, m in {**MODELS, **dense_configs()}.items()}
+               for name, m in {**DENSE_MODELS, **dense_configs()}.items()}
     inputs = {"micro-batch": b.name, "dp": d.name,
               **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}
     shape_symbols = {option[2:]: FIELD_SYMBOLS[field].name for field, option in SHAPE_OPTIONS.items()}

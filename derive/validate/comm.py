@@ -20,8 +20,8 @@ import sympy as sp
 from derive.accounts.comm import collectives
 from derive.conventions.pytorch_comm import CONVENTIONS, pytorch_rows
 from derive.hf import from_config
+from derive.model import Model
 from derive.parallelism import Parallelism
-from derive.presets import Model
 
 
 @dataclass(frozen=True)

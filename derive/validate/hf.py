@@ -28,7 +28,7 @@ import sympy as sp
 
 from derive.architectures.decoder import model_rows
 from derive.hf import from_config, published_config
-from derive.presets import Model
+from derive.model import Model
 from derive.tensors import Tensor
 
 #: Families whose projections are GPT-2's Conv1D ([in, out], transformers/pytorch_utils.py).

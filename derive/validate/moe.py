@@ -18,7 +18,8 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 import sympy as sp  # noqa: E402
 import torch  # noqa: E402
 
-from derive.architectures.moe_model import MoEFeatures  # noqa: E402
+from derive.architectures.decoder import Layout  # noqa: E402
+from derive.architectures.moe_model import moe_layout  # noqa: E402
 from derive.architectures.saved_moe import eager_edges, eager_layer, group_routing_rows  # noqa: E402
 from derive.symbols import (E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h,  # noqa: E402
                             k, k_g, n_g, r_kv, r_q, s)
@@ -77,16 +78,16 @@ CASES: tuple[tuple[str, dict, int, int], ...] = (
 )
 
 
-def features(family: str, config: Mapping[str, object]) -> MoEFeatures:
+def features(family: str, config: Mapping[str, object]) -> Layout:
     """The table features a transformers config asks for."""
     if family == "deepseek_v3":
         attention = "mla" if config.get("q_lora_rank") is not None else "mla-direct"
-        return MoEFeatures(attention, shared=True, router="sigmoid-grouped",
+        return moe_layout(attention, shared=True, router="sigmoid-grouped",
                            normalise_topk=bool(config.get("norm_topk_prob", True)))
     if family == "qwen3_moe":
-        return MoEFeatures("gqa", qk_norm=True, weights_dtype="bf16",
+        return moe_layout("gqa", qk_norm=True, weights_dtype="bf16",
                            normalise_topk=bool(config["norm_topk_prob"]))
-    return MoEFeatures("gqa")
+    return moe_layout("gqa")
 
 
 def values(family: str, config: Mapping[str, object], batch: int, seq: int) -> dict[sp.Symbol, int]:

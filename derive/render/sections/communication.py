@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from derive.accounts.comm import GROUPS, collectives, group_bytes
+from derive.model import Model
 from derive.parallelism import Parallelism
-from derive.presets import Model, model
+from derive.presets import model
 from derive.render.sheet import Cell, Column, Section, Table, bytes_cell, int_cell, text_cell
 
 #: Dubey et al. 2024 (Llama 3), Table 4's 405B rows, and the 70B / 8B at layouts chosen here: 16M-token

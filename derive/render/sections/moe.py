@@ -6,12 +6,12 @@ import sympy as sp
 from derive.accounts.experts import REPLICATED, moe_layer_activations
 from derive.architectures.moe_model import layer
 from derive.identities.moe import DEPARTURES, LAYOUT, sizes
-from derive.moe_presets import MOE_MODELS, moe_model
+from derive.presets import MODELS, MOE_PRESETS
 from derive.render.quantities import flop_cell
 from derive.render.sections.megatron import _size_cell
 from derive.render.sheet import Column, Section, Table, bytes_cell, int_cell, math_cell, text_cell
-from derive.report_moe import MoELayout, moe_figures
-from derive.symbols import b, d, e, p, s, t, t_E
+from derive.report import MoELayout, moe_figures
+from derive.symbols import b, d, e, p, t, t_E
 
 #: the layout the per-GPU numbers and departures are quoted at (t = 8, e = 8, t_E = 1, p = 4, d = 32).
 REPORT_LAYOUT = MoELayout(tp=LAYOUT[t], ep=LAYOUT[e], etp=LAYOUT[t_E], pp=LAYOUT[p],
@@ -29,14 +29,15 @@ def _layout() -> str:
 def models_table() -> Table:
     """N, active N, first-stage states and activations per GPU, FLOPs per token for each MoE preset."""
     rows = []
-    for key, entry in MOE_MODELS.items():
+    for key in MOE_PRESETS:
+        entry = MODELS[key]
         at = LAYOUTS.get(key, REPORT_LAYOUT)
         v = moe_figures(entry, at)
         rows.append({
             "model": text_cell(entry.name),
             "layout": text_cell(f"t = {at.tp}, e = {at.ep}, p = {at.pp}, d = {at.dp}"), "N": int_cell(v["parameters"]),
             "active": int_cell(v["active_parameters"]), "mtp": int_cell(v["mtp_parameters"]),
-            "s": int_cell(entry.values[s]),
+            "s": int_cell(entry.seq),
             "states": bytes_cell(v["state_bytes"]),
             "activations": bytes_cell(v["activation_bytes"]),
             "flops": flop_cell(v["flops_per_token"], "GFLOP", 1),
@@ -65,9 +66,9 @@ def _sharding(row) -> str:
 
 def parameter_table() -> Table:
     """DeepSeek-V3's MoE layer, tensor by tensor: shape, copies, elements and how a rank shards it."""
-    model = moe_model("deepseek-v3")
+    model = MODELS["deepseek-v3"]
     rows = []
-    for row in layer(model.features, moe=True):
+    for row in layer(model.layout, moe=True).without("buffer"):
         rows.append({"tensor": text_cell(row.name), "shape": math_cell(sp.Mul(*row.shape)),
                      "count": math_cell(row.count), "numel": int_cell(model.subs(row.numel)),
                      "sharded": text_cell(_sharding(row))})
@@ -83,8 +84,8 @@ def parameter_table() -> Table:
 
 def saved_table() -> Table:
     """DeepSeek-V3's MoE layer, fused profile: every saved tensor, bytes per micro-batch at b = 1, t = 1."""
-    model = moe_model("deepseek-v3")
-    table = moe_layer_activations("fused", model.features, tensor_parallel=1, sequence_parallel=False)
+    model = MODELS["deepseek-v3"]
+    table = moe_layer_activations("fused", model.layout, tensor_parallel=1, sequence_parallel=False)
     rows = [{"tensor": text_cell(row.name), "shape": math_cell(sp.Mul(*row.shape)),
              "dtype": text_cell(row.dtype), "bytes": bytes_cell(model.subs(row.bytes, b=1), "MiB"),
              "note": text_cell(row.note)} for row in table]
@@ -100,7 +101,7 @@ def saved_table() -> Table:
 
 def departures_table() -> Table:
     """Megatron's MoE departures with their difference and size for DeepSeek-V3 and Mixtral."""
-    sized = {key: sizes(moe_model(key).values, moe_model(key).features) for key in DEPARTURE_MODELS}
+    sized = {key: sizes(MODELS[key].values, MODELS[key].layout) for key in DEPARTURE_MODELS}
     rows = []
     for entry in DEPARTURES:
         unit = "B" if "bytes" in entry.unit else ""
@@ -115,7 +116,7 @@ def departures_table() -> Table:
         (Column("departure", "departure", width="0.16\\linewidth"),
          Column("difference", "derived - Megatron", width="0.3\\linewidth"),
          Column("unit", "unit", width="0.1\\linewidth"),
-         *(Column(key, MOE_MODELS[key].name) for key in DEPARTURE_MODELS)),
+         *(Column(key, MODELS[key].name) for key in DEPARTURE_MODELS)),
         tuple(rows),
         note=f"Sizes at {_layout()} and each model's s; '-': the model has no such tensor. Positive: "
              "Megatron leaves it out; negative: Megatron counts more.",
