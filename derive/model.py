@@ -33,13 +33,6 @@ FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv
 #: (derive.architectures.saved_moe): the MoE report takes them.
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
-#: What the saved-tensor tables leave out of the other MoE / MLA families derive reads (derive.hf).
-UNMODELLED_SAVED: dict[str, str] = {
-    "deepseek_v2": "DeepseekV2MoE's router and experts and DeepseekV2Attention, modeling_deepseek_v2.py",
-    "gpt_oss": "GptOssTopKRouter's biased router, GptOssExperts' clamped SwiGLU with biases and the "
-               "attention sinks, modeling_gpt_oss.py",
-}
-
 
 @lru_cache(maxsize=None)
 def _parameter_numel(architecture: Layout | str) -> tuple[sp.Expr, tuple[str, ...]]:
@@ -142,15 +135,15 @@ class Model:
         return self.layout is None or self.layout.dense
 
     def require_dense(self, account: str) -> None:
-        """ValueError unless the dense tables hold every layer: MoE / MLA layers are the MoE tables' or not modelled."""
+        """ValueError unless the dense tables hold every layer: MoE / MLA layers are the MoE tables' (MOE_FAMILIES) or not modelled."""
         if self.dense:
             return
-        if self.model_type in MOE_FAMILIES or self.model_type not in UNMODELLED_SAVED:
+        if self.model_type in MOE_FAMILIES or not self.model_type:
             raise ValueError(f"{account}: {self.name} ({self.model_type or 'MoE'}) has MoE / MLA layers, which "
                              "the dense tables do not hold; the MoE report counts its activations and FLOPs")
-        raise ValueError(f"{account}: the saved-tensor tables do not model {self.model_type} layers "
-                         f"({self.name}: {UNMODELLED_SAVED[self.model_type]}); only its parameters and "
-                         "active parameters are counted")
+        raise ValueError(f"{account}: derive's saved-tensor tables do not model {self.model_type} layers "
+                         f"({self.name}; the MoE tables take {', '.join(MOE_FAMILIES)}); only its parameters "
+                         "and active parameters are counted")
 
     @property
     def parameters(self) -> int:
