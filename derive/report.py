@@ -187,7 +187,6 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
     return out
 
 
-
 # ---- the MoE rows ----
 
 #: The MoE layout's divisibility rules, as Megatron's argument validation checks them, in order:
