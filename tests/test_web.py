@@ -383,7 +383,7 @@ def test_a_pasted_config_is_read_as_from_config_reads_it(tmp_path, monkeypatch):
 def test_the_page_takes_pasted_config_messages_from_the_cli():
     messages = calculator_data()[1]["config"]["messages"]
     assert messages["missing"] == "--config: {path}: {field}: missing from the {model_type} config"
-    assert messages["dense_only"].startswith("--config: activations and FLOPs of MoE / MLA layers")
+    assert messages["dense_only"].startswith("--config: derive's saved-tensor tables do not model {model_type} layers")
     assert "{name}" in messages["dense_only"] and "{model_type}" in messages["dense_only"]
     assert messages["layer"].startswith("--profile: {profile} is transformers' Llama")
 
