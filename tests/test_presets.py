@@ -27,3 +27,22 @@ def test_aliases_and_unknown_names():
         model("llama4")
     with pytest.raises(ValueError, match="^peak:"):
         hardware("tpu")
+
+
+def test_moe_presets_sit_in_the_one_table():
+    """Mixtral 8x7B, DeepSeek-V3 and Qwen3-30B-A3B are Models of the same table, their routing in the layout."""
+    from derive.presets import MODELS
+
+    assert list(MODELS)[-3:] == ["mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b"]
+    deepseek = model("deepseek-v3")
+    assert (deepseek.name, deepseek.seq, deepseek.layers, deepseek.moe_layers[0]) == ("DeepSeek-V3", 4096, 61, 3)
+    # DeepSeek-V3 report, section 2.1.2: sigmoid scores, group-limited top-k (8 groups, 4 kept); one MTP module
+    moe = deepseek.layout.moe
+    assert (moe.router, moe.normalise_topk, moe.weights_dtype, deepseek.layout.mtp) == ("sigmoid-grouped", True,
+                                                                                        "fp32", True)
+    assert dict(deepseek.sizes)["n_g"] == 8 and dict(deepseek.sizes)["k_g"] == 4 and dict(deepseek.sizes)["D"] == 1
+    # Qwen3-MoE: softmax, the config's norm_topk_prob = true, weights cast to bf16 (Qwen3MoeSparseMoeBlock)
+    qwen = model("qwen3-30b-a3b").layout.moe
+    assert (qwen.router, qwen.normalise_topk, qwen.weights_dtype) == ("softmax", True, "bf16")
+    assert not model("mixtral-8x7b").dense and model("mixtral-8x7b").mtp_parameters == 0
+    assert model("llama3-70b").dense

@@ -68,6 +68,14 @@ def test_bad_options_are_one_line(argv, option, capsys):
     assert err.startswith(f"derive: error: {option}: ") and err.count("\n") == 1
 
 
+def test_qwen2_moe_counts_its_qkv_biases():
+    """transformers' Qwen2MoeForCausalLM of Qwen1.5-MoE-A2.7B holds 14,315,784,192 parameters (counted on the
+    meta device): the MoE rows read the config's own layout, q, k and v biases included (the MoE report
+    before the one Model counted 24 layers x 3 x 2048 fewer)."""
+    data = json.loads(run(["--model", "qwen1.5-moe-a2.7b", "--json"]))["qwen1.5-moe-a2.7b"]
+    assert data["parameters"] == 14_315_784_192
+
+
 def test_config_of_an_moe_model_gets_the_moe_report(tmp_path):
     path = tmp_path / "mixtral.json"
     path.write_text(json.dumps(MIXTRAL))
