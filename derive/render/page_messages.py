@@ -61,7 +61,7 @@ OVERFLOWS: dict[str, list[str]] = {
     "step-time": ["--model=llama3-8b", f"--tokens={MAX_SIZE}", "--gpus=1", f"--step-time={OVERFLOWING}"],
 }
 #: A custom shape whose parameter count passes derive.inputs.MAX_PARAMETERS with the option the
-#: largest field (derive.presets.Model names it); heads and kv heads never exceed hidden there.
+#: largest field (derive.model.Model names it); heads and kv heads never exceed hidden there.
 TOO_MANY_PARAMETERS: dict[str, list[str]] = {
     "layers": ["--layers=1099511627776", "--hidden=8", "--heads=1", "--ffn=8", "--vocab=8"],
     "hidden": ["--layers=1", "--hidden=33554432", "--heads=1", "--ffn=1", "--vocab=1"],
