@@ -193,8 +193,8 @@ def exact(value: sp.Expr) -> Fraction:
 
 @lru_cache(maxsize=None)
 def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
-    """The names of ``expr``'s symbols and its exact Python code (derive.codegen.exact_function), made once."""
-    from derive.codegen import arguments, exact_function  # numpy loads with it: only when a number is asked for
+    """The names of ``expr``'s symbols and its exact Python code (derive.printing.python.exact_function), made once."""
+    from derive.printing.python import arguments, exact_function  # numpy loads with it: only when a number is asked for
 
     return tuple(symbol.name for symbol in arguments(expr)), exact_function(expr)
 

@@ -15,7 +15,7 @@ from derive.architectures.gemms import (
 from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.identities import proof
 from derive.presets import ARTICLE_EXAMPLE, LLAMA3_MODELS, hardware, model
-from derive.render.printer import tex
+from derive.printing.latex import tex
 from derive.render.quantities import (
     blank_cell,
     days_cell,
