@@ -60,7 +60,7 @@ from derive.accounts.activations import first_stage_activation_bytes, sharded
 from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
-from derive.architectures.saved import output_saved
+from derive.architectures.operations.edges import output_saved
 from derive.conventions.megatron import (
     MEGATRON_OVERHEAD,
     distributed_optimizer_bytes_per_parameter,

@@ -18,7 +18,7 @@ from derive.architectures.saved import (
     layer_saved,
     llama_layer_saved,
 )
-from derive.architectures.saved_edges import llama_edges_saved
+from derive.architectures.operations.edges import llama_edges_saved
 from derive.presets import model
 from derive.symbols import BY_NAME, L, N, V, a, b, f, g, h, s, t
 
