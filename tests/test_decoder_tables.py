@@ -8,7 +8,7 @@ from derive.architectures.decoder import (
 )
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import parameter_count
 from derive.symbols import E, L, L_E, V, a, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v, r_kv, r_q
 
 DEEPSEEK_V3 = {h: 7168, L: 61, L_E: 58, V: 129280, a: 128, r_q: 1536, r_kv: 512, k_nope: 128,

@@ -14,10 +14,8 @@ from derive.accounts.flops import (
     recompute_factor,
     step_time_lower_bound,
 )
-from derive.architectures.gemms import (
-    Gemm,
-    attention_score_gemms,
-    flops,
+from derive.architectures.gemms import Gemm, attention_score_gemms, flops
+from derive.architectures.families import (
     gpt_layer_gemms,
     llama_layer_gemms,
     model_gemms,

@@ -67,3 +67,26 @@ def test_every_llama_row_comes_from_a_registered_operation():
 def test_unknown_operation_or_implementation(bad, field):
     with pytest.raises(ValueError, match=field):
         bad.saved()
+
+
+def test_llama_parameters_declared_once_named_twice():
+    # Meta's names (families.llama_layer) and transformers' (decoder.layer_rows of the default
+    # Llama layout) are one walk of the same declarations: by hand, 2 norms [h], q/o [h, a k],
+    # k/v [h, g k], gate/up [h, f], down [f, h]
+    from derive.architectures.decoder import Layout, layer_rows
+    from derive.architectures.families import llama_layer
+    from derive.symbols import f, g, k
+    shapes = lambda rows: sorted(str(row.shape) for row in rows)
+    meta, hf = llama_layer(k), layer_rows(Layout())
+    assert shapes(meta) == shapes(hf) == sorted(str(shape) for shape in [
+        (h,), (h,), (h, a * k), (h, g * k), (h, g * k), (a * k, h), (h, f), (h, f), (f, h)])
+    assert meta.names[1] == "attention.wq" and hf.names[2] == "self_attn.q_proj.weight"
+
+
+def test_attention_brings_the_score_gemms():
+    # QK^T and PV come from the attention operation's declaration, not from the layer's caller
+    from derive.architectures.families import gpt_parameter_steps
+    from derive.architectures.operations.registry import score_table
+    scores = score_table(gpt_parameter_steps(), "causal")
+    assert scores.names == ("attention.scores (Q K^T)", "attention.context (P V)")
+    assert all(gemm.count == a and gemm.n * gemm.k == s / 2 * h / a for gemm in scores)

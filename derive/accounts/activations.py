@@ -15,7 +15,7 @@ import sympy as sp
 
 from derive.accounts.state import state_bytes
 from derive.architectures.decoder import PRE_NORMS, Layout
-from derive.architectures.parameters import FAMILIES
+from derive.architectures.families import FAMILIES
 from derive.architectures.saved_fp8 import quantised_saved
 from derive.architectures.operations.attention import ATTENTION_KERNELS
 from derive.architectures.operations.edges import embedding_saved, output_saved

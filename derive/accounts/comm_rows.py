@@ -17,7 +17,7 @@ from derive.accounts.experts import model_parallel_share
 from derive.accounts.fp8_comm import fp8_tensor_count, gathered_parameters, routed_payload
 from derive.accounts.state import state_ledger
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.parameters import FAMILIES
+from derive.architectures.families import FAMILIES
 from derive.architectures.operations.edges import output_saved
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD, STATISTICS

@@ -19,7 +19,8 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
 from derive.architectures.operations.norm import layer_input
-from derive.architectures.gemms import Gemm, attention_score_gemms, model_gemms, weight_gemms
+from derive.architectures.gemms import Gemm, attention_score_gemms, weight_gemms
+from derive.architectures.families import model_gemms
 from derive.architectures.moe import active_rows
 from derive.architectures.moe_model import model_gemms as moe_gemms
 from derive.architectures.moe_model import model_parameters as moe_parameters

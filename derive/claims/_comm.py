@@ -6,7 +6,7 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import parameter_count
 from derive.architectures.operations.norm import layer_input
 from derive.dtypes import dtype_bytes
 from derive.parallelism import Parallelism

@@ -1,7 +1,7 @@
 """Departures of transformers' saved tensors from the forms that hold at every other shape (issue 31).
 
 Each is a row of derive's transformers tables (``derive.architectures.saved``,
-``saved_edges``) that exists only under a condition, held against the form a
+``derive.architectures.operations.edges``) that exists only under a condition, held against the form a
 reader would write without it. Measured exactly against transformers 5.23 /
 PyTorch 2.13 (CPU, bf16) by ``python -m derive.validate --hf``.
 """

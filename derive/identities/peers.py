@@ -26,12 +26,13 @@ from derive.accounts.placement import (
     placement_bytes,
     placement_ledger,
 )
-from derive.architectures.gemms import attention_score_gemms, flops, llama_layer_gemms
-from derive.architectures.parameters import (
+from derive.architectures.gemms import attention_score_gemms, flops
+from derive.architectures.families import (
     gpt_edges,
     gpt_layer,
     llama_edges,
     llama_layer,
+    llama_layer_gemms,
     model_parameters,
     parameter_count,
 )
