@@ -58,10 +58,10 @@ import sympy as sp
 
 from derive.accounts.activations import first_stage_activation_bytes, sharded
 from derive.accounts.flops import packed_flops
-from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
-from derive.architectures.parameters import DTYPE
 from derive.architectures.families import gpt_layer, llama_edges, llama_layer
+from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.architectures.operations.edges import output_saved
+from derive.architectures.parameters import DTYPE
 from derive.conventions.megatron import (
     MEGATRON_OVERHEAD,
     distributed_optimizer_bytes_per_parameter,

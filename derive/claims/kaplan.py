@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.gemms import flops
 from derive.architectures.families import gpt_edges, gpt_layer, gpt_layer_gemms, output_gemms
+from derive.architectures.gemms import flops
 from derive.claims import EXACT, Alternative, document
 from derive.claims._papers import input_embedding_flops
 from derive.symbols import FFN_4H, L, V, f, h, s

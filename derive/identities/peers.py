@@ -26,7 +26,6 @@ from derive.accounts.placement import (
     placement_bytes,
     placement_ledger,
 )
-from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.families import (
     gpt_edges,
     gpt_layer,
@@ -36,6 +35,7 @@ from derive.architectures.families import (
     model_parameters,
     parameter_count,
 )
+from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.conventions import CONVENTIONS, palm
 from derive.identities import Sided, identity
