@@ -38,7 +38,7 @@ from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes, placement_bytes_per_parameter
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.parameters import FAMILIES
+from derive.architectures.families import FAMILIES
 from derive.printing.python import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import MAX_SIZE, bounded_int, choose
 from derive.presets import Model, hardware, model

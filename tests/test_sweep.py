@@ -10,7 +10,7 @@ import sympy as sp
 from derive import megatron, sweep
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import parameter_count
 from derive.printing.python import arguments, exact_function
 from derive.presets import MODELS, hardware
 from derive.symbols import BY_NAME, N, V, h, m, p, t, v
