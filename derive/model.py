@@ -19,7 +19,7 @@ import sympy as sp
 from derive.architectures.decoder import Layout, parameter_rows
 from derive.architectures.moe import active_parameter_count
 from derive.architectures.moe_model import model_parameters as moe_parameters
-from derive.architectures.parameters import FAMILIES, model_parameters
+from derive.architectures.families import FAMILIES, model_parameters
 from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int, positive_value
 from derive.recipes import fp8_weight_counts
 from derive.symbols import BY_NAME, N_8, N_GEMM, L, N, V, a, f, g, h, k, n_8, s
