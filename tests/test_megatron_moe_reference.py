@@ -1,4 +1,4 @@
-"""derive.megatron against Megatron-LM's estimators on MoE, MLA and MTP models (tests/reference/megatron_moe.json).
+"""derive.megatron.records against Megatron-LM's estimators on MoE, MLA and MTP models (tests/reference/megatron_moe.json).
 
 Every one of the 400 records is checked with Fraction equality; the
 per-function and per-model counts are asserted so no record is left out.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from derive import megatron, megatron_moe
+from derive.megatron import records
 
 REFERENCE = Path(__file__).resolve().parent / "reference" / "megatron_moe.json"
 DATA = json.loads(REFERENCE.read_text())
@@ -42,7 +42,7 @@ def test_reference_file_holds_400_records():
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r['function']}-{r['id']}")
 def test_record_exactly(record):
-    result = getattr(megatron, record["function"])(record["args"], **record["extra_call_args"])
+    result = getattr(records, record["function"])(record["args"], **record["extra_call_args"])
     if record["function"] == "report_theoretical_memory":
         parts = record["result_components_exact"]
         assert result == tuple(Fraction(parts[name])
@@ -54,7 +54,7 @@ def test_record_exactly(record):
 
 def test_moe_records_go_through_the_moe_tables():
     weights = [r for r in RECORDS if r["function"] == "compute_weight_and_optimizer_memory"]
-    assert all(megatron_moe.handles(r["args"]) for r in weights)
+    assert all(records.model(r["args"])[0].experts for r in weights)
 
 
 @pytest.mark.parametrize("model", ["mixtral_8x7b", "mixtral_8x22b", "deepseek_v3", "deepseek_v3_mtp1",
@@ -69,7 +69,7 @@ def test_total_parameters_at_one_rank_match_megatron_verbose_count(model):
             "data_parallel_size": 1, "use_distributed_optimizer": False,
             "padded_vocab_size": entry["vocab_size_unpadded"]}
     # Megatron's most loaded shard at one rank is the whole model (MTP block included), 18 bytes each
-    shard = megatron.compute_weight_and_optimizer_memory(args) / 18
+    shard = records.compute_weight_and_optimizer_memory(args) / 18
     printed = [line for line in entry["megatron_verbose_parameter_report_tp1_pp1_ep1"]["printed"]
                if "most loaded shard" in line][0]
     assert round(float(shard) / 1e9, 4) == float(printed.split()[-1])
@@ -98,4 +98,4 @@ def _args(function: str, **changes):
 def test_bad_arguments_name_the_field(function, changes, field):
     args, extra = _args(function, **changes)
     with pytest.raises(ValueError, match=f"^{field}: "):
-        getattr(megatron, function)(args, **extra)
+        getattr(records, function)(args, **extra)

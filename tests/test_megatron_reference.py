@@ -1,8 +1,8 @@
-"""derive.megatron against Megatron-LM's own estimator outputs (tests/reference, copied from Megatron-LM runs), exactly.
+"""derive.megatron.records against Megatron-LM's own estimator outputs (tests/reference, copied from Megatron-LM runs), exactly.
 
-Every record of a function that derive.megatron implements is checked with
+Every record of a function that derive.megatron.records implements is checked with
 Fraction equality; the per-function counts are asserted so that no record is
-silently left out. Adding the next estimator to derive.megatron (and its
+silently left out. Adding the next estimator to derive.megatron.records (and its
 name to IMPLEMENTED) is all it takes to check its records too.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from derive import megatron
+from derive.megatron import records
 from derive.units import BYTE_UNITS
 
 REFERENCE = Path(__file__).resolve().parent / "reference" / "megatron_core.json"
@@ -28,7 +28,7 @@ RECORDS_PER_FUNCTION = {
     "num_floating_point_operations": 163,
 }
 
-#: The estimators derive.megatron reproduces so far.
+#: The estimators derive.megatron.records reproduces so far.
 IMPLEMENTED = ("compute_weight_and_optimizer_memory", "compute_activation_memory",
                "compute_activation_memory_without_sp", "report_theoretical_memory",
                "num_floating_point_operations")
@@ -44,9 +44,9 @@ def test_reference_file_holds_1440_records():
 
 
 def test_every_record_of_each_implemented_function_is_checked():
-    assert all(callable(getattr(megatron, name)) for name in IMPLEMENTED)
+    assert all(callable(getattr(records, name)) for name in IMPLEMENTED)
     for name in RECORDS_PER_FUNCTION:
-        assert hasattr(megatron, name) == (name in IMPLEMENTED), name
+        assert hasattr(records, name) == (name in IMPLEMENTED), name
     checked = Counter(r["function"] for r in CHECKED)
     assert checked == {name: RECORDS_PER_FUNCTION[name] for name in IMPLEMENTED}
 
@@ -57,7 +57,7 @@ def _exact(value: object) -> bool:
 
 @pytest.mark.parametrize("record", CHECKED, ids=lambda r: f"{r['function']}-{r['id']}")
 def test_record_exactly(record):
-    estimator = getattr(megatron, record["function"])
+    estimator = getattr(records, record["function"])
     result = estimator(record["args"], **record["extra_call_args"])
     if record["function"] == "report_theoretical_memory":
         components = record["result_components_exact"]
@@ -71,7 +71,7 @@ def test_record_exactly(record):
 
 @pytest.mark.parametrize("record", REPORTS, ids=lambda r: f"report-weights-{r['id']}")
 def test_report_weight_component_in_mib(record):
-    result = megatron.compute_weight_and_optimizer_memory(record["args"]) / BYTE_UNITS["MiB"]
+    result = records.compute_weight_and_optimizer_memory(record["args"]) / BYTE_UNITS["MiB"]
     assert result == Fraction(record["result_components_exact"]["weight_and_optimizer"])
 
 
@@ -94,7 +94,7 @@ def _args(**changes):
 ])
 def test_bad_arguments_name_the_field(changes, field):
     with pytest.raises(ValueError, match=f"^{field}: "):
-        megatron.compute_weight_and_optimizer_memory(_args(**changes))
+        records.compute_weight_and_optimizer_memory(_args(**changes))
 
 
 def _record(function: str) -> dict:
@@ -120,7 +120,7 @@ def test_bad_arguments_of_the_other_estimators_name_the_field(function, changes,
     record = _record(function)
     args = {**record["args"], **changes}
     with pytest.raises(ValueError, match=f"^{field}: "):
-        getattr(megatron, function)(args, **{**record["extra_call_args"], **extra})
+        getattr(records, function)(args, **{**record["extra_call_args"], **extra})
 
 
 def test_the_activation_branch_follows_sp_and_selective_recompute():

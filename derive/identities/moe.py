@@ -16,7 +16,6 @@ from typing import Callable
 
 import sympy as sp
 
-from derive import megatron, megatron_moe
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import (first_stage_parameters, model_parallel_share,
                                      moe_layer_activations, moe_resident_bytes)
@@ -25,6 +24,10 @@ from derive.architectures.mla import MLA, mla_attention
 from derive.architectures.moe_model import (MoEFeatures, active_parameters, layer, model_gemms,
                                             model_parameters)
 from derive.identities import Sided, identity
+from derive.megatron.activations import MEGATRON_LAYER
+from derive.megatron.flops import flops_per_token
+from derive.megatron.tables import moe_reading
+from derive.megatron.weights import first_stage
 from derive.symbols import (D, E, k_E, L, L_E, N, V, a, b, d, k_nope, k_rope, k_v, e, f, f_E,
                             f_S, g, h, k, p, r_kv, r_q, s, t, t_E)
 from derive.tensors import Ledger
@@ -154,7 +157,7 @@ def megatron_moe_flops(shared: bool, latent: bool, mtp: bool) -> sp.Expr:
           assumptions=("top-k routed experts of width f_E, no router, no shared expert",
                        "causal scores over s/2 keys", "no MTP (D = 0)"))
 def megatron_moe_gqa_flops() -> sp.Expr:
-    return megatron_moe.flops_per_token(None, True, False, False)
+    return flops_per_token(moe_reading(GQA), False)
 
 
 @identity("Megatron FLOPs per token, MoE + MLA + MTP: table = training.py", topic=TOPIC,
@@ -162,7 +165,7 @@ def megatron_moe_gqa_flops() -> sp.Expr:
           assumptions=("shared expert, query latent, D MTP modules of MoE type",
                        "latent and MTP norms priced at 6 per parameter"))
 def megatron_moe_mla_flops() -> sp.Expr:
-    return megatron_moe.flops_per_token(True, True, True, False)
+    return flops_per_token(moe_reading(MoEFeatures("mla", shared=True)), False)
 
 
 # ---- departures: Megatron vs the tables ----
@@ -177,9 +180,7 @@ def _derived_first_stage(features: MoEFeatures, duplicated_latents: bool = True)
 
 
 def _megatron_first_stage(features: MoEFeatures) -> Ledger:
-    latent = None if features.attention == "gqa" else features.attention == "mla"
-    return megatron_moe.first_stage(latent, "RMSNorm", True, False, features.last_moe,
-                                    features.router_bias, features.shared, features.gate)
+    return first_stage(moe_reading(features), single_stage=False)
 
 
 def mla_down_projections() -> tuple[sp.Expr, sp.Expr]:
@@ -210,22 +211,21 @@ def _gemm_flops(tag: str) -> tuple[sp.Expr, sp.Expr]:
 
 def latent_norm_flops() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) FLOPs per token Megatron gives MLA's latent norms and the MTP norms."""
-    counted = megatron_moe.flops_per_token(True, True, True, False)
+    counted = flops_per_token(moe_reading(MoEFeatures("mla", shared=True)), False)
     derived = flops(model_gemms(MLA_MTP).without("router"))
     return counted, derived
 
 
 def megatron_flops_vs_table(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) FLOPs per token: router and gate left out, norms priced as GEMMs."""
-    latent = None if features.attention == "gqa" else features.attention == "mla"
-    counted = megatron_moe.flops_per_token(latent, features.last_moe, features.shared, False)
+    counted = flops_per_token(moe_reading(features), False)
     return counted, flops(model_gemms(features))
 
 
 def activations_ignore_moe(features: MoEFeatures) -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) bytes per MoE layer per GPU, SP + selective: Megatron prices a dense
     GPT layer of width f (ffn_hidden_size); derived: the fused MoE/MLA layer, statistics left aside."""
-    counted = layer_activation_bytes(**megatron.MEGATRON_LAYER, tensor_parallel=t,
+    counted = layer_activation_bytes(**MEGATRON_LAYER, tensor_parallel=t,
                                      sequence_parallel=True)
     derived = moe_layer_activations("fused", features, softmax_statistics=False).bytes()
     return counted, derived
