@@ -24,16 +24,21 @@ from derive.accounts.activations import (
 from derive.accounts.experts import model_parallel_share
 from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
+from derive.architectures.moe_model import MoEFeatures
 from derive.conventions.megatron import (
     distributed_optimizer_bytes_per_parameter,
+    megatron_moe_flops,
     megatron_num_floating_point_operations,
 )
 from derive.identities import Sided, identity
+from derive.identities.experts import FLOPS as EXPERT_FLOPS
+from derive.identities.experts import GQA
+from derive.identities.experts import TOPIC as EXPERTS
 from derive.megatron.activations import MEGATRON_LAYER, activation_bytes, output_rows
-from derive.megatron.flops import BATCH_TOKENS, SQUARED_LENGTHS, batch_flops
-from derive.megatron.tables import Reading, edges, layer, padded_vocab
+from derive.megatron.flops import BATCH_TOKENS, SQUARED_LENGTHS, batch_flops, flops_per_token
+from derive.megatron.tables import Reading, edges, layer, moe_reading, padded_vocab
 from derive.megatron.weights import first_stage
-from derive.symbols import FFN_4H, L, V, a, b, d, f, g, h, k, m, p, s, t, v
+from derive.symbols import D, FFN_4H, L, V, a, b, d, f, g, h, k, m, p, s, t, v
 from derive.tensors import Ledger
 
 TOPIC = "Megatron departures (weights)"
@@ -319,3 +324,21 @@ def megatron_without_sp_single_stage() -> sp.Expr:
           assumptions=("1F1B, p > 1", "m < p micro-batches in the step"))
 def megatron_without_sp_few_micro_batches() -> sp.Expr:
     return activation_bytes(False, False, False, True).xreplace({sp.Min(m, p): m})  # m < p
+
+
+# ---- Mixture of Experts: the Megatron-convention FLOPs are training.py's closed forms ----
+
+@identity("Megatron FLOPs per token, MoE + GQA: table = training.py", topic=EXPERTS,
+          claim=megatron_moe_flops(False, False, False), source=EXPERT_FLOPS, where={D: 0},
+          assumptions=("top-k routed experts of width f_E, no router, no shared expert",
+                       "causal scores over s/2 keys", "no MTP (D = 0)"))
+def megatron_moe_gqa_flops() -> sp.Expr:
+    return flops_per_token(moe_reading(GQA), False)
+
+
+@identity("Megatron FLOPs per token, MoE + MLA + MTP: table = training.py", topic=EXPERTS,
+          claim=megatron_moe_flops(True, True, True), source=EXPERT_FLOPS,
+          assumptions=("shared expert, query latent, D MTP modules of MoE type",
+                       "latent and MTP norms priced at 6 per parameter"))
+def megatron_moe_mla_flops() -> sp.Expr:
+    return flops_per_token(moe_reading(MoEFeatures("mla", shared=True)), False)

@@ -105,11 +105,12 @@ def model(args: Mapping[str, object]) -> tuple[Reading, dict[str, int]]:
     return reading, {a.name: heads, g.name: groups, L_E.name: sum(pattern), **_read(args, names)}
 
 
-def _layout(args: Mapping[str, object]) -> dict[str, int]:
-    """t, p, d, t_E, e: world = t p d, divisible by t_E e p (Megatron's expert-parallel groups)."""
-    sizes = _read(args, ("tensor_model_parallel_size", "pipeline_model_parallel_size",
-                         "data_parallel_size", "expert_tensor_parallel_size",
-                         "expert_model_parallel_size"))
+def _layout(args: Mapping[str, object], experts: bool) -> dict[str, int]:
+    """t, p, d and, with experts, t_E and e: world = t p d, divisible by t_E e p (the expert-parallel groups)."""
+    sizes = _read(args, ("tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size"))
+    if not experts:
+        return sizes
+    sizes.update(_read(args, ("expert_tensor_parallel_size", "expert_model_parallel_size")))
     tp, pp, dp, etp, ep = (sizes[x.name] for x in (t, p, d, t_E, e))
     world = positive_int("world_size", args.get("world_size"))
     if world != tp * pp * dp:
@@ -155,7 +156,7 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
     if not reading.swiglu and values[g.name] != values[a.name]:
         raise ValueError(f"num_query_groups: the GPT table has fused MHA QKV, got {values[g.name]} "
                          f"groups for {values[a.name]} heads")
-    values.update(_layout(args))
+    values.update(_layout(args, reading.experts))
     reading = replace(reading, normalization=str(args.get("normalization")),
                       untied=_flag(args, "untie_embeddings_and_output_weights"),
                       router_bias=reading.experts and _flag(args, "add_bias_linear"),
