@@ -55,7 +55,8 @@ def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
 
 def megatron_linear_biases() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) parameters of one GPT layer: Megatron counts no linear bias (MHA: g = a)."""
-    return layer(Reading(swiglu=False, normalization="LayerNorm")).numel().subs(g, a), gpt_layer(head_dim=k).numel()
+    counted = layer(Reading(swiglu=False, normalization="LayerNorm")).numel().subs(g, a)
+    return counted, gpt_layer(head_dim=k).numel()
 
 
 def megatron_positions() -> tuple[sp.Expr, sp.Expr]:

@@ -9,7 +9,8 @@ from derive.architectures.parameters import gemm_parameter_count, parameter_coun
 from derive.identities import identity
 from derive.identities.experts import GQA, MEMORY
 from derive.identities.experts import TOPIC as EXPERTS
-from derive.symbols import E, L, L_E, N, V, a, f, f_E, f_S, g, h, h_kv, k, k_E, k_nope, k_rope, k_v, r_kv, r_q, s
+from derive.symbols import (E, L, L_E, N, V, a, f, f_E, f_S, g, h, h_kv, k, k_E, k_nope, k_rope, k_v, r_kv,
+                            r_q, s)
 from derive.tensors import Ledger
 
 TOPIC = "parameters"

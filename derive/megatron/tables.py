@@ -66,9 +66,9 @@ def normalized(table: Ledger, normalization: str) -> Ledger:
     return table.without("norm") + scales + (shifts if with_shift else Ledger())
 
 
-def layer(reading: Reading, moe_layer: bool = False) -> Ledger:
-    """One layer as Megatron counts it: derive's table at head width k, no linear biases."""
-    return normalized(layer_rows(reading.layout, moe_layer).without("buffer"), reading.normalization)
+def layer(reading: Reading) -> Ledger:
+    """One (dense) layer as Megatron counts it: derive's table at head width k, no linear biases."""
+    return normalized(layer_rows(reading.layout).without("buffer"), reading.normalization)
 
 
 def edges(reading: Reading) -> Ledger:
