@@ -9,7 +9,6 @@ the sizes (symbol name -> positive integer), takes the cached expression of
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import Callable, Mapping
@@ -82,8 +81,15 @@ def _attention(args: Mapping[str, object]) -> str:
     return "mla" if args.get("q_lora_rank") is not None else "mla-direct"
 
 
-def model(args: Mapping[str, object]) -> tuple[Reading, dict[str, int]]:
-    """The reading and the model sizes of a record (no parallel layout): what the FLOPs need."""
+@lru_cache(maxsize=None)
+def _reading(attention: str, **switches: object) -> Reading:
+    """One Reading per set of switches (the estimators' caches look their expressions up by it)."""
+    return Reading(attention, **switches)
+
+
+def model(args: Mapping[str, object], weights: bool = False) -> tuple[Reading, dict[str, int]]:
+    """The reading and the model sizes of a record (no parallel layout); ``weights``: with the switches
+    only the weight estimator reads (normalization, tied embeddings, router bias, shared-expert gate)."""
     swiglu, pattern = _flag(args, "swiglu"), moe_layer_pattern(args)
     experts, attention = bool(args.get("num_experts")), _attention(args)
     if experts and not swiglu:
@@ -100,9 +106,15 @@ def model(args: Mapping[str, object]) -> tuple[Reading, dict[str, int]]:
     names += ("q_lora_rank",) if attention == "mla" else ()
     names += ("mtp_num_layers",) if args.get("mtp_num_layers") else ()
     shared = experts and args.get("moe_shared_expert_intermediate_size") is not None
-    reading = Reading(attention, shared=shared, mtp=bool(args.get("mtp_num_layers")),
-                      last_moe=bool(pattern[-1]), swiglu=swiglu, experts=experts)
-    return reading, {a.name: heads, g.name: groups, L_E.name: sum(pattern), **_read(args, names)}
+    switches = {"shared": shared, "mtp": bool(args.get("mtp_num_layers")), "last_moe": bool(pattern[-1]),
+                "swiglu": swiglu, "experts": experts}
+    if weights:
+        switches.update(normalization=str(args.get("normalization")),
+                        untied=_flag(args, "untie_embeddings_and_output_weights"),
+                        router_bias=experts and _flag(args, "add_bias_linear"),
+                        gate=shared and bool(args.get("moe_shared_expert_gate")))
+    sizes = {a.name: heads, g.name: groups, L_E.name: sum(pattern), **_read(args, names)}
+    return _reading(attention, **switches), sizes
 
 
 def _layout(args: Mapping[str, object], experts: bool) -> dict[str, int]:
@@ -123,13 +135,6 @@ def _layout(args: Mapping[str, object], experts: bool) -> dict[str, int]:
 
 # ---- exact evaluation: each cached expression printed once as exact int / Fraction code ----
 
-def exact(value: sp.Expr) -> Fraction:
-    """A SymPy rational as a fractions.Fraction; ValueError if a symbol is left."""
-    if not value.is_Rational:
-        raise ValueError(f"result: not a number after substitution: {value}")
-    return Fraction(int(value.p), int(value.q))
-
-
 @lru_cache(maxsize=None)
 def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
     """The names of ``expr``'s symbols and its exact Python code (derive.codegen.exact_function), made once."""
@@ -139,7 +144,7 @@ def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fract
 
 
 def evaluate(expr: sp.Expr, values: Mapping[str, int]) -> Fraction:
-    """``expr`` at ``values`` (symbol name -> int) exactly, as ``exact(expr.xreplace(...))`` but compiled."""
+    """``expr`` at ``values`` (symbol name -> int) exactly, as ``expr.xreplace(...)`` would give it but compiled."""
     names, function = _compiled(expr)
     try:
         result = function(*[values[name] for name in names])
@@ -152,15 +157,11 @@ def evaluate(expr: sp.Expr, values: Mapping[str, int]) -> Fraction:
 
 def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call_args: object) -> Fraction:
     """Bytes per GPU of weights + optimizer on the first stage (theoretical_memory_usage.py, same name)."""
-    reading, values = model(args)
+    reading, values = model(args, weights=True)
     if not reading.swiglu and values[g.name] != values[a.name]:
         raise ValueError(f"num_query_groups: the GPT table has fused MHA QKV, got {values[g.name]} "
                          f"groups for {values[a.name]} heads")
     values.update(_layout(args, reading.experts))
-    reading = replace(reading, normalization=str(args.get("normalization")),
-                      untied=_flag(args, "untie_embeddings_and_output_weights"),
-                      router_bias=reading.experts and _flag(args, "add_bias_linear"),
-                      gate=reading.shared and bool(args.get("moe_shared_expert_gate")))
     expr = weight_and_optimizer_bytes(reading, values[p.name] == 1,
                                       _flag(args, "use_distributed_optimizer"))
     return evaluate(expr, values)
