@@ -12,8 +12,8 @@ LAYERS: dict[str, int] = {
     "symbols": 0, "dtypes": 0, "inputs": 0, "units": 0,
     # GPUs and their links, each number with its source
     "systems": 0,
-    # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
-    "codegen": 0,
+    # every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node (imports only symbols)
+    "printing": 0,
     "tensors": 1,
     # FP8 recipes as data (block shapes, scale dtypes, cached copies; the accounts read them)
     "recipes": 1,

@@ -1,4 +1,4 @@
-"""derive.sweep and derive.codegen: compiled expressions equal exact substitution; grids equal the per-configuration path."""
+"""derive.sweep and derive.printing.python: compiled expressions equal exact substitution; grids equal the per-configuration path."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -10,11 +10,11 @@ import sympy as sp
 from derive import sweep
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
-from derive.architectures.parameters import parameter_count
-from derive.codegen import arguments, exact_function
+from derive.architectures.families import parameter_count
 from derive.megatron.activations import activation_bytes
 from derive.megatron.tables import Reading, padded_vocab
 from derive.megatron.weights import weight_and_optimizer_bytes
+from derive.printing.python import arguments, exact_function
 from derive.presets import MODELS, hardware
 from derive.symbols import BY_NAME, N, V, h, m, p, t, v
 

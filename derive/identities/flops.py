@@ -10,10 +10,10 @@ from derive.accounts.flops import (
     packed_flops,
     recompute_factor,
 )
-from derive.architectures.gemms import attention_score_gemms, flops, model_gemms
+from derive.architectures.families import gemm_parameter_count, model_gemms, parameter_count
+from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.moe_model import MoEFeatures, active_parameters
 from derive.architectures.moe_model import model_gemms as moe_model_gemms
-from derive.architectures.parameters import gemm_parameter_count, parameter_count
 from derive.conventions import (
     kaplan_forward,
     megatron,

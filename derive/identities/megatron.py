@@ -22,7 +22,7 @@ from derive.accounts.activations import (
     sharded,
 )
 from derive.accounts.experts import model_parallel_share
-from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
+from derive.architectures.families import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
 from derive.architectures.moe_model import MoEFeatures
 from derive.conventions.megatron import (

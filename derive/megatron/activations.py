@@ -23,7 +23,7 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.activations import first_stage_activation_bytes, sharded
-from derive.architectures.saved import output_saved
+from derive.architectures.operations.edges import output_saved
 from derive.conventions.megatron import MEGATRON_OVERHEAD
 from derive.symbols import FFN_4H, m, p, t, v
 from derive.tensors import Ledger

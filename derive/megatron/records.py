@@ -4,7 +4,7 @@ and megatron/training/training.py, core_v0.18.0, same names).
 Each reads Megatron's arguments into a :class:`derive.megatron.tables.Reading` and
 the sizes (symbol name -> positive integer), takes the cached expression of
 ``weights``, ``activations`` or ``flops`` and evaluates it exactly (compiled once by
-``derive.codegen``). A dense record is one without ``num_experts``,
+``derive.printing.python``). A dense record is one without ``num_experts``,
 ``multi_latent_attention`` and ``mtp_num_layers``: its reading has those switches off.
 """
 from __future__ import annotations
@@ -137,8 +137,8 @@ def _layout(args: Mapping[str, object], experts: bool) -> dict[str, int]:
 
 @lru_cache(maxsize=None)
 def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
-    """The names of ``expr``'s symbols and its exact Python code (derive.codegen.exact_function), made once."""
-    from derive.codegen import arguments, exact_function  # numpy loads with it: only when a number is asked for
+    """The names of ``expr``'s symbols and its exact Python code (derive.printing.python.exact_function), made once."""
+    from derive.printing.python import arguments, exact_function  # numpy loads with it: only when a number is asked for
 
     return tuple(symbol.name for symbol in arguments(expr)), exact_function(expr)
 
