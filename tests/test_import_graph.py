@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     # a training layout (t, p, v, c, e, d, ZeRO, batch): reads the precisions of the accounts
     "parallelism": 4,
     # the claim side: published and framework conventions, Megatron's estimators
-    "conventions": 5, "megatron": 5, "megatron_moe": 5,
+    "conventions": 5, "megatron": 5,
     "identities": 6,
     "claims": 7,
     # the report's figures as expressions over the accounts and conventions (report and render read them)
