@@ -11,7 +11,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from derive.cli import DEFAULT_SEQ
+from derive.options.report import DEFAULT_SEQ
 from derive.hf import DENSE, Family, published_config
 from derive.presets import Model
 from derive.render.page_messages import cli_message

@@ -15,7 +15,7 @@ from typing import Callable
 import sympy as sp
 
 from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
-from derive.cli import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
+from derive.options.report import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.names import is_moe, model_names, moe_source, named_model
 from derive.presets import ALIASES, MODELS, Model

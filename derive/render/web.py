@@ -33,20 +33,9 @@ from derive.render.page_messages import (NO_GQA, NOT_DIVIDING, REQUIRED_SHAPE, S
                                          field_messages)
 from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
-from derive.cli import (
-    BUDGET_PATTERN,
-    CUSTOM_FAMILY,
-    DEFAULT_SEQ,
-    FIELD_OPTIONS,
-    FLOAT_PATTERN,
-    INTEGER_PATTERN,
-    MAX_PEAK,
-    MAX_SECONDS,
-    SPACE,
-    SHAPE_OPTIONS,
-    SHOWN,
-    build_parser,
-)
+from derive.options.report import CUSTOM_FAMILY, DEFAULT_SEQ, FIELD_OPTIONS, SHAPE_OPTIONS, build_parser
+from derive.options.values import (BUDGET_PATTERN, FLOAT_PATTERN, INTEGER_PATTERN, MAX_PEAK, MAX_SECONDS, SHOWN,
+                                   SPACE)
 from derive.report import (
     ACTIVATION_KEYS,
     DEFAULT_MFU,
