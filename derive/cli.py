@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from typing import Sequence
 
 import sympy as sp
@@ -18,10 +17,10 @@ import sympy as sp
 from derive.accounts.budget import usable_low_end
 from derive.accounts.hf_profiles import HF_PROFILES
 from derive.names import SEQ_FROM_CONFIG, is_moe, model_names, moe_source
-from derive.options.messages import UsageError, serve, usage
-from derive.options.models import config_model, named
-from derive.options.report import (CUSTOM_FAMILY, DEFAULT_SEQ, DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL,
-                                   SHAPE_OPTIONS, build_parser)
+from derive.options.messages import UsageError, option_line, serve, usage
+from derive.options.models import config_model, custom_model, named, shaped
+from derive.options.report import (DEFAULT_SEQ, DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL, SHAPE_OPTIONS, build_parser,
+                                   moe_option, report_fields)
 from derive.options.values import hardware_name, parse_budget, parse_peak, shown
 from derive.presets import LLAMA3_MODELS, MODELS, Model
 from derive.report import Request, figures, render_json, render_text
@@ -58,8 +57,7 @@ def _moe_report(args: argparse.Namespace, sources: Sequence[str], option: str) -
                                 f"{args.micro_batch}): {format_memory(saved['value'])}") + "\n")
         except ValueError as error:
             field, _, rest = str(error).partition(": ")
-            named = field if field.startswith("--") else "--precision" if field == "precision" else option
-            raise UsageError(f"{named}: {rest}") from None
+            raise UsageError(f"{moe_option(field, option)}: {rest}") from None
         if args.json and saved is not None and len(sources) == 1:  # one model: its figure on top too
             data["saved_for_backward_bytes"] = {**saved, "model": model_.name}
     return json.dumps(data, indent=2, sort_keys=True) + "\n" if args.json else "\n".join(texts)
@@ -109,30 +107,12 @@ def sourced_models(args: argparse.Namespace) -> list[tuple[Model, str]]:
     if not (args.model or args.config):
         if not overrides:
             return [(MODELS[name], "preset") for name in LLAMA3_MODELS]
-        missing = [FIELD_OPTIONS[field] for field in ("layers", "hidden", "heads", "ffn", "vocab")
-                   if field not in overrides]
-        if missing:
-            raise usage("required", option=missing[0])
-        heads = overrides["heads"]
-        return [(Model("custom", CUSTOM_FAMILY, overrides["layers"], overrides["hidden"], heads,
-                       overrides.get("kv_heads", heads), overrides["ffn"], overrides["vocab"],
-                       overrides.get("seq", DEFAULT_SEQ), "command line"),
-                 "--seq" if "seq" in overrides else f"default {DEFAULT_SEQ}")]
+        return [(custom_model(overrides), "--seq" if "seq" in overrides else f"default {DEFAULT_SEQ}")]
     bases = [named(name) for name in args.model or ()]
     bases += [(config_model(path), SEQ_FROM_CONFIG) for path in args.config or ()]
     if not overrides:
         return bases
-    shaped = []
-    for base, seq_from in bases:
-        changes = dict(overrides)
-        if base.family == "gpt":
-            if changes.get("kv_heads", changes.get("heads", base.heads)) != changes.get(
-                    "heads", base.heads):
-                raise usage("no_gqa", name=base.name)
-            changes["kv_heads"] = changes.get("heads", base.heads)
-        shaped.append((replace(base, name=f"{base.name} (custom)", **changes),
-                       "--seq" if "seq" in overrides else seq_from))
-    return shaped
+    return [(shaped(base, overrides), "--seq" if "seq" in overrides else seq_from) for base, seq_from in bases]
 
 
 def _gpu(name: str):
@@ -215,10 +195,7 @@ def run(argv: Sequence[str] | None = None) -> str:
         chosen = sourced_models(args)
         reports = [(m, figures(m, asked)) for m, _ in chosen]
     except ValueError as error:
-        field, _, rest = str(error).partition(": ")
-        option = ("--config" if field == "model" and args.config and not args.model
-                  else FIELD_OPTIONS.get(field, field))
-        raise UsageError(f"{option}: {rest}") from None
+        raise UsageError(option_line(error, report_fields(bool(args.config and not args.model)))) from None
     seq_from = {m.name: source for m, source in chosen}
     if args.json:
         return render_json(reports, seq_from)

@@ -20,7 +20,7 @@ from conftest import missing_tool
 
 from derive.hf import published_config
 from derive.render.page_config import PASTED
-from derive.render.page_messages import cli_message
+from cli_lines import cli_message
 from derive.cli import run
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.

@@ -33,6 +33,17 @@ FIELD_OPTIONS = {**SHAPE_OPTIONS, "precision": "--precision", "optimizer": "--op
                  "step_time": "--step-time", "zero": "--zero", "dp": "--dp",
                  "budget_bytes": "--budget", "head_dim": "--model"}
 
+
+def report_fields(config_only: bool) -> dict[str, str]:
+    """FIELD_OPTIONS as the report names them: a model given by --config alone is --config's."""
+    return {**FIELD_OPTIONS, "model": "--config"} if config_only else FIELD_OPTIONS
+
+
+def moe_option(field: str, option: str) -> str:
+    """The option an MoE report ValueError's field names: its own '--' option, --precision, else ``option`` (the model's)."""
+    return field if field.startswith("--") else "--precision" if field == "precision" else option
+
+
 #: The MoE report's parallel sizes: option -> what it splits (only the MoE report reads them).
 MOE_PARALLEL = {"--tp": "tensor", "--ep": "expert", "--etp": "expert tensor", "--pp": "pipeline"}
 
