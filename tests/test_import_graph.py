@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "derive"
 
 #: The chain, bottom to top: core -> tables -> operations -> model -> accounts -> conventions ->
-#: identities -> claims -> printing -> shared options -> front ends. A module of layer n may import
+#: identities -> claims -> reports -> shared options -> front ends. A module of layer n may import
 #: layers 0..n only (each top-level module or sub-package of derive sits on one layer).
 CHAIN: dict[str, tuple[str, ...]] = {
     # notation, element sizes, input checks, byte units, GPUs and their links (each number with its
@@ -33,7 +33,7 @@ CHAIN: dict[str, tuple[str, ...]] = {
     "claims": ("claims", "formulas"),
     # what the front ends print and search: the reports, the verdicts' words, the compiled sweeps,
     # the planner's library, the peers table
-    "printing": ("report", "report_moe", "verdicts", "sweep", "planning", "plan_moe", "peers"),
+    "reports": ("report", "report_moe", "verdicts", "sweep", "planning", "plan_moe", "peers"),
     # what every front end shares: number syntax, the message table, the option sets (derive.options)
     "options": ("options",),
     # the front ends, and the dispatcher that runs them by name (derive/__main__.py)
