@@ -3,7 +3,7 @@
 :func:`compile` turns a derive expression into a vectorised function of keyword
 arrays named by derive's symbols (``s``, ``b``, ``h``, ``t``, ``p`` ...), once
 per expression. With integer inputs it runs in int64 whenever an upper bound
-on every intermediate (``derive.codegen.upper_bound`` at the inputs' maxima)
+on every intermediate (``derive.printing.python.upper_bound`` at the inputs' maxima)
 fits, so sizes stay exact integers and a rational account is one correctly
 rounded division; otherwise it runs in float64. :func:`grid` evaluates the
 main accounts of Megatron-style training (framework placement of the states,
@@ -38,8 +38,8 @@ from derive.accounts.flops import flops_per_token, step_time_lower_bound
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.placement import placement, placement_bytes, placement_bytes_per_parameter
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.parameters import FAMILIES
-from derive.codegen import arguments, numpy_function, ratio, upper_bound
+from derive.architectures.families import FAMILIES
+from derive.printing.python import arguments, numpy_function, ratio, upper_bound
 from derive.inputs import MAX_SIZE, bounded_int, choose
 from derive.presets import Model, hardware, model
 from derive.recipes import fp8_weight_counts

@@ -16,8 +16,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "derive"
 #: layers 0..n only (each top-level module or sub-package of derive sits on one layer).
 CHAIN: dict[str, tuple[str, ...]] = {
     # notation, element sizes, input checks, byte units, GPUs and their links (each number with its
-    # source); codegen prints SymPy expressions as exact Python / numpy and imports nothing of derive
-    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "codegen"),
+    # source); every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node
+    # (derive.printing imports only the symbols)
+    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing"),
     # tensor ledgers and FP8 recipes as data (block shapes, scale dtypes, cached copies)
     "tables": ("tensors", "recipes"),
     # the layer's operations and their tables: parameters, GEMMs, saved tensors per profile

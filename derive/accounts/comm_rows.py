@@ -17,8 +17,11 @@ from derive.accounts.experts import model_parallel_share
 from derive.accounts.fp8_comm import fp8_tensor_count, gathered_parameters, routed_payload
 from derive.accounts.state import state_ledger
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.parameters import FAMILIES
-from derive.architectures.saved import HEAD, STATISTICS, gpt_layer_saved, layer_input, llama_layer_saved, output_saved
+from derive.architectures.families import FAMILIES
+from derive.architectures.operations.edges import output_saved
+from derive.architectures.operations.norm import layer_input
+from derive.architectures.operations.rows import HEAD, STATISTICS
+from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.parallelism import Parallelism
 from derive import symbols
 from derive.symbols import k, k_E

@@ -38,8 +38,8 @@ from derive.accounts.state import (
     state_bytes,
     state_ledger,
 )
-from derive.architectures.gemms import flops, gpt_layer_gemms
-from derive.architectures.parameters import model_parameters
+from derive.architectures.families import gpt_layer_gemms, model_parameters
+from derive.architectures.gemms import flops
 from derive.claims import (
     ARTICLE,
     AT_LEAST,

@@ -19,8 +19,8 @@ from derive.accounts.activations import (
     output_edge,
 )
 from derive.accounts.flops import flops_per_token, mfu
+from derive.architectures.families import model_gemms
 from derive.architectures.gemms import flops as gemm_flops
-from derive.architectures.gemms import model_gemms
 from derive.claims import AT_LEAST, EXACT, Alternative, decimals, document, significant
 from derive.claims._comm import ACTIVATION, count_rows, rows, tp_layer_elements
 from derive.claims._papers import A100_PEAK, GB, MEGATRON_MEMORY, SEED_ARTICLE, gpt
