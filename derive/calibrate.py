@@ -38,11 +38,12 @@ from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
 from derive.accounts.step import CALIBRATION, Efficiency, calibrated
 from derive.claims import dubey, korthikanti, narayanan
-from derive.cli import OneLineParser, UsageError, serve
+from derive.inputs import OneLineParser
 from derive.model import Model
+from derive.options.messages import UsageError, serve
 from derive.names import named_model
 from derive.parallelism import Parallelism
-from derive.predict import memory_per_gpu
+from derive.planning.memory import memory_per_gpu
 from derive.presets import model
 from derive.systems import System, system
 

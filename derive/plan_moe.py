@@ -47,8 +47,9 @@ from derive.hf import published_model
 from derive.inputs import choose, exact_count
 from derive.model import Model
 from derive.names import moe_model
-from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _rounded, _seconds,
-                         divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
+from derive.planning.rounding import _rounded
+from derive.planning.search import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _seconds,
+                                    divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
 from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, t, v
 from derive.tensors import Ledger

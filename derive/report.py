@@ -13,8 +13,8 @@ An MoE ``precision`` is bf16 (Megatron --bf16) or an FP8 recipe (--fp8-recipe,
 ``derive.recipes``): the fused profile's linear inputs are then saved in FP8
 with their scales (``derive.architectures.saved_fp8``) and the rank's layer
 matrices gain their cached FP8 copies (``derive.accounts.fp8_state``).
-``derive.report_text`` prints both; the command line (``derive`` / ``python -m
-derive.report``) is ``derive.cli``.
+``derive.report_text`` prints both; the command line (``derive`` / ``derive
+report``) is ``derive.cli``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from functools import lru_cache
 
 import sympy as sp
 
-from derive import megatron_moe
 from derive.accounts.activations import PROFILES
 from derive.accounts.experts import (EXPERT_DATA_PARALLEL, first_stage_parameters, moe_first_stage_activation_bytes,
                                      moe_layer_activations, moe_resident_bytes)
@@ -36,6 +35,8 @@ from derive.architectures.moe_model import active_parameters, model_gemms, model
 from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
+from derive.megatron.flops import flops_per_token
+from derive.megatron.tables import moe_reading
 from derive.model import Model
 from derive.presets import hardware
 from derive.recipes import fp8_weight_counts
@@ -273,8 +274,7 @@ def _moe_model_parts(layout: Layout, single_stage: bool) -> dict[str, sp.Expr]:
     """The figures of the parameter table: counts, the first stage's share and states, FLOPs per token."""
     table = model_parameters(layout)
     stage = first_stage_parameters(table, single_stage)
-    latent = None if layout.mla is None else layout.mla.q_lora
-    megatron = megatron_moe.flops_per_token(latent, layout.last_moe, bool(layout.moe.shared), False)
+    megatron = flops_per_token(moe_reading(layout), False)
     if not layout.mtp:
         megatron = megatron.xreplace({D: 0})
     return {
@@ -331,19 +331,3 @@ def _names(values: dict[sp.Symbol, int]) -> dict[str, int]:
 
 __all__ = ["PROFILES", "Figure", "MoELayout", "Request", "figures", "moe_figures"]
 
-
-def __getattr__(name: str) -> object:
-    """``derive.report.main`` / ``run`` still resolve: the command line lives in ``derive.cli``."""
-    if name in ("main", "run"):
-        from derive import cli
-
-        return getattr(cli, name)
-    raise AttributeError(f"module 'derive.report' has no attribute {name!r}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    from derive.cli import main
-
-    sys.exit(main())
