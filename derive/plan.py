@@ -62,21 +62,11 @@ from derive.architectures.decoder import Layout
 from derive.parallelism import Parallelism
 from derive.names import named_model
 from derive.presets import Model
-from derive.sweep import (
-    CONTEXT,
-    STATE_COUNTS,
-    STATE_RANKS,
-    Compiled,
-    accounts,
-    compile,
-    evaluate,
-    held_bytes,
-    placement_sharded,
-    stage_counts,
-    stage_in_flight,
-    stage_layers,
-    state_split,
-)
+from derive.accounts.pipeline_split import stage_in_flight, stage_layers
+from derive.compiled import Compiled, compile
+from derive.stage_accounts import CONTEXT, accounts, stage_counts
+from derive.state_columns import STATE_COUNTS, STATE_RANKS, held_bytes, placement_sharded, state_split
+from derive.sweep import evaluate
 from derive.symbols import L, p, t, v
 from derive.inputs import exact_count
 from derive.systems import system

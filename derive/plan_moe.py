@@ -49,7 +49,9 @@ from derive.moe_presets import MoEModel, load_moe_model
 from derive.plan import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _rounded, _seconds,
                          divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
 from derive.presets import Model
-from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
+from derive.compiled import compile
+from derive.stage_accounts import CONTEXT
+from derive.state_columns import STATE_RANKS, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, s, t, v
 from derive.tensors import Ledger
 

@@ -14,6 +14,8 @@ LAYERS: dict[str, int] = {
     "systems": 0,
     # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
     "codegen": 0,
+    # SymPy expressions compiled to vectorised numpy functions (reads codegen only)
+    "compiled": 0,
     "tensors": 1,
     # FP8 recipes as data (block shapes, scale dtypes, cached copies; the accounts read them)
     "recipes": 1,
@@ -25,6 +27,8 @@ LAYERS: dict[str, int] = {
     "accounts": 4, "views": 4,
     # a training layout (t, p, v, c, e, d, ZeRO, batch): reads the precisions of the accounts
     "parallelism": 4,
+    # a placement's states as integer columns; a layout's accounts per pipeline stage (the sweeps and plans read them)
+    "state_columns": 4, "stage_accounts": 4,
     # the claim side: published and framework conventions, Megatron's estimators
     "conventions": 5, "megatron": 5, "megatron_moe": 5,
     "identities": 6,
