@@ -22,6 +22,8 @@ LAYERS: dict[str, int] = {
     "architectures": 2,
     # numbers substituted into the expressions (model shapes, hardware, worked examples)
     "presets": 3, "configs": 3, "hf": 3, "moe_presets": 3,
+    # a config.json's fields and family tables, and the settings transformers applies (derive.hf reads them)
+    "hf_fields": 3, "hf_families": 3, "hf_settings": 3,
     # the names --model takes in every command (presets, MoE presets, shipped configs)
     "names": 3,
     "accounts": 4, "views": 4,

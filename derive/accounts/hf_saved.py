@@ -38,7 +38,8 @@ from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layers_sav
 from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
 from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
-from derive.hf import DENSE, from_config, load_config
+from derive.hf import from_config, load_config
+from derive.hf_families import DENSE
 from derive.moe_presets import MOE_FAMILIES, moe_features
 from derive.presets import Model
 from derive.symbols import L, L_E, L_w, k, k_rope

@@ -12,7 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from derive.cli import DEFAULT_SEQ
-from derive.hf import DENSE, Family, published_config
+from derive.hf import published_config
+from derive.hf_families import DENSE
+from derive.hf_fields import Family
 from derive.presets import Model
 from derive.render.page_messages import cli_message
 
