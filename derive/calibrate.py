@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Sequence
 
-from derive.accounts.step import CALIBRATION, Efficiency, calibrated
+from derive.accounts.efficiency import CALIBRATION, Efficiency, calibrated
 from derive.calibration_fit import calibration_runs, fit, report
 from derive.cli import OneLineParser, UsageError, serve
 from derive.heldout import heldout_report, heldout_runs

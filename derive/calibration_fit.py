@@ -8,7 +8,7 @@ The calibration set (the published runs derive's claims already hold):
     recomputed, achieved teraFLOP/s per GPU under the paper's Eq. 3 (``derive.claims.narayanan``);
   * Dubey et al. 2024 (Llama 3), Table 4: the 405B on 8,192 and 16,384 H100s, TFLOPs per GPU
     under model FLOPs with causal halving (``derive.claims.dubey``).
-Four constants are fitted (``derive.accounts.step.Efficiency``): the GEMM efficiency against
+Four constants are fitted (``derive.accounts.efficiency.Efficiency``): the GEMM efficiency against
 the roofline (attention's score GEMMs included) per GPU generation (Ampere on the A100 tables,
 Hopper on Llama 3's H100 rows; Blackwell takes Hopper's), the HBM efficiency of element-wise
 work and the optimizer, and the link efficiency of collectives. The fit minimises the mean over
@@ -26,7 +26,7 @@ from typing import Sequence
 from derive.accounts.flops import flops_per_token
 from derive.accounts.prediction import predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
-from derive.accounts.step import Efficiency
+from derive.accounts.efficiency import Efficiency
 from derive.claims import dubey, korthikanti, narayanan
 from derive.parallelism import Parallelism
 from derive.presets import Model, model

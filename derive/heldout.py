@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from derive.accounts.prediction import ledger_precision
-from derive.accounts.step import Efficiency
+from derive.accounts.efficiency import Efficiency
 from derive.calibration_fit import FIELDS, PublishedRun, residuals
 from derive.names import named_model
 from derive.parallelism import Parallelism

@@ -54,7 +54,7 @@ from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
 from derive.accounts.placement import PLACEMENTS, placement_ledger, stage_placements
 from derive.accounts.prediction import predict_columns, tensor_cores
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
-from derive.accounts.step import LINEAR_DTYPE
+from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.cli import FRACTION, POSITIVE, OneLineParser, UsageError, positive_up_to, serve
 from derive.hf import from_config
 from derive.inputs import choose

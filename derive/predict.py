@@ -25,7 +25,8 @@ from derive.accounts.placement import stage_placements
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.state import PRECISIONS
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
-from derive.accounts.step import LINEAR_DTYPE, StepTime
+from derive.accounts.step import StepTime
+from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
 from derive.names import named_model
 from derive.options import add_layout_options, option_error, parallelism_from

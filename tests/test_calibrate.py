@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from derive.accounts.step import CALIBRATION, calibrated
+from derive.accounts.efficiency import CALIBRATION, calibrated
 from derive.calibrate import render_text
 from derive.calibration_fit import calibration_runs, korthikanti_runs, report
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from derive.accounts.prediction import predict
-from derive.accounts.step import CALIBRATION, calibrated
+from derive.accounts.efficiency import CALIBRATION, calibrated
 from derive.calibrate import main
 from derive.calibration_fit import calibration_runs
 from derive.heldout import (
