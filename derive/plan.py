@@ -51,7 +51,8 @@ from derive.accounts.activations import (
 )
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes
-from derive.accounts.placement import PLACEMENTS, placement_ledger, stage_placements
+from derive.accounts.framework_placements import PLACEMENTS, stage_placements
+from derive.accounts.placement import placement_ledger
 from derive.accounts.prediction import predict_columns, tensor_cores
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
 from derive.accounts.step_layout import LINEAR_DTYPE

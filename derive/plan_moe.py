@@ -40,7 +40,7 @@ from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
-from derive.accounts.placement import stage_placements
+from derive.accounts.framework_placements import stage_placements
 from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from derive.accounts.budget import usable_low_end
-from derive.accounts.placement import stage_placements
+from derive.accounts.framework_placements import stage_placements
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.state import PRECISIONS
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules

@@ -22,7 +22,8 @@ from derive.accounts.activations import (
 )
 from derive.accounts.flops import flops_per_token
 from derive.accounts.pipeline_split import STAGE_LAYERS, rank_layers, stage_in_flight, stage_layers
-from derive.accounts.placement import placement, placement_bytes, placement_bytes_per_parameter
+from derive.accounts.framework_placements import placement
+from derive.accounts.placement import placement_bytes, placement_bytes_per_parameter
 from derive.accounts.workload import RECOMPUTE_FLOPS
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.parameters import FAMILIES

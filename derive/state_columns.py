@@ -11,7 +11,8 @@ from typing import Sequence
 
 import sympy as sp
 
-from derive.accounts.placement import placement, placement_bytes
+from derive.accounts.framework_placements import placement
+from derive.accounts.placement import placement_bytes
 from derive.symbols import N, N_8, c, d, n_8
 
 #: The ranks ZeRO's sharded states are split over: data- and context-parallel together, as
