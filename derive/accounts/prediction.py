@@ -19,7 +19,7 @@ import numpy as np
 import sympy as sp
 
 from derive.accounts.comm import collectives
-from derive.accounts.comm_rows import LayoutTerms
+from derive.accounts.comm_row import LayoutTerms
 from derive.accounts.comm_rows import rows as comm_rows
 from derive.accounts.pipeline_split import most_layers
 from derive.accounts.state import PRECISIONS, bytes_per_parameter
