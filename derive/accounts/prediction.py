@@ -61,7 +61,7 @@ class Row:
     count: float | np.ndarray
 
 
-#: The layout symbols a ledger template is written in (derive.accounts.comm_rows.LayoutTerms).
+#: The layout symbols a ledger template is written in (derive.accounts.comm_row.LayoutTerms).
 TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
 
 
