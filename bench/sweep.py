@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 import sympy as sp
 
-from derive import codegen, compiled, megatron, stage_accounts
+from derive import compiled, megatron, stage_accounts
+from derive.printing.python import arguments, exact_function, ratio
 from derive.presets import model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def line(name: str, value: str, target: str = "") -> None:
 def bench_compile(exprs: dict[str, sp.Expr]) -> None:
     for name, expr in exprs.items():
         compiled.compile.cache_clear()
-        codegen.ratio.cache_clear()
+        ratio.cache_clear()
         seconds = best(lambda: compiled.compile(expr), 1)
         line(f"compile {name}", f"{seconds:.3f} s", "(target <= 1 s)")
 
@@ -124,9 +125,9 @@ def bench_loops(exprs: dict[str, sp.Expr], sweep_rates: dict[str, float]) -> Non
     rows = [{name: int(np.asarray(value if np.ndim(value) == 0 else value[i]))
              for name, value in values.items()} for i in range(20000)]
     for name, expr in exprs.items():
-        symbols = codegen.arguments(expr)
+        symbols = arguments(expr)
         floats = sp.lambdify(symbols, expr, "math")
-        exact = codegen.exact_function(expr)
+        exact = exact_function(expr)
         for label, function in (("float", floats), ("exact Fraction", exact)):
             args = [[row[symbol.name] for symbol in symbols] for row in rows]
             seconds = best(lambda: [function(*arg) for arg in args], 2)

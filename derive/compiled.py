@@ -3,7 +3,7 @@
 :func:`compile` turns a derive expression into a vectorised function of keyword
 arrays named by derive's symbols (``s``, ``b``, ``h``, ``t``, ``p`` ...), once
 per expression. With integer inputs it runs in int64 whenever an upper bound
-on every intermediate (``derive.codegen.upper_bound`` at the inputs' maxima)
+on every intermediate (``derive.printing.python.upper_bound`` at the inputs' maxima)
 fits, so sizes stay exact integers and a rational account is one correctly
 rounded division; otherwise it runs in float64.
 """
@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy as sp
 
-from derive.codegen import arguments, numpy_function, ratio, upper_bound
+from derive.printing.python import arguments, numpy_function, ratio, upper_bound
 
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
 INT64_LIMIT = 2**62

@@ -3,7 +3,7 @@
 The functions carry the names of megatron/training/theoretical_memory_usage.py
 (core_v0.18.0). Each takes a record's ``args`` as a mapping and returns an
 exact number. Nothing here re-types Megatron's arithmetic: the parameter
-table is derive's own (``derive.architectures.parameters``), the bytes per
+table is derive's own (``derive.architectures.families``), the bytes per
 parameter come from ``derive.accounts.state``; what is Megatron's is the
 *convention* under which the tables are read:
 
@@ -58,9 +58,10 @@ import sympy as sp
 
 from derive.accounts.activations import first_stage_activation_bytes, sharded
 from derive.accounts.flops import packed_flops
+from derive.architectures.families import gpt_layer, llama_edges, llama_layer
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
-from derive.architectures.parameters import DTYPE, gpt_layer, llama_edges, llama_layer
-from derive.architectures.saved import output_saved
+from derive.architectures.operations.edges import output_saved
+from derive.architectures.parameters import DTYPE
 from derive.conventions.megatron import (
     MEGATRON_OVERHEAD,
     distributed_optimizer_bytes_per_parameter,
@@ -193,8 +194,8 @@ def exact(value: sp.Expr) -> Fraction:
 
 @lru_cache(maxsize=None)
 def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
-    """The names of ``expr``'s symbols and its exact Python code (derive.codegen.exact_function), made once."""
-    from derive.codegen import arguments, exact_function  # numpy loads with it: only when a number is asked for
+    """The names of ``expr``'s symbols and its exact Python code (derive.printing.python.exact_function), made once."""
+    from derive.printing.python import arguments, exact_function  # numpy loads with it: only when a number is asked for
 
     return tuple(symbol.name for symbol in arguments(expr)), exact_function(expr)
 

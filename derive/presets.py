@@ -12,8 +12,8 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.architectures.decoder import Layout, parameter_rows
+from derive.architectures.families import FAMILIES, model_parameters
 from derive.architectures.moe import active_parameter_count
-from derive.architectures.parameters import FAMILIES, model_parameters
 from derive.hf import from_config, published_config
 from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int, positive_value
 from derive.recipes import fp8_weight_counts

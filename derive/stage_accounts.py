@@ -26,7 +26,7 @@ from derive.accounts.framework_placements import placement
 from derive.accounts.placement import placement_bytes, placement_bytes_per_parameter
 from derive.accounts.workload import RECOMPUTE_FLOPS
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.parameters import FAMILIES
+from derive.architectures.families import FAMILIES
 from derive.inputs import choose
 from derive.recipes import fp8_weight_counts
 from derive.state_columns import STATE_RANKS, held_bytes

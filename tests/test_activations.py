@@ -12,13 +12,13 @@ from derive.accounts.activations import (
     model_activation_bytes,
     step_timeline,
 )
+from derive.architectures.operations.edges import llama_edges_saved
 from derive.architectures.saved import (
     LAYER_PROFILES,
     gpt_layer_saved,
     layer_saved,
     llama_layer_saved,
 )
-from derive.architectures.saved_edges import llama_edges_saved
 from derive.presets import model
 from derive.symbols import BY_NAME, L, N, V, a, b, f, g, h, s, t
 

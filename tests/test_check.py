@@ -47,7 +47,7 @@ def test_difference_reduces_rational_forms():
     assert identities.difference(6 + 12 / d, (6 * d + 12) / d) == 0
 
 
-#: Modules a fast command must not load: numpy (derive.codegen's printers), the PyTorch stack
+#: Modules a fast command must not load: numpy (derive.printing.python's printers), the PyTorch stack
 #: (derive.validate only) and sympy.physics (what sympy.simplify imports on its first call).
 HEAVY = ("numpy", "torch", "transformers", "sympy.physics")
 

@@ -6,9 +6,9 @@ from derive.architectures.decoder import (
     layout_parameter_count,
     model_rows,
 )
+from derive.architectures.families import parameter_count
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
-from derive.architectures.parameters import parameter_count
 from derive.symbols import E, L, L_E, V, a, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v, r_kv, r_q
 
 DEEPSEEK_V3 = {h: 7168, L: 61, L_E: 58, V: 129280, a: 128, r_q: 1536, r_kv: 512, k_nope: 128,

@@ -64,7 +64,7 @@ def test_numpy_function_once_per_expression() -> None:
     """An expression compiles once per process; the shared function computes what a fresh one does."""
     import numpy as np
 
-    from derive.codegen import numpy_function
+    from derive.printing.python import numpy_function
     from derive.symbols import h
 
     expr = sp.Max(sp.ceiling(N / (2 * h)), h) + sp.Piecewise((N, N > h), (h, True))

@@ -14,15 +14,13 @@ from derive.accounts.flops import (
     recompute_factor,
     step_time_lower_bound,
 )
-from derive.architectures.gemms import (
-    Gemm,
-    attention_score_gemms,
-    flops,
+from derive.architectures.families import (
     gpt_layer_gemms,
     llama_layer_gemms,
     model_gemms,
     output_gemms,
 )
+from derive.architectures.gemms import Gemm, attention_score_gemms, flops
 from derive.conventions import (
     CONVENTIONS,
     megatron_num_floating_point_operations,

@@ -12,8 +12,9 @@ import pytest
 import sympy as sp
 
 from derive.accounts.hf_saved import config_saved
-from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
-from derive.architectures.saved_edges import hf_edges_saved
+from derive.architectures.operations.attention import hf_eager_attention, hf_sdpa_attention
+from derive.architectures.operations.edges import hf_edges_saved
+from derive.architectures.saved import llama_layer_saved
 from derive.architectures.saved_moe import eager_attention
 from derive.cli import run
 from derive.hf import from_config
@@ -260,7 +261,7 @@ def test_qwen2_moe_gates_its_shared_expert_once():
 
 
 def test_gpt_neox_parallel_residual_keeps_the_layer_input_once():
-    from derive.architectures.saved_neox import neox_layer_saved
+    from derive.architectures.saved import neox_layer_saved
 
     at = dict(b=2, s=5, h=32, a=4, g=4, k=8, f=10)
     tokens = 2 * 5
@@ -416,7 +417,8 @@ def test_gemma_is_exact(case):
 
 
 def test_gemma_rows_by_hand():
-    from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layer_saved
+    from derive.architectures.operations.edges import gemma_edges_saved
+    from derive.architectures.saved import gemma_layer_saved
 
     at = dict(a=4, g=2, b=2, s=6, k=8, h=32, f=16, V=50, w=4, L=3, L_w=1)
     tokens = 2 * 6
@@ -523,7 +525,8 @@ def test_gpt2_is_exact(fields, implementation, batch, seq):
 
 
 def test_gpt2_rows_by_hand():
-    from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
+    from derive.architectures.operations.edges import gpt2_edges_saved
+    from derive.architectures.saved import gpt2_layer_saved
 
     at = dict(a=3, b=2, s=5, k=8, h=24, f=14, V=31)
     tokens = 2 * 5

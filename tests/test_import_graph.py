@@ -12,9 +12,9 @@ LAYERS: dict[str, int] = {
     "symbols": 0, "dtypes": 0, "inputs": 0, "units": 0,
     # GPUs and their links, each number with its source
     "systems": 0,
-    # SymPy expressions printed as exact Python or numpy code (imports nothing of derive)
-    "codegen": 0,
-    # SymPy expressions compiled to vectorised numpy functions (reads codegen only)
+    # every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node (imports only symbols)
+    "printing": 0,
+    # SymPy expressions compiled to vectorised numpy functions (reads derive.printing.python only)
     "compiled": 0,
     "tensors": 1,
     # FP8 recipes as data (block shapes, scale dtypes, cached copies; the accounts read them)

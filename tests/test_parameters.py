@@ -2,7 +2,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from derive.architectures.parameters import model_parameters
+from derive.architectures.families import model_parameters
 from derive.presets import MODELS, Model
 
 

@@ -3,7 +3,7 @@ import pytest
 import sympy as sp
 
 from derive.render.escape import escape_latex, escape_markdown, escape_xml
-from derive.render.printer import degree, tex
+from derive.printing.latex import degree, tex
 from derive.symbols import N_GEMM, L, N, V, a, d, f, g, h, s
 
 

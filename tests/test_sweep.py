@@ -1,4 +1,4 @@
-"""derive.sweep and derive.codegen: compiled expressions equal exact substitution; grids equal the per-configuration path."""
+"""derive.sweep and derive.printing.python: compiled expressions equal exact substitution; grids equal the per-configuration path."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -10,8 +10,8 @@ import sympy as sp
 from derive import compiled, megatron, stage_accounts, state_columns, sweep
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
-from derive.architectures.parameters import parameter_count
-from derive.codegen import arguments, exact_function
+from derive.architectures.families import parameter_count
+from derive.printing.python import arguments, exact_function
 from derive.presets import MODELS, hardware
 from derive.symbols import BY_NAME, N, V, h, m, p, t, v
 

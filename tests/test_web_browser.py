@@ -317,7 +317,7 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
         " e.querySelector('annotation').textContent]);")
     assert len(rendered) == 24 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
-    # the sheet's LaTeX (derive/render/printer.py); a figure that later ones name shows its symbol
+    # the sheet's LaTeX (derive/printing/latex.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
     assert annotations["state.resident"] == r"M_{\mathrm{state}} = 16 N"
     assert annotations["fit.gpus_for_state"] == \

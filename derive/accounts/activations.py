@@ -15,19 +15,13 @@ import sympy as sp
 
 from derive.accounts.state import state_bytes
 from derive.architectures.decoder import PRE_NORMS, Layout
-from derive.architectures.parameters import FAMILIES
+from derive.architectures.families import FAMILIES
+from derive.architectures.operations.attention import ATTENTION_KERNELS
+from derive.architectures.operations.edges import embedding_saved, output_saved
+from derive.architectures.operations.norm import layer_input
+from derive.architectures.operations.rows import HEAD
+from derive.architectures.saved import ARCHITECTURES, ATTENTIONS, LAYER_PROFILES, layer_saved
 from derive.architectures.saved_fp8 import quantised_saved
-from derive.architectures.saved import (
-    ARCHITECTURES,
-    ATTENTION_KERNELS,
-    ATTENTIONS,
-    HEAD,
-    LAYER_PROFILES,
-    embedding_saved,
-    layer_input,
-    layer_saved,
-    output_saved,
-)
 from derive.inputs import choose, flag, positive_size
 from derive.presets import Model
 from derive.symbols import FFN_4H, L, N, k, p

@@ -14,8 +14,11 @@ from derive.accounts.comm_data_parallel import data_parallel, grad_bytes
 from derive.accounts.comm_row import MEGATRON_LINEAR, MEGATRON_TP, MOE_DISPATCH, TE_CP, Collective, LayoutTerms, RowBuilder
 from derive.accounts.fp8_comm import routed_payload
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.parameters import FAMILIES
-from derive.architectures.saved import HEAD, STATISTICS, gpt_layer_saved, layer_input, llama_layer_saved, output_saved
+from derive.architectures.families import FAMILIES
+from derive.architectures.operations.edges import output_saved
+from derive.architectures.operations.norm import layer_input
+from derive.architectures.operations.rows import HEAD, STATISTICS
+from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.parallelism import Parallelism
 from derive.symbols import k, k_E
 from derive.tensors import Ledger, Tensor

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Callable, Union
 import sympy as sp
 
 from derive.architectures.decoder import Layout
-from derive.architectures.gemms import Gemm, flops, model_gemms
+from derive.architectures.families import model_gemms
+from derive.architectures.gemms import Gemm, flops
 from derive.inputs import choose, positive_size
 from derive.symbols import s
 

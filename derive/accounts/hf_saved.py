@@ -3,15 +3,15 @@
 One training step of one micro-batch of a ``*ForCausalLM`` with labels, as
 transformers 5.23 runs it in bf16 with ``attn_implementation`` sdpa or eager:
 the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
-``derive.architectures.saved_edges.hf_edges_saved`` or, for the MoE families,
+``derive.architectures.operations.edges.hf_edges_saved`` or, for the MoE families,
 ``derive.architectures.saved_moe.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
 families, Phi 3's fused projections and OLMo 2's post-norms included, Qwen 2 / 3's
 L_w sliding layers (use_sliding_window, from max_window_layers on, or layer_types)
 beside L - L_w full ones;
-``derive.architectures.saved_neox`` for GPT-NeoX; ``derive.architectures.saved_gemma``
+``derive.architectures.saved.neox_layer_saved`` for GPT-NeoX; ``gemma_layers_saved``
 for Gemma 2 / 3 (L_w sliding and L - L_w full layers, soft-capping);
-``derive.architectures.saved_gpt2`` for GPT-2 without dropout;
+``gpt2_layer_saved`` for GPT-2 without dropout;
 ``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
 sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3, whose MLA under sdpa takes
 the CPU flash kernel where k_v = k_nope + k_rope and the fp32 math path elsewhere). The rows
@@ -31,12 +31,12 @@ import sympy as sp
 
 from derive.accounts.activations import PRE_NORMS, llama_layer_form
 from derive.accounts.hf_profiles import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
-from derive.architectures.saved import ACTIVATION, SINGLE_SEQUENCE, STATISTICS, llama_layer_saved
-from derive.architectures.saved_edges import hf_edges_saved
+from derive.architectures.operations.edges import (gemma_edges_saved, gpt2_edges_saved,
+                                                  hf_edges_saved, neox_edges_saved)
+from derive.architectures.operations.rows import ACTIVATION, SINGLE_SEQUENCE, STATISTICS
+from derive.architectures.saved import (gemma_layers_saved, gpt2_layer_saved, llama_layer_saved,
+                                        neox_layer_saved)
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
-from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layers_saved
-from derive.architectures.saved_gpt2 import gpt2_edges_saved, gpt2_layer_saved
-from derive.architectures.saved_neox import neox_edges_saved, neox_layer_saved
 from derive.inputs import choose
 from derive.hf import from_config, load_config
 from derive.hf_families import DENSE
@@ -53,7 +53,7 @@ if tuple(EXPERTS) != EXPERTS_IMPLEMENTATIONS:  # the names the CLI offers are th
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")
 #: Families transformers refuses to run under sdpa (their PreTrainedModel's _supports_sdpa is False).
 NO_SDPA = {"gemma2": "Gemma2PreTrainedModel._supports_sdpa is False: sdpa has no softcapping"}
-#: Gemma's layer tables (derive.architectures.saved_gemma): model_type -> q/k head norms.
+#: Gemma's layer tables (derive.architectures.saved.gemma_layers_saved): model_type -> q/k head norms.
 GEMMA_FAMILIES = {"gemma2": False, "gemma3_text": True}
 #: OLMo 2's layer norms, as derive.hf reads them: after attention and after the MLP.
 POST_NORMS = DENSE["olmo2"].layout.layer_norms
@@ -139,7 +139,7 @@ def dense_saved(model: Model, profile: str) -> SavedForBackward:
 
 
 def gemma_saved(model: Model, implementation: str) -> SavedForBackward:
-    """Gemma 2 / 3 (derive.architectures.saved_gemma): sdpa refused where transformers refuses it."""
+    """Gemma 2 / 3 (derive.architectures.saved.gemma_layers_saved): sdpa refused where transformers refuses it."""
     if implementation == "sdpa" and model.model_type in NO_SDPA:
         raise ValueError(f"profile: hf-sdpa: transformers runs {model.model_type} under eager "
                          f"only ({NO_SDPA[model.model_type]}); use hf-eager")

@@ -18,11 +18,12 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
-from derive.architectures.saved import layer_input
-from derive.architectures.gemms import Gemm, attention_score_gemms, model_gemms, weight_gemms
+from derive.architectures.families import model_gemms
+from derive.architectures.gemms import Gemm, attention_score_gemms, weight_gemms
 from derive.architectures.moe import active_rows
 from derive.architectures.moe_model import model_gemms as moe_gemms
 from derive.architectures.moe_model import model_parameters as moe_parameters
+from derive.architectures.operations.norm import layer_input
 from derive.moe_presets import MoEModel
 from derive.presets import Model
 from derive.symbols import E, L, L_E, L_w, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t

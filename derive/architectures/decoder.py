@@ -5,8 +5,9 @@ projections are fused, which carry biases, which norms sit where and of which
 kind, whether the MLP is gated, tied or learned embeddings, MoE and MLA blocks.
 The *sizes* stay symbols (h, a, g, k, f, V, L, s_max and the MoE and MLA symbols
 of derive.symbols), substituted with a model's numbers later, so one table serves
-the identities and the accounts. Rows are built by derive.architectures.blocks,
-.moe and .mla; names are transformers' (a layer's rows relative to the layer).
+the identities and the accounts. The dense rows are a walk of the layout's operations through
+derive.architectures.operations.registry (declared in derive.architectures.blocks); MoE and MLA
+blocks come from .moe and .mla; names are transformers' (a layer's rows relative to the layer).
 
 Tags, besides the blocks': ``layer`` (held once per layer), ``moe_layer`` (held
 by the L_E MoE layers) or ``dense_layer`` (by the other L - L_E, in an MoE
@@ -19,12 +20,12 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from derive.architectures.blocks import NORMS, attention, mlp, norm
+from derive.architectures.blocks import NORMS
 from derive.architectures.mla import MLA, mla_attention
 from derive.architectures.moe import MoE, active_parameter_count, moe_block
-from derive.architectures.parameters import DTYPE, matrix, vector
-from derive.symbols import L, L_E, V, a, h, s_max
-from derive.tensors import Ledger, Tensor
+from derive.architectures.operations.registry import Step, parameter_table, step
+from derive.symbols import L, L_E, a, h, k, s_max
+from derive.tensors import Ledger
 
 #: transformers' module paths of a Llama-style decoder (modeling_llama.py); other layouts override some.
 LLAMA_NAMES: dict[str, str] = {
@@ -55,7 +56,7 @@ class Layout:
     accounts, which do not model it.
     ``attention_softcap`` / ``logit_softcap``: tanh soft-capping of the attention scores / the
     final logits (Gemma 2's attn_logit_softcapping, final_logit_softcapping): no parameter,
-    kept for the saved-tensor accounts (derive.architectures.saved_gemma).
+    kept for the saved-tensor accounts (derive.architectures.saved.gemma_layers_saved).
     ``dropout``: the config's dropout fields above 0, (field, p): no parameter; the
     transformers saved-tensor accounts (derive.accounts.hf_saved) refuse them, as they refuse
     the settings in ``unmodelled`` ("field = value": GPT-2's reorder_and_upcast_attn, an
@@ -100,38 +101,56 @@ class Layout:
         return self.moe is None and self.mla is None
 
 
+def _norm_steps(layout: Layout) -> list[Step]:
+    return [step("norm", "norm", name=module, width=h, kind=layout.norm, tags=(block,))
+            for module, block in layout.layer_norms]
+
+
+def _attention_steps(layout: Layout) -> list[Step]:
+    """MHA / GQA (none where MLA attends: derive.architectures.mla) and the attention sinks."""
+    steps = [] if layout.mla is not None else [step(
+        "attention", "projections", names=layout.names, fused=layout.qkv_fused,
+        qkv_bias=layout.qkv_bias, o_bias=layout.o_bias, qk_norm=layout.qk_norm, head_dim=k)]
+    return steps + ([step("attention", "sinks", heads=a)] if layout.sinks else [])
+
+
+def _mlp_step(layout: Layout) -> Step:
+    return step("mlp", "mlp", names=layout.names, gated=layout.gated, bias=layout.mlp_bias,
+                fused=layout.gate_up_fused)
+
+
+def layer_steps(layout: Layout) -> tuple[Step, ...]:
+    """The operations of one dense layer in table order: its norms, attention, sinks, the MLP."""
+    return (*_norm_steps(layout), *_attention_steps(layout), _mlp_step(layout))
+
+
 def layer_rows(layout: Layout, moe_layer: bool = False) -> Ledger:
-    """One layer: its norms, attention (MHA/GQA or MLA), MLP (dense or MoE)."""
-    names = layout.names
-    rows: list[Tensor] = []
-    for module, block in layout.layer_norms:
-        rows += norm(module, h, layout.norm, block)
+    """One layer: its norms, attention (MHA/GQA or MLA), MLP (dense or MoE); MLA and MoE blocks are not registry operations yet."""
+    rows = list(parameter_table(tuple(_norm_steps(layout))))
     if layout.mla is not None:
         rows += mla_attention(layout.mla)
-    else:
-        rows += attention(names, layout.qkv_fused, layout.qkv_bias, layout.o_bias, layout.qk_norm)
-    if layout.sinks:
-        rows.append(vector("self_attn.sinks", a, "attention", "sink"))
-    if moe_layer:
-        rows += list(moe_block(layout.moe))
-    else:
-        rows += mlp(names, layout.gated, bias=layout.mlp_bias, fused=layout.gate_up_fused)
+    rows += parameter_table(tuple(_attention_steps(layout)))
+    rows += list(moe_block(layout.moe)) if moe_layer else _mlp_step(layout).parameters()
     kind = () if layout.moe is None else ("moe_layer" if moe_layer else "dense_layer",)
     return Ledger(rows).map(lambda t: t.tagged("layer", *kind))
 
 
-def edge_rows(layout: Layout) -> Ledger:
+def edge_steps(layout: Layout) -> tuple[Step, ...]:
     """Token embedding (tied to the head or not), learned positions, final norm, output head."""
     names = layout.names
-    embedding_tags = {"embedding", "output", "gemm", "tied"} if layout.tied else {"embedding"}
-    rows = [Tensor(f"{names['embedding']}.weight", (V, h), DTYPE, frozenset(embedding_tags))]
+    steps = [step("embedding", "embedding", name=f"{names['embedding']}.weight", tied=layout.tied)]
     if layout.learned_positions:
-        rows.append(Tensor(f"{names['positions']}.weight", (s_max, h), DTYPE,
-                           frozenset({"position"})))
-    rows += norm(names["final_norm"], h, layout.norm)
+        steps.append(step("embedding", "positions", name=f"{names['positions']}.weight",
+                          length=s_max))
+    steps.append(step("norm", "norm", name=names["final_norm"], width=h, kind=layout.norm))
     if not layout.tied:
-        rows.append(matrix(f"{names['head']}.weight", h, V, "output"))
-    return Ledger(rows)
+        steps.append(step("output", "head", name=f"{names['head']}.weight"))
+    return tuple(steps)
+
+
+def edge_rows(layout: Layout) -> Ledger:
+    """The edges' parameter rows: :func:`edge_steps` walked."""
+    return parameter_table(edge_steps(layout))
 
 
 def model_rows(layout: Layout) -> Ledger:

@@ -14,7 +14,7 @@ Training runs every GEMM three times, and the three passes differ in kind:
 Each pass is built as a GEMM of its own (operands transposed) and costed as
 2mnk, so the 3 of "6 FLOPs per parameter" is a count of passes, not a constant.
 
-Weight GEMMs come from the parameter tables (``derive.architectures.parameters``):
+Weight GEMMs come from the parameter tables (``derive.architectures.families``, ``.decoder``):
 every ``gemm``-tagged parameter is one weight GEMM, so the sum over weight
 GEMMs is 6 N_GEMM per token by construction of the table, not by typing 6.
 
@@ -27,10 +27,8 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from derive.architectures.decoder import Layout, model_rows
-from derive.architectures.parameters import FAMILIES, gpt_layer, llama_layer
 from derive.inputs import choose
-from derive.symbols import L, a, h, k, s, w
+from derive.symbols import a, h, s, w
 from derive.tensors import Ledger, TaggedRow, Tensor
 
 #: FLOPs of one multiply-add (the "2" of 2mnk).
@@ -175,53 +173,6 @@ def window_keys(window: sp.Expr = w, seq: sp.Expr = s) -> sp.Expr:
     met = sp.summation(i, (i, 1, window)) + sp.summation(window, (i, window + 1, seq))
     within = sp.expand((met - window * MASKS["causal"]) / seq)
     return sp.Piecewise((within, window <= seq), (seq * MASKS["causal"], True))
-
-
-def llama_layer_gemms(mask: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
-    """One Llama layer: q, k, v, o, gate, up, down weight GEMMs (from llama_layer()) and QK^T, PV."""
-    params = llama_layer() if head_dim is None else llama_layer(head_dim)
-    return weight_gemms(params) + attention_score_gemms(mask, a, head_dim)
-
-
-def gpt_layer_gemms(mask: str = "causal") -> Ledger:
-    """One GPT layer: fused QKV, projection, fc1, fc2 (from gpt_layer()) and QK^T, PV."""
-    return weight_gemms(gpt_layer()) + attention_score_gemms(mask)
-
-
-LAYER_GEMMS = {"llama": llama_layer_gemms, "gpt": gpt_layer_gemms}
-
-
-def output_gemms(family: str = "llama") -> Ledger:
-    """The output head (logits): one [h] x [h, V] GEMM per token; GPT's is the tied word embedding."""
-    _, edges = FAMILIES[choose("family", family, FAMILIES)]
-    return weight_gemms(edges())
-
-
-def layout_gemms(layout: Layout, mask: str = "causal") -> Ledger:
-    """Every GEMM of one token of a model read from its config: its table's matrices, and QK^T, PV of a heads of width k.
-
-    MoE and MLA layers are issue 15's: a ValueError, not a wrong number.
-    """
-    if not layout.dense:
-        raise ValueError("family: FLOPs of MoE / MLA layers are not modelled yet "
-                         "(derive counts their parameters)")
-    return weight_gemms(model_rows(layout)) + attention_score_gemms(mask, a, k).times(L)
-
-
-def model_gemms(family: str | Layout = "llama", mask: str = "causal",
-                head_dim: sp.Expr | None = None) -> Ledger:
-    """Every GEMM of one token's forward: L layers (weights and scores) plus the output head.
-
-    ``family`` is a family's name or a model's :class:`Layout` (derive.hf.from_config).
-    """
-    if isinstance(family, Layout):
-        return layout_gemms(family, mask)
-    layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
-    if head_dim is None:
-        return layer(mask).times(L) + output_gemms(family)
-    if family != "llama":
-        raise ValueError(f"head_dim: only the llama family has a free head width, not {family!r}")
-    return llama_layer_gemms(mask, head_dim).times(L) + output_gemms(family)
 
 
 def flops(gemms: Ledger, *kinds: str) -> sp.Expr:

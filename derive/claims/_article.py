@@ -9,7 +9,8 @@ from derive import megatron
 from derive.accounts.activations import layer_activation_bytes, layer_activations
 from derive.accounts.flops import flops_per_token, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes, state_bytes
-from derive.architectures.gemms import flops, gpt_layer_gemms
+from derive.architectures.families import gpt_layer_gemms
+from derive.architectures.gemms import flops
 from derive.presets import ARTICLE_EXAMPLE, hardware, model
 from derive.symbols import FFN_4H, b, h, s
 from derive.units import BYTE_UNITS

@@ -6,8 +6,8 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
-from derive.architectures.parameters import parameter_count
-from derive.architectures.saved import layer_input
+from derive.architectures.families import parameter_count
+from derive.architectures.operations.norm import layer_input
 from derive.dtypes import dtype_bytes
 from derive.parallelism import Parallelism
 from derive.symbols import N, c, d, m, p, t

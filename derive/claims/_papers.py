@@ -5,7 +5,8 @@ import math
 
 import sympy as sp
 
-from derive.architectures.gemms import flops, model_gemms, output_gemms
+from derive.architectures.families import model_gemms, output_gemms
+from derive.architectures.gemms import flops
 from derive.claims import Rounding, decimals
 from derive.presets import Model, hardware
 from derive.units import BYTE_UNITS

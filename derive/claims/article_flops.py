@@ -7,7 +7,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import hfu, recompute_factor
-from derive.architectures.parameters import model_parameters
+from derive.architectures.families import model_parameters
 from derive.claims import CEIL, EXACT, Alternative, decimals, significant
 from derive.claims._article import (
     EXAMPLE,

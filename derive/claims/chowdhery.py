@@ -11,14 +11,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, mfu
-from derive.architectures.gemms import (
-    attention_score_gemms,
-    flops,
-    llama_layer_gemms,
-    output_gemms,
-    weight_gemms,
-)
-from derive.architectures.parameters import llama_edges, llama_layer
+from derive.architectures.families import llama_edges, llama_layer, llama_layer_gemms, output_gemms
+from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.claims import Alternative, decimals, document, significant
 from derive.claims._papers import A100_PEAK, as_printed, gpt
 from derive.conventions import CONVENTIONS

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.gemms import attention_score_gemms, flops, output_gemms, weight_gemms
-from derive.architectures.parameters import gpt_layer
+from derive.architectures.families import gpt_layer, output_gemms
+from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.accounts.flops import flops_per_token
 from derive.claims import EXACT, Alternative, document
 from derive.claims._papers import as_printed, input_embedding_flops

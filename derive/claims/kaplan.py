@@ -3,16 +3,16 @@
 Table 1 counts parameters and forward FLOPs per token of a GPT-style decoder,
 operation by operation, with d_attn = d_model (a heads of width h/a), d_ff
 free, biases and norms neglected. Each row is read off derive's GPT parameter
-table (``derive.architectures.parameters.gpt_layer``/``gpt_edges``) and GEMM
-table (``derive.architectures.gemms``): n_layer = L, d_model = h, d_ff = f,
+table (``derive.architectures.families.gpt_layer``/``gpt_edges``) and GEMM
+table (``derive.architectures.families.gpt_layer_gemms``): n_layer = L, d_model = h, d_ff = f,
 n_ctx = s, n_vocab = V.
 """
 from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.gemms import flops, gpt_layer_gemms, output_gemms
-from derive.architectures.parameters import gpt_edges, gpt_layer
+from derive.architectures.families import gpt_edges, gpt_layer, gpt_layer_gemms, output_gemms
+from derive.architectures.gemms import flops
 from derive.claims import EXACT, Alternative, document
 from derive.claims._papers import input_embedding_flops
 from derive.symbols import FFN_4H, L, V, f, h, s

@@ -11,8 +11,13 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
-from derive.architectures.gemms import flops, gpt_layer_gemms, output_gemms
-from derive.architectures.parameters import model_parameters, parameter_count
+from derive.architectures.families import (
+    gpt_layer_gemms,
+    model_parameters,
+    output_gemms,
+    parameter_count,
+)
+from derive.architectures.gemms import flops
 from derive.claims import EXACT, Alternative, decimals, document, significant
 from derive.claims._comm import ACTIVATION, rows, sent, tp_layer_elements
 from derive.claims._papers import A100_PEAK, as_printed, gpt

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import PRECISIONS
-from derive.architectures.gemms import model_gemms
+from derive.architectures.families import model_gemms
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose, flag
 from derive.presets import HARDWARE

@@ -17,7 +17,7 @@ import sympy as sp
 from derive.accounts.collectives import sent_factor
 from derive.accounts.comm import Collective
 from derive.architectures.decoder import edge_rows, layer_rows
-from derive.architectures.saved import STATISTICS
+from derive.architectures.operations.rows import STATISTICS
 from derive.dtypes import dtype_bytes
 from derive.parallelism import Parallelism
 from derive.presets import Model

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.parameters import model_parameters, parameter_count
+from derive.architectures.families import model_parameters, parameter_count
 from derive.symbols import L, a, h, s
 
 

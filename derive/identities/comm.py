@@ -12,9 +12,9 @@ import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
 from derive.architectures.decoder import Layout
+from derive.architectures.families import parameter_count
 from derive.architectures.moe import MoE
-from derive.architectures.parameters import parameter_count
-from derive.architectures.saved import layer_input
+from derive.architectures.operations.norm import layer_input
 from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
 from derive.identities import identity
 from derive.parallelism import Parallelism

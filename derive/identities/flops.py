@@ -10,8 +10,8 @@ from derive.accounts.flops import (
     packed_flops,
     recompute_factor,
 )
-from derive.architectures.gemms import attention_score_gemms, flops, model_gemms
-from derive.architectures.parameters import gemm_parameter_count, parameter_count
+from derive.architectures.families import gemm_parameter_count, model_gemms, parameter_count
+from derive.architectures.gemms import attention_score_gemms, flops
 from derive.conventions import (
     kaplan_forward,
     megatron,

@@ -12,8 +12,8 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import moe_layer_activations
 from derive.accounts.state import resident_bytes
+from derive.architectures.families import model_parameters
 from derive.architectures.moe_model import MoEFeatures
-from derive.architectures.parameters import model_parameters
 from derive.conventions.fp8 import dispatch_bytes_per_element, flops_by_dtype, gather_ratio
 from derive.identities import identity
 from derive.recipes import fp8_weight_counts

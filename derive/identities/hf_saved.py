@@ -1,7 +1,7 @@
 """Departures of transformers' saved tensors from the forms that hold at every other shape (issue 31).
 
 Each is a row of derive's transformers tables (``derive.architectures.saved``,
-``saved_edges``) that exists only under a condition, held against the form a
+``derive.architectures.operations.edges``) that exists only under a condition, held against the form a
 reader would write without it. Measured exactly against transformers 5.23 /
 PyTorch 2.13 (CPU, bf16) by ``python -m derive.validate --hf``.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.saved import hf_eager_attention, hf_sdpa_attention, llama_layer_saved
-from derive.architectures.saved_edges import hf_edges_saved
-from derive.architectures.saved_gpt2 import gpt2_layer_saved
-from derive.architectures.saved_gemma import gemma_edges_saved, gemma_layer_saved, gemma_rms_norm
+from derive.architectures.operations.attention import hf_eager_attention, hf_sdpa_attention
+from derive.architectures.operations.edges import gemma_edges_saved, hf_edges_saved
+from derive.architectures.operations.norm import gemma_rms_norm
+from derive.architectures.saved import gemma_layer_saved, gpt2_layer_saved, llama_layer_saved
 from derive.identities import identity
 from derive.symbols import L, L_w, V, a, b, g, h, k, s, w
 from derive.tensors import Ledger

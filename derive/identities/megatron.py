@@ -22,7 +22,7 @@ from derive.accounts.activations import (
     output_edge,
     sharded,
 )
-from derive.architectures.parameters import gpt_edges, gpt_layer, llama_edges
+from derive.architectures.families import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
 from derive.conventions.megatron import (
     distributed_optimizer_bytes_per_parameter,

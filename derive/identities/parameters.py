@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.parameters import gemm_parameter_count, parameter_count
+from derive.architectures.families import gemm_parameter_count, parameter_count
 from derive.identities import identity
 from derive.symbols import L, V, a, f, g, h, h_kv, s
 

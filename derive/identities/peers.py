@@ -25,15 +25,16 @@ from derive.accounts.framework_placements import (
     SUB_GROUP_SIZE,
 )
 from derive.accounts.placement import placement_bytes, placement_ledger
-from derive.architectures.gemms import attention_score_gemms, flops, llama_layer_gemms
-from derive.architectures.parameters import (
+from derive.architectures.families import (
     gpt_edges,
     gpt_layer,
     llama_edges,
     llama_layer,
+    llama_layer_gemms,
     model_parameters,
     parameter_count,
 )
+from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.conventions import CONVENTIONS, palm
 from derive.identities import Sided, identity

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import sympy as sp
 
-from derive.architectures.parameters import model_parameters
+from derive.architectures.families import model_parameters
 from derive.identities.peers import DEPARTURES
 from derive.presets import MODELS, Model
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.placement import placement_ledger
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import parameter_count
 from derive.dtypes import dtype_bytes
 from derive.peers import Reproduction, model_of, module_sizes
 from derive.symbols import N

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.gemms import flops, model_gemms
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import model_gemms, parameter_count
+from derive.architectures.gemms import flops
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, b, s
 

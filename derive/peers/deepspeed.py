@@ -12,7 +12,7 @@ import sympy as sp
 from derive.accounts.host import GPUS_PER_NODE, NODES, RANKS
 from derive.accounts.framework_placements import MODULE_PARAMS
 from derive.accounts.placement import placement_ledger
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import parameter_count
 from derive.identities.peers import (
     BUFFER_FACTOR,
     ESTIMATOR_KNOBS,

@@ -12,8 +12,8 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activations, logits_bytes
 from derive.accounts.state import state_bytes
-from derive.architectures.gemms import flops, model_gemms
-from derive.architectures.parameters import FAMILIES, model_parameters
+from derive.architectures.families import FAMILIES, model_gemms, model_parameters
+from derive.architectures.gemms import flops
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, N, b, d, s
 

@@ -1,7 +1,7 @@
 """torchtitan 0.3.0's get_nparams_and_flops: derive's N, and derive-full less one departure (= the ``torchtitan`` convention)."""
 from __future__ import annotations
 
-from derive.architectures.parameters import parameter_count
+from derive.architectures.families import parameter_count
 from derive.conventions import CONVENTIONS
 from derive.peers import Reproduction
 from derive.presets import Model

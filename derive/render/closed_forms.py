@@ -1,19 +1,12 @@
-"""Closed forms printed the way papers write them: a factor, then its coefficient, constants first (sbh(34 + 5as/h))."""
+"""Closed forms as the sheet's cells: factored forms (derive.printing.factored), coefficients constants first."""
 from __future__ import annotations
 
 import sympy as sp
 
-from derive.render.printer import tex
+from derive.printing.factored import SBH, factored
+from derive.printing.latex import tex
 from derive.render.sheet import Cell
-from derive.symbols import H_KV, a, b, g, h, s
-
-#: Korthikanti et al. 2022 write every activation form per sbh.
-SBH: tuple[sp.Symbol, ...] = (s, b, h)
-
-
-def coefficient(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> sp.Expr:
-    """``expr`` divided by the product of ``factor``, expanded (34 + 5as/h for the GPT layer)."""
-    return sp.expand(sp.sympify(expr) / sp.Mul(*factor))
+from derive.symbols import H_KV, a, g, h
 
 
 def with_h_kv(expr: sp.Expr) -> sp.Expr:
@@ -26,22 +19,10 @@ def sum_tex(expr: sp.Expr) -> str:
     return tex(sp.expand(expr), terms="constants-first")
 
 
-def factored_tex(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> str:
-    """``expr`` as factor(coefficient): s b h \\left(34 + \\frac{5 a s}{h}\\right), or 2 s b h for one term."""
-    coef = coefficient(expr, factor)
-    product = " ".join(tex(symbol) for symbol in factor)
-    if isinstance(coef, sp.Add):
-        return f"{product} \\left({sum_tex(coef)}\\right)"
-    if coef == 1:
-        return product
-    return f"{tex(coef)} {product}" if coef.is_Integer else f"{tex(coef)}\\, {product}"
-
-
 def factored_cell(expr: sp.Expr, factor: tuple[sp.Symbol, ...] = SBH) -> Cell:
     """A closed form as factor(coefficient): LaTeX on the sheet, 's*b*h*(34 + 5*a*s/h)' in the JSON."""
-    coef = coefficient(expr, factor)
-    product = "*".join(symbol.name for symbol in factor)
-    return Cell(f"{product}*({sp.sstr(coef)})", factored_tex(expr, factor), math=True)
+    form = factored(expr, factor)
+    return Cell(sp.sstr(form), tex(form), math=True)
 
 
 def coefficient_cell(value: sp.Expr) -> Cell:

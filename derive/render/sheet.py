@@ -11,7 +11,7 @@ from typing import Mapping
 
 import sympy as sp
 
-from derive.render.printer import tex
+from derive.printing.latex import tex
 from derive.units import format_bytes, format_memory
 
 

@@ -2,7 +2,7 @@
 
 The calculator's arithmetic is :data:`derive.formulas.FORMULAS` and the MoE report's
 expressions (derive.render.page_models) printed by SymPy's JavaScript code printer
-(sympy/printing/jscode.py); its error messages are the CLI's own lines, taken by running
+(derive.printing.javascript); its error messages are the CLI's own lines, taken by running
 ``derive.cli.main`` on sentinel input (derive.render.page_messages, page_config); its
 presets, units and defaults are data from derive. The page's hand-written script
 (templates/html/calculator.js) only parses, looks up and formats. KaTeX comes
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import sympy as sp
-from sympy.printing.jscode import JavascriptCodePrinter
 
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
 from derive.systems import SYSTEMS
@@ -26,7 +25,8 @@ from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_
 from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.presets import ALIASES, FIELD_SYMBOLS, HARDWARE, MODELS, Model
-from derive.render.printer import tex
+from derive.printing.javascript import javascript
+from derive.printing.latex import tex
 from derive.render.page_assets import csp_hash, inline_script, katex_assets, script_json
 from derive.render.page_config import PASTED, config_forms, config_messages, python_reprs
 from derive.render.page_messages import (NO_GQA, NOT_DIVIDING, REQUIRED_SHAPE, STEP_BOUND, cli_message,
@@ -195,16 +195,6 @@ FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
 INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction": "decimal",
                               "seconds": "decimal"}
 
-class _Printer(JavascriptCodePrinter):
-    """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
-
-    def _print_NaN(self, expr: sp.Expr) -> str:
-        return "NaN"
-
-
-_PRINTER = _Printer()
-
-
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
     parser = build_parser()
@@ -218,12 +208,6 @@ def field_specs() -> list[dict[str, object]]:
                       "choices": list(OPTION_CHOICES.get(option, ())),
                       "bounds": BOUNDS.get(kind, {}), "messages": messages})
     return specs
-
-
-def javascript(expr: sp.Expr) -> str:
-    """``expr`` as a JavaScript function of its symbols (sorted by name), by SymPy's JS printer."""
-    names = sorted(symbol.name for symbol in expr.free_symbols)
-    return f"function ({', '.join(names)}) {{ return {' '.join(_PRINTER.doprint(expr).split())}; }}"
 
 
 def _candidates() -> dict[str, Model]:

@@ -1,7 +1,7 @@
 """What derive's ledgers predict at a numeric shape: saved tensors row by row, and FLOPs.
 
 Nothing here imports torch: the predictions are sums over the activation
-ledgers (``derive.architectures.saved``, ``derive.architectures.saved_edges``)
+ledgers (``derive.architectures.saved``, ``derive.architectures.operations.edges``)
 and the FLOP account (``derive.accounts.flops``) with the shape substituted.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Callable, Mapping
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
-from derive.architectures.parameters import gemm_parameter_count, parameter_count
+from derive.architectures.families import gemm_parameter_count, parameter_count
+from derive.architectures.operations.edges import hf_edges_saved, llama_edges_saved
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
-from derive.architectures.saved_edges import hf_edges_saved, llama_edges_saved
 from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, N_GEMM, L, N, b, s
 from derive.tensors import Ledger

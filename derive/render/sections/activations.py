@@ -15,15 +15,9 @@ from derive.architectures.saved import gpt_layer_saved
 from derive.identities import proof
 from derive.identities.activations import GPT_ACTIVATIONS, TABLE2_ROWS, table2_key
 from derive.presets import LLAMA3_MODELS, MODELS
-from derive.render.closed_forms import (
-    coefficient,
-    coefficient_cell,
-    factored_cell,
-    factored_tex,
-    monomial_text,
-    with_h_kv,
-)
-from derive.render.printer import tex
+from derive.printing.factored import coefficient, factored
+from derive.printing.latex import tex
+from derive.render.closed_forms import coefficient_cell, factored_cell, monomial_text, with_h_kv
 from derive.render.sheet import (
     Cell,
     Column,
@@ -122,16 +116,16 @@ def gpt_forms() -> list[dict[str, str]]:
     logsumexp = layer_activations("gpt", "fused").where("softmax_statistics").bytes()
     split = (coefficient(replicated + shardable), coefficient(replicated), coefficient(shardable))
     return [
-        {"label": "sum of the counted rows (norm statistics aside)", "tex": factored_tex(total)},
-        {"label": "at f = 4h (Korthikanti's closed form)", "tex": factored_tex(total.subs(FFN_4H))},
+        {"label": "sum of the counted rows (norm statistics aside)", "tex": tex(factored(total))},
+        {"label": "at f = 4h (Korthikanti's closed form)", "tex": tex(factored(total.subs(FFN_4H)))},
         {"label": "replicated rows + TP-shardable rows (scores aside)",
          "tex": f"{tex(split[0])} = {tex(split[1])} + {tex(split[2])}"},
         {"label": "the three score matrices [b, a, s, s]", "tex": tex(scores)},
         {"label": "norm statistics (fp32 mean and rstd of two LayerNorms), left out",
-         "tex": factored_tex(statistics, (s, b))},
+         "tex": tex(factored(statistics, (s, b)))},
         {"label": "fused attention (scores gone, fp32 logsumexp kept)",
-         "tex": f"{factored_tex(fused - logsumexp)} + {tex(logsumexp)}"},
-        {"label": "logits: bf16 [s, b, V] + the fp32 copy for the loss", "tex": factored_tex(logits_bytes(), (s, b, V))},
+         "tex": f"{tex(factored(fused - logsumexp))} + {tex(logsumexp)}"},
+        {"label": "logits: bf16 [s, b, V] + the fp32 copy for the loss", "tex": tex(factored(logits_bytes(), (s, b, V)))},
     ]
 
 
@@ -293,6 +287,6 @@ def activations_section() -> Section:
                 "activations_per_model": article_activations_table(),
                 "activations_llama_profiles": profile_activations_table()},
         extra={"forms": gpt_forms(), "assumptions": list(GPT_ACTIVATIONS), "flowchart": chart,
-               "closed_form": factored_tex(article_layer_bytes("materialised")),
+               "closed_form": tex(factored(article_layer_bytes("materialised"))),
                "flow_nodes": plain, "flow_legend": legend},
     )

@@ -15,7 +15,7 @@ from derive.accounts.budget import (
     usable_bytes,
 )
 from derive.accounts.state import resident_bytes
-from derive.architectures.parameters import model_parameters
+from derive.architectures.families import model_parameters
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, model
 from derive.render.sheet import (
     Cell,

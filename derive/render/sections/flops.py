@@ -4,18 +4,12 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
-from derive.architectures.gemms import (
-    LAYER_GEMMS,
-    Gemm,
-    attention_score_gemms,
-    flops,
-    model_gemms,
-    output_gemms,
-)
+from derive.architectures.families import LAYER_GEMMS, model_gemms, output_gemms
+from derive.architectures.gemms import Gemm, attention_score_gemms, flops
 from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.identities import proof
 from derive.presets import ARTICLE_EXAMPLE, LLAMA3_MODELS, hardware, model
-from derive.render.printer import tex
+from derive.printing.latex import tex
 from derive.render.quantities import (
     blank_cell,
     days_cell,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.identities import prove_all
-from derive.render.printer import tex_equation
+from derive.printing.latex import tex_equation
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 
 

@@ -1,7 +1,7 @@
 """Notation: every symbol of derive.symbols with its meaning (the article's section 1.3)."""
 from __future__ import annotations
 
-from derive.render.printer import tex
+from derive.printing.latex import tex
 from derive.render.sheet import Cell, Column, Section, Table, text_cell
 from derive.symbols import NOTATION
 

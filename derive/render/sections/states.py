@@ -5,7 +5,8 @@ import sympy as sp
 
 from derive.accounts.activations import article_model_bytes, logits_bytes
 from derive.accounts.state import ACCOUNTS, PRECISIONS, state_bytes, state_ledger
-from derive.render.closed_forms import factored_tex
+from derive.printing.factored import factored
+from derive.printing.latex import tex
 from derive.render.sections.bytes_per_parameter import STAGE_NAMES
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 from derive.render.timeline import memory_timeline_figure
@@ -42,7 +43,7 @@ def activations_cell() -> Cell:
     """All layers + logits of one micro-batch from the activation ledger: L sbh(34 + 5as/h) + 6sbV (article 4.3)."""
     total, logits = article_model_bytes("materialised"), logits_bytes()
     layers = sp.expand(total - logits)
-    return Cell(sp.sstr(total), f"{factored_tex(layers, (L, s, b, h))} + {factored_tex(logits, (s, b, V))}",
+    return Cell(sp.sstr(total), f"{tex(factored(layers, (L, s, b, h)))} + {tex(factored(logits, (s, b, V)))}",
                 math=True)
 
 

@@ -103,6 +103,10 @@ class _RatioPrinting:
         numerator, denominator = ratio(expr.args[0])
         return f"(({self._print(numerator)}) // ({self._print(denominator)}))"
 
+    def _print_Factored(self, expr: sp.Expr) -> str:
+        """A factored form (derive.printing.factored) as its plain product, over one denominator."""
+        return self._ratio_code(expr.doit())
+
     def _print_Min(self, expr: sp.Expr) -> str:
         return self._minimum([self._ratio_code(arg) for arg in expr.args])
 

@@ -6,6 +6,7 @@ from functools import lru_cache
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
+from derive.printing.factored import Factored
 from derive.symbols import LATEX_NAMES, s
 
 
@@ -54,6 +55,20 @@ class SheetLatexPrinter(LatexPrinter):
         if not isinstance(expr, sp.Add):
             return terms
         return sorted(terms, key=self.term_order)
+
+    def _print_Factored(self, expr: Factored) -> str:
+        """factor(coefficient) as Korthikanti writes it: s b h \\left(34 + \\frac{5 a s}{h}\\right), 2 s b h for one term.
+
+        A sum inside the parentheses goes constants first (10 + 24/t + 5as/(ht)), whatever this printer's order.
+        """
+        product = " ".join(self._print(part) for part in expr.factor)
+        coefficient = expr.coefficient
+        if isinstance(coefficient, sp.Add):
+            return rf"{product} \left({_PRINTERS['constants-first']._print(coefficient)}\right)"
+        if coefficient == 1:
+            return product
+        space = " " if coefficient.is_Integer else r"\, "
+        return f"{self._print(coefficient)}{space}{product}"
 
 
 _PRINTERS = {name: SheetLatexPrinter(name) for name in TERM_ORDERS}

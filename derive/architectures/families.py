@@ -1,0 +1,133 @@
+"""Parameter and GEMM tables of the GPT and Llama families and of a layout, walked through the operation registry.
+
+Tags on every parameter (derive.architectures.parameters): ``layer`` (held once per layer;
+``count`` is L), ``embedding``, ``position``, ``output``, ``norm``, ``bias``, and ``gemm`` for every
+matrix that sits in a GEMM (the weights 6 FLOP/parameter/token apply to: layer matrices and the
+output head, not the input lookup nor norms); a layer's tensors also name their block.
+Weight GEMMs come from the parameter tables (derive.architectures.gemms.weight_gemms): the sum
+over them is 6 N_GEMM per token by construction of the table, not by typing 6.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from derive.architectures.blocks import META_NAMES, MEGATRON_NAMES
+from derive.architectures.decoder import Layout, layer_steps, model_rows
+from derive.architectures.gemms import weight_gemms
+from derive.architectures.operations.registry import Step, parameter_table, score_table, step
+from derive.inputs import choose
+from derive.symbols import L, a, f, h, s
+from derive.tensors import Ledger
+
+
+def llama_parameter_steps(head_dim: sp.Expr = h / a) -> tuple[Step, ...]:
+    """One Llama layer: RMSNorm, GQA (a query, g kv heads), SwiGLU, no biases (Llama 3 paper, Table 3), Meta's names."""
+    return (step("norm", "norm", name="attention_norm", width=h, kind="rms", tags=("attention",)),
+            step("attention", "projections", names=META_NAMES, fused=False, qkv_bias=False,
+                 o_bias=False, qk_norm="none", head_dim=head_dim, weight=""),
+            step("norm", "norm", name="ffn_norm", width=h, kind="rms", tags=("mlp",)),
+            step("mlp", "mlp", names=META_NAMES, gated=True, weight=""))
+
+
+def gpt_parameter_steps(head_dim: sp.Expr = h / a) -> tuple[Step, ...]:
+    """One GPT layer: LayerNorm with bias, fused QKV and projection with biases, fc1/fc2 with biases (GPT-2/3, Megatron)."""
+    return (step("norm", "norm", name="input_layernorm", width=h, kind="layer", tags=("attention",)),
+            step("attention", "megatron", head_dim=head_dim),
+            step("norm", "norm", name="post_attention_layernorm", width=h, kind="layer",
+                 tags=("mlp",)),
+            step("mlp", "mlp", names=MEGATRON_NAMES, gated=False, width=f, bias=True))
+
+
+def llama_layer(head_dim: sp.Expr = h / a) -> Ledger:
+    """The Llama layer's parameters (:func:`llama_parameter_steps` walked)."""
+    return parameter_table(llama_parameter_steps(head_dim)).map(lambda t: t.tagged("layer"))
+
+
+def gpt_layer(head_dim: sp.Expr = h / a) -> Ledger:
+    """The GPT layer's parameters (:func:`gpt_parameter_steps` walked)."""
+    return parameter_table(gpt_parameter_steps(head_dim)).map(lambda t: t.tagged("layer"))
+
+
+def llama_edges() -> Ledger:
+    """Untied input embedding and output head, and the final RMSNorm."""
+    return parameter_table((step("embedding", "embedding", name="tok_embeddings.weight"),
+                            step("norm", "norm", name="norm", width=h, kind="rms"),
+                            step("output", "head", name="output.weight")))
+
+
+def gpt_edges() -> Ledger:
+    """Word embedding tied to the output head (so it is also a GEMM), learned positions, final LayerNorm."""
+    return parameter_table((
+        step("embedding", "embedding", name="word_embeddings.weight (tied output head)", tied=True),
+        step("embedding", "positions", name="position_embeddings.weight", length=s),
+        step("norm", "norm", name="final_layernorm", width=h, kind="layer")))
+
+
+FAMILIES = {
+    "llama": (llama_layer, llama_edges),
+    "gpt": (gpt_layer, gpt_edges),
+}
+
+
+def model_parameters(family: str) -> Ledger:
+    """Every parameter tensor of a ``family`` model: L layers plus the edges."""
+    layer, edges = FAMILIES[choose("family", family, FAMILIES)]
+    return layer().times(L) + edges()
+
+
+def parameter_count(family: str) -> sp.Expr:
+    """N, summed over the parameter table."""
+    return model_parameters(family).numel()
+
+
+def gemm_parameter_count(family: str) -> sp.Expr:
+    """N_GEMM: the parameters that sit in a GEMM (layer matrices and the output head)."""
+    return model_parameters(family).where("gemm").numel()
+
+
+def llama_layer_gemms(mask: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
+    """One Llama layer: q, k, v, o, gate, up, down weight GEMMs and QK^T, PV."""
+    steps = llama_parameter_steps(h / a if head_dim is None else head_dim)
+    return weight_gemms(parameter_table(steps).map(lambda t: t.tagged("layer"))) + score_table(steps, mask)
+
+
+def gpt_layer_gemms(mask: str = "causal") -> Ledger:
+    """One GPT layer: fused QKV, projection, fc1, fc2 and QK^T, PV."""
+    steps = gpt_parameter_steps()
+    return weight_gemms(parameter_table(steps).map(lambda t: t.tagged("layer"))) + score_table(steps, mask)
+
+
+LAYER_GEMMS = {"llama": llama_layer_gemms, "gpt": gpt_layer_gemms}
+
+
+def output_gemms(family: str = "llama") -> Ledger:
+    """The output head (logits): one [h] x [h, V] GEMM per token; GPT's is the tied word embedding."""
+    _, edges = FAMILIES[choose("family", family, FAMILIES)]
+    return weight_gemms(edges())
+
+
+def layout_gemms(layout: Layout, mask: str = "causal") -> Ledger:
+    """Every GEMM of one token of a model read from its config: its table's matrices, and QK^T, PV of a heads of width k.
+
+    MoE and MLA layers are issue 15's: a ValueError, not a wrong number.
+    """
+    if not layout.dense:
+        raise ValueError("family: FLOPs of MoE / MLA layers are not modelled yet "
+                         "(derive counts their parameters)")
+    return weight_gemms(model_rows(layout)) + score_table(layer_steps(layout), mask).times(L)
+
+
+def model_gemms(family: str | Layout = "llama", mask: str = "causal",
+                head_dim: sp.Expr | None = None) -> Ledger:
+    """Every GEMM of one token's forward: L layers (weights and scores) plus the output head.
+
+    ``family`` is a family's name or a model's :class:`Layout` (derive.hf.from_config).
+    """
+    if isinstance(family, Layout):
+        return layout_gemms(family, mask)
+    layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
+    if head_dim is None:
+        return layer(mask).times(L) + output_gemms(family)
+    if family != "llama":
+        raise ValueError(f"head_dim: only the llama family has a free head width, not {family!r}")
+    return llama_layer_gemms(mask, head_dim).times(L) + output_gemms(family)

@@ -1,0 +1,25 @@
+"""The page's calculator code: SymPy's JavaScript code printer (sympy/printing/jscode.py) subclassed."""
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.jscode import JavascriptCodePrinter
+
+
+class JavascriptPrinter(JavascriptCodePrinter):
+    """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
+
+    def _print_NaN(self, expr: sp.Expr) -> str:
+        return "NaN"
+
+    def _print_Factored(self, expr: sp.Expr) -> str:
+        """A factored form (derive.printing.factored) as its plain product."""
+        return self._print(expr.doit())
+
+
+_PRINTER = JavascriptPrinter()
+
+
+def javascript(expr: sp.Expr) -> str:
+    """``expr`` as a JavaScript function of its symbols (sorted by name), by SymPy's JS printer."""
+    names = sorted(symbol.name for symbol in expr.free_symbols)
+    return f"function ({', '.join(names)}) {{ return {' '.join(_PRINTER.doprint(expr).split())}; }}"
