@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from derive.plan import plan, render_text  # noqa: E402
+from derive.plan import render_text  # noqa: E402
+from derive.planning.search import plan  # noqa: E402
 from derive.presets import model  # noqa: E402
 
 TARGET_S = 2.0

@@ -70,7 +70,7 @@ def main() -> int:
             "derive.check": [sys.executable, "-m", "derive.check"],
             "derive.render": [sys.executable, "-m", "derive.render", "--out",
                               str(Path(scratch) / "formulas")],
-            "derive --model 70b": [sys.executable, "-m", "derive.report", "--model", "70b"],
+            "derive --model 70b": [sys.executable, "-m", "derive", "report", "--model", "70b"],
         }
         wall_time(commands[BASE])                # warm the file cache once, untimed
         ratios, cpu_ratios = paired_ratios(commands, args.rounds)

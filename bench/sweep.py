@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 import sympy as sp
 
-from derive import compiled, megatron, stage_accounts
+from derive import compiled, stage_accounts
+from derive.megatron import records
 from derive.printing.python import arguments, exact_function, ratio
 from derive.presets import model
 
@@ -146,16 +147,16 @@ def bench_loops(exprs: dict[str, sp.Expr], sweep_rates: dict[str, float]) -> Non
 
 def bench_megatron(repeat: int) -> None:
     calls = {
-        "compute_weight_and_optimizer_memory": lambda: megatron.compute_weight_and_optimizer_memory(MEGATRON_ARGS),
-        "compute_activation_memory": lambda: megatron.compute_activation_memory(MEGATRON_ARGS, 16),
+        "compute_weight_and_optimizer_memory": lambda: records.compute_weight_and_optimizer_memory(MEGATRON_ARGS),
+        "compute_activation_memory": lambda: records.compute_activation_memory(MEGATRON_ARGS, 16),
         "compute_activation_memory_without_sp":
-            lambda: megatron.compute_activation_memory_without_sp(MEGATRON_ARGS, 16),
-        "num_floating_point_operations": lambda: megatron.num_floating_point_operations(MEGATRON_ARGS, 512),
+            lambda: records.compute_activation_memory_without_sp(MEGATRON_ARGS, 16),
+        "num_floating_point_operations": lambda: records.num_floating_point_operations(MEGATRON_ARGS, 512),
     }
     for name, call in calls.items():
         call()
         per = best(lambda: [call() for _ in range(2000)], repeat) / 2000
-        line(f"derive.megatron.{name}", f"{per * 1e6:.1f} us/call", "(target <= 20 us)")
+        line(f"derive.megatron.records.{name}", f"{per * 1e6:.1f} us/call", "(target <= 20 us)")
 
 
 def wall(command: list[str], repeat: int) -> float:

@@ -13,8 +13,9 @@ from typing import Sequence
 
 from derive.accounts.efficiency import CALIBRATION, Efficiency, calibrated
 from derive.calibration_fit import calibration_runs, fit, report
-from derive.cli import OneLineParser, UsageError, serve
 from derive.heldout import heldout_report, heldout_runs
+from derive.inputs import OneLineParser
+from derive.options.messages import UsageError, serve
 
 
 def render_heldout(result: dict[str, object]) -> str:

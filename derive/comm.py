@@ -15,10 +15,12 @@ from typing import Sequence
 import sympy as sp
 
 from derive.accounts.comm import GROUPS, collectives, group_bytes
-from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
-from derive.options import add_layout_options, option_error, parallelism_from
+from derive.inputs import OneLineParser
+from derive.options.messages import UsageError, serve
+from derive.options.models import config_model, named
+from derive.options.values import POSITIVE
+from derive.options.layout import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
-from derive.names import named_model
 from derive.presets import Model
 from derive.units import BYTE_UNITS
 
@@ -41,11 +43,7 @@ def _model(args) -> Model:
     """The model of --model / --config (exactly one), at --seq."""
     if (args.model is None) == (args.config is None):
         raise UsageError("--model: give one of --model or --config")
-    try:
-        chosen = named_model(args.model, moe=True)[0] if args.model is not None else None
-    except ValueError as error:
-        raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
-    chosen = chosen or _from_config(args.config)
+    chosen = named(args.model, moe=True)[0] if args.model is not None else config_model(args.config)
     if args.seq is not None:
         chosen = replace(chosen, seq=args.seq)
     return chosen

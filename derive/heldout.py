@@ -13,12 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from derive.accounts.prediction import ledger_precision
 from derive.accounts.efficiency import Efficiency
+from derive.accounts.prediction import ledger_precision
 from derive.calibration_fit import FIELDS, PublishedRun, residuals
 from derive.names import named_model
 from derive.parallelism import Parallelism
-from derive.predict import memory_per_gpu
+from derive.planning.memory import memory_per_gpu
 from derive.systems import system
 
 

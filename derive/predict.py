@@ -18,21 +18,19 @@ import sys
 from dataclasses import replace
 from typing import Sequence
 
-import numpy as np
-
 from derive.accounts.budget import usable_low_end
-from derive.accounts.framework_placements import stage_placements
 from derive.accounts.prediction import ledger_precision, predict
-from derive.accounts.state import PRECISIONS
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import StepTime
 from derive.accounts.step_layout import LINEAR_DTYPE
-from derive.cli import POSITIVE, OneLineParser, UsageError, _from_config, serve
-from derive.names import named_model
-from derive.options import add_layout_options, option_error, parallelism_from
+from derive.inputs import OneLineParser
+from derive.options.messages import UsageError, serve, usage
+from derive.options.models import config_model, named
+from derive.options.values import POSITIVE
+from derive.options.layout import add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
+from derive.planning.memory import memory_per_gpu
 from derive.presets import Model
-from derive.sweep import evaluate
 from derive.systems import SYSTEMS, System, system
 from derive.units import format_bytes, format_memory
 
@@ -81,42 +79,15 @@ def chosen_model(args) -> Model:
     if args.architecture is not None:
         return architecture_model(args.architecture, args.seq)
     if args.config is not None:
-        entry = _from_config(args.config)
+        entry = config_model(args.config)
     else:
-        try:
-            entry = named_model(args.model, moe=True)[0]
-        except ValueError as error:
-            raise UsageError(f"--model: {str(error).partition(': ')[2]}") from None
+        entry = named(args.model, moe=True)[0]
     return entry if args.seq is None else replace(entry, seq=args.seq)
 
 
 def usable(gpu: System) -> int:
     """Bytes usable for tensors, low end (derive.accounts.budget.usable_low_end)."""
     return usable_low_end(gpu)
-
-
-def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
-    """The most loaded rank's bytes (derive.sweep: Megatron's placement at the stage, SP on); None for MoE.
-
-    ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params (derive.accounts.placement).
-    Under an FP8 precision the recipe's weight copies and FP8 linear inputs count (derive.sweep's ``recipe``,
-    with --fp8-param-gather's FP8 parameters).
-    """
-    if not entry.dense:
-        return None
-    profile = "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
-    arrays = {"s": np.array([entry.seq]), "b": np.array([layout.micro_batch]), "t": np.array([layout.tp]),
-              "p": np.array([layout.pp]), "v": np.array([layout.vp]),
-              # the distributed optimizer shards over the data-parallel group with context-parallel
-              # ranks (parallel_state.get_data_parallel_group(with_context_parallel=True)): d c ranks
-              "d": np.array([layout.dp * layout.cp]),
-              "c": np.array([layout.cp]), "m": np.array([layout.micro_batches])}
-    # balanced pipelines: each rank's exact layers (Parallelism.balanced; derive.plan does the same)
-    figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),
-                       placement_name=stage_placements("megatron")[layout.zero],
-                       attention_kernel="fused", balanced=layout.balanced,
-                       recipe=PRECISIONS[layout.precision].fp8, fp8_param_gather=layout.fp8_param_gather)
-    return float(figures["memory_per_gpu"][0])
 
 
 def megatron_defaults(args) -> None:
@@ -161,7 +132,7 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
     try:
         gpu = system(args.gpu)
     except ValueError:
-        raise UsageError(f"--gpu: unknown GPU {args.gpu!r} (known: {', '.join(SYSTEMS)})") from None
+        raise usage("gpu_unknown", text=repr(args.gpu), known=", ".join(SYSTEMS)) from None
     if args.precision not in LINEAR_DTYPE:
         raise UsageError(f"--precision: unknown precision {args.precision!r} (known: {', '.join(LINEAR_DTYPE)})")
     precision = args.precision_name = args.precision

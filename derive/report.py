@@ -3,7 +3,7 @@
 :class:`Request` holds what is asked (validated when made: a ValueError names
 the field); :func:`figures` substitutes the model's sizes into derive's proven
 expressions; :func:`render_text` and :func:`render_json` print them. The
-command line (``derive`` / ``python -m derive.report``) is ``derive.cli``.
+command line (``derive`` / ``derive report``) is ``derive.cli``.
 """
 from __future__ import annotations
 
@@ -272,20 +272,3 @@ def render_json(reports: Sequence[tuple[Model, Sequence[Figure]]],
 
 
 __all__ = ["PROFILES", "Figure", "Request", "figures", "render_json", "render_text"]
-
-
-def __getattr__(name: str) -> object:
-    """``derive.report.main`` / ``run`` still resolve: the command line lives in ``derive.cli``."""
-    if name in ("main", "run"):
-        from derive import cli
-
-        return getattr(cli, name)
-    raise AttributeError(f"module 'derive.report' has no attribute {name!r}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    from derive.cli import main
-
-    sys.exit(main())

@@ -17,7 +17,6 @@ from functools import lru_cache
 
 import sympy as sp
 
-from derive import megatron_moe
 from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes, moe_layer_activations,
                                      first_stage_parameters, moe_first_stage_activation_bytes)
 from derive.accounts.state import FP8_PRECISIONS, PRECISIONS, fp8_resident_bytes
@@ -25,6 +24,8 @@ from derive.architectures.gemms import flops
 from derive.architectures.moe_model import active_parameters, model_gemms, model_parameters
 from derive.architectures.saved_moe import PROFILES
 from derive.inputs import choose, positive_int
+from derive.megatron.flops import flops_per_token
+from derive.megatron.tables import moe_reading
 from derive.moe_presets import MoEModel
 from derive.recipes import fp8_weight_counts
 from derive.symbols import D, E, a, b, d, e, f_E, g, p, s, t, t_E
@@ -115,8 +116,7 @@ def _moe_model_parts(features, single_stage: bool) -> dict[str, sp.Expr]:
     """The figures of the parameter table: counts, the first stage's share and states, FLOPs per token."""
     table = model_parameters(features)
     stage = first_stage_parameters(table, single_stage)
-    latent = None if features.attention == "gqa" else features.attention == "mla"
-    megatron = megatron_moe.flops_per_token(latent, features.last_moe, features.shared, False)
+    megatron = flops_per_token(moe_reading(features), False)
     if not features.mtp:
         megatron = megatron.xreplace({D: 0})
     return {

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from derive.check import main as check_main
-from derive.cli import SHAPE_OPTIONS
+from derive.options.report import SHAPE_OPTIONS
 from derive.cli import main as report_main
 from derive.comm import main as comm_main
 from derive.hf import published_config, published_names

@@ -148,7 +148,7 @@ def test_units_scale_both_ways(capsys):
 
 def test_a_full_disk_is_one_line():
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "derive.report", "--model", "8b"],
+        result = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "8b"],
                                 stdout=full, stderr=subprocess.PIPE, text=True)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [

@@ -185,7 +185,7 @@ def test_transformer_engine_memory_example_by_hand():
 
 
 def test_cli_takes_the_fp8_precisions():
-    out = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b", "--precision",
+    out = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b", "--precision",
                           "mxfp8", "--json"], capture_output=True, text=True, check=True)
     figures = json.loads(out.stdout)["llama3-70b"]
     assert figures["fp8_parameters"]["value"] == N8
@@ -193,7 +193,7 @@ def test_cli_takes_the_fp8_precisions():
 
 
 def test_report_shows_the_fp8_copies_and_the_fp8_layer():
-    out = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b", "--precision",
+    out = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b", "--precision",
                           "fp8-current", "--profile", "llama-fused", "--json"],
                          capture_output=True, text=True, check=True)
     figures = json.loads(out.stdout)["llama3-70b"]
@@ -204,11 +204,11 @@ def test_report_shows_the_fp8_copies_and_the_fp8_layer():
     fp8 = 3 * sbh + s * b * F
     logsumexp = 4 * b * a * s
     assert figures["activations.per_layer_fp8"]["value"] == bf16 + fp8 + 16 + logsumexp
-    text = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b", "--precision",
+    text = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b", "--precision",
                            "fp8-current", "--profile", "llama-fused"],
                           capture_output=True, text=True, check=True).stdout
     assert "560 layer matrices quantised" in text and "fp8-current's quantised linear inputs" in text
-    plain = subprocess.run([sys.executable, "-m", "derive.report", "--model", "70b"],
+    plain = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b"],
                            capture_output=True, text=True, check=True).stdout
     assert "quantised" not in plain and "FP8" not in plain
 

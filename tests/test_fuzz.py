@@ -35,7 +35,8 @@ from derive.accounts.activations import (
 from derive.accounts.budget import gpus_to_hold, usable_bytes
 from derive.accounts.flops import hfu, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes, state_bytes
-from derive.cli import SHAPE_OPTIONS, main
+from derive.cli import main
+from derive.options.report import SHAPE_OPTIONS
 from derive.presets import Model, model
 from derive.symbols import t
 from derive.hf import from_config, published_config, published_names

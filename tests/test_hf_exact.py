@@ -352,7 +352,7 @@ def test_the_moe_report_prints_what_transformers_keeps(tmp_path, experts):
      "--experts-implementation: only the MoE report"),
 ])
 def test_what_the_transformers_profiles_refuse_is_one_line(tmp_path, config, options, line):
-    from derive.cli import UsageError
+    from derive.options.messages import UsageError
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 8,
                                 "num_hidden_layers": 1, "vocab_size": 11,

@@ -2,7 +2,7 @@
 import sympy as sp
 
 from derive.identities import megatron as departures
-from derive.megatron import padded_vocab
+from derive.megatron.tables import padded_vocab
 from derive.presets import model
 from derive.symbols import BY_NAME, V, t
 

@@ -13,7 +13,7 @@ from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import MoEFeatures, model_gemms, model_parameters
 from derive.architectures.saved_moe import layer_saved_moe
-from derive.identities import moe as moe_identities
+from derive.identities import experts as expert_departures
 from derive.moe_presets import moe_model
 from derive.symbols import d, e, t, t_E
 
@@ -86,7 +86,7 @@ def test_states_per_gpu_reduce_to_megatron():
 
 def test_departures_are_sized_for_deepseek_and_mixtral():
     deepseek = moe_model("deepseek-v3")
-    sizes = moe_identities.sizes(deepseek.values, deepseek.features)
+    sizes = expert_departures.sizes(deepseek.values, deepseek.features)
     h, L, p_ = 7168, 61, 4
     latents = 7168 * 1536 + 1536 + 7168 * (512 + 64) + 512
     assert sizes["MLA down projections and latent norms divided by t"] == Fraction(L, p_) * latents * Fraction(7, 8)
@@ -94,7 +94,7 @@ def test_departures_are_sized_for_deepseek_and_mixtral():
     assert sizes["router GEMM not counted"] == 6 * 58 * 256 * h
     assert sizes["shared-expert gate GEMM not counted"] is None
     mixtral = moe_model("mixtral-8x7b")
-    sizes = moe_identities.sizes(mixtral.values, mixtral.features)
+    sizes = expert_departures.sizes(mixtral.values, mixtral.features)
     assert sizes["router GEMM not counted"] == 6 * 32 * 8 * 4096
     assert sizes["MTP block counted on the first stage"] is None
     assert sizes["activation estimators ignore MoE (GQA layer)"] > 0

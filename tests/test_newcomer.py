@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from derive.__main__ import COMMANDS, main
-from derive.cli import UsageError
+from derive.options.messages import UsageError
 from derive.hf import published_names
 from derive.moe_presets import MOE_MODELS
 from derive.presets import ALIASES, MODELS
@@ -235,7 +235,7 @@ def applied_or_refused(module: str, base: list[str], option: str, values: list[s
 
 
 def test_every_report_option_is_tried():
-    parser = importlib.import_module("derive.cli").build_parser()
+    parser = importlib.import_module("derive.options.report").build_parser()
     options = {action.option_strings[-1] for action in parser._actions if action.option_strings} - {"--help", "--model"}
     assert options == set(REPORT_OPTIONS)
 
@@ -337,8 +337,8 @@ def test_install_renderers_checks_for_root_first():
 
 
 def test_every_layout_option_is_tried():
-    from derive.options import add_layout_options
-    from derive.cli import OneLineParser
+    from derive.options.layout import add_layout_options
+    from derive.inputs import OneLineParser
     parser = OneLineParser()
     add_layout_options(parser)
     options = {action.option_strings[-1] for action in parser._actions if action.option_strings} - {"--help"}

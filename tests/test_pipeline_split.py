@@ -162,7 +162,7 @@ def test_the_planner_judges_the_405b_paper_layout_on_its_middle_rank():
     # derive plan --model 405b --gpus 16384 --tokens 16777216 --seq 8192 --fit high: the paper's
     # layout without recompute is over the H100's usable high end on rank 1 (8 layers, every chunk
     # of the step in flight), not on rank 0 (7 layers); with full recompute it fits
-    from derive.plan import plan
+    from derive.planning.search import plan
     result = plan(replace(model("405b"), seq=8192), 16384, 16_777_216, fit="high")
     c = result.columns
     paper = ((c["t"] == 8) & (c["p"] == 16) & (c["v"] == 8) & (c["c"] == 1) & (c["d"] == 128)

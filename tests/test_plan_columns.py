@@ -7,7 +7,7 @@ import pytest
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.prediction import ledger_rows, predict, predict_columns, template_rows
 from derive.parallelism import Parallelism
-from derive.plan import SYSTEM_NAMES, layout_parallelism, plan
+from derive.planning.search import SYSTEM_NAMES, layout_parallelism, plan
 from derive.presets import model
 from derive.systems import system
 

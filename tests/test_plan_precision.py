@@ -17,8 +17,9 @@ from derive.accounts.allocator import allocated_bytes
 from derive.accounts.prediction import predict
 from derive.cli import run as report_run
 from derive.parallelism import Parallelism
-from derive.plan import layout_parallelism, main, plan
-from derive.predict import memory_per_gpu
+from derive.plan import main
+from derive.planning.search import layout_parallelism, plan
+from derive.planning.memory import memory_per_gpu
 from derive.presets import model
 from derive.systems import system
 

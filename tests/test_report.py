@@ -10,7 +10,7 @@ import pytest
 
 
 def derive(*args):
-    return subprocess.run([sys.executable, "-m", "derive.report", *args],
+    return subprocess.run([sys.executable, "-m", "derive", "report", *args],
                           capture_output=True, text=True)
 
 
@@ -137,13 +137,13 @@ def test_hardware_budget_uses_the_low_end_of_the_usable_range():
 
 
 def _readme_examples():
-    """(command, printed output) for every `$ python -m derive.report` run shown in docs/reference.md."""
+    """(command, printed output) for every `$ python -m derive report` run shown in docs/reference.md."""
     readme = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
     for block in re.findall(r"```console\n(.*?)```", readme, flags=re.S):
         for run in re.split(r"(?m)^(?=\$ )", block):
-            if run.startswith("$ python -m derive.report"):
+            if run.startswith("$ python -m derive report "):
                 command, _, output = run.partition("\n")
-                yield shlex.split(command[2:])[3:], output.rstrip("\n")
+                yield shlex.split(command[2:])[4:], output.rstrip("\n")
 
 
 def test_readme_examples_are_what_the_report_prints():

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from derive.plan import MAX_VIRTUAL, plan
+from derive.planning.search import MAX_VIRTUAL, plan
 from derive.presets import model
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.

@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import compiled, megatron, stage_accounts, state_columns, sweep
+from derive import compiled, stage_accounts, state_columns, sweep
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
 from derive.architectures.families import parameter_count
+from derive.megatron.activations import activation_bytes
+from derive.megatron.tables import Reading, padded_vocab
+from derive.megatron.weights import weight_and_optimizer_bytes
 from derive.printing.python import arguments, exact_function
 from derive.presets import MODELS, hardware
 from derive.symbols import BY_NAME, N, V, h, m, p, t, v
@@ -38,13 +41,13 @@ def _exact(expr: sp.Expr, row: dict[str, int]) -> sp.Rational:
 
 
 EXPRESSIONS = {
-    "padded vocabulary (ceiling)": megatron.padded_vocab(V),
+    "padded vocabulary (ceiling)": padded_vocab(V),
     "Megatron first-stage activations, 1F1B capped by m (Min)":
-        megatron.activation_bytes(True, False, False, True),
+        activation_bytes(True, False, False, True),
     "Megatron activations without SP, interleaved, x 21/20":
-        megatron.activation_bytes(False, False, True, False),
+        activation_bytes(False, False, True, False),
     "Megatron weights + distributed optimizer (/ p t d)":
-        megatron.weight_and_optimizer_bytes(True, "RMSNorm", True, False, True),
+        weight_and_optimizer_bytes(Reading(), False, True),
     "most loaded rank (Piecewise in p and v, Max, ceilings)":
         stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"],
     "first stage, interleaved, GPT with scores":
@@ -85,12 +88,12 @@ def test_values_beyond_int64_fall_back_to_float64():
 
 
 def test_compile_is_cached_per_expression():
-    expr = megatron.padded_vocab(V)
-    assert compiled.compile(expr) is compiled.compile(megatron.padded_vocab(V))
+    expr = padded_vocab(V)
+    assert compiled.compile(expr) is compiled.compile(padded_vocab(V))
 
 
 def test_compile_names_a_missing_or_bad_symbol():
-    function = compiled.compile(megatron.padded_vocab(V))
+    function = compiled.compile(padded_vocab(V))
     with pytest.raises(ValueError, match="^t: needed"):
         function(V=np.array([50257]))
     with pytest.raises(ValueError, match="^t: must be positive"):
@@ -101,7 +104,7 @@ def test_compile_names_a_missing_or_bad_symbol():
 
 def test_padded_vocabulary_by_hand():
     # GPT-2's 50257 tokens padded to 128 t: 50304 at t = 1, 50432 at t = 2 (197 x 256), 51200 at t = 8.
-    got = compiled.compile(megatron.padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
+    got = compiled.compile(padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
     assert got.tolist() == [50304, 50432, 51200] and got.dtype == np.int64
 
 

@@ -23,7 +23,7 @@ from derive.hf import from_config, published_config, published_names, read_shape
 from derive.hf_families import DENSE
 from derive.render.__main__ import ROOT
 from derive.render.page_config import PASTED
-from derive.render.page_messages import cli_message
+from cli_lines import cli_message
 from derive.render.web import (
     CALCULATOR,
     FORMULAS,
@@ -141,9 +141,59 @@ def test_the_page_data_cannot_close_its_script_tag():
         inline_script("let a = '</script>';")
 
 
-def test_cli_messages_come_from_the_cli():
-    assert cli_message(["--micro-batch", "zq"], {"text": "'zq'"}) == \
-        "argument --micro-batch: must be a positive integer up to 2^53, got {text}"
+#: (where the page keeps a message, the argv derive report refuses with it, the values marked): every
+#: source of the page's lines (the message table, argparse, Request, Model, figures, derive.hf, the MoE report).
+PAGE_LINES = [
+    (("fields", "micro-batch", "syntax"), ["--micro-batch=zq"], {"text": "'zq'"}),
+    (("fields", "tp", "range"), ["--tp=-7"], {"text": "'-7'"}),
+    (("fields", "zero", "range"), ["--zero=77"], {"text": "'77'"}),
+    (("fields", "mfu", "range"), ["--mfu=7"], {"text": "'7'"}),
+    (("fields", "step-time", "syntax"), ["--step-time=zq"], {"text": "'zq'"}),
+    (("fields", "profile", "unknown"), ["--profile=zq"], {"text": "'zq'"}),
+    (("fields", "moe-profile", "unknown"), ["--moe-profile=zq"], {"text": "'zq'"}),
+    (("fields", "precision", "unknown"), ["--precision=zq"], {"text": "'zq'"}),
+    (("fields", "optimizer", "unknown"), ["--optimizer=zq"], {"text": "'zq'"}),
+    (("fields", "model", "unknown"), ["--model=zq"], {"text": "'zq'"}),
+    (("fields", "gpu", "unknown"), ["--gpu=zq"], {"text": "'zq'"}),
+    *((("fields", "budget", failure), [f"--budget={text}"], {"text": repr(text)}) for failure, text in
+      {"syntax": "zq", "range": "0GB", "small": "0.0001KB", "large": "9007199254740.993KB"}.items()),
+    (("fields", "budget", "hardware"), ["--budget=h200"], {"name": "h200"}),
+    (("fields", "peak", "unknown"), ["--peak=zq"], {"text": "'zq'"}),
+    (("fields", "peak", "range"), ["--peak=-7"], {"text": "'-7'"}),
+    (("fields", "peak", "overflow"), ["--model=llama3-8b", "--peak=5e-324"], {"key": "time.one_sequence"}),
+    (("fields", "tokens", "alone"), ["--tokens=8"], {}),
+    (("fields", "zero", "alone"), ["--zero=2"], {"zero": "2"}),
+    (("fields", "kv-heads", "no_gqa"), ["--model=gpt3-1.3b", "--kv-heads=1"], {"name": "gpt3-1.3b"}),
+    (("fields", "layers", "parameters"), ["--layers=1099511627776", "--hidden=8", "--heads=1", "--ffn=8", "--vocab=8"], {}),
+    (("fields", "seq", "parameters"), ["--model=1.3b", "--seq=1125899906842624"], {}),
+    (("fields", "micro-batch", "activations"), ["--model=llama3-8b", "--micro-batch=1000000000000"],
+     {"key": "activations.per_layer_fused"}),
+    (("fields", "kv-heads", "divides"), ["--layers=2", "--hidden=1022117", "--heads=1009", "--kv-heads=1013",
+                                         "--ffn=5", "--vocab=9"], {"kv-heads": "1013", "heads": "1009"}),
+    (("fields", "vocab", "required"), ["--layers=8", "--hidden=8", "--heads=8", "--ffn=8"], {}),
+    (("moe", "refused", "zero"), ["--model=mixtral-8x7b", "--zero=1"], {}),
+    (("moe", "dense_only", "etp"), ["--model=llama3-8b", "--etp=2"], {}),
+    (("moe", "divides", "world"), ["--model=deepseek-v3", "--ep=4", "--dp=3"], {"divisor": "4", "dividend": "3"}),
+    (("moe", "precision"), ["--model=mixtral-8x7b", "--precision=zq"], {"text": "'zq'"}),
+    (("moe", "fp8_profile"), ["--model=mixtral-8x7b", "--precision=mxfp8", "--moe-profile=eager"],
+     {"precision": "mxfp8", "profile": "eager"}),
+    (("refused_models", "gpt-oss-120b"), ["--model=gpt-oss-120b"], {}),
+]
+
+
+@pytest.mark.parametrize("where, argv, marked", PAGE_LINES, ids=lambda x: "-".join(x) if isinstance(x, tuple) else None)
+def test_the_page_says_what_the_cli_says(where, argv, marked):
+    # the page's lines come from derive.options.messages and the library, not from running the CLI: each
+    # must still be derive report's own line for the same input, its values marked
+    data = calculator_data()[1]
+    fields = {field["option"]: field["messages"] for field in data["fields"]}
+    found = {"fields": fields, "moe": data["moe"]["messages"], "refused_models": data["moe"]["refused_models"]}
+    for key in where:
+        found = found[key]
+    assert found == cli_message(argv, marked)
+
+
+def test_the_cli_line_helper_refuses_a_report():
     with pytest.raises(ValueError, match="not one error line"):
         cli_message(["--model", "8b"], {})
     data = calculator_data()[1]

@@ -1,6 +1,6 @@
 """formulas/index.html in a real browser: Debian's chromium, headless, driven by Selenium.
 
-Every figure the page shows must equal ``python -m derive.report --json`` to 1e-12,
+Every figure the page shows must equal ``python -m derive report --json`` to 1e-12,
 for configurations loaded by link and typed into the form; bad input shows the
 CLI's own line; hostile links run nothing and inject nothing; the page makes no
 network request. chromium and chromium-driver come from apt (tests/install_renderers.sh).
@@ -20,8 +20,8 @@ from conftest import missing_tool
 
 from derive.hf import published_config
 from derive.render.page_config import PASTED
-from derive.render.page_messages import cli_message
-from derive.report import run
+from cli_lines import cli_message
+from derive.cli import run
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
 pytestmark = pytest.mark.xdist_group("web_browser")
@@ -97,7 +97,7 @@ HOSTILE = [
 
 
 def cli_json(options: dict[str, str]) -> dict[str, float]:
-    """What ``python -m derive.report --json`` says for ``options`` (the one model's figures)."""
+    """What ``python -m derive report --json`` says for ``options`` (the one model's figures)."""
     argv = [word for option, text in options.items() for word in (f"--{option}", text)]
     report = json.loads(run([*argv, "--json"]))
     (figures,) = report.values()

@@ -11,7 +11,7 @@ from test_web_browser import browser, calculator, cli_error, errors, open_page, 
 
 from derive.names import model_names
 from derive.render.page_models import page_names
-from derive.report import run
+from derive.cli import run
 
 pytestmark = pytest.mark.xdist_group("web_browser")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.state import resident_bytes
+from derive.accounts.state import bytes_per_parameter
 from derive.symbols import L, L_E, d, e, p, t, t_E
 from derive.tensors import Ledger, Tensor
 
@@ -47,10 +47,10 @@ def model_parallel_share(table: Ledger, duplicated_latents: bool = True) -> Ledg
 
 def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = "adam",
                        zero_stage: int = 0) -> sp.Expr:
-    """Resident state bytes of a rank's ``table`` share under ZeRO: experts over EDP ranks, the rest over d."""
+    """Resident state bytes of a rank's ``table`` share under ZeRO: experts over EDP ranks, the rest over d (none: dense)."""
     experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
-    return sp.expand(resident_bytes(precision, optimizer, zero_stage, d, others)
-                     + resident_bytes(precision, optimizer, zero_stage, EXPERT_DATA_PARALLEL, experts))
+    return sp.expand(others * bytes_per_parameter(precision, optimizer, zero_stage, d)
+                     + experts * bytes_per_parameter(precision, optimizer, zero_stage, EXPERT_DATA_PARALLEL))
 
 
 def moe_layer_activations(profile: str, features, moe: bool = True, tensor_parallel: sp.Expr = t,

@@ -5,7 +5,7 @@ from typing import Callable
 
 import sympy as sp
 
-from derive import megatron
+from derive.megatron import activations as megatron_activations
 from derive.accounts.activations import layer_activation_bytes, layer_activations
 from derive.accounts.flops import flops_per_token, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes, state_bytes
@@ -91,7 +91,7 @@ def per_sbh(expr: sp.Expr) -> sp.Expr:
 
 
 #: Megatron's per-layer bytes on one rank (SP + selective, t = 1): sbh(18 + 4f/h).
-MEGATRON_LAYER = layer_activation_bytes(**megatron.MEGATRON_LAYER)
+MEGATRON_LAYER = layer_activation_bytes(**megatron_activations.MEGATRON_LAYER)
 SCORES = layer_activations("gpt").where("score_matrix").bytes()
 MATERIALISED = layer_activation_bytes("gpt", softmax_statistics=False).subs(FFN_4H)
 

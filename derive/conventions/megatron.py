@@ -14,7 +14,8 @@ import sympy as sp
 from derive.accounts.flops import Number
 from derive.accounts.state import bytes_per_parameter
 from derive.inputs import choose
-from derive.symbols import L, V, a, d, f, g, h, k, s
+from derive.symbols import (D, L, L_E, V, a, d, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v,
+                            r_kv, r_q, s)
 
 #: megatron/training/theoretical_memory_usage.py compute_activation_memory_without_sp:
 #: overhead_factor = 1.05 ("buffer for optimizer and miscellaneous temporaries").
@@ -49,3 +50,18 @@ def megatron(family: str = "llama") -> sp.Expr:
     """Megatron's count per token for one unpacked sequence of s tokens (sum of s_i^2 / tokens = s)."""
     llama = choose("family", family, ("llama", "gpt")) == "llama"
     return megatron_num_floating_point_operations(1, s, swiglu=llama, query_groups=g if llama else a)
+
+
+def megatron_moe_flops(shared: bool, latent: bool, mtp: bool) -> sp.Expr:
+    """megatron/training/training.py num_floating_point_operations (transformer_flops, MoE, MLA, MTP, core_v0.18.0), per token."""
+    layers_ = L + (D if mtp else 0)
+    dense, moe = L - L_E, L_E + (D if mtp else 0)             # the MTP layer is MoE (last layer's type)
+    mlp = 3 * 2 * h * (3 * f * dense + 3 * f_E * k_E * moe + (3 * f_S * moe if shared else 0))
+    if latent:
+        attention = (r_q * (h + a * (k_nope + k_rope) + 1) + r_kv * (h + a * (k_nope + k_v) + 1)
+                     + h * k_rope + a * k_v * h + s * a * (k_nope + k_rope) / 2 + s * a * k_v / 2)
+    else:
+        attention = 2 * h * a * k + 2 * h * g * k + a * k * s
+    extra = (3 * 2 * D * (3 * h + 2 * h * h)) if mtp else 0
+    logits = 3 * 2 * h * V * (1 + (D if mtp else 0))
+    return sp.expand(mlp + 3 * 2 * layers_ * attention + extra + logits)

@@ -1,4 +1,4 @@
-"""FLOPs: 6 N_GEMM, the attention s^2 term, the published conventions, recompute and HFU = 4/3 MFU."""
+"""FLOPs: 6 N_GEMM, the attention s^2 term, the published conventions, recompute, HFU = 4/3 MFU, MoE and MLA."""
 from __future__ import annotations
 
 import sympy as sp
@@ -12,6 +12,8 @@ from derive.accounts.flops import (
 )
 from derive.architectures.families import gemm_parameter_count, model_gemms, parameter_count
 from derive.architectures.gemms import attention_score_gemms, flops
+from derive.architectures.moe_model import MoEFeatures, active_parameters
+from derive.architectures.moe_model import model_gemms as moe_model_gemms
 from derive.conventions import (
     kaplan_forward,
     megatron,
@@ -23,7 +25,9 @@ from derive.conventions import (
     six_n_gemm,
 )
 from derive.identities import identity
-from derive.symbols import N_GEMM, B, F, G, L, N, P, Q, R, T, V, a, f, g, h, k, s
+from derive.identities.experts import GQA, MLA_MTP
+from derive.identities.experts import TOPIC as EXPERTS
+from derive.symbols import N_GEMM, B, D, F, G, L, N, P, Q, R, T, V, a, f, g, h, k, k_nope, k_rope, k_v, s
 from derive.tensors import Ledger
 
 TOPIC = "FLOPs"
@@ -313,3 +317,34 @@ def full_factor() -> sp.Expr:
           assumptions=LLAMA_GEMMS + ("the output head's forward is not re-run, so the factor is below 4/3",))
 def full_layers_factor() -> sp.Expr:
     return recompute_factor("full-layers", "llama", "causal")
+
+
+N_active_GEMM = sp.Symbol("N_active_GEMM", positive=True, integer=True)
+
+
+# ---- Mixture of Experts: 6 N_active_GEMM + the score term ----
+
+def _active_gemm(features: MoEFeatures) -> sp.Expr:
+    return active_parameters(features).where("gemm").numel()
+
+
+@identity("MoE (GQA) causal FLOPs per token = 6 N_active_GEMM + 6Lsak", topic=EXPERTS,
+          claim=6 * N_active_GEMM + 6 * L * s * a * k, where={N_active_GEMM: _active_gemm(GQA)},
+          source="the article, section 6.2 (6N + 6Lsh), with N the active GEMM parameters",
+          assumptions=("K of E experts per token; router GEMM [h, E] counted",
+                       "causal mask: s/2 keys per query; heads of width k"))
+def moe_gqa_flops() -> sp.Expr:
+    return flops(moe_model_gemms(GQA))
+
+
+@identity("MLA + MTP causal FLOPs per token = 6 N_active_GEMM + 6DhV + 3(L + D)sa(k_nope + k_rope + k_v)",
+          topic=EXPERTS,
+          claim=(6 * N_active_GEMM + 6 * D * h * V
+                 + 3 * (L + D) * s * a * (k_nope + k_rope + k_v)),
+          where={N_active_GEMM: _active_gemm(MLA_MTP)},
+          source="the article, section 6.2; DeepSeek-V3 report, section 2.2 (each MTP module "
+                 "runs the shared output head)",
+          assumptions=("QK^T of width k_nope + k_rope, PV of width k_v per head, causal",
+                       "D MTP modules: a layer each and one more h x V logit GEMM"))
+def mla_mtp_flops() -> sp.Expr:
+    return flops(moe_model_gemms(MLA_MTP))

@@ -15,21 +15,30 @@ from typing import Callable
 
 import sympy as sp
 
-from derive import megatron
 from derive.accounts.activations import (
     layer_activation_bytes,
     logits_bytes,
     output_edge,
     sharded,
 )
+from derive.accounts.experts import model_parallel_share
 from derive.architectures.families import gpt_edges, gpt_layer, llama_edges
 from derive.architectures.saved import llama_layer_saved
+from derive.architectures.moe_model import MoEFeatures
 from derive.conventions.megatron import (
     distributed_optimizer_bytes_per_parameter,
+    megatron_moe_flops,
     megatron_num_floating_point_operations,
 )
 from derive.identities import Sided, identity
-from derive.symbols import FFN_4H, L, V, a, b, d, f, h, k, m, p, s, t, v
+from derive.identities.experts import FLOPS as EXPERT_FLOPS
+from derive.identities.experts import GQA
+from derive.identities.experts import TOPIC as EXPERTS
+from derive.megatron.activations import MEGATRON_LAYER, activation_bytes, output_rows
+from derive.megatron.flops import BATCH_TOKENS, SQUARED_LENGTHS, batch_flops, flops_per_token
+from derive.megatron.tables import Reading, edges, layer, moe_reading, padded_vocab
+from derive.megatron.weights import first_stage
+from derive.symbols import D, FFN_4H, L, V, a, b, d, f, g, h, k, m, p, s, t, v
 from derive.tensors import Ledger
 
 TOPIC = "Megatron departures (weights)"
@@ -41,30 +50,30 @@ GPT_SHAPE = {k: h / a, f: 4 * h}
 
 def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
     """The derived first of p > 1 stages on one TP rank: L/p layers and the input embedding."""
-    return megatron.tensor_parallel_share(layer.times(L / p) + embedding)
+    return model_parallel_share(layer.times(L / p) + embedding, duplicated_latents=False)
 
 
 def megatron_linear_biases() -> tuple[sp.Expr, sp.Expr]:
-    """(Megatron, derived) parameters of one GPT layer: Megatron counts no linear bias."""
-    return megatron.layer(False, "LayerNorm").numel(), gpt_layer(head_dim=k).numel()
+    """(Megatron, derived) parameters of one GPT layer: Megatron counts no linear bias (MHA: g = a)."""
+    counted = layer(Reading(swiglu=False, normalization="LayerNorm")).numel().subs(g, a)
+    return counted, gpt_layer(head_dim=k).numel()
 
 
 def megatron_positions() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) tied GPT edges: Megatron counts no learned position embedding."""
-    return megatron.edges(False, "LayerNorm").numel(), gpt_edges().numel()
+    return edges(Reading(untied=False, normalization="LayerNorm")).numel(), gpt_edges().numel()
 
 
 def megatron_padded_vocabulary() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) untied Llama edges: Megatron's V is padded to a multiple of 128 t."""
-    counted = megatron.edges(True, "RMSNorm").numel()
-    return counted.subs(V, megatron.padded_vocab(V)), llama_edges().numel()
+    counted = edges(Reading()).numel()
+    return counted.subs(V, padded_vocab(V)), llama_edges().numel()
 
 
 def megatron_final_norm() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) first of p > 1 Llama stages: Megatron adds 1/p of the final norm."""
-    counted = megatron.first_stage(True, "RMSNorm", True, single_stage=False).numel()
-    edges = megatron.edges(True, "RMSNorm")
-    derived = _first_stage(megatron.layer(True, "RMSNorm"), edges.where("embedding")).numel()
+    counted = first_stage(Reading(), single_stage=False).numel()
+    derived = _first_stage(layer(Reading()), edges(Reading()).where("embedding")).numel()
     return counted, derived
 
 
@@ -84,7 +93,7 @@ def megatron_fp16_distributed_bytes() -> tuple[sp.Expr, sp.Expr]:
 
 def _megatron_layer(sequence_parallel: bool) -> sp.Expr:
     """Megatron's per-layer bytes on one TP rank: the GPT table, scores dropped (selective)."""
-    return layer_activation_bytes(**megatron.MEGATRON_LAYER, tensor_parallel=t,
+    return layer_activation_bytes(**MEGATRON_LAYER, tensor_parallel=t,
                                   sequence_parallel=sequence_parallel)
 
 
@@ -117,18 +126,18 @@ def megatron_without_sp_f() -> tuple[sp.Expr, sp.Expr]:
 
 def megatron_sp_logits() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) logits per GPU at p = 1: the SP function keeps only the fp32 copy."""
-    return megatron.output_rows(True).where("logits").bytes(), logits_bytes(t)
+    return output_rows(True).where("logits").bytes(), logits_bytes(t)
 
 
 def megatron_without_sp_logits() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) logits per GPU at p = 1: the without-SP function keeps only the bf16 logits."""
-    return megatron.output_rows(False).where("logits").bytes(), logits_bytes(t)
+    return output_rows(False).where("logits").bytes(), logits_bytes(t)
 
 
 def megatron_without_sp_final_norm() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) output edge without SP: the final norm's input is not counted."""
     derived = output_edge(t, False).without("logits").bytes()
-    return megatron.output_rows(False).without("logits").bytes(), derived
+    return output_rows(False).without("logits").bytes(), derived
 
 
 def megatron_full_recompute() -> tuple[sp.Expr, sp.Expr]:
@@ -252,7 +261,7 @@ ESTIMATORS = "Megatron estimators (derive.megatron)"
 
 
 def _flops_identity(swiglu: bool, gated: bool) -> None:
-    tokens, squares = megatron.BATCH_TOKENS, megatron.SQUARED_LENGTHS
+    tokens, squares = BATCH_TOKENS, SQUARED_LENGTHS
     layer = ("SwiGLU" if swiglu else "GELU") + (", output gate" if gated else "")
 
     @identity(f"Megatron FLOPs of a batch, {layer}: GEMM table = training.py", topic=ESTIMATORS,
@@ -265,7 +274,7 @@ def _flops_identity(swiglu: bool, gated: bool) -> None:
                            "GQA: g groups of width k; causal scores over s/2 keys",
                            "V is the padded vocabulary"))
     def derived() -> sp.Expr:
-        return megatron.batch_flops(swiglu, gated)
+        return batch_flops(Reading(swiglu=swiglu), gated)
 
 
 for _swiglu in (False, True):
@@ -281,14 +290,14 @@ _OUTPUT_SP = 4 * s * b * h * (1 + V / h)
           source=MEMORY + " compute_activation_memory",
           assumptions=("first stage, p > 1, num_microbatches not given",))
 def megatron_sp_first_stage() -> sp.Expr:
-    return megatron.activation_bytes(True, False, False, False)
+    return activation_bytes(True, False, False, False)
 
 
 @identity("Megatron compute_activation_memory, one stage: adds 4sbh(1 + V/h)/t", topic=ESTIMATORS,
           claim=(L * s * b * h * (18 + 4 * f / h) + _EMBEDDING + _OUTPUT_SP).subs(p, 1) / t,
           source=MEMORY + " compute_activation_memory", assumptions=("p = 1",))
 def megatron_sp_single_stage() -> sp.Expr:
-    return megatron.activation_bytes(True, True, False, False).subs(p, 1)
+    return activation_bytes(True, True, False, False).subs(p, 1)
 
 
 @identity("Megatron compute_activation_memory, interleaved: times 1 + (p - 1)/(p v)",
@@ -297,7 +306,7 @@ def megatron_sp_single_stage() -> sp.Expr:
           source=MEMORY + " compute_activation_memory (interleaved_schedule_memory_penalty)",
           assumptions=("v model chunks per rank, p > 1",))
 def megatron_sp_interleaved() -> sp.Expr:
-    return megatron.activation_bytes(True, False, True, False)
+    return activation_bytes(True, False, True, False)
 
 
 @identity("Megatron compute_activation_memory_without_sp, one stage: "
@@ -306,7 +315,7 @@ def megatron_sp_interleaved() -> sp.Expr:
                                          + 2 * (s * b * V / t + s * b * h)),
           source=MEMORY + " compute_activation_memory_without_sp", assumptions=("p = 1",))
 def megatron_without_sp_single_stage() -> sp.Expr:
-    return megatron.activation_bytes(False, True, False, False).subs(p, 1)
+    return activation_bytes(False, True, False, False).subs(p, 1)
 
 
 @identity("Megatron compute_activation_memory_without_sp, m < p micro-batches: times m/p",
@@ -315,4 +324,22 @@ def megatron_without_sp_single_stage() -> sp.Expr:
           source=MEMORY + " compute_activation_memory_without_sp (min(1, num_microbatches / p))",
           assumptions=("1F1B, p > 1", "m < p micro-batches in the step"))
 def megatron_without_sp_few_micro_batches() -> sp.Expr:
-    return megatron.activation_bytes(False, False, False, True).xreplace({sp.Min(m, p): m})  # m < p
+    return activation_bytes(False, False, False, True).xreplace({sp.Min(m, p): m})  # m < p
+
+
+# ---- Mixture of Experts: the Megatron-convention FLOPs are training.py's closed forms ----
+
+@identity("Megatron FLOPs per token, MoE + GQA: table = training.py", topic=EXPERTS,
+          claim=megatron_moe_flops(False, False, False), source=EXPERT_FLOPS, where={D: 0},
+          assumptions=("top-k routed experts of width f_E, no router, no shared expert",
+                       "causal scores over s/2 keys", "no MTP (D = 0)"))
+def megatron_moe_gqa_flops() -> sp.Expr:
+    return flops_per_token(moe_reading(GQA), False)
+
+
+@identity("Megatron FLOPs per token, MoE + MLA + MTP: table = training.py", topic=EXPERTS,
+          claim=megatron_moe_flops(True, True, True), source=EXPERT_FLOPS,
+          assumptions=("shared expert, query latent, D MTP modules of MoE type",
+                       "latent and MTP norms priced at 6 per parameter"))
+def megatron_moe_mla_flops() -> sp.Expr:
+    return flops_per_token(moe_reading(MoEFeatures("mla", shared=True)), False)

@@ -1,11 +1,17 @@
-"""Parameter counts: the article's Llama formula, the GPT 12Lh^2 form, N_GEMM."""
+"""Parameter counts: the article's Llama formula, the GPT 12Lh^2 form, N_GEMM, MoE layers, MLA, active parameters."""
 from __future__ import annotations
 
 import sympy as sp
 
 from derive.architectures.families import gemm_parameter_count, parameter_count
+from derive.architectures.mla import MLA, mla_attention
+from derive.architectures.moe_model import MoEFeatures, active_parameters, layer, model_parameters
 from derive.identities import identity
-from derive.symbols import L, V, a, f, g, h, h_kv, s
+from derive.identities.experts import GQA, MEMORY
+from derive.identities.experts import TOPIC as EXPERTS
+from derive.symbols import (E, L, L_E, N, V, a, f, f_E, f_S, g, h, h_kv, k, k_E, k_nope, k_rope, k_v, r_kv,
+                            r_q, s)
+from derive.tensors import Ledger
 
 TOPIC = "parameters"
 
@@ -81,3 +87,35 @@ def llama_n_gemm_12lh2() -> sp.Expr:
 )
 def llama3_n_gemm_not_12lh2() -> sp.Expr:
     return gemm_parameter_count("llama")
+
+
+# ---- Mixture of Experts and MLA: the tables against Megatron's per-layer closed forms ----
+
+@identity("MoE layer (GQA) = 2hak + 2hgk + 3Ehf_e + 3hf_s + 2h + hE (+ h gate)", topic=EXPERTS,
+          claim=2 * h * a * k + 2 * h * g * k + 3 * E * h * f_E + 3 * h * f_S + 2 * h + h * E + h,
+          source=MEMORY + " (num_parameters_in_transformer_layer_moe)",
+          assumptions=("RMSNorm, SwiGLU experts, no linear biases", "a shared expert of width f_S "
+                       "with Qwen2-MoE's sigmoid gate [h, 1]; router [h, E] without bias"))
+def moe_layer_parameters() -> sp.Expr:
+    return layer(MoEFeatures("gqa", shared=True, gate=True), moe=True).numel()
+
+
+@identity("MLA = r_q(h + a(k_nope + k_rope) + 1) + r_kv(h + a(k_nope + k_v) + 1) + h k_rope + a k_v h",
+          topic=EXPERTS,
+          claim=(r_q * (h + a * (k_nope + k_rope) + 1) + r_kv * (h + a * (k_nope + k_v) + 1) + h * k_rope
+                 + a * k_v * h),
+          source=MEMORY + " (self_attn_term, multi_latent_attention); DeepSeek-V2 report, section 2.1",
+          assumptions=("query latent r_q and key/value latent r_kv, each with an RMSNorm scale",
+                       "one rotary key of width k_rope shared by the a heads"))
+def mla_parameters() -> sp.Expr:
+    return Ledger(mla_attention(MLA())).numel()
+
+
+@identity("active parameters = N - L_E (E - k_E) 3h f_E", topic=EXPERTS,
+          claim=N - L_E * (E - k_E) * 3 * h * f_E, where={N: model_parameters(GQA).numel()},
+          source="Fedus et al. 2021 (Switch Transformer), section 2; DeepSeek-V3 report, section 1 "
+                 "(671B total, 37B activated)",
+          assumptions=("a token passes through k_E of the E routed experts of each MoE layer; "
+                       "everything else (router, shared experts, attention, edges) is active",))
+def active_is_n_minus_idle_experts() -> sp.Expr:
+    return active_parameters(GQA).numel()

@@ -1,7 +1,8 @@
-"""A pasted config.json on the page: the forms a dense family's config can take and the CLI's lines for it.
+"""A pasted config.json on the page: the forms a dense family's config can take and the report's lines for it.
 
 The page reads a pasted config with derive.hf's family tables (templates/html/config.js); its
-failures are the CLI's lines for ``--config pasted.json`` holding the same text.
+failures are the lines ``derive report --config pasted.json`` writes for the same text: derive.hf's
+ValueError as MESSAGES["config"] (derive.options.models.config_model), or the report's once read.
 """
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from derive.cli import DEFAULT_SEQ
 from derive.hf import published_config
 from derive.hf_families import DENSE
 from derive.hf_fields import Family
+from derive.options.messages import UsageError, option_line
+from derive.options.models import config_model
+from derive.options.report import DEFAULT_SEQ, report_fields
 from derive.presets import Model
-from derive.render.page_messages import cli_message
+from derive.render.page_messages import marked
+from derive.report import Request, figures
 
 #: The file a pasted config stands for: the page's messages are the CLI's for --config pasted.json.
 PASTED = "pasted.json"
@@ -25,28 +29,28 @@ SENTINEL_CONFIG: dict[str, object] = {
     "model_type": "llama", "_name_or_path": "zqname", "hidden_size": 1022117,
     "num_attention_heads": 1009, "num_key_value_heads": 1009, "num_hidden_layers": 2,
     "intermediate_size": 5, "vocab_size": 9, "max_position_embeddings": 16}
-#: A pasted config that fails one way -> (its text or JSON, extra argv, placeholders); the CLI's
-#: line for it becomes the page's message ({path}: the file's path, but in REPORT_TIME).
-CONFIG_SENTINELS: dict[str, tuple[object, list[str], dict[str, str]]] = {
-    "not_json": ("zq", [], {"detail": "Expecting value: line 1 column 1 (char 0)"}),
-    "not_object": ([], [], {}),
-    "model_type_missing": ({"hidden_size": 8}, [], {}),
-    "model_type_unknown": ({"model_type": "zq"}, [], {"value": "'zq'"}),
-    "missing": ({k: v for k, v in SENTINEL_CONFIG.items() if k != "vocab_size"}, [],
+#: A pasted config that fails one way -> (its text or JSON, the request's fields, placeholders); the
+#: report's line for it becomes the page's message ({path}: the file's path, but in REPORT_TIME).
+CONFIG_SENTINELS: dict[str, tuple[object, dict[str, object], dict[str, str]]] = {
+    "not_json": ("zq", {}, {"detail": "Expecting value: line 1 column 1 (char 0)"}),
+    "not_object": ([], {}, {}),
+    "model_type_missing": ({"hidden_size": 8}, {}, {}),
+    "model_type_unknown": ({"model_type": "zq"}, {}, {"value": "'zq'"}),
+    "missing": ({k: v for k, v in SENTINEL_CONFIG.items() if k != "vocab_size"}, {},
                 {"field": "vocab_size", "model_type": "llama"}),
-    "size": ({**SENTINEL_CONFIG, "vocab_size": "zq"}, [], {"field": "vocab_size", "value": "'zq'"}),
-    "flag": ({**SENTINEL_CONFIG, "mlp_bias": "zq"}, [], {"field": "mlp_bias", "value": "'zq'"}),
-    "divides": ({**SENTINEL_CONFIG, "num_key_value_heads": 1013}, [],
+    "size": ({**SENTINEL_CONFIG, "vocab_size": "zq"}, {}, {"field": "vocab_size", "value": "'zq'"}),
+    "flag": ({**SENTINEL_CONFIG, "mlp_bias": "zq"}, {}, {"field": "mlp_bias", "value": "'zq'"}),
+    "divides": ({**SENTINEL_CONFIG, "num_key_value_heads": 1013}, {},
                 {"field": "num_key_value_heads", "divisor": "1013", "other": "num_attention_heads",
                  "dividend": "1009"}),
-    "divides_head": ({**SENTINEL_CONFIG, "hidden_size": 1022118}, [],
+    "divides_head": ({**SENTINEL_CONFIG, "hidden_size": 1022118}, {},
                      {"field": "num_attention_heads", "divisor": "1009", "other": "hidden_size",
                       "dividend": "1022118"}),
     # the dense report refuses MoE / MLA layers (deepseek_v2: the CLI has no MoE report for it)
-    "dense_only": ({**published_config("deepseek-v2-lite"), "_name_or_path": "zqname"}, [],
+    "dense_only": ({**published_config("deepseek-v2-lite"), "_name_or_path": "zqname"}, {},
                    {"name": "zqname", "model_type": "deepseek_v2"}),
     # a Llama-only profile on another layer
-    "layer": ({**SENTINEL_CONFIG, "model_type": "gemma2"}, ["--profile=llama-hf-sdpa"],
+    "layer": ({**SENTINEL_CONFIG, "model_type": "gemma2"}, {"profile": "llama-hf-sdpa"},
               {"profile": "llama-hf-sdpa", "name": "zqname", "model_type": "gemma2"}),
 }
 
@@ -54,16 +58,27 @@ CONFIG_SENTINELS: dict[str, tuple[object, list[str], dict[str, str]]] = {
 REPORT_TIME = ("dense_only", "layer")
 
 
+def config_line(path: str, asked: dict[str, object]) -> str:
+    """The report's line for ``--config path`` asked ``asked`` (derive.report.Request's fields)."""
+    try:
+        figures(config_model(path), Request(**asked))
+    except UsageError as error:
+        return " ".join(str(error).split())
+    except ValueError as error:
+        return " ".join(option_line(error, report_fields(True)).split())
+    raise ValueError(f"config: {path} gave no error")
+
+
 def config_messages() -> dict[str, str]:
-    """The CLI's line for each CONFIG_SENTINELS failure of ``--config pasted.json``, placeholders marked."""
+    """The report's line for each CONFIG_SENTINELS failure of ``--config pasted.json``, placeholders marked."""
     messages = {}
     with tempfile.TemporaryDirectory() as folder:
         path = str(Path(folder) / PASTED)
-        for failure, (config, argv, placeholders) in CONFIG_SENTINELS.items():
+        for failure, (config, asked, placeholders) in CONFIG_SENTINELS.items():
             text = config if isinstance(config, str) else json.dumps(config)
             Path(path).write_text(text, encoding="utf-8")
             named = placeholders if failure in REPORT_TIME else {**placeholders, "path": path}
-            messages[failure] = cli_message([f"--config={path}", *argv], named)
+            messages[failure] = marked(config_line(path, asked), named)
     return messages
 
 

@@ -15,10 +15,12 @@ from typing import Callable
 import sympy as sp
 
 from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
-from derive.cli import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
+from derive.options.messages import template
+from derive.options.report import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
 from derive.moe_presets import MoEModel, load_moe_model
 from derive.names import is_moe, model_names, moe_source, named_model
 from derive.presets import ALIASES, MODELS, Model
+from derive.render.page_messages import dense_refusal, moe_line
 from derive.report_moe import DEFAULT_PROFILE as MOE_DEFAULT_PROFILE, MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
 from derive.symbols import E, L, L_E, a, b, d, e, g, k_E, p, s, t, t_E
 
@@ -52,10 +54,7 @@ MOE_LAYOUT: dict[str, sp.Symbol] = {"tp": t, "ep": e, "etp": t_E, "pp": p, "dp":
 FACTS: dict[str, sp.Symbol] = {"layers": L, "moe_layers": L_E, "experts": E, "active_experts": k_E}
 #: The MoE profile's option.
 MOE_PROFILE = "moe-profile"
-#: A valid text per dense-only option, to read the MoE report's refusal of it from the CLI.
-REFUSED_TEXT: dict[str, str] = {"optimizer": "adam", "profile": "article", "tokens": "8", "gpus": "8",
-                                "mfu": "0.5", "step_time": "9", "zero": "1", "budget": "80GB",
-                                "peak": "h100", "gpu": "h100"}
+
 
 
 def page_names() -> dict[str, str]:
@@ -134,25 +133,22 @@ def moe_divides(printed: Callable[[sp.Expr], dict[str, object]]) -> list[dict[st
             for failure, (option, divisor, _, dividend) in MOE_DIVIDES.items()]
 
 
-def moe_data(printed: Callable[[sp.Expr], dict[str, object]], message: Callable[..., str]) -> dict[str, object]:
-    """What the page needs for the MoE report: models, forms, formulas, rules and the CLI's lines."""
+def moe_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, object]:
+    """What the page needs for the MoE report: models, forms, formulas, rules and the report's lines."""
     models, forms = moe_models(), moe_forms()
     formulas, expressions = moe_formulas(printed)
     first = next(iter(models))
     refused = {field: FIELD_OPTIONS.get(field, "--" + field.replace("_", "-"))[2:] for field in DENSE_ONLY}
-    refusals = {}
-    for field, option in refused.items():
-        text = REFUSED_TEXT.get(field, "8")  # the shape options: a size
-        refusals[option] = message([f"--model={first}", f"--{option}={text}"], {})
-    divides = {failure: message([f"--model={name}", *argv], {"divisor": divisor, "dividend": dividend})
-               for failure, (name, argv, divisor, dividend) in MOE_SENTINELS.items()}
-    dense_only = {option[2:]: message(["--model=llama3-8b", f"{option}=2"], {}) for option in MOE_PARALLEL}
-    dense_only[MOE_PROFILE] = message(["--model=llama3-8b", f"--{MOE_PROFILE}={MOE_DEFAULT_PROFILE}"], {})
+    refusals = {option: template("dense_only", option=f"--{option}") for option in refused.values()}
+    divides = {failure: moe_line(name, layout, {"divisor": divisor, "dividend": dividend})
+               for failure, (name, layout, divisor, dividend) in MOE_SENTINELS.items()}
+    dense_only = {option[2:]: template("moe_only", option=option) for option in MOE_PARALLEL}
+    dense_only[MOE_PROFILE] = template("moe_only", option=f"--{MOE_PROFILE}")
     return {
         "models": {name: {"form": forms[name], "name": m.name,
                           "values": {symbol.name: value for symbol, value in _with_kv_heads(m.values).items()}}
                    for name, m in models.items()},
-        "refused_models": {name: message([f"--model={name}"], {}) for name, kind in page_names().items()
+        "refused_models": {name: dense_refusal(name) for name, kind in page_names().items()
                            if kind == "refused"},
         "formulas": formulas,
         "expressions": expressions,
@@ -167,9 +163,8 @@ def moe_data(printed: Callable[[sp.Expr], dict[str, object]], message: Callable[
         "messages": {
             "refused": refusals,
             "divides": divides,
-            "precision": message([f"--model={first}", "--precision=zq"], {"text": "'zq'"}),
-            "fp8_profile": message([f"--model={first}", "--precision=mxfp8", f"--{MOE_PROFILE}=eager"],
-                                   {"precision": "mxfp8", "profile": "eager"}),
+            "precision": moe_line(first, {}, {"text": "'zq'"}, precision="zq"),
+            "fp8_profile": moe_line(first, {}, {"precision": "mxfp8", "profile": "eager"}, "eager", "mxfp8"),
             "dense_only": dense_only,
         },
     }
@@ -180,11 +175,11 @@ def _with_kv_heads(values: dict[sp.Symbol, int]) -> dict[sp.Symbol, int]:
     return {g: values[a], **values}
 
 
-#: A model and argv breaking one MoE divisibility rule, with the divisor and dividend the CLI shows.
-MOE_SENTINELS: dict[str, tuple[str, list[str], str, str]] = {
-    "heads": ("deepseek-v3", ["--tp=3"], "3", "128"),
-    "kv_heads": ("mixtral-8x7b", ["--tp=16"], "16", "8"),
-    "experts": ("deepseek-v3", ["--ep=3"], "3", "256"),
-    "expert_width": ("deepseek-v3", ["--etp=3"], "3", "2048"),
-    "world": ("deepseek-v3", ["--ep=4", "--dp=3"], "4", "3"),
+#: A model and layout breaking one MoE divisibility rule, with the divisor and dividend the report shows.
+MOE_SENTINELS: dict[str, tuple[str, dict[str, int], str, str]] = {
+    "heads": ("deepseek-v3", {"tp": 3}, "3", "128"),
+    "kv_heads": ("mixtral-8x7b", {"tp": 16}, "16", "8"),
+    "experts": ("deepseek-v3", {"ep": 3}, "3", "256"),
+    "expert_width": ("deepseek-v3", {"etp": 3}, "3", "2048"),
+    "world": ("deepseek-v3", {"ep": 4, "dp": 3}, "4", "3"),
 }

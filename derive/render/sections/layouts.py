@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from derive.plan import COMMUNICATION, REASONS, Plan, plan
+from derive.planning.search import COMMUNICATION, REASONS, Plan, plan
 from derive.presets import model
 from derive.render.figures import PALETTE, Point, scatter_chart
 from derive.render.sheet import Cell, Column, Drawing, Section, Table, bytes_cell, int_cell, text_cell

@@ -5,7 +5,7 @@ import sympy as sp
 
 from derive.accounts.experts import REPLICATED, moe_layer_activations
 from derive.architectures.moe_model import layer
-from derive.identities.moe import DEPARTURES, LAYOUT, sizes
+from derive.identities.experts import DEPARTURES, LAYOUT, sizes
 from derive.moe_presets import MOE_MODELS, moe_model
 from derive.render.quantities import flop_cell
 from derive.render.sections.megatron import _size_cell

@@ -1,4 +1,4 @@
-"""The layout options every front end shares (``derive.comm``, ``derive.predict``): one parser group, one reader.
+"""The layout options the front ends share (``derive.comm``, ``derive.predict``): one parser group, one reader.
 
 ``add_layout_options(parser)`` adds --tp --pp --vp --cp --ep --etp --dp --gpus --micro-batch
 --global-batch --precision --zero --sequence-parallel --recompute --cp-comm --scatter-gather
@@ -11,12 +11,12 @@ names the option.
 from __future__ import annotations
 
 import argparse
-from fractions import Fraction
 
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
 from derive.accounts.state import PRECISIONS
-from derive.cli import POSITIVE, UsageError, _converter, _zero_stage, python_float
+from derive.options.messages import UsageError
+from derive.options.values import POSITIVE, POSITIVE_NUMBER, ZERO_STAGE
 from derive.parallelism import CP_COMMS, Parallelism
 from derive.presets import Model
 
@@ -29,14 +29,6 @@ LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": 
                   "capacity_factor": "--capacity-factor", "reshard_after_forward": "--no-reshard-after-forward",
                   "dp_shard": "--dp-shard", "sp_regather": "--no-sp-regather", "balanced": "--balanced",
                   "fp8_param_gather": "--fp8-param-gather"}
-
-
-def _positive_fraction(text: str) -> Fraction:
-    """A positive number below 2^53 (derive.cli's float syntax), read exactly."""
-    value = python_float(text)
-    if not 0 < value < 2**53:
-        raise ValueError(text)
-    return Fraction(text.strip().replace("_", ""))
 
 
 def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -52,7 +44,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--global-batch", type=POSITIVE,
                        help="sequences per step (default: one micro-batch per data-parallel rank)")
     group.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
-    group.add_argument("--zero", type=_converter(_zero_stage, "a ZeRO stage 0, 1, 2 or 3"), default=0,
+    group.add_argument("--zero", type=ZERO_STAGE, default=0,
                        help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP")
     group.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
     group.add_argument("--recompute", default="none", choices=list(RECOMPUTE_POLICIES))
@@ -61,7 +53,7 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--scatter-gather", action="store_true",
                        help="Narayanan et al. 2021 4.1: pipeline sends split over t")
     group.add_argument("--algorithm", default="ring", choices=list(ALGORITHMS))
-    group.add_argument("--capacity-factor", type=_converter(_positive_fraction, "a positive number"),
+    group.add_argument("--capacity-factor", type=POSITIVE_NUMBER,
                        help="MoE expert capacity factor (default: dropless)")
     group.add_argument("--dp-shard", type=POSITIVE,
                        help="HSDP: ZeRO-3 within groups of this many data-parallel ranks, replicated across")

@@ -1,0 +1,37 @@
+"""One layout's most loaded rank in bytes: :mod:`derive.sweep`'s accounts at a :class:`derive.parallelism.Parallelism`.
+
+derive.predict checks a layout against the GPU with it; derive.calibrate shows it for each held-out run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from derive.accounts.framework_placements import stage_placements
+from derive.accounts.state import PRECISIONS
+from derive.parallelism import Parallelism
+from derive.presets import Model
+from derive.sweep import evaluate
+
+
+def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
+    """The most loaded rank's bytes (derive.sweep: Megatron's placement at the stage, SP on); None for MoE.
+
+    ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params (derive.accounts.placement).
+    Under an FP8 precision the recipe's weight copies and FP8 linear inputs count (derive.sweep's ``recipe``,
+    with --fp8-param-gather's FP8 parameters).
+    """
+    if not entry.dense:
+        return None
+    profile = "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
+    arrays = {"s": np.array([entry.seq]), "b": np.array([layout.micro_batch]), "t": np.array([layout.tp]),
+              "p": np.array([layout.pp]), "v": np.array([layout.vp]),
+              # the distributed optimizer shards over the data-parallel group with context-parallel
+              # ranks (parallel_state.get_data_parallel_group(with_context_parallel=True)): d c ranks
+              "d": np.array([layout.dp * layout.cp]),
+              "c": np.array([layout.cp]), "m": np.array([layout.micro_batches])}
+    # balanced pipelines: each rank's exact layers (Parallelism.balanced; derive.plan does the same)
+    figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),
+                       placement_name=stage_placements("megatron")[layout.zero],
+                       attention_kernel="fused", balanced=layout.balanced,
+                       recipe=PRECISIONS[layout.precision].fp8, fp8_param_gather=layout.fp8_param_gather)
+    return float(figures["memory_per_gpu"][0])
