@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from derive.accounts.placement import stage_placements
+from derive.accounts.framework_placements import stage_placements
 from derive.accounts.state import PRECISIONS
 from derive.parallelism import Parallelism
 from derive.presets import Model
