@@ -21,7 +21,8 @@ from pathlib import Path
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
-from derive.hf import DENSE, published_config, published_names
+from derive.hf import published_config, published_names
+from derive.hf_families import DENSE
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "formulas" / "index.html"

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from derive.accounts.budget import DRIVER_CAPACITY
-from derive.accounts.placement import PLACEMENTS
+from derive.accounts.framework_placements import PLACEMENTS
 from derive.inputs import OneLineParser
 from derive.options.messages import UsageError, serve
 from derive.options.models import config_model, named

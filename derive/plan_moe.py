@@ -3,7 +3,7 @@
 The dense planner's space (:func:`derive.plan.layouts`: t dividing the query and kv heads, c
 dividing s up to ``max_context``, p v <= L with uneven stages, interleaving checked against m,
 b in 1, 2, 4, 8, recompute none / selective / full, ZeRO 0-3 as Megatron-LM's placements:
-:func:`derive.accounts.placement.stage_placements`) crossed with the expert axes: t also divides
+:func:`derive.accounts.framework_placements.stage_placements`) crossed with the expert axes: t also divides
 the dense FFN width f, the expert tensor-parallel size t_E is 1 or t (Megatron-Core's default when
 --expert-tensor-parallel-size is unset) and divides f_E, e divides the routed experts E and t_E e
 divides t c d (megatron/core/parallel_state.py initialize_model_parallel, expert RankGenerator;
@@ -40,7 +40,7 @@ from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
-from derive.accounts.placement import stage_placements
+from derive.accounts.framework_placements import stage_placements
 from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved_moe import eager_edges, fused_mtp
 from derive.hf import published_model
@@ -50,7 +50,9 @@ from derive.names import moe_model
 from derive.planning.rounding import _rounded
 from derive.planning.search import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _seconds,
                                     divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
-from derive.sweep import CONTEXT, STATE_RANKS, compile, placement_sharded
+from derive.compiled import compile
+from derive.stage_accounts import CONTEXT
+from derive.state_columns import STATE_RANKS, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, t, v
 from derive.tensors import Ledger
 
@@ -161,7 +163,7 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
 
 
 def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
-    """``expr`` compiled (derive.sweep.compile) at the columns it names."""
+    """``expr`` compiled (derive.compiled.compile) at the columns it names."""
     function = compile(expr)
     return function(**{name: values[name] for name in function.names})
 

@@ -21,7 +21,8 @@ from typing import Sequence
 from derive.accounts.budget import usable_low_end
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
-from derive.accounts.step import LINEAR_DTYPE, StepTime
+from derive.accounts.step import StepTime
+from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.inputs import OneLineParser
 from derive.model import Model
 from derive.options.messages import UsageError, serve, usage

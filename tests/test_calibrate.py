@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from derive.accounts.step import CALIBRATION, calibrated
-from derive.calibrate import calibration_runs, korthikanti_runs, render_text, report
+from derive.accounts.efficiency import CALIBRATION, calibrated
+from derive.calibrate import render_text
+from derive.calibration_fit import calibration_runs, korthikanti_runs, report
 
 
 def test_korthikanti_table5_within_target():

@@ -220,7 +220,7 @@ def test_unknown_document_is_one_stderr_line_and_exit_2():
 def test_large_segment_claim_reads_the_allocator_constant(monkeypatch, verdicts):
     # 20 MiB = 20 * 2^20 bytes: the allocator's kLargeBuffer, not a literal in the claim
     assert verdicts["5.3.large-segment-20-mib"].derived == 20
-    from derive.claims import article
+    from derive.claims import article_activations
 
-    monkeypatch.setattr(article, "K_LARGE_BUFFER", 21 * 2**20)
+    monkeypatch.setattr(article_activations, "K_LARGE_BUFFER", 21 * 2**20)
     assert evaluate(CLAIMS["5.3.large-segment-20-mib"]).status == "does not hold"

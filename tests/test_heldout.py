@@ -7,17 +7,17 @@ from dataclasses import replace
 import pytest
 
 from derive.accounts.prediction import predict
-from derive.accounts.step import CALIBRATION, calibrated
-from derive.calibrate import (
+from derive.accounts.efficiency import CALIBRATION, calibrated
+from derive.calibrate import main
+from derive.calibration_fit import calibration_runs
+from derive.heldout import (
     HELDOUT,
     HELDOUT_FILES,
     HELDOUT_MODELS,
     HELDOUT_PRECISIONS,
     HELDOUT_SYSTEMS,
-    calibration_runs,
     heldout_report,
     heldout_runs,
-    main,
 )
 from derive.names import named_model
 from derive.parallelism import Parallelism
@@ -340,7 +340,7 @@ def test_balanced_stages_where_megatron_accepts_no_other_split():
     # by v: Llama 3.1 405B (L = 126) at p = 8, v = 4 needs 128 / 32 = 4; at p = 8, v = 8, 128 / 64 = 2;
     # Qwen3-235B (L = 94) at p = 8, v = 2: 96 / 16 = 6; Llama 3 70B (80) at p 8, v 5 splits evenly;
     # DeepSeek-V3 (61) at p = 4, v = 4 neither (63 / 16): a custom layout, kept unbalanced
-    from derive.calibrate import megatron_needs_balanced
+    from derive.heldout import megatron_needs_balanced
     assert megatron_needs_balanced(126, 8, 4) and megatron_needs_balanced(126, 8, 8)
     assert megatron_needs_balanced(94, 8, 2) and megatron_needs_balanced(94, 4, 12)
     assert not megatron_needs_balanced(80, 8, 5) and not megatron_needs_balanced(61, 4, 4)

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from derive.cli import main
-from derive.hf import FAMILIES, from_config, published_config, published_model, published_names
+from derive.hf import from_config, published_config, published_model, published_names
+from derive.hf_families import FAMILIES
 from derive.presets import MODELS
 from derive.validate.hf import Case, compare
 

@@ -21,7 +21,7 @@ from derive.hf import from_config
 from derive.symbols import BY_NAME, a, b, h, k, s
 from derive.tensors import Ledger
 
-from derive.validate import hf_random
+from derive.validate import config_draws, hf_random
 
 
 def _bytes(rows, names, **values):
@@ -297,7 +297,7 @@ def test_drawn_shapes_are_exact_across_families():
     assert not result["failures"], result["failures"][:2]
     checks = sum(result["counts"].values())
     saved = sum(n for (family, check, _), n in result["counts"].items() if check != "parameters")
-    assert checks >= 2 * len(hf_random.FAMILIES) and saved >= 10
+    assert checks >= 2 * len(config_draws.FAMILIES) and saved >= 10
 
 
 @pytest.mark.parametrize("family, fields, implementation, batch, seq", [

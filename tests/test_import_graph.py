@@ -17,25 +17,29 @@ PACKAGE = Path(__file__).resolve().parents[1] / "derive"
 CHAIN: dict[str, tuple[str, ...]] = {
     # notation, element sizes, input checks, byte units, GPUs and their links (each number with its
     # source); every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node
-    # (derive.printing imports only the symbols)
-    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing"),
+    # (derive.printing imports only the symbols); expressions compiled to numpy (derive.compiled reads
+    # derive.printing.python only)
+    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing", "compiled"),
     # tensor ledgers and FP8 recipes as data (block shapes, scale dtypes, cached copies)
     "tables": ("tensors", "recipes"),
     # the layer's operations and their tables: parameters, GEMMs, saved tensors per profile
     "operations": ("architectures",),
-    # the model description: one Model for dense and MoE, the presets, Hugging Face configs, the
-    # names --model takes
-    "model": ("model", "presets", "configs", "hf", "names"),
-    # the accounts over a model and a training layout (t, p, v, c, e, d, ZeRO, batch)
-    "accounts": ("accounts", "views", "parallelism"),
+    # the model description: one Model for dense and MoE, the presets, Hugging Face configs (their
+    # fields, family tables and settings), the names --model takes
+    "model": ("model", "presets", "configs", "hf", "hf_fields", "hf_families", "hf_settings", "names"),
+    # the accounts over a model and a training layout (t, p, v, c, e, d, ZeRO, batch); a placement's
+    # states as integer columns and a layout's accounts per pipeline stage (the sweeps and plans read them)
+    "accounts": ("accounts", "views", "parallelism", "state_columns", "stage_accounts"),
     # the claim side: published and framework conventions, Megatron's estimators
     "conventions": ("conventions", "megatron"),
     "identities": ("identities",),
-    # published claims, and the report's figures as expressions over the accounts and conventions
-    "claims": ("claims", "formulas"),
+    # published claims, the report's figures as expressions over the accounts and conventions, and the
+    # step model's constants fitted on the published runs the claims hold
+    "claims": ("claims", "formulas", "calibration_fit"),
     # what the front ends print and search: the report and its printing, the verdicts' words, the
-    # compiled sweeps, the planner's library, the peers table
-    "reports": ("report", "report_text", "verdicts", "sweep", "planning", "plan_moe", "peers"),
+    # compiled sweeps, the planner's library, the peers table, the held-out published runs predicted
+    # (derive.heldout)
+    "reports": ("report", "report_text", "verdicts", "sweep", "planning", "plan_moe", "peers", "heldout"),
     # what every front end shares: number syntax, the message table, the option sets (derive.options)
     "options": ("options",),
     # the front ends, and the dispatcher that runs them by name (derive/__main__.py)
@@ -44,9 +48,9 @@ CHAIN: dict[str, tuple[str, ...]] = {
 LAYERS: dict[str, int] = {name: level for level, names in enumerate(CHAIN.values()) for name in names}
 #: The command-line front ends: none imports another (each reads derive.options and the library).
 FRONT_ENDS = CHAIN["front ends"][:-1]
-#: A front end's use of another's library part still being split out: the sheet's step-time section
-#: runs derive.calibrate's held-out check. The calibrate split (branch module-splits) removes it.
-LIBRARY_USES = {("render", "calibrate")}
+#: A front end's use of another's library part still being split out (none: the sheet's step-time
+#: section runs the held-out check of the library derive.heldout, not derive.calibrate).
+LIBRARY_USES: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:

@@ -2,14 +2,8 @@
 import sympy as sp
 
 from derive.accounts.host import GPUS_PER_NODE, host_peak_per_node
-from derive.accounts.placement import (
-    MODULE_PARAMS,
-    SUB_GROUP_SIZE,
-    ZERO3_DEFAULTS,
-    host_bytes,
-    placement_bytes,
-    transient_bytes,
-)
+from derive.accounts.framework_placements import MODULE_PARAMS, SUB_GROUP_SIZE, ZERO3_DEFAULTS
+from derive.accounts.placement import host_bytes, placement_bytes, transient_bytes
 from derive.presets import MODELS
 from derive.symbols import N, d
 from peers_reference import reference, unreproduced

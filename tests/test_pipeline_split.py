@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import sweep
+from derive import stage_accounts, sweep
 from derive.accounts.activations import layer_activations
-from derive.accounts.pipeline_split import chunk_contents, most_layers, rank_layers
+from derive.accounts.pipeline_split import chunk_contents, most_layers, rank_layers, stage_in_flight, stage_layers
 from derive.presets import model
 from derive.symbols import BY_NAME, L, m, p, v
 
@@ -69,8 +69,8 @@ def _peak_layers(layers_per_chunk: list[int], rank: int, pipeline: int, virtual:
 
 def _held(rank: str, at: dict) -> sp.Expr:
     """derive's held layer-micro-batches of ``rank``: in-flight chunks x its layers per chunk."""
-    layers = (L / (p * v)).xreplace(sweep.stage_layers(rank, True, activations=True))
-    return (sweep.stage_in_flight(rank) * layers).xreplace(at)
+    layers = (L / (p * v)).xreplace(stage_layers(rank, True, activations=True))
+    return (stage_in_flight(rank) * layers).xreplace(at)
 
 
 def test_held_layers_cover_the_simulated_schedule_and_equal_it_where_exact():
@@ -88,7 +88,7 @@ def test_held_layers_cover_the_simulated_schedule_and_equal_it_where_exact():
             simulated = _peak_layers(per, index, pipeline, virtual, micro)
             counted = _held(name, at)
             assert counted >= simulated, (name, pipeline, virtual, per_chunk, micro)
-            in_flight = sweep.stage_in_flight(name).xreplace(at)
+            in_flight = stage_in_flight(name).xreplace(at)
             if virtual == 1 or in_flight == micro * virtual or (name == "last" and micro == pipeline):
                 assert counted == simulated, (name, pipeline, virtual, per_chunk, micro)
                 exact += 1
@@ -131,7 +131,7 @@ def test_405b_paper_layout_every_rank_by_hand():
     last = (7 * LAYER + EMBEDDING + H) * STATE + 112 * per_layer + 8192 * (2 * 2 * H // 8 + 4 * VOCAB // 8)
     # rank 1: 8 layers, no edge, 2 x 14 + 7 x 16 + 1 >= 128 chunks in flight: all 16 x 8 held
     middle = 8 * LAYER * STATE + 16 * 8 * per_layer
-    terms = sweep.accounts(entry.architecture, "llama-fused", "none", "megatron", True, balanced=True)
+    terms = stage_accounts.accounts(entry.architecture, "llama-fused", "none", "megatron", True, balanced=True)
     columns = sweep.evaluate(entry, {k: np.array([x]) for k, x in LAYOUT.items()}, "none", 1,
                              names=("first_rank_bytes", "last_rank_bytes", "middle_rank_bytes", "memory_per_gpu"),
                              balanced=True)

@@ -2,13 +2,12 @@
 import pytest
 import sympy as sp
 
+from derive.accounts.framework_placements import PLACEMENTS, stage_placements
 from derive.accounts.placement import (
-    PLACEMENTS,
     placement_bytes,
     placement_bytes_per_parameter,
     placement_ledger,
     placement_table,
-    stage_placements,
     transient_bytes,
 )
 from derive.presets import MODELS

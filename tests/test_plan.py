@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import sweep
+from derive import stage_accounts, sweep
+from derive.accounts import pipeline_split
 from derive.accounts.activations import layer_activations
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.budget import usable_bytes
@@ -43,13 +44,13 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
     recompute, zero, balanced = str(row["recompute"]), int(row["zero"]), bool(row["balanced"])
     # ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params placements
     placed = {0: "megatron", 1: "megatron", 2: "megatron-fsdp-optim-grads", 3: "megatron-fsdp-optim-grads-params"}[zero]
-    terms = sweep.accounts(entry.family, "llama-fused", recompute, placed, bool(zero), balanced=balanced)
+    terms = stage_accounts.accounts(entry.family, "llama-fused", recompute, placed, bool(zero), balanced=balanced)
     values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
     at = {symbol: sp.Integer(value) for symbol, value in values.items()}
     pp, vv, mm = int(row["p"]), int(row["v"]), int(row["m"])
     if not balanced:
-        return _rank_memory(terms, "first", terms.columns()["memory_per_gpu"], sweep.STAGE_LAYERS,
-                            sweep.STAGE_LAYERS, placed, zero, recompute, at)
+        return _rank_memory(terms, "first", terms.columns()["memory_per_gpu"], pipeline_split.STAGE_LAYERS,
+                            pipeline_split.STAGE_LAYERS, placed, zero, recompute, at)
     per_chunk = -(-(entry.layers + 2) // (pp * vv))
     ranks = {"first": (0, vv * per_chunk - 1), "last": (pp - 1, vv * per_chunk - 1)}
     if pp > 2:
@@ -77,10 +78,10 @@ def _rank_memory(terms, rank, total, states, activations, placed, zero, recomput
     for buffer in placement_ledger(placed, bool(zero), d * c).where("resident"):  # dp x cp shards
         one = buffer.bytes.xreplace({N: stage}).xreplace(at)
         total += allocated_bytes(int(sp.ceiling(one - sp.Rational(1, 2)))) - one
-    chunks = sweep.stage_in_flight(rank).xreplace(at)
+    chunks = pipeline_split.stage_in_flight(rank).xreplace(at)
     held = (chunks * (L / (p * v)).xreplace(activations)).xreplace(at)
     for tensor in layer_activations("llama-fused", "fused", t, True, recompute):
-        one = tensor.bytes.xreplace(sweep.CONTEXT).xreplace(at)
+        one = tensor.bytes.xreplace(stage_accounts.CONTEXT).xreplace(at)
         total += held * (allocated_bytes(int(one)) - one)
     return total
 

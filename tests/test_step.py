@@ -16,7 +16,8 @@ from derive.accounts.roofline import (
     pass_seconds,
     wave_efficiency,
 )
-from derive.accounts.step import Efficiency, fp8_cast_bytes
+from derive.accounts.compute_time import fp8_cast_bytes
+from derive.accounts.efficiency import Efficiency
 from derive.recipes import RECIPES
 from derive.hf import published_model
 from derive.parallelism import Parallelism
@@ -103,7 +104,7 @@ def test_fp8_cast_bytes_of_a_layer_by_hand():
     # and down (f) once each, the output gradients of q, k, v, o, gate, up, down, and the weights / m;
     # the qkv and gate/up inputs come out of the fused norms (TELayerNormColumnParallelLinear): at 3 bytes
     # under current scaling (one BF16 read, one FP8 write on Blackwell), 2 x 33/32 under MXFP8
-    from derive.accounts.step import Layout
+    from derive.accounts.step_layout import Layout
     from derive.accounts.workload import workload
     work = workload(model("llama3-8b"))
     h, f, g, L, T, m = 4096, 14336, 1024, 32, 8192, 4
@@ -198,7 +199,7 @@ def test_a_faster_link_never_slows_the_step():
 
 
 def test_all_to_all_remote_share_by_hand():
-    from derive.accounts.step import remote_share
+    from derive.accounts.comm_time import remote_share
     # 64 expert ranks over 64 consecutive H100s: 8 in the rank's HGX board, 56 of 63 peers remote
     assert remote_share(64, 64, H100) == pytest.approx(56 / 63)
     # 8 ranks strided by t = 8 over 64 GPUs: one per board, every peer remote
@@ -254,7 +255,8 @@ def test_attention_kernel_by_family():
 def test_flash_attention_costs_only_its_flops_in_the_step():
     # Llama 3 8B at t = 1 on one H100, micro-batch 1 (s = 8192): per layer the two score GEMMs (QK^T, PV)
     # are 2 x 2 s^2 d a / 2 causal FLOPs forward, twice that backward; at eta x peak x waves
-    from derive.accounts.step import Layout, compute_per_micro_batch
+    from derive.accounts.compute_time import compute_per_micro_batch
+    from derive.accounts.step_layout import Layout
     from derive.accounts.workload import workload
     work = workload(model("llama3-8b"))
     lay = Layout(1, 1, 1, 1, 1, 1, 1, 1, 1, False, 0, "none", "bf16")
@@ -272,7 +274,9 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     # Qwen3-30B-A3B at e = 32 over 32 H100s (four HGX boards): the dispatch / combine leave the NVLink
     # domain, so the default rule (Megatron-Bridge's moe_a2a_overlap on H100) hides them behind one
     # micro-batch's GEMMs and element-wise work; at e = 8 (one board) they stay exposed
-    from derive.accounts.step import Layout, compute_per_micro_batch, ep_overlap_window
+    from derive.accounts.comm_time import ep_overlap_window
+    from derive.accounts.compute_time import compute_per_micro_batch
+    from derive.accounts.step_layout import Layout
     from derive.accounts.workload import workload
     entry = published_model("qwen3-30b-a3b", seq=4096)
     across = Parallelism(ep=32, dp=32, global_batch=64, zero=1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import sweep
+from derive import compiled, stage_accounts, state_columns, sweep
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
 from derive.architectures.families import parameter_count
@@ -49,7 +49,7 @@ EXPRESSIONS = {
     "Megatron weights + distributed optimizer (/ p t d)":
         weight_and_optimizer_bytes(Reading(), False, True),
     "most loaded rank (Piecewise in p and v, Max, ceilings)":
-        sweep.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"],
+        stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"],
     "first stage, interleaved, GPT with scores":
         first_stage_activation_bytes("gpt", "materialised", t, True, pipeline=p, virtual=v, micro_batches=m),
 }
@@ -60,7 +60,7 @@ def test_compile_equals_exact_substitution(name):
     expr = EXPRESSIONS[name]
     names = tuple(symbol.name for symbol in arguments(expr))
     draws = _draws(names, 200)
-    got = sweep.compile(expr)(**draws)
+    got = compiled.compile(expr)(**draws)
     for index in range(200):
         row = {key: int(values[index]) for key, values in draws.items()}
         want = _exact(expr, row)
@@ -74,7 +74,7 @@ def test_compile_equals_exact_substitution(name):
 
 def test_whole_values_stay_int64_and_exact():
     llama = {symbol.name: value for symbol, value in MODELS["llama3-70b"].values.items()}
-    count = sweep.compile(parameter_count("llama"))(**{k: np.array([v]) for k, v in llama.items()})
+    count = compiled.compile(parameter_count("llama"))(**{k: np.array([v]) for k, v in llama.items()})
     assert count.dtype == np.int64
     assert int(count[0]) == 70_553_706_496      # Llama 3 70B, 70.55 B parameters
 
@@ -82,18 +82,18 @@ def test_whole_values_stay_int64_and_exact():
 def test_values_beyond_int64_fall_back_to_float64():
     # 2^40 h^2 is beyond int64 at h = 2^20: the float path, still to float64 rounding.
     expr = 2**40 * h**2 + 3 * h
-    got = sweep.compile(expr)(h=np.array([2**20, 5]))
+    got = compiled.compile(expr)(h=np.array([2**20, 5]))
     assert got.dtype == np.float64
     assert got[0] == float(2**80 + 3 * 2**20) and got[1] == float(2**40 * 25 + 15)
 
 
 def test_compile_is_cached_per_expression():
     expr = padded_vocab(V)
-    assert sweep.compile(expr) is sweep.compile(padded_vocab(V))
+    assert compiled.compile(expr) is compiled.compile(padded_vocab(V))
 
 
 def test_compile_names_a_missing_or_bad_symbol():
-    function = sweep.compile(padded_vocab(V))
+    function = compiled.compile(padded_vocab(V))
     with pytest.raises(ValueError, match="^t: needed"):
         function(V=np.array([50257]))
     with pytest.raises(ValueError, match="^t: must be positive"):
@@ -104,7 +104,7 @@ def test_compile_names_a_missing_or_bad_symbol():
 
 def test_padded_vocabulary_by_hand():
     # GPT-2's 50257 tokens padded to 128 t: 50304 at t = 1, 50432 at t = 2 (197 x 256), 51200 at t = 8.
-    got = sweep.compile(padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
+    got = compiled.compile(padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
     assert got.tolist() == [50304, 50432, 51200] and got.dtype == np.int64
 
 
@@ -137,7 +137,7 @@ def test_grid_equals_the_per_configuration_path(grid):
     rows = RNG.choice(len(grid["t"]), size=25, replace=False)
     for row in rows:
         entry = MODELS[grid["model"][row]]
-        terms = sweep.accounts(entry.family, "llama-fused", str(grid["recompute"][row]), "megatron",
+        terms = stage_accounts.accounts(entry.family, "llama-fused", str(grid["recompute"][row]), "megatron",
                                bool(grid["zero"][row]))
         values = {**{symbol.name: value for symbol, value in entry.values.items()},
                   **{key: int(grid[key][row]) for key in ("s", "b", "t", "p", "v", "d", "c")},
@@ -188,19 +188,19 @@ def test_context_parallelism_refuses_score_matrices():
 
 
 def test_blocks_of_configurations_give_the_exact_values_across_block_edges():
-    """More than sweep.CHUNK configurations are evaluated block by block: every value as exact_function's."""
-    expr = sweep.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"]
-    count = 3 * sweep.CHUNK + 5
+    """More than compiled.CHUNK configurations are evaluated block by block: every value as exact_function's."""
+    expr = stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"]
+    count = 3 * compiled.CHUNK + 5
     rng = np.random.default_rng(28)
     values = {symbol.name: number for symbol, number in MODELS["llama3-70b"].values.items()}
     values.update(t=rng.choice([1, 2, 4, 8], count), p=rng.integers(1, 17, count),
                   v=rng.integers(1, 6, count), d=rng.integers(1, 257, count),
                   c=rng.choice([1, 2, 4, 8], count), b=rng.integers(1, 9, count),
                   m=rng.integers(1, 129, count))
-    got = sweep.compile(expr)(**values)
+    got = compiled.compile(expr)(**values)
     exact = exact_function(expr)
     names = [symbol.name for symbol in arguments(expr)]
-    edges = [0, sweep.CHUNK - 1, sweep.CHUNK, 2 * sweep.CHUNK + 1, count - 1]
+    edges = [0, compiled.CHUNK - 1, compiled.CHUNK, 2 * compiled.CHUNK + 1, count - 1]
     for index in edges + list(rng.integers(0, count, 20)):
         row = [values[name] if np.ndim(values[name]) == 0 else int(values[name][index]) for name in names]
         expected = exact(*row)
@@ -216,15 +216,15 @@ def test_state_columns_are_the_placements_bytes_per_parameter():
     # Megatron's bf16 recipe (docs/user-guide/features/dist_optimizer.md): 18 bytes whole; with the
     # distributed optimizer 2 (bf16 params) + 4 (fp32 grads) whole, 12 (fp32 master, two moments)
     # sharded; ZeRO-3 (ZeRO paper, 2 + 2 + 12 bytes of mixed-precision Adam) shards all 16.
-    assert sweep.state_columns("megatron", False) == {"N_bytes_whole": 18, "N_bytes_sharded": 0}
-    assert sweep.state_columns("megatron", True) == {"N_bytes_whole": 6, "N_bytes_sharded": 12}
-    assert sweep.state_columns("deepspeed-zero3", True) == {"N_bytes_whole": 0, "N_bytes_sharded": 16}
+    assert state_columns.state_columns("megatron", False) == {"N_bytes_whole": 18, "N_bytes_sharded": 0}
+    assert state_columns.state_columns("megatron", True) == {"N_bytes_whole": 6, "N_bytes_sharded": 12}
+    assert state_columns.state_columns("deepspeed-zero3", True) == {"N_bytes_whole": 0, "N_bytes_sharded": 16}
     # MXFP8 keeps one scale byte per 32 elements (N_8 / 32): not a whole multiple, its own expression
-    assert sweep.state_columns("megatron", True, "mxfp8") is None
+    assert state_columns.state_columns("megatron", True, "mxfp8") is None
 
 
 def test_a_state_column_may_be_zero_a_size_may_not():
-    function = sweep.compile(N * sweep.held_bytes(N))
+    function = compiled.compile(N * state_columns.held_bytes(N))
     got = function(N=np.array([1000, 1001]), N_bytes_whole=0, N_bytes_sharded=16, c=1, d=np.array([4, 8]))
     assert got.tolist() == [4000, 2002]
     with pytest.raises(ValueError, match="^d: must be positive"):
@@ -246,9 +246,9 @@ def test_evaluate_equals_the_placements_own_expressions(placement_name, zero, re
     for balanced in (False, True):
         got = sweep.evaluate(entry, layout, "selective", zero, placement_name=placement_name, names=names,
                              balanced=balanced, recipe=recipe)
-        own = sweep.accounts(entry.architecture, "llama-fused", "selective", placement_name, bool(zero),
+        own = stage_accounts.accounts(entry.architecture, "llama-fused", "selective", placement_name, bool(zero),
                              balanced=balanced, recipe=recipe)
         values = {**{symbol.name: value for symbol, value in entry.values.items()}, **layout}
         for name in names:
-            want = sweep.compile(own.column(name))(**values)
+            want = compiled.compile(own.column(name))(**values)
             assert np.array_equal(got[name], want), (name, balanced)

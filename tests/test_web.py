@@ -19,7 +19,8 @@ from conftest import missing_tool
 import sympy as sp
 
 from derive.formulas import REPORT_ONLY, exact, form
-from derive.hf import DENSE, from_config, published_config, published_names, read_shape
+from derive.hf import from_config, published_config, published_names, read_shape
+from derive.hf_families import DENSE
 from derive.render.__main__ import ROOT
 from derive.render.page_config import PASTED
 from cli_lines import cli_message

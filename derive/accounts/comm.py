@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.comm_rows import Collective, LayoutTerms, rows
+from derive.accounts.comm_row import Collective, LayoutTerms
+from derive.accounts.comm_rows import rows
 from derive.accounts.pipeline_split import most_layers
 from derive.architectures.decoder import Layout
 from derive.model import Model

@@ -1,21 +1,18 @@
 """The communication ledger's rows, built from the parameter, saved-tensor and state tables.
 
-One builder serves the numeric ledger (sizes as integers) and the symbolic one (t, p, d, ...);
-:mod:`derive.accounts.comm` calls it. Sources name the Megatron-LM / Transformer Engine / PyTorch
+One builder (derive.accounts.comm_row) serves the numeric ledger (sizes as integers) and the
+symbolic one (t, p, d, ...); :mod:`derive.accounts.comm` calls it. Here: the model-parallel rows
+(tensor, vocabulary, pipeline, context, expert parallel); the data-parallel ones are
+derive.accounts.comm_data_parallel's. Sources name the Megatron-LM / Transformer Engine / PyTorch
 function that issues each collective, or the paper section that counts it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Callable
 
-import sympy as sp
-
-from derive.accounts.collectives import sent_factor
-from derive.accounts.experts import model_parallel_share
-from derive.accounts.fp8_comm import fp8_tensor_count, gathered_parameters, routed_payload
-from derive.accounts.state import state_ledger
+from derive.accounts.comm_data_parallel import data_parallel, grad_bytes
+from derive.accounts.comm_row import MEGATRON_LINEAR, MEGATRON_TP, MOE_DISPATCH, TE_CP, Collective, LayoutTerms, RowBuilder
+from derive.accounts.fp8_comm import routed_payload
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.families import FAMILIES
 from derive.architectures.operations.edges import output_saved
@@ -23,85 +20,8 @@ from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD, STATISTICS
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.parallelism import Parallelism
-from derive import symbols
 from derive.symbols import k, k_E
 from derive.tensors import Ledger, Tensor
-
-MEGATRON_TP = "megatron/core/tensor_parallel/mappings.py"
-MEGATRON_LINEAR = "megatron/core/tensor_parallel/layers.py"
-MEGATRON_DDP = "megatron/core/distributed/param_and_grad_buffer.py"
-TE_CP = "transformer_engine/pytorch/attention (AttnFuncWithCPAndKVP2P / AttnFuncWithCPAndKVAllGather)"
-MOE_DISPATCH = "megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher"
-
-
-@dataclass(frozen=True)
-class Collective:
-    """One collective of a step: what it moves, over which group, how often, in which pass."""
-
-    name: str
-    tensor: str
-    collective: str
-    group: str
-    ranks: sp.Expr
-    payload: sp.Expr
-    sent: sp.Expr
-    received: sp.Expr
-    count: sp.Expr
-    pass_: str
-    overlap: str
-    source: str
-    algorithm: str = "ring"
-
-    @property
-    def sent_per_step(self) -> sp.Expr:
-        """Bytes one rank sends through this row in one step."""
-        return self.sent * self.count
-
-    def evaluated(self, at: Callable[[sp.Expr], sp.Expr]) -> "Collective":
-        """The row with ``at`` applied to every expression (a model's sizes substituted)."""
-        return replace(self, **{name: sp.sympify(at(getattr(self, name))) for name in
-                                ("ranks", "payload", "sent", "received", "count")})
-
-    def record(self) -> dict[str, object]:
-        """A JSON-ready row: numbers as int (or float when not whole), expressions as text."""
-        def value(expr: sp.Expr) -> object:
-            expr = sp.sympify(expr)
-            if expr.is_Integer:
-                return int(expr)
-            return float(expr) if expr.is_number else sp.sstr(expr)
-        return {"name": self.name, "tensor": self.tensor, "collective": self.collective,
-                "group": self.group, "ranks": value(self.ranks), "payload": value(self.payload),
-                "sent": value(self.sent), "received": value(self.received), "count": value(self.count),
-                "sent_per_step": value(self.sent_per_step), "pass": self.pass_,
-                "overlap": self.overlap, "algorithm": self.algorithm, "source": self.source}
-
-
-@dataclass(frozen=True)
-class LayoutTerms:
-    """The sizes a row is written in: numbers (a layout on a model) or symbols (identities)."""
-
-    t: sp.Expr
-    p: sp.Expr
-    v: sp.Expr
-    c: sp.Expr
-    d: sp.Expr
-    e: sp.Expr
-    t_E: sp.Expr
-    m: sp.Expr
-    dense_layers: sp.Expr
-    moe_layers: sp.Expr
-    capacity: sp.Expr | None
-    symbolic: bool = False
-    replicas: sp.Expr = sp.Integer(1)
-
-    def active(self, size: sp.Expr) -> bool:
-        """Whether a group of ``size`` ranks moves anything (a symbol may exceed 1)."""
-        return self.symbolic or sp.sympify(size) != 1
-
-    @property
-    def layers(self) -> sp.Expr:
-        """Layers on the rank."""
-        return self.dense_layers + self.moe_layers
 
 
 @lru_cache(maxsize=64)
@@ -114,11 +34,6 @@ def _tables(architecture: Layout | str) -> tuple[Ledger, Ledger | None, Ledger]:
     return layer_rows(architecture), moe, edge_rows(architecture)
 
 
-def _last_stage_edges(edges: Ledger) -> Ledger:
-    """What Megatron's last pipeline stage holds of the edges: final norm, output head (a tied copy)."""
-    return edges.filter(lambda w: w.has("output") or not (w.has("embedding") or w.has("position")))
-
-
 def _kv(architecture: Layout | str) -> Ledger:
     """K and V of one layer, one micro-batch, from the saved tables (Megatron + TE fused profile)."""
     if architecture == "gpt":
@@ -128,30 +43,10 @@ def _kv(architecture: Layout | str) -> Ledger:
     return Ledger([table["k"], table["v"]])
 
 
-class _Builder:
-    """Collects rows for one layout; ``add`` applies the algorithm's factor to the payload."""
-
-    def __init__(self, terms: LayoutTerms, layout: Parallelism) -> None:
-        self.terms, self.layout, self.found = terms, layout, []
-
-    def add(self, name: str, tensor: str, collective: str, group: str, ranks: sp.Expr,
-            payload: sp.Expr, count: sp.Expr, pass_: str, overlap: str, source: str) -> None:
-        payload, sent = _payload_sent(sp.sympify(payload), collective, sp.sympify(ranks), self.layout.algorithm)
-        self.found.append(Collective(name, tensor, collective, group, sp.sympify(ranks),
-                                     payload, sent, sent, sp.sympify(count), pass_,
-                                     overlap, source, self.layout.algorithm))
-
-
-@lru_cache(maxsize=4096)
-def _payload_sent(payload: sp.Expr, collective: str, ranks: sp.Expr, algorithm: str) -> tuple[sp.Expr, sp.Expr]:
-    """(payload, bytes one rank sends) expanded, once per row shape (the planner's ledgers repeat them)."""
-    return sp.expand(payload), sp.expand(payload * sent_factor(collective, ranks, algorithm))
-
-
 def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
          whole_model: bool) -> list[Collective]:
     """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge)."""
-    build = _Builder(terms, layout)
+    build = RowBuilder(terms, layout)
     dense_layer, moe_layer, edges = _tables(architecture)
     shared = moe_layer is None or len(moe_layer.where("shared_expert")) > 0
     _tensor_parallel(build, shared, whole_model)
@@ -159,7 +54,7 @@ def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
     _context_parallel(build, architecture)
     if moe_layer is not None:
         _expert_parallel(build)
-    _data_parallel(build, dense_layer, moe_layer, edges, whole_model)
+    data_parallel(build, dense_layer, moe_layer, edges, whole_model)
     return build.found
 
 
@@ -173,7 +68,7 @@ def _forward_passes(layout: Parallelism) -> tuple[str, ...]:
     return ("forward", "recompute") if layout.recompute == "full" else ("forward",)
 
 
-def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) -> None:
+def _tensor_parallel(build: RowBuilder, shared_expert: bool, whole_model: bool) -> None:
     """Megatron's f/g all-reduces, or SP's all-gather / reduce-scatter pairs; vocabulary-parallel edges."""
     terms, layout = build.terms, build.layout
     if not build.terms.active(terms.t):
@@ -223,7 +118,7 @@ def _tensor_parallel(build: _Builder, shared_expert: bool, whole_model: bool) ->
     _vocabulary_parallel(build, tensor, act, whole_model)
 
 
-def _vocabulary_parallel(build: _Builder, tensor: str, act: Tensor, whole_model: bool) -> None:
+def _vocabulary_parallel(build: RowBuilder, tensor: str, act: Tensor, whole_model: bool) -> None:
     """Embedding output reduced, head input gathered, cross entropy's three per-token all-reduces."""
     terms, layout = build.terms, build.layout
     micro = terms.m
@@ -253,7 +148,7 @@ def _vocabulary_parallel(build: _Builder, tensor: str, act: Tensor, whole_model:
               "(all-reduces of the max, the predicted logit and the sum of exponentials)")
 
 
-def _pipeline(build: _Builder, edges: Ledger) -> None:
+def _pipeline(build: RowBuilder, edges: Ledger) -> None:
     """Stage-boundary sends: activations forward, their gradients backward, v times per micro-batch."""
     terms, layout = build.terms, build.layout
     if not terms.active(terms.p):
@@ -274,13 +169,13 @@ def _pipeline(build: _Builder, edges: Ledger) -> None:
                   "Narayanan et al. 2021, 4.1: the received 1/t pieces all-gathered over NVLink")
     tied = edges.where("tied")
     if len(tied):
-        grads = _grad_bytes(Ledger(w.divided(terms.t) for w in tied), layout)
+        grads = grad_bytes(Ledger(w.divided(terms.t) for w in tied), layout)
         build.add("pp.embedding-grads.all-reduce", "tied embedding gradient", "all-reduce", "pp", 2, grads,
                   1, "backward", "none",
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_word_embedding_grads")
 
 
-def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
+def _context_parallel(build: RowBuilder, architecture: Layout | str) -> None:
     """Ring attention's K/V passes (p2p) or Llama 3's K/V all-gather, forward and backward."""
     terms, layout = build.terms, build.layout
     if not terms.active(terms.c):
@@ -311,7 +206,7 @@ def _context_parallel(build: _Builder, architecture: Layout | str) -> None:
               chunk * terms.c, per_step, "backward", "none", f"{TE_CP} backward: dK/dV reduce-scattered")
 
 
-def _expert_parallel(build: _Builder) -> None:
+def _expert_parallel(build: RowBuilder) -> None:
     """Dispatch and combine all-to-alls of the k_E routed copies; the expert-TP gather around the experts."""
     terms, layout = build.terms, build.layout
     # sequence parallel: s / (c t) tokens per rank; without it every tensor-parallel rank holds s / c
@@ -334,95 +229,3 @@ def _expert_parallel(build: _Builder) -> None:
             kind = "all-gather" if (step == "dispatch") == (pass_ != "backward") else "reduce-scatter"
             build.add(f"ep.{step}.{pass_}.etp.{kind}", tensor, kind, "tp", terms.t_E, gathered, per_step, pass_,
                       "none", f"{MOE_DISPATCH}: tokens gathered over the expert-TP group")
-
-
-def _grad_bytes(share: Ledger, layout: Parallelism) -> sp.Expr:
-    """Bytes of the gradients of ``share`` as the precision keeps them (fp32 main grads for bf16-fp32grad)."""
-    return _gradients(layout.precision, share.numel())
-
-
-@lru_cache(maxsize=1024)
-def _gradients(precision: str, numel: sp.Expr) -> sp.Expr:
-    """Bytes of the gradients of ``numel`` parameters under ``precision`` (derive.accounts.state's ledger)."""
-    return state_ledger(precision, "sgd", numel).where("grads", "resident").bytes()
-
-
-def _param_bytes(share: Ledger, tensors: sp.Expr, layout: Parallelism) -> sp.Expr:
-    """Bytes ZeRO-3 / the distributed optimizer gathers of ``share`` (``tensors`` quantised matrices on the rank).
-
-    The compute copy; the quantised matrices' FP8 copy and scales under Parallelism.fp8_param_gather
-    (derive.accounts.fp8_comm.gathered_parameters).
-    """
-    return _gathered_bytes(share, tensors, layout.precision, layout.fp8_param_gather)
-
-
-@lru_cache(maxsize=256)
-def _gathered_bytes(share: Ledger, tensors: sp.Expr, precision: str, fp8_param_gather: bool) -> sp.Expr:
-    """_param_bytes once per (ledger, tensors, precision, FP8 gather); the key holds the ledger, as above."""
-    return gathered_parameters(share, tensors, precision, fp8_param_gather).bytes()
-
-
-@lru_cache(maxsize=64)  # once per (terms, tables, whole_model): the shares depend on no flag of the layout
-def _rank_share(terms: LayoutTerms, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
-                whole_model: bool) -> tuple[tuple[Ledger, sp.Expr], tuple[Ledger, sp.Expr]]:
-    """((non-expert parameters, their quantised matrices n_8), (routed-expert ones, theirs)): t / t_E e shares."""
-    at = {symbols.t: terms.t, symbols.e: terms.e, symbols.t_E: terms.t_E}
-    held = edges if whole_model else _last_stage_edges(edges)
-    table = dense_layer.times(terms.dense_layers) + held
-    if moe_layer is not None:
-        table = table + moe_layer.times(terms.moe_layers)
-    share = model_parallel_share(table).map(lambda w: replace(w, count=w.count.xreplace(at)))
-    # quantised matrices per rank (one scale each under per-tensor scaling): experts over e
-    dense_n, experts_n = (sp.sympify(n).xreplace(at) for n in (
-        fp8_tensor_count(table.without("routed_expert")), fp8_tensor_count(table.where("routed_expert")) / symbols.e))
-    return (share.without("routed_expert"), dense_n), (share.where("routed_expert"), experts_n)
-
-
-def _data_parallel(build: _Builder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
-                   whole_model: bool) -> None:
-    """Gradient all-reduce, ZeRO-1/2 reduce-scatter + all-gather, ZeRO-3 / FSDP gathers; EDP for experts."""
-    terms, layout = build.terms, build.layout
-    (dense, dense_n), (experts, experts_n) = _rank_share(build.terms, dense_layer, moe_layer, edges, whole_model)
-    if layout.sequence_parallel and terms.active(terms.t):
-        norms = dense.filter(lambda w: w.has("norm") or w.has("router"))
-        build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
-                  "all-reduce", "tp", terms.t, _grad_bytes(norms, layout), 1, "backward", "none",
-                  "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")
-    groups = [("dp", terms.d * terms.c / terms.replicas, dense, dense_n)]
-    if moe_layer is not None:
-        groups.append(("edp", terms.t * terms.c * terms.d / (terms.t_E * terms.e * terms.replicas), experts, experts_n))
-    for group, ranks, share, tensors in groups:
-        if not terms.active(ranks) or not len(share):
-            continue
-        grads, params = _grad_bytes(share, layout), _param_bytes(share, tensors, layout)
-        what = "expert " if group == "edp" else ""
-        if layout.zero == 0:
-            build.add(f"{group}.grads.all-reduce", f"{what}gradients", "all-reduce", group, ranks, grads, 1,
-                      "backward", "backward", f"{MEGATRON_DDP} (bucketed, overlap_grad_reduce); "
-                      "torch/nn/parallel/distributed.py DDP")
-        elif layout.zero in (1, 2):
-            # ZeRO-2 has no whole gradient buffer to accumulate into: it reduces every micro-batch
-            per_step, source = ((1, f"{MEGATRON_DDP} (distributed optimizer)") if layout.zero == 1 else (
-                terms.m, "megatron/core/distributed/fsdp/mcore_fsdp_adapter.py ('optim_grads': reduce-scatter "
-                         "on all micro-batches); deepspeed/runtime/zero/stage_1_and_2.py (partition_gradients: "
-                         "reduced in every backward)"))
-            build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
-                      per_step, "backward", "backward", f"{source}; Rajbhandari et al. 2020, 7.2.1")
-            build.add(f"{group}.params.all-gather", f"{what}parameters", "all-gather", group, ranks, params, 1,
-                      "optimizer", "forward", "megatron/core/optimizer/distrib_optimizer.py (overlap_param_gather); "
-                      "Rajbhandari et al. 2020, 7.2.1")
-        else:
-            build.add(f"{group}.params.forward.all-gather", f"{what}parameters", "all-gather", group, ranks, params,
-                      terms.m, "forward", "forward",
-                      "torch/distributed/fsdp/_fully_shard (FSDP2 unshard per micro-batch); ZeRO 7.2.2")
-            if layout.reshard_after_forward:
-                build.add(f"{group}.params.backward.all-gather", f"{what}parameters", "all-gather", group, ranks,
-                          params, terms.m, "backward", "backward",
-                          "FSDP2 reshard_after_forward=True: gathered again for backward; ZeRO 7.2.2")
-            build.add(f"{group}.grads.reduce-scatter", f"{what}gradients", "reduce-scatter", group, ranks, grads,
-                      terms.m, "backward", "backward", "FSDP2 post-backward reduce-scatter; ZeRO 7.2.2")
-            if layout.dp_shard is not None and terms.active(terms.replicas):
-                build.add(f"{group}.grads.replicas.all-reduce", f"{what}gradient shard", "all-reduce", group,
-                          terms.replicas, grads / ranks, terms.m, "backward", "backward",
-                          "FSDP2 HSDP (fully_shard on a (replicate, shard) mesh): the reduce-scattered shard "
-                          "all-reduced across replicas")

@@ -39,7 +39,8 @@ from derive.architectures.saved import (gemma_layers_saved, gpt2_layer_saved, ll
                                         neox_layer_saved)
 from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
 from derive.inputs import choose
-from derive.hf import DENSE, from_config, load_config
+from derive.hf import from_config, load_config
+from derive.hf_families import DENSE
 from derive.model import MOE_FAMILIES, Model
 from derive.symbols import L, L_E, L_w, k, k_rope
 from derive.tensors import Ledger

@@ -2,7 +2,7 @@
 
 ZeRO-Offload and ZeRO-Infinity (Ren et al. 2021; Rajbhandari et al. 2021) keep the
 optimizer state, the fp32 gradients and optionally the bf16 parameters of each rank's
-partition in host memory (:data:`~derive.accounts.placement.OFFLOAD_PLACEMENTS`); a
+partition in host memory (:data:`~derive.accounts.framework_placements.OFFLOAD_PLACEMENTS`); a
 node's host holds the partitions of its G ranks. Before ``deepspeed.initialize``
 partitions anything, each process builds the model on the host in fp32 (the whole
 model, or one module at a time under ``deepspeed.zero.Init``). The host peak of a
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.placement import MODULE_PARAMS, host_bytes
+from derive.accounts.framework_placements import MODULE_PARAMS
+from derive.accounts.placement import host_bytes
 from derive.symbols import LATEX_NAMES, N
 from derive.tensors import Ledger, Tensor
 

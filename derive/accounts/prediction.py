@@ -4,7 +4,7 @@ The communication rows are the ledger's (``derive.accounts.comm.collectives``), 
 optimizer's bytes the state ledger's (``derive.accounts.state.bytes_per_parameter``),
 the GEMMs and saved bytes the workload's (``derive.accounts.workload``).
 FP8 recipes (``fp8-delayed``, ``fp8-current``, ``fp8-blockwise``, ``mxfp8``) run the
-linear layers at the FP8 peak (``derive.accounts.step.LINEAR_DTYPE``); where the state
+linear layers at the FP8 peak (``derive.accounts.step_layout.LINEAR_DTYPE``); where the state
 accounts do not know a recipe, its states and traffic are counted as Megatron's BF16
 mixed precision with FP32 gradients (``FP8_STATES``). ``predict_columns`` runs the same step
 model over numpy columns of layouts that share their flags (the planner's many layouts at once).
@@ -19,18 +19,13 @@ import numpy as np
 import sympy as sp
 
 from derive.accounts.comm import collectives
-from derive.accounts.comm_rows import LayoutTerms
+from derive.accounts.comm_row import LayoutTerms
 from derive.accounts.comm_rows import rows as comm_rows
 from derive.accounts.pipeline_split import most_layers
 from derive.accounts.state import PRECISIONS, bytes_per_parameter
-from derive.accounts.step import (
-    LINEAR_DTYPE,
-    STATE_PRECISION,
-    Efficiency,
-    Layout,
-    StepTime,
-    step_time,
-)
+from derive.accounts.efficiency import Efficiency
+from derive.accounts.step import StepTime, step_time
+from derive.accounts.step_layout import LINEAR_DTYPE, STATE_PRECISION, Layout
 from derive.accounts.workload import workload
 from derive.inputs import choose
 from derive.model import Model
@@ -66,7 +61,7 @@ class Row:
     count: float | np.ndarray
 
 
-#: The layout symbols a ledger template is written in (derive.accounts.comm_rows.LayoutTerms).
+#: The layout symbols a ledger template is written in (derive.accounts.comm_row.LayoutTerms).
 TEMPLATE_SIZES = (t, p, v, c, d, e, t_E, m, b)
 
 

@@ -86,7 +86,7 @@ def pass_seconds(m: Number, n: Number, k: Number, pass_: str, dtype: str, gpu: S
                  batch: Number = 1, on_chip: bool = False) -> Number:
     """Seconds of ``batch`` independent passes: max(FLOPs / peak, bytes / HBM bandwidth) / (eta x waves).
 
-    ``eta`` is the share of its roofline a GEMM kernel reaches (``derive.accounts.step.Efficiency``,
+    ``eta`` is the share of its roofline a GEMM kernel reaches (``derive.accounts.efficiency.Efficiency``,
     one per GPU generation); ``waves`` the share of tile slots its result fills, which idles SMs for
     its loads as for its math (``wave_efficiency``). ``on_chip``: a fused (flash) attention pass whose
     [s, s] score tile never reaches HBM (Dao et al. 2022, FlashAttention, section 3.1: tiling keeps

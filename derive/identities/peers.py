@@ -18,14 +18,13 @@ import sympy as sp
 
 from derive.accounts.activations import logits_bytes
 from derive.accounts.host import GPUS_PER_NODE, NODES, RANKS, host_peak_per_node
-from derive.accounts.placement import (
+from derive.accounts.framework_placements import (
     MAX_LIVE_PARAMETERS,
     MODULE_PARAMS,
     PREFETCH_BUCKET_SIZE,
     SUB_GROUP_SIZE,
-    placement_bytes,
-    placement_ledger,
 )
+from derive.accounts.placement import placement_bytes, placement_ledger
 from derive.architectures.families import (
     gpt_edges,
     gpt_layer,

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.accounts.placement import PLACEMENTS, placement_bytes, placement_ledger
+from derive.accounts.framework_placements import PLACEMENTS
+from derive.accounts.placement import placement_bytes, placement_ledger
 from derive.identities import identity
 from derive.symbols import L, N, d
 

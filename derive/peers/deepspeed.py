@@ -10,7 +10,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.host import GPUS_PER_NODE, NODES, RANKS
-from derive.accounts.placement import MODULE_PARAMS, placement_ledger
+from derive.accounts.framework_placements import MODULE_PARAMS
+from derive.accounts.placement import placement_ledger
 from derive.architectures.families import parameter_count
 from derive.identities.peers import (
     BUFFER_FACTOR,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from derive.accounts.placement import stage_placements
+from derive.accounts.framework_placements import stage_placements
 from derive.accounts.state import PRECISIONS
 from derive.model import Model
 from derive.parallelism import Parallelism

@@ -14,20 +14,11 @@ from derive.accounts.activations import layer_activations
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.placement import placement_ledger
 from derive.architectures.decoder import Layout
+from derive.accounts.pipeline_split import stage_in_flight, stage_layers
+from derive.compiled import Compiled, compile
 from derive.model import Model
-from derive.sweep import (
-    CONTEXT,
-    STATE_COUNTS,
-    STATE_RANKS,
-    Compiled,
-    compile,
-    held_bytes,
-    placement_sharded,
-    stage_counts,
-    stage_in_flight,
-    stage_layers,
-    state_split,
-)
+from derive.stage_accounts import CONTEXT, stage_counts
+from derive.state_columns import STATE_COUNTS, STATE_RANKS, held_bytes, placement_sharded, state_split
 from derive.symbols import L, p, t, v
 
 
@@ -47,9 +38,9 @@ def _stage_counts(architecture: str | Layout, balanced: bool, rank: str, fp8: bo
 
 @lru_cache(maxsize=None)
 def _buffers(placement_name: str, sharded: bool, recipe: str | None) -> tuple[tuple[sp.Expr, tuple | None, int], ...]:
-    """Each distinct resident buffer of the placement: its bytes, its derive.sweep.STATE_BYTES values, how many.
+    """Each distinct resident buffer of the placement: its bytes, its derive.state_columns.STATE_BYTES values, how many.
 
-    The values where the buffer is a whole multiple of one count (derive.sweep.state_split), else None.
+    The values where the buffer is a whole multiple of one count (derive.state_columns.state_split), else None.
     """
     ranks = sp.Dummy("ranks", positive=True, integer=True)
     split = placement_ledger(placement_name, sharded, ranks, recipe).where("resident")
@@ -67,8 +58,8 @@ def _buffer_sizes(architecture: str | Layout, placement_name: str, sharded: bool
                   recipe: str | None) -> tuple[tuple[Compiled, dict[str, int], int], ...]:
     """Each distinct resident buffer of the placement on ``rank``: its size compiled, the columns it takes, how many.
 
-    A buffer of whole multiples of one count is the counts' :func:`derive.sweep.held_bytes` at its own
-    derive.sweep.STATE_BYTES values (one expression for every such buffer); any other, its own expression.
+    A buffer of whole multiples of one count is the counts' :func:`derive.state_columns.held_bytes` at its own
+    derive.state_columns.STATE_BYTES values (one expression for every such buffer); any other, its own expression.
     """
     counts = _stage_counts(architecture, balanced, rank, recipe is not None)
     shared = compile(sum((count * held_bytes(symbol) for symbol, count in counts.items()), sp.Integer(0)))
@@ -98,7 +89,7 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     """Bytes the allocator adds on ``rank``: state buffers and every held activation, rounded up.
 
     Not balanced, the first stage's (it holds the most layers and chunks); balanced, ``rank``'s
-    (first, last or middle) at the layers it holds (derive.sweep.stage_layers). ``recipe``: an FP8
+    (first, last or middle) at the layers it holds (derive.accounts.pipeline_split.stage_layers). ``recipe``: an FP8
     recipe's weight copies are buffers too, its FP8 linear inputs held activations.
     """
     sharded = placement_sharded(zero, placement_name)

@@ -3,7 +3,7 @@
 The command line is ``derive plan`` (:mod:`derive.plan`); the formula sheet's layouts section runs :func:`plan` too.
 
 A layout is (t, p, v, c, d, b, recompute, ZeRO, balanced), ZeRO every stage the placement's
-framework offers (:func:`derive.accounts.placement.stage_placements`: Megatron's DDP, distributed
+framework offers (:func:`derive.accounts.framework_placements.stage_placements`: Megatron's DDP, distributed
 optimizer, Megatron-FSDP optim_grads and optim_grads_params), each with its placement's states: t divides the query and kv
 heads, c (context parallel, profiles without score matrices) divides s, t p c
 divides the GPUs (d = GPUs / (t p c)), p v <= L (uneven stages: the
@@ -29,7 +29,7 @@ apart (equal predicted times, e.g. c and b traded at equal tokens per GPU with t
 hidden under attention) share one rank; within it they are listed by lower memory per GPU, then
 smaller t, p, v, c, b, unbalanced first.
 Under an FP8 ``precision`` (a recipe of :mod:`derive.recipes`) the memory counts the recipe's
-weight copies and FP8 linear inputs (:func:`derive.sweep.accounts`' ``recipe``) and the step model
+weight copies and FP8 linear inputs (:func:`derive.stage_accounts.accounts`' ``recipe``) and the step model
 times the FP8 GEMMs. The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
 kept as the ``bound`` column. Dense models here; the MoE presets (``--model mixtral-8x7b``,
 ``qwen3-30b-a3b``, ``deepseek-v3``) go to :mod:`derive.plan_moe` (the e axis, expert accounts).
@@ -44,15 +44,16 @@ import numpy as np
 
 from derive.accounts.activations import RECOMPUTE_POLICIES, layer_activations
 from derive.accounts.budget import usable_bytes
-from derive.accounts.placement import stage_placements
+from derive.accounts.framework_placements import stage_placements
 from derive.accounts.prediction import predict_columns, tensor_cores
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
-from derive.accounts.step import LINEAR_DTYPE
+from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.inputs import choose, exact_count
 from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.planning.rounding import rounding_bytes
-from derive.sweep import accounts, evaluate
+from derive.stage_accounts import accounts
+from derive.sweep import evaluate
 from derive.symbols import L
 from derive.systems import system
 from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
@@ -76,7 +77,7 @@ FITS = {"low": "at or under the usable range's low end", "high": "at or under it
 TIE = 1e-9
 
 #: Precisions the planner takes: bf16 (the placement's own states) and the FP8 recipes the step model
-#: times (derive.accounts.step.LINEAR_DTYPE) whose states the accounts hold (derive.accounts.state).
+#: times (derive.accounts.step_layout.LINEAR_DTYPE) whose states the accounts hold (derive.accounts.state).
 PRECISIONS = ("bf16", *(name for name in LINEAR_DTYPE if name in STATE_PRECISIONS and STATE_PRECISIONS[name].fp8))
 
 #: Why a layout is left out, in the order the summary lists them.

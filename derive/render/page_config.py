@@ -12,7 +12,9 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from derive.hf import DENSE, Family, published_config
+from derive.hf import published_config
+from derive.hf_families import DENSE
+from derive.hf_fields import Family
 from derive.model import Model
 from derive.options.messages import UsageError, option_line
 from derive.options.models import config_model

@@ -22,7 +22,7 @@ from derive.systems import SYSTEMS
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
 from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
-from derive.hf import DENSE, FAMILIES
+from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.model import FIELD_SYMBOLS, Model
 from derive.presets import ALIASES, DENSE_MODELS, HARDWARE

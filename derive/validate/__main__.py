@@ -18,7 +18,7 @@ except ModuleNotFoundError as missing:
     sys.stderr.write(f"python -m derive.validate: error: {NO_TORCH}\n")
     sys.exit(2)
 Saved, measured_flops, saved_tensors = measure.Saved, measure.measured_flops, measure.saved_tensors
-from derive.validate import comm, hf_random  # noqa: E402
+from derive.validate import comm, config_draws  # noqa: E402
 from derive.validate.predicted import (  # noqa: E402
     HF_KINDS,
     KINDS,
@@ -180,7 +180,7 @@ def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None,
         return 0 if all(part["passed"] for part in out.values()) else 1
     results = hf.run()
     failed = sum(not r["passed"] for r in results)
-    drawn = hf_random.run(samples, seed, tuple(families or hf_random.FAMILIES),
+    drawn = hf_random.run(samples, seed, tuple(families or config_draws.FAMILIES),
                           report=(lambda line: None) if as_json else print)
     failed_draws = len(drawn["failures"])
     if as_json:
@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"--hf: random configs drawn per family (default {DEFAULT_SAMPLES})")
     parser.add_argument("--seed", type=int, default=0, help="--hf: the draws' random seed")
     parser.add_argument("--replay", metavar="JSON", help="--hf: rerun one printed draw")
-    parser.add_argument("--family", action="append", choices=hf_random.FAMILIES,
+    parser.add_argument("--family", action="append", choices=config_draws.FAMILIES,
                         help="--hf: draw only this family (repeatable; default every family)")
     args = parser.parse_args(argv)
     if args.samples < 1:

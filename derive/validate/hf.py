@@ -1,6 +1,6 @@
 """``python -m derive.validate --hf``: derive's parameter tables against transformers' own models, tensor by tensor.
 
-For every family derive reads (derive.hf.FAMILIES) the grid holds the config
+For every family derive reads (derive.hf_families.FAMILIES) the grid holds the config
 class defaults, at least one published config (derive/configs) and odd variants.
 transformers builds each with ``AutoModelForCausalLM.from_config`` on the meta
 device (no memory, no weights); its ``named_parameters()`` (tied weights once)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from derive.accounts.step import CALIBRATION, calibrated
-from derive.calibrate import heldout_report, heldout_runs
+from derive.accounts.efficiency import CALIBRATION, calibrated
+from derive.heldout import heldout_report, heldout_runs
 from derive.render.quantities import blank_cell, number_cell, percent_cell, seconds_cell
 from derive.render.sheet import Column, Section, Table, bytes_cell, int_cell, text_cell
 from derive.systems import SYSTEMS

@@ -1,0 +1,119 @@
+"""Seconds of the communication rows on their links, and what each overlap rule leaves exposed.
+
+Communication rows (``derive.accounts.comm``) cross the link their group spans at eta_network x its
+bandwidth plus a latency per ring step, and keep what their overlap rule leaves exposed
+(``derive.accounts.schedule``): per micro-batch for tp, cp, ep; per step for dp and pp.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from derive.accounts.efficiency import Efficiency
+from derive.accounts.schedule import exposed, last_bucket_share, span
+from derive.accounts.step_layout import Layout, Size, local_parameters
+from derive.accounts.workload import Workload
+from derive.systems import System
+
+#: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count. An
+#: all-to-all is one round of grouped sends and receives to every peer at once (NCCL's alltoall
+#: is ncclGroupStart / ncclSend / ncclRecv per peer / ncclGroupEnd).
+RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n - 1,
+              "all-gather": lambda n: n - 1, "all-to-all": lambda n: 1,
+              "send-recv": lambda n: 1, "broadcast": lambda n: n - 1}
+
+
+def remote_share(ranks: Size, group_span: Size, gpu: System) -> Any:
+    """Share of an all-to-all's bytes a rank sends to peers outside its NVLink domain (equal bytes to each peer).
+
+    The group's ``ranks`` are spread evenly over ``group_span`` consecutive GPUs; those of them in the
+    rank's own domain are reached over NVLink, the rest over the NIC.
+    """
+    local = np.maximum(1, ranks * gpu.nvlink_domain // group_span)
+    inside = (group_span <= gpu.nvlink_domain) | (ranks <= 1)
+    return np.where(inside, 0.0, (ranks - local) / np.where(inside, 1, ranks - 1))
+
+
+def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Efficiency) -> Any:
+    """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency.
+
+    A ring collective spanning nodes runs at the NIC's speed (each rank's ring neighbour may sit
+    across it); an all-to-all sends its remote share over the NIC and the rest over NVLink at once.
+    """
+    group_span = span(row.group, sizes)
+    bandwidth, latency = gpu.link(group_span)
+    ranks = np.maximum(np.trunc(np.asarray(row.ranks, dtype=float)), 2)
+    steps = RING_STEPS[row.collective](ranks)
+    sent = np.asarray(row.sent, dtype=float)
+    wire = sent / (eta.network * bandwidth)
+    if row.collective == "all-to-all":
+        remote = remote_share(ranks, group_span, gpu)
+        split = np.maximum(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
+        wire = np.where(group_span > gpu.nvlink_domain, split / eta.network, wire)
+    return np.asarray(row.count, dtype=float) * (wire + steps * latency)
+
+
+def ep_overlap_window(lay: Layout, gpu: System, compute: dict[str, Any], rules: frozenset[str]) -> Any:
+    """Seconds of compute an expert-parallel all-to-all of one micro-batch may hide behind (0 when no rule applies).
+
+    Under ``ep-a2a-overlap`` (or ``ep-a2a-overlap-across-nodes`` where the EP group leaves the NVLink
+    domain, with p = 1 or v > 1 and no full recompute, Megatron's conditions) the dispatch and combine
+    of one micro-batch run beside the other micro-batch's forward or backward: a whole micro-batch's
+    GEMMs and element-wise work (``derive.accounts.schedule.OVERLAP_RULES``).
+    """
+    work = sum(compute[kind] for kind in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
+    across = (span("ep", {"tp": lay.t, "cp": lay.c, "ep": lay.e}) > gpu.nvlink_domain) & (
+        (np.asarray(lay.p) == 1) | (np.asarray(lay.v) > 1)) & (lay.recompute != "full")
+    on = ("ep-a2a-overlap" in rules) | (("ep-a2a-overlap-across-nodes" in rules) & across)
+    return np.where(on, work, 0.0)
+
+
+def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
+                  compute: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
+    """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
+    sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
+    total = {group: 0.0 for group in ("tp", "tp-async", "cp", "ep", "pp")}
+    data: dict[tuple[str, str], list[Any]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
+    one = {"pp": 0.0}
+    for row in rows:
+        seconds = collective_seconds(row, sizes, gpu, eta)
+        group = "dp" if row.group == "edp" else row.group
+        if group == "dp":
+            kind = "gather" if row.collective == "all-gather" else "reduce"
+            bucket = data.setdefault((kind, "backward" if row.pass_ == "backward" else "forward"), [0.0, 0.0])
+            bucket[0] += seconds
+            bucket[1] = np.maximum(bucket[1], np.asarray(row.count, dtype=float))
+            continue
+        if group == "tp" and row.overlap != "none":
+            group = "tp-async"
+        if group == "pp":
+            count = np.asarray(row.count, dtype=float)
+            one["pp"] = np.maximum(one["pp"], np.where(count > 0, seconds / np.where(count > 0, count, 1), 0.0))
+        total[group] += seconds
+    m = lay.m
+    linear = compute["linear"] + compute["expert"]
+    hidden = exposed(total["tp-async"] / m, linear / 3 if "tp-async-backward" in rules else 0.0)
+    per_micro = {
+        "tp": hidden + exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
+        "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
+        "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
+    }
+    backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
+    windows = {"backward": backward, "forward": backward / 2}
+    # the bucket grows with the group the gradients are reduced over: data x context parallel ranks
+    # (megatron/training/training.py, the DDP bucket size: max(40M, 1M x dp_cp_group size))
+    share = last_bucket_share(local_parameters(work, lay), lay.d * lay.c)
+    rule = {"reduce": "dp-reduce-with-backward", "gather": "param-gather-with-forward"}
+    dp = 0.0
+    for (kind, pass_), (seconds, count) in sorted(data.items()):
+        # a collective issued once per step overlaps one micro-batch's pass (the last backward, the
+        # first forward); one issued per micro-batch (ZeRO-3 / FSDP) overlaps every micro-batch's
+        on = rule[kind] in rules
+        window = windows[pass_] * np.minimum(np.maximum(count, 1.0), m) if on else 0.0
+        dp += exposed(seconds, window, seconds * share if on else 0.0)
+    hops = 2 * (lay.p - 1)
+    pp = np.minimum(total["pp"], hops * one["pp"]) if "pp-send-with-compute" in rules else total["pp"]
+    return {**per_micro, "dp": dp, "pp": pp}
+
+

@@ -1,0 +1,187 @@
+"""Seconds of one micro-batch's compute on the slowest pipeline stage: GEMMs on their rooflines, element-wise bytes at HBM speed.
+
+Every GEMM of the GEMM ledger (``derive.accounts.workload``) is timed pass by pass (forward,
+dgrad, wgrad; recomputed forwards by the recompute policy) on its own roofline
+(``derive.accounts.roofline``, Williams et al. 2009):
+
+    seconds = max(2MNK / peak_dtype, bytes / HBM bandwidth) / (eta_gemm(generation) x waves)
+
+with the bytes of the pass's operands at their dtype (FP8: one byte) and its result (BF16; the
+weight gradient accumulated into FP32), and the wave quantization of its output tiles over the
+SMs. Under an FP8 recipe the casts before the GEMMs (inputs and output gradients each
+micro-batch, weights once per step) are memory-bound traffic from the recipe's fields.
+Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a flash
+kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16, their [s, s]
+scores in HBM only for the GPT family's materialised kernel (a flash kernel keeps them on chip:
+``Workload.attention_kernel``). Element-wise work moves each saved tensor across HBM
+``MEMORY_CROSSINGS`` times at eta_memory x bandwidth.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+import sympy as sp
+
+from derive.accounts.efficiency import Efficiency
+from derive.accounts.pipeline_split import rank_layers
+from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
+from derive.accounts.step_layout import LINEAR_DTYPE, Layout, Size
+from derive.accounts.workload import GemmRow, Workload
+from derive.recipes import RECIPES
+from derive.symbols import p, v
+from derive.systems import System
+
+#: Element-wise HBM traffic of a saved tensor: written in the forward, read in the backward, its
+#: gradient written and read once (stated reasoning; a recomputed forward writes it once more).
+MEMORY_CROSSINGS = 4
+
+
+@lru_cache(maxsize=None)
+def _rank_layers(rank: str, balanced: bool, layers: int) -> Callable[[Size, Size], Size]:
+    """derive.accounts.pipeline_split.rank_layers of ``rank`` as a numpy function of (p, v)."""
+    return sp.lambdify((p, v), rank_layers(rank, balanced, layers), "numpy", docstring_limit=0)
+
+
+def stage_loads(layers: int, lay: Layout) -> tuple[tuple[Size, int, Any], ...]:
+    """(transformer layers, output heads, where the stage exists) of each stage that may be the slowest.
+
+    Even split (derive.sweep): ceil(L / (p v)) layers per chunk and the output head on the last
+    stage. Balanced (Parallelism.balanced, Dubey et al. 2024 section 3.3.2): L + 2 slots, the
+    embedding and the loss each take one, so a middle stage (p > 2) holds v ceil((L + 2)/(p v))
+    layers and the last stage one layer fewer plus the head (the first stage, one fewer and the
+    embedding lookup, is never slower than the last): derive.accounts.pipeline_split.rank_layers,
+    the layers the memory accounts count too.
+    """
+    def held(rank: str) -> Size:
+        return _rank_layers(rank, lay.balanced, layers)(lay.p, lay.v)
+    if not lay.balanced:
+        return ((np.minimum(held("last"), layers), 1, True),)
+    return ((held("middle"), 0, lay.p > 2), (held("last"), 1, True))
+
+
+def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
+                  tokens: float) -> tuple[float, float]:
+    """(forward seconds, backward seconds) of a GEMM row over ``tokens`` tokens of one rank.
+
+    The three passes of ``derive.architectures.gemms.Gemm.passes`` (forward, dgrad, wgrad), each on
+    its own roofline (``derive.accounts.roofline.pass_seconds``): the layer matrices at the
+    precision's linear dtype, attention's score GEMMs and the output head in BF16.
+    """
+    passes = ("forward", "dgrad", "wgrad")
+    rate = dict(gpu=gpu, eta=eta.gemm_for(gpu))
+    if row.kind == "score":
+        # one batched GEMM per layer: count / L heads on this rank's share (a / t), each [M, n] x [n, k]
+        heads = row.count / work.layers / lay.t
+        m, n, k = tokens, row.n, row.k
+        flash = work.attention_kernel == "fused"
+        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in passes]
+        return work.layers * times[0], work.layers * (times[1] + times[2])
+    dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
+    split = lay.etp if row.kind == "expert" else lay.t
+    n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
+    m, copies = tokens, row.count
+    if row.kind == "expert":
+        m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
+        copies = row.count * tokens / m
+    times = [pass_seconds(m, n, k, name, dtype, **rate) for name in passes]
+    return copies * times[0], copies * (times[1] + times[2])
+
+
+@lru_cache(maxsize=4096)
+def _timed_rows(work: Workload, gpu: System, eta: Efficiency, t: int, etp: int, e: int, precision: str,
+                tokens: float) -> tuple[tuple[GemmRow, float, float], ...]:
+    """(row, forward s, backward s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
+    lay = Layout(t, 1, 1, 1, e, 1, etp, 1, 1, False, 0, "none", precision)
+    return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
+
+
+def timed_rows(work: Workload, gpu: System, eta: Efficiency, lay: Layout,
+               tokens: Any) -> tuple[tuple[GemmRow, Any, Any], ...]:
+    """``_timed_rows`` of one layout (cached), or of columns of layouts (each row's passes over the columns)."""
+    if any(np.ndim(size) for size in (lay.t, lay.etp, lay.e, tokens)):
+        return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
+    return _timed_rows(work, gpu, eta, lay.t, lay.etp, lay.e, lay.precision, tokens)
+
+
+def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, Any]:
+    """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind.
+
+    The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
+    """
+    tokens = lay.b * work.seq / lay.c
+    timed = timed_rows(work, gpu, eta, lay, tokens)
+    cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] != "bf16" else 0.0
+    saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
+    again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
+    slowest: dict[str, Any] = {}
+    most: Any = 0.0
+    for layers, heads, there in stage_loads(work.layers, lay):
+        share = layers / work.layers
+        seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
+        for row, forward, backward in timed:
+            weight = heads if row.kind == "head" else share
+            kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
+            seconds[kind] += (forward + backward) * weight
+            if lay.recompute in row.recomputed:
+                seconds["recompute"] += forward * weight
+        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
+        seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
+        total = sum(seconds.values())
+        slower = there & (total > most)
+        slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
+        most = np.where(slower, total, most)
+    return slowest
+
+
+#: Projections Transformer Engine runs as one GEMM on one input, so their input is cast once:
+#: q / k / v as linear_qkv, gate / up as linear_fc1 (Megatron's TE layer spec,
+#: megatron/core/models/gpt/gpt_layer_specs.py), MLA's two down-projections of the layer input.
+SHARED_INPUT = {"k_proj": "q_proj", "v_proj": "q_proj", "up_proj": "gate_proj",
+                "kv_a_proj_with_mqa": "q_a_proj"}
+
+
+#: Linear layers whose input is a normalization Megatron's TE spec fuses into the layer
+#: (TELayerNormColumnParallelLinear: linear_qkv, a dense MLP's linear_fc1, MLA's linear_q_up_proj and
+#: linear_kv_up_proj with q / kv layernorms; megatron/core/models/gpt/gpt_layer_specs.py). An MoE
+#: layer's pre-MLP norm is a separate TENorm (the router and the experts share it); the activation
+#: before linear_fc2 is a separate kernel (megatron/core/transformer/mlp.py).
+NORM_FUSED_INPUTS = frozenset({"self_attn.q_proj.weight", "mlp.gate_proj.weight", "self_attn.q_b_proj.weight",
+                               "self_attn.kv_b_proj.weight"})
+
+
+def _input_name(name: str) -> str:
+    """The GEMM whose input ``name``'s input is (``SHARED_INPUT``): one cast for a fused projection."""
+    for part, first in SHARED_INPUT.items():
+        name = name.replace(part, first)
+    return name
+
+
+def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> float:
+    """HBM bytes of the FP8 casts of one micro-batch's linear GEMMs on one rank, all L layers.
+
+    Each linear GEMM's input [M, K] is cast once in the forward (once per fused projection,
+    ``SHARED_INPUT``) and its output gradient [M, N] once in the backward; each layer matrix is cast
+    once per step (cached over the step's m micro-batches: TE ``is_first_microbatch``), a 1/m share
+    here. Bytes per element from the recipe (``derive.accounts.roofline.cast_bytes_per_element``); an
+    input a fused normalization writes (``NORM_FUSED_INPUTS``) is not read again by a cast.
+    """
+    recipe = RECIPES[lay.precision]
+    per_element = cast_bytes_per_element(recipe, gpu.generation)
+    fused_element = cast_bytes_per_element(recipe, gpu.generation, norm_fused=True)
+    inputs: dict[tuple[str, str, float], float] = {}
+    total = 0.0
+    for row in work.rows:
+        if row.kind not in ("layer", "expert"):
+            continue
+        split = lay.etp if row.kind == "expert" else lay.t
+        n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
+        inputs[(row.kind, _input_name(row.name), row.count)] = row.count * k
+        weights = n * k * row.count
+        if row.kind == "expert":
+            weights *= work.experts / (work.active_experts * lay.e)  # every local expert's matrix
+        total += tokens * row.count * n + weights / lay.m
+    inputs_bytes = sum(elements * (fused_element if kind == "layer" and name in NORM_FUSED_INPUTS else per_element)
+                       for (kind, name, _), elements in inputs.items())
+    return total * per_element + tokens * inputs_bytes

@@ -1,0 +1,181 @@
+"""The held-out check (``python -m derive.calibrate --check``): published runs predicted with the fitted constants, never fitted.
+
+It predicts a held-out set with the fitted constants (derive/calibration.json) and fits nothing: NVIDIA's published
+Megatron-Bridge pre-training runs of nine releases (``derive/heldout_runs*.json``, one file per
+release: 25.09, 25.11, 26.02 to 26.08; dense and MoE, H100 and Blackwell, BF16, FP8, MXFP8 and NVFP4), each
+row's tokens/s per GPU against the published one, the mean and max absolute error by release,
+precision, GPU and dense / MoE, and every row derive cannot run with the reason (issues 29 and 32).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from derive.accounts.efficiency import Efficiency
+from derive.accounts.prediction import ledger_precision
+from derive.calibration_fit import FIELDS, PublishedRun, residuals
+from derive.names import named_model
+from derive.parallelism import Parallelism
+from derive.planning.memory import memory_per_gpu
+from derive.systems import system
+
+
+#: The held-out check set: NVIDIA's published Megatron-Bridge pre-training tables, one file per release
+#: (``heldout_runs_<release>.json``, in release order), each row typed as published with the file's source
+#: and notes; ``HELDOUT`` is the 25.11 release's.
+HELDOUT_FILES = tuple(sorted(Path(__file__).resolve().parent.glob("heldout_runs_*.json"),
+                             key=lambda path: tuple(map(int, path.stem.removeprefix("heldout_runs_").split(".")))))
+HELDOUT = Path(__file__).resolve().parent / "heldout_runs_25.11.json"
+#: The table's names -> derive's: models (a preset or MoE preset), systems, precisions. A row whose
+#: name is not here is listed as one derive cannot run, with the missing name.
+HELDOUT_MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3-405b",
+                  "DeepSeekV3": "deepseek-v3", "DeepSeekV3 (w/o MTP)": "deepseek-v3",
+                  "DeepSeekV3 (w/ MTP)": "deepseek-v3", "DeepSeekV3 (dropless)": "deepseek-v3",
+                  "DeepSeekV3 (tokendrop)": "deepseek-v3",
+                  "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_30B_a3B (tokendrop)": "qwen3-30b-a3b",
+                  "Qwen3_235B_a22B": "qwen3-235b-a22b", "Qwen3_235B_a22B (tokendrop)": "qwen3-235b-a22b",
+                  "GPT OSS 120B": "gpt-oss-120b"}
+HELDOUT_SYSTEMS = {"DGX-H100": "h100", "DGX-B200": "b200", "DGX-B300": "b300", "DGX-GB200": "gb200",
+                   "DGX-GB300": "gb300"}
+#: 26.02's "FP8" is the recipes' fp8_cs (heldout_runs_26.02.json, columns.precision, cites the recipe).
+HELDOUT_PRECISIONS = {"BF16": "bf16", "FP8-CS": "fp8-current", "FP8-DS": "fp8-delayed", "FP8-MX": "mxfp8",
+                      "FP8": "fp8-current", "MXFP8": "mxfp8", "NVFP4": "nvfp4"}
+#: A model-name suffix -> the MoE capacity factor of the run: Megatron-Bridge's token-drop runs
+#: (megatron/bridge/training/utils/moe_token_drop.py, apply_moe_token_drop: moe_expert_capacity_factor
+#: = 1.0, moe_pad_expert_input_to_capacity = True); derive.parallelism's capacity_factor.
+HELDOUT_CAPACITY = {"(tokendrop)": 1}
+#: Models whose recipe counts the embedding and the loss as one layer slot each in the pipeline split
+#: (derive.parallelism's ``balanced``): megatron/bridge/recipes/llama/llama3.py, llama31_405b_pretrain_config,
+#: account_for_embedding_in_pipeline_split = account_for_loss_in_pipeline_split = True at each release's
+#: commit (fa0315ae2684, 97ad8cc6f1, c0b9a00031b7); 26.02's 405B at p 16, v 8 needs it (128 = 126 + 2 slots).
+HELDOUT_BALANCED = {"LLAMA3.1_405B"}
+#: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
+HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
+                       "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
+                       "v = 1 where it prints n/a; pipeline stages unbalanced unless L does not divide p v and "
+                       "L + 2 does (then Megatron's embedding and loss slots, the only split it accepts) or the "
+                       "model's recipe sets those slots (Llama 3.1 405B); "
+                       "BF16 rows: bf16 gradients reduced in bf16 (precision bf16); FP8 rows: Megatron's FP8 "
+                       "states, fp32 main gradients reduced in fp32 (prediction.FP8_STATES); "
+                       "MoE routing uniform (the runs force-balance it), dropless; expert tensor parallel 1 where ep > 1 "
+                       "(the MoE recipes' expert_tensor_parallelism = 1)")
+#: What a row's model name says that derive's model lacks.
+#: 25.09's and 26.02's DeepSeekV3 rows name no MTP setting; their recipes train one MTP layer
+#: (megatron/bridge/recipes/deepseek/deepseek_v3.py: mtp_num_layers = 1 at fa0315ae2684 and c0b9a00031b7)
+#: and the published model TFLOP/s per token count 3.8-4.1 % over derive's, as 25.11's "w/ MTP" row does.
+MTP = "the run trains an MTP module; derive's step model counts none"
+HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": MTP, "DeepSeekV3": MTP, "DeepSeekV3 (dropless)": MTP,
+                   "DeepSeekV3 (tokendrop)": MTP}
+TOKEN_DROP = ("token drop: capacity factor 1 with expert inputs padded to capacity (Megatron-Bridge "
+              "apply_moe_token_drop): every expert computes T k_E / E rows, the dropless count under uniform routing")
+
+
+def megatron_needs_balanced(layers: int, pp: int, vp: int) -> bool:
+    """Whether Megatron can split ``layers`` over p x v chunks only with the embedding and loss slots.
+
+    Megatron asserts L divisible by p (megatron/training/arguments.py, 'Number of layers should be
+    divisible by the pipeline-model-parallel size') and each rank's layers by v
+    (megatron/core/transformer/transformer_config.py), counting one slot more for each of
+    account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split. A row whose L
+    does not divide p v but L + 2 does ran those two flags: derive's balanced stages
+    (Parallelism.balanced). A row neither divides ran a custom layout derive does not know: unbalanced.
+    """
+    return pp > 1 and layers % (pp * vp) != 0 and (layers + 2) % (pp * vp) == 0
+
+
+def heldout_releases(paths: Sequence[Path] = HELDOUT_FILES) -> list[dict]:
+    """Each release file's data (release, container, source, columns, notes, rows)."""
+    return [json.loads(path.read_text()) for path in paths]
+
+
+def heldout_runs(paths: Sequence[Path] = HELDOUT_FILES) -> tuple[list[PublishedRun], list[dict[str, object]]]:
+    """The rows derive can run as PublishedRuns (step time GBS s / (tokens/s/GPU x GPUs)), and the others with why."""
+    runs, skipped = [], []
+    for data in heldout_releases(paths):
+        labels = [f"{data['container']} {row['model']} {row['precision']} {row['gpus']} {row['system']}"
+                  for row in data["rows"]]
+        for row, label in zip(data["rows"], labels):
+            if labels.count(label) > 1:  # one release's two runs of a layout at two global batches
+                label += f" GBS {row['global_batch']}"
+            try:
+                runs.append(_heldout_run(row, label, data["container"]))
+            except ValueError as error:
+                skipped.append({"run": label, "release": data["container"], "reason": str(error),
+                                "published_tokens": row["tokens_per_s_per_gpu"]})
+    return runs, skipped
+
+
+def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
+    """One table row as a PublishedRun; ValueError naming what derive lacks."""
+    for field, names in (("model", HELDOUT_MODELS), ("system", HELDOUT_SYSTEMS), ("precision", HELDOUT_PRECISIONS)):
+        if row[field] not in names:
+            raise ValueError(f"{field}: derive has no {row[field]!r} (no preset, shipped config or system of that name)")
+    entry = replace(named_model(HELDOUT_MODELS[row["model"]], moe=True)[0], seq=row["seq"])
+    precision = HELDOUT_PRECISIONS[row["precision"]]
+    tp, pp, cp, ep, vp = row["tp"], row["pp"], row["cp"], row["ep"] or 1, row["vp"] or 1
+    drop = next((factor for suffix, factor in HELDOUT_CAPACITY.items() if row["model"].endswith(suffix)), None)
+    layout = Parallelism(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, etp=1 if ep > 1 else None,
+                         dp=row["gpus"] // (tp * pp * cp),
+                         micro_batch=row["micro_batch"], global_batch=row["global_batch"], recompute="none",
+                         sequence_parallel=tp > 1, zero=3 if row["fsdp"] else 1,
+                         precision=ledger_precision(precision), capacity_factor=drop,
+                         balanced=megatron_needs_balanced(entry.layers, pp, vp)
+                         or (row["model"] in HELDOUT_BALANCED and pp > 1))
+    layout.check(entry)
+    seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
+    assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]),
+                                          drop and TOKEN_DROP)))
+    return PublishedRun(release, label, entry, layout, system(HELDOUT_SYSTEMS[row["system"]]), seconds,
+                        f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, precision=precision)
+
+
+def _spread(errors: Sequence[float]) -> dict[str, float]:
+    return {"mean_abs_error": round(sum(map(abs, errors)) / len(errors), 4),
+            "max_abs_error": round(max(map(abs, errors)), 4), "rows": len(errors)}
+
+
+def _gib(size: float | None) -> float | None:
+    return None if size is None else round(size / 2**30, 1)
+
+
+def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: Efficiency,
+                   paths: Sequence[Path] = HELDOUT_FILES) -> dict[str, object]:
+    """Every held-out row's predicted and published tokens/s per GPU, the groups' errors (all rows and each release's), the rows not run.
+
+    Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
+    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
+    """
+    rows = []
+    for run, error in zip(runs, residuals(runs, eta)):
+        tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
+        predicted = tokens / (1 + error)  # throughput scales as 1 / step time
+        rows.append({"run": run.label, "release": run.table, "gpu": run.gpu.name, "precision": run.precision,
+                     "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
+                     "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
+                     "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
+                     "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
+                     "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions})
+    releases = {}
+    for data in heldout_releases(paths):
+        mine = [row for row in rows if row["release"] == data["container"]]
+        releases[data["container"]] = {
+            "release": data["release"], "source": data["source"], "source_file": data["source_file"],
+            "rows": len(data["rows"]), "not_run": sum(row["release"] == data["container"] for row in skipped),
+            "groups": _groups(mine, ("precision", "gpu", "kind"))}
+    return {"releases": releases, "constants": {name: getattr(eta, name) for name in FIELDS}, "rows": rows,
+            "groups": _groups(rows, ("release", "precision", "gpu", "kind")), "not_run": list(skipped)}
+
+
+def _groups(rows: Sequence[dict], keys: Sequence[str]) -> dict[str, dict[str, float]]:
+    """The errors' spread over ``rows`` ('all') and over each value of each of ``keys``, 'all' first."""
+    errors: dict[str, list[float]] = {"all": [row["error"] for row in rows]} if rows else {}
+    for row in rows:
+        for key in keys:
+            errors.setdefault(f"{key} {row[key]}", []).append(row["error"])
+    return {name: _spread(errors[name]) for name in _ordered(errors)}
+
+
+def _ordered(groups: dict) -> list[str]:
+    return sorted(groups, key=lambda name: (name != "all", name.lower()))
