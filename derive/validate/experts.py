@@ -111,7 +111,7 @@ def predicted(family: str, config: Mapping[str, object], batch: int, seq: int) -
     for index in range(layers):
         table = table + eager_layer(feats, index >= dense, batch == 1)
     unreachable = Ledger()
-    if feats.router == "sigmoid-grouped":
+    if feats.moe.router == "sigmoid-grouped":
         unreachable = group_routing_rows().times(layers - dense)
     numbers = {symbol: sp.Integer(n) for symbol, n in values(family, config, batch, seq).items()}
     fix = lambda ledger: ledger.map(lambda w: type(w)(w.name, tuple(sp.sympify(n).xreplace(numbers)  # noqa: E731
