@@ -58,7 +58,7 @@ def paper_rank(result) -> str:
 
 
 def report_rank(result) -> str:
-    """DeepSeek-V3's report layout: its best feasible variant (any v, c, b, recompute) and its rank, or why none fits."""
+    """The DeepSeek-V3 report's layout: its best feasible variant (any v, c, b, recompute) and rank, or why not."""
     c = result.columns
     ranks = result.ranks()
     rows = [row for row in result.order() if all(int(c[key][row]) == value for key, value in REPORT.items())]

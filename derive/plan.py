@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="derive.plan", description=__doc__.split("\n\n")[0],
                            epilog=f"ranking: {COMMUNICATION}. No layout fitting exits 1 with the reason.")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="a dense preset, alias or shipped config (derive report --list-models)")
+    which.add_argument("--model",
+                       help="a preset (dense or MoE), alias or shipped dense config (derive report --list-models)")
     which.add_argument("--config", metavar="FILE",
                        help="a Hugging Face config.json of a dense model (derive.hf.from_config)")
     parser.add_argument("--gpus", type=_GPUS, required=True)

@@ -1,4 +1,4 @@
-"""The planner's candidate space: every (t, p, v, c, d, b, ZeRO, balanced) layout, crossed with e and t_E for an MoE model.
+"""The planner's candidate space: every (t, p, v, c, d, b, ZeRO, balanced) layout; an MoE model's with e, t_E.
 
 t divides the query and kv heads, c divides s (up to ``max_context``), t p c divides the GPUs
 (d = GPUs / (t p c)), p v <= L (uneven stages; balanced pipelines p v <= L + 2), b in

@@ -1,4 +1,4 @@
-"""A plan's rows judged and ranked: why a layout fails, its predicted step time, ranks shared by equal times, the text helpers.
+"""A plan's rows judged and ranked: why a layout fails, its predicted step time, shared ranks, the text's helpers.
 
 Memory is judged against the GPU's usable range (:mod:`derive.accounts.budget`): a layout fits at or
 under the high end, and one above the low end is marked *tight*; ``fit="low"`` keeps only layouts at
