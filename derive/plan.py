@@ -17,13 +17,36 @@ from derive.inputs import OneLineParser
 from derive.options.messages import UsageError, serve
 from derive.options.models import config_model, named
 from derive.options.values import FRACTION, POSITIVE, positive_up_to
-from derive.planning.search import (COMMUNICATION, FITS, MAX_CONTEXT, PRECISIONS, REASONS, SYSTEM_NAMES, Plan, _gib,
-                                    _seconds, fit_line, nearest, plan)
-#: The layout fields of the text table, in its column order.
+from derive.planning.layouts import MAX_CONTEXT
+from derive.planning.ranking import COMMUNICATION, FITS, REASONS, SYSTEM_NAMES, Plan, _gib, _seconds, fit_line, nearest
+from derive.planning.search import PRECISIONS, plan
+from derive.presets import MODELS, MOE_PRESETS
+
+#: The layout fields of the text table and of the JSON, in column order: a dense model's, an MoE model's.
 FIELDS = ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced")
+EXPERT_FIELDS = ("t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero")
+#: The text table's header: a dense model's plan, an MoE model's (its e and t_E columns).
+HEADER = "  rank   t   p  v  c     d  b     m  recompute  zero bal  memory GiB  step s  bubble"
+EXPERT_HEADER = "  rank   t   p  v  c    e  t_E     d  b     m  recompute  zero  memory GiB  step s"
+
+
+def _row(c: dict, rank: int, row: int, tight: bool, alike: int) -> str:
+    """One rank's line of the text table: a dense layout's (with its bubble) or an MoE one's (e, t_E; alike counted)."""
+    head = f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
+    memory, step = _gib(c["memory_per_gpu"][row]), _seconds(c["step_time"][row])
+    if "e" not in c:
+        bubble = (c["p"][row] - 1) / (c["v"][row] * c["m"][row])
+        return (head + f"{c['d'][row]:5d} {c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  "
+                f"{c['zero'][row]:4d} {c['balanced'][row]:3d}  {memory:>10s}  {step:>6s}  {bubble:6.1%}"
+                + ("  tight" if tight else ""))
+    return (head + f"{c['e'][row]:4d} {c['etp'][row]:4d} {c['d'][row]:5d} {c['b'][row]:2d} {c['m'][row]:5d}  "
+            f"{c['recompute'][row]:9s}  {c['zero'][row]:4d}  {memory:>10s}  {step:>6s}"
+            + ("  tight" if tight else "") + (f"  (+{alike} alike)" if alike else ""))
+
 
 def render_text(result: Plan, top: int = 10) -> str:
-    """The plan as text: header, the ``top`` ranks (one line each, its alike layouts named below), failures."""
+    """The plan as text: header, the ``top`` ranks (one line each, its alike layouts named below or, for an MoE
+    model, counted), the best few breakdowns, failures."""
     c, entry = result.columns, result.model
     order, ranks, tight = result.order(), result.ranks(), result.tight()
     feasible = int(c["feasible"].sum())
@@ -36,36 +59,32 @@ def render_text(result: Plan, top: int = 10) -> str:
         f"  {len(order)} layouts, {feasible} fit",
     ]
     shown, first = result.leaders(top)
+    experts = "e" in c
     if feasible:
-        lines.append("  rank   t   p  v  c     d  b     m  recompute  zero bal  memory GiB  step s  bubble")
-    for rank, row in sorted(first.items()):
-        bubble = (c["p"][row] - 1) / (c["v"][row] * c["m"][row])
-        lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
-                     f"{c['d'][row]:5d} "
-                     f"{c['b'][row]:2d} {c['m'][row]:5d}  {c['recompute'][row]:9s}  {c['zero'][row]:4d} {c['balanced'][row]:3d}  "
-                     f"{_gib(c['memory_per_gpu'][row]):>10s}  {_seconds(c['step_time'][row]):>6s}  {bubble:6.1%}"
-                     + ("  tight" if tight[row] else ""))
-    for rank, row in sorted(first.items()):
-        alike = [other for other in shown if ranks[other] == rank and other != row]
-        if alike:
+        lines.append(EXPERT_HEADER if experts else HEADER)
+    alike = {rank: [other for other in shown if ranks[other] == rank and other != row] for rank, row in first.items()}
+    lines += [_row(c, rank, row, tight[row], len(alike[rank])) for rank, row in sorted(first.items())]
+    for rank, row in sorted(first.items()) if not experts else ():
+        if alike[rank]:
             named = "; ".join(" ".join(f"{key}={c[key][other]}" for key in FIELDS if c[key][other] != c[key][row])
-                              + (" tight" if tight[other] else "") for other in alike)
+                              + (" tight" if tight[other] else "") for other in alike[rank])
             lines.append(f"  rank {rank} also (the same predicted step): {named}")
     lines += result.summary_lines(first)
     return "\n".join(lines) + "\n"
 
 
 def render_json(result: Plan) -> str:
-    """Every layout in rank order: t, p, v, c, d, b, m, recompute, zero, memory_per_gpu, step_time, feasible, rank, tight, reason."""
+    """Every layout in rank order: its fields (FIELDS; an MoE model's EXPERT_FIELDS), memory_per_gpu, step_time,
+    breakdown, feasible, rank, tight, reason."""
     c, ranks, tight = result.columns, result.ranks(), result.tight()
+    experts = "e" in c
     layouts = []
     for row in result.order():
         timed = not np.isnan(c["step_time"][row])
         measured = not np.isnan(c["memory_per_gpu"][row])
         layouts.append({
-            **{key: int(c[key][row]) for key in ("t", "p", "v", "c", "d", "b", "m")},
-            "recompute": str(c["recompute"][row]), "zero": int(c["zero"][row]),
-            "balanced": bool(c["balanced"][row]),
+            **{key: str(c[key][row]) if key == "recompute" else bool(c[key][row]) if key == "balanced"
+               else int(c[key][row]) for key in (EXPERT_FIELDS if experts else FIELDS)},
             "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
             "step_time": float(c["step_time"][row]) if timed else None,
             "breakdown": c["breakdown"][row] if timed else None,
@@ -76,9 +95,8 @@ def render_json(result: Plan) -> str:
         "model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
         "tokens": result.tokens, "seq": result.model.seq,
         "usable_bytes": {"low": result.usable[0], "high": result.usable[1]}, "fit": result.fit,
-        "precision": result.precision,
-        "communication_modelled": True, "note": COMMUNICATION,
-        "failures": result.failures(), "layouts": layouts,
+        **({} if experts else {"precision": result.precision, "communication_modelled": True}),
+        "note": COMMUNICATION, "failures": result.failures(), "layouts": layouts,
     }, indent=1) + "\n"
 
 
@@ -91,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="derive.plan", description=__doc__.split("\n\n")[0],
                            epilog=f"ranking: {COMMUNICATION}. No layout fitting exits 1 with the reason.")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", help="a dense preset, alias or shipped config (derive report --list-models)")
+    which.add_argument("--model",
+                       help="a preset (dense or MoE), alias or shipped dense config (derive report --list-models)")
     which.add_argument("--config", metavar="FILE",
                        help="a Hugging Face config.json of a dense model (derive.hf.from_config)")
     parser.add_argument("--gpus", type=_GPUS, required=True)
@@ -123,32 +142,17 @@ FIELD_OPTIONS = {"model": "--model", "config": "--config", "profile": "--profile
                  "peak": "--gpu", "hardware_name": "--gpu", "placement": "--placement", "precision": "--precision"}
 
 
-def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Namespace]:
-    """The plan of the parsed ``argv`` (an MoE preset's: derive.plan_moe's text); UsageError on bad input."""
+def planned(argv: Sequence[str] | None = None) -> tuple[Plan, argparse.Namespace]:
+    """The plan of the parsed ``argv`` (an MoE preset's over e and t_E too); UsageError on bad input."""
     args = build_parser().parse_args(argv)
     if args.mfu is not None:
         raise UsageError("--mfu: the planner ranks layouts by the step model's predicted time "
                          "(derive.accounts.prediction), not by a target MFU; derive report takes --mfu")
     hardware_name = {name: budget for budget, name in SYSTEM_NAMES.items()}.get(args.gpu, args.gpu)
-    from derive.plan_moe import CONFIGS as MOE_PRESETS, moe_json, plan_moe, render_moe_plan
-    if args.model in MOE_PRESETS:  # MoE presets: derive.plan_moe (expert accounts, e axis)
-        if args.precision != "bf16":
-            raise UsageError(f"--precision: the MoE planner (derive.plan_moe) counts bf16 states and activations "
-                             f"only; {args.precision} is planned for dense models (derive report and derive "
-                             "predict take it for MoE models)")
-        if args.placement != "megatron":
-            raise UsageError(f"--placement: the MoE planner (derive.plan_moe) places states as Megatron-LM does "
-                             f"(expert data-parallel groups); {args.placement} is planned for dense models")
-        if args.profile != "llama-fused":
-            raise UsageError(f"--profile: the MoE planner (derive.plan_moe) reads the fused MoE table "
-                             f"(derive.architectures.saved_moe); {args.profile} is a dense layer profile")
-        try:
-            moe = plan_moe(args.model, args.gpus, args.tokens, hardware_name, args.seq, args.fit, args.max_cp)
-        except ValueError as error:
-            field, _, rest = str(error).partition(": ")
-            raise UsageError(f"{FIELD_OPTIONS.get(field, field)}: {rest}") from None
-        return (moe_json(moe) if args.json else render_moe_plan(moe, args.top)), args
-    entry = named(args.model)[0] if args.model else config_model(args.config)
+    if args.model in MOE_PRESETS:  # the preset as the MoE accounts read it (DeepSeek-V3's MTP module)
+        entry = MODELS[args.model]
+    else:
+        entry = named(args.model)[0] if args.model else config_model(args.config)
     try:
         result = plan(entry, args.gpus, args.tokens, hardware_name, args.seq,
                       args.profile, args.placement, 1.0, args.max_cp, args.fit, args.precision)
@@ -162,8 +166,6 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan | str, argparse.Nam
 def run(argv: Sequence[str] | None = None) -> str:
     """The plan as text or JSON (no layout fitting: the reason and the nearest question that has an answer)."""
     result, args = planned(argv)
-    if isinstance(result, str):
-        return result
     empty = None if result.columns["feasible"].any() else nearest(result)
     if args.json:
         text = render_json(result)

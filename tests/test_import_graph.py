@@ -39,7 +39,7 @@ CHAIN: dict[str, tuple[str, ...]] = {
     # what the front ends print and search: the report and its printing, the verdicts' words, the
     # compiled sweeps, the planner's library, the peers table, the held-out published runs predicted
     # (derive.heldout)
-    "reports": ("report", "report_text", "verdicts", "sweep", "planning", "plan_moe", "peers", "heldout"),
+    "reports": ("report", "report_text", "verdicts", "sweep", "planning", "peers", "heldout"),
     # what every front end shares: number syntax, the message table, the option sets (derive.options)
     "options": ("options",),
     # the front ends, and the dispatcher that runs them by name (derive/__main__.py)

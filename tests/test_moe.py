@@ -124,7 +124,7 @@ def test_expert_tokens_gather_over_expert_tp():
 
 
 def test_sheet_section_sizes_the_departures():
-    from derive.render.sections.moe import moe_section
+    from derive.render.sections.experts import moe_section
     section = moe_section()
     assert set(section.tables) == {"moe_models", "moe_parameters", "moe_saved", "moe_departures"}
     rows = {row["departure"].value: row for row in section.tables["moe_departures"].rows}

@@ -278,7 +278,7 @@ def test_layout_options_apply_or_are_refused(option, module, kind):
 
 
 def test_the_planner_refuses_an_moe_model_it_does_not_plan():
-    # the MoE presets go to derive.plan_moe; another MoE config is refused in one line
+    # the MoE presets are planned over e and t_E too (derive.planning.experts); another MoE config is refused in one line
     code, line = call("derive.plan", ["--model", "mixtral-8x7b-v0.1", "--gpus", "8", "--tokens", "65536"])
     assert code == 2 and line == ("error: --model: mixtral-8x7b-v0.1 is a Mixture-of-Experts model, "
                                   "which this command does not take")

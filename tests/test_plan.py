@@ -18,7 +18,8 @@ from derive.accounts.budget import usable_bytes
 from derive.accounts.placement import placement_ledger
 from derive.hf import from_config
 from derive.plan import main
-from derive.planning.search import REASONS, plan
+from derive.planning.ranking import REASONS
+from derive.planning.search import plan
 from derive.presets import model
 from derive.symbols import BY_NAME, L, N, c, d, p, t, v
 

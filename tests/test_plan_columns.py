@@ -7,7 +7,9 @@ import pytest
 from derive.accounts.allocator import allocated_bytes
 from derive.accounts.prediction import ledger_rows, predict, predict_columns, template_rows
 from derive.parallelism import Parallelism
-from derive.planning.search import SYSTEM_NAMES, layout_parallelism, plan
+from derive.planning.layouts import layout_parallelism
+from derive.planning.ranking import SYSTEM_NAMES
+from derive.planning.search import plan
 from derive.presets import model
 from derive.systems import system
 

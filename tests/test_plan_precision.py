@@ -18,7 +18,8 @@ from derive.accounts.prediction import predict
 from derive.cli import run as report_run
 from derive.parallelism import Parallelism
 from derive.plan import main
-from derive.planning.search import layout_parallelism, plan
+from derive.planning.layouts import layout_parallelism
+from derive.planning.search import plan
 from derive.planning.memory import memory_per_gpu
 from derive.presets import model
 from derive.systems import system

@@ -6,7 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from derive.planning.search import MAX_VIRTUAL, plan
+from derive.planning.layouts import MAX_VIRTUAL
+from derive.planning.search import plan
 from derive.presets import model
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.

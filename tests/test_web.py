@@ -24,13 +24,12 @@ from derive.hf_families import DENSE
 from derive.render.__main__ import ROOT
 from derive.render.page_config import PASTED
 from cli_lines import cli_message
+from derive.render.page_forms import FORMULAS, page_models
 from derive.render.web import (
     CALCULATOR,
-    FORMULAS,
     HAND_WRITTEN,
     calculator_data,
     formula_code,
-    page_models,
 )
 from derive.render.page_assets import csp_hash, inline_script, script_json
 

@@ -31,173 +31,37 @@ smaller t, p, v, c, b, unbalanced first.
 Under an FP8 ``precision`` (a recipe of :mod:`derive.recipes`) the memory counts the recipe's
 weight copies and FP8 linear inputs (:func:`derive.stage_accounts.accounts`' ``recipe``) and the step model
 times the FP8 GEMMs. The compute bound (hardware FLOPs at ``mfu`` x peak, x (1 + (p - 1)/(v m))) is
-kept as the ``bound`` column. Dense models here; the MoE presets (``--model mixtral-8x7b``,
-``qwen3-30b-a3b``, ``deepseek-v3``) go to :mod:`derive.plan_moe` (the e axis, expert accounts).
+kept as the ``bound`` column. A model with routed experts (``--model mixtral-8x7b``, ``qwen3-30b-a3b``,
+``deepseek-v3``) is planned over the same space crossed with e and t_E, its ranks' memory from the
+expert accounts (:mod:`derive.planning.experts`); the candidates are :mod:`derive.planning.layouts`',
+their judging and ranking :mod:`derive.planning.ranking`'s.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from math import gcd, isqrt
-from typing import ClassVar, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from derive.accounts.activations import RECOMPUTE_POLICIES, layer_activations
 from derive.accounts.budget import usable_bytes
 from derive.accounts.framework_placements import stage_placements
-from derive.accounts.prediction import predict_columns, tensor_cores
+from derive.accounts.prediction import tensor_cores
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
 from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.inputs import choose, exact_count
 from derive.model import Model
-from derive.parallelism import Parallelism
+from derive.planning.experts import expert_plan, refuse_dense_options
+from derive.planning.layouts import MAX_CONTEXT, MICRO_BATCHES, context_sizes, layouts, micro_batch_columns
+from derive.planning.ranking import FITS, SYSTEM_NAMES, Plan, predicted_times, reasons
 from derive.planning.rounding import rounding_bytes
 from derive.stage_accounts import accounts
 from derive.sweep import evaluate
 from derive.symbols import L
 from derive.systems import system
-from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
-
-GiB = BYTE_UNITS["GiB"]
-#: Micro-batch sizes tried, the most virtual stages per rank, the largest context-parallel size.
-MICRO_BATCHES = (1, 2, 4, 8)
-#: Feasible layouts whose breakdown the text shows.
-BREAKDOWNS = 3
-MAX_VIRTUAL = 8
-MAX_CONTEXT = 16
-COMMUNICATION = ("step time predicted by derive.accounts.prediction (GEMMs, element-wise work, the "
-                 "communication ledger on NVLink / NIC with Megatron's overlap rules, bubble, optimizer); "
-                 "equal predicted times share a rank, listed by lower memory, then smaller t, p, v, c, b")
-#: derive.accounts.budget's hardware names -> the systems table's.
-SYSTEM_NAMES = {"h100": "h100", "a100": "a100-80gb"}
-
-#: Where a layout's most loaded rank must land in the usable range (derive.accounts.budget).
-FITS = {"low": "at or under the usable range's low end", "high": "at or under its high end"}
-#: Predicted step times within this relative difference are one rank (the model cannot order them).
-TIE = 1e-9
 
 #: Precisions the planner takes: bf16 (the placement's own states) and the FP8 recipes the step model
 #: times (derive.accounts.step_layout.LINEAR_DTYPE) whose states the accounts hold (derive.accounts.state).
 PRECISIONS = ("bf16", *(name for name in LINEAR_DTYPE if name in STATE_PRECISIONS and STATE_PRECISIONS[name].fp8))
-
-#: Why a layout is left out, in the order the summary lists them.
-REASONS = {
-    "memory": "memory over the GPU's usable range (above its high end)",
-    "memory-uncertain": "memory inside the usable range's uncertainty (above its low end)",
-    "batch": "tokens per step not a whole number of s*b*d micro-batches",
-    "schedule": "interleaving (v > 1) needs m a multiple of p",
-}
-
-
-def divisors(n: int) -> list[int]:
-    """The positive divisors of ``n``, ascending."""
-    small = [k for k in range(1, isqrt(n) + 1) if n % k == 0]
-    return sorted(set(small) | {n // k for k in small})
-
-
-def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
-            contexts: Sequence[int] = (1,)) -> dict[str, np.ndarray]:
-    """Every candidate layout as int64 columns t, p, v, c, d, b, zero, balanced (recompute is crossed later)."""
-    rows = []
-    for tp in divisors(gcd(entry.heads, entry.kv_heads, gpus)):
-        for cc in (k for k in contexts if gpus % (tp * k) == 0):
-            for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers + 2):
-                for balanced in (0, 1) if pp > 1 else (0,):
-                    slots = entry.layers + 2 * balanced
-                    for vv in range(1, MAX_VIRTUAL + 1 if pp > 1 else 2):
-                        if pp * vv > slots:
-                            break
-                        rows += [(tp, pp, vv, cc, gpus // (tp * pp * cc), bb, zero, balanced)
-                                 for bb in MICRO_BATCHES for zero in zero_stages]
-    names = ("t", "p", "v", "c", "d", "b", "zero", "balanced")
-    table = np.array(rows, dtype=np.int64).reshape(-1, len(names))
-    return {name: table[:, index] for index, name in enumerate(names)}
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """A plan's question and its rows (columns of equal length), their order, ranks and tight mark."""
-
-    model: Model
-    gpus: int
-    hardware: str
-    tokens: int
-    usable: tuple[int, int]
-    columns: dict[str, np.ndarray]
-    fit: str = "high"
-    #: The layout columns that order rows of equal step time and memory, the last one first.
-    TIEBREAK: ClassVar[tuple[str, ...]] = ("balanced", "b", "c", "v", "p", "t")
-
-    def order(self) -> np.ndarray:
-        """Row indices: feasible layouts by step time (then memory, then the TIEBREAK columns), then the rest."""
-        c = self.columns
-        time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
-        memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
-        return np.lexsort((*(c[name] for name in self.TIEBREAK), memory, time, ~c["feasible"]))
-
-    def failures(self) -> dict[str, int]:
-        """How many layouts failed for each reason."""
-        reasons = self.columns["reason"]
-        return {key: int(np.sum(reasons == key)) for key in REASONS if np.any(reasons == key)}
-
-    def leaders(self, top: int) -> tuple[list[int], dict[int, int]]:
-        """The feasible rows of ranks 1 .. ``top`` in order, and each rank's first row."""
-        order, ranks = self.order(), self.ranks()
-        shown = [row for row in order[:int(self.columns["feasible"].sum())] if ranks[row] <= top]
-        return shown, {int(ranks[row]): row for row in reversed(shown)}
-
-    def summary_lines(self, first: dict[int, int]) -> list[str]:
-        """The breakdown of the best BREAKDOWNS ranks (``first``: each rank's first row), then the failures."""
-        lines = [f"  #{rank} breakdown (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in
-                                                        self.columns["breakdown"][row].items() if seconds)
-                 for rank, row in sorted(first.items())[:BREAKDOWNS]]
-        return lines + [f"  failed: {count:6d}  {REASONS[key]}" for key, count in self.failures().items()]
-
-    def ranks(self) -> np.ndarray:
-        """Each row's rank by predicted step time (:func:`shared_ranks`)."""
-        return shared_ranks(self.columns["step_time"], self.order(), self.columns["feasible"])
-
-    def tight(self) -> np.ndarray:
-        """Feasible rows whose most loaded rank lies above the usable range's low end."""
-        return self.columns["feasible"] & (self.columns["memory_per_gpu"] > self.usable[0])
-
-
-@dataclass(frozen=True)
-class Plan(Ranked):
-    """Every layout with its memory, step time, feasibility and reason."""
-
-    precision: str = "bf16"
-
-
-def micro_batch_columns(sequences: int, part: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(whether b d divides the step's sequences, m = sequences / (b d) there and 1 elsewhere, whether the
-    schedule runs it: v = 1 or m a multiple of p, Megatron's interleaving rule) of layout columns ``part``."""
-    per_step = part["b"] * part["d"]
-    whole = (sequences > 0) & (sequences % per_step == 0)
-    micro = np.where(whole, sequences // per_step, 1)
-    return whole, micro, (part["v"] == 1) | (micro % part["p"] == 0)
-
-
-def shared_ranks(step_time: np.ndarray, order: np.ndarray, feasible: np.ndarray) -> np.ndarray:
-    """Rank of each row, 1 the fastest, 0 where it does not fit: a time within ``TIE`` of the one before shares its rank."""
-    ranks = np.zeros(step_time.size, dtype=np.int64)
-    timed = order[feasible[order]]
-    if timed.size:
-        times = step_time[timed]
-        ranks[timed] = 1 + np.concatenate([[0], np.cumsum(np.diff(times) > TIE * times[1:])])
-    return ranks
-
-
-def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.ndarray) -> np.ndarray:
-    """Each layout's first failure (a REASONS key; "" fits): ``failed`` checks in order, then memory.
-
-    Memory above the usable range's high end fails outright; above the end ``fit`` names
-    (low or high), it is inside the range's uncertainty.
-    """
-    low, high = usable
-    limit = low if fit == "low" else high
-    return np.select([*failed.values(), memory > high, memory > limit],
-                     [*failed, "memory", "memory-uncertain"], default="")
 
 
 def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
@@ -209,22 +73,25 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     is :meth:`Plan.tight`) or, conservatively, its ``low`` end. ``precision``: ``bf16`` (the placement's
     own states) or an FP8 recipe (:data:`PRECISIONS`): its weight copies and FP8 linear inputs in the
     memory (derive.sweep's ``recipe``), its FP8 GEMMs in the step time; ValueError naming ``precision``
-    where the GPU has no tensor cores for it.
+    where the GPU has no tensor cores for it. A model with routed experts: :func:`derive.planning.experts.expert_plan`
+    (Megatron's placements, the fused MoE table, bf16; ValueError naming the field of another option).
     """
     choose("fit", fit, FITS)
+    if seq is not None:
+        entry = replace(entry, seq=seq)
+    if not entry.dense:
+        refuse_dense_options(profile, placement_name, precision)
+        return expert_plan(entry, gpus, tokens, hardware_name, context_sizes(entry.seq, gpus, max_context), fit)
     choose("precision", precision, PRECISIONS)
     tensor_cores(precision, system(SYSTEM_NAMES.get(hardware_name, hardware_name)))
     recipe = STATE_PRECISIONS[precision].fp8
-    if seq is not None:
-        entry = replace(entry, seq=seq)
     low, high = usable_bytes(hardware_name)
     stages = stage_placements(placement_name)
     linear = accounts(entry.architecture, profile, "none", None).context_parallel
     largest = layer_activations(profile, "fused", 1, True, "none").bytes() * L
     exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
                 entry.at(largest, b=max(MICRO_BATCHES)))
-    contexts = ([k for k in range(1, min(max_context, gpus) + 1) if entry.seq % k == 0]
-                if linear else [1])
+    contexts = context_sizes(entry.seq, gpus, max_context) if linear else [1]
     base = layouts(entry, gpus, sorted(stages), contexts)
     # m = T / (s b d) in integers: T / s first (b d <= 8 * 2^20), so no int64 product overflows.
     sequences = tokens // entry.seq if tokens % entry.seq == 0 else 0
@@ -264,100 +131,3 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     columns["step_time"], columns["breakdown"] = predicted_times(entry, columns, tokens, hardware_name, precision)
     return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit, precision)
-
-
-def layout_parallelism(columns: dict[str, np.ndarray], row: int, tokens: int, seq: int) -> Parallelism:
-    """The :class:`derive.parallelism.Parallelism` of one plan row (sequence parallelism on)."""
-    return Parallelism(tp=int(columns["t"][row]), pp=int(columns["p"][row]), vp=int(columns["v"][row]),
-                       cp=int(columns["c"][row]), dp=int(columns["d"][row]), micro_batch=int(columns["b"][row]),
-                       global_batch=tokens // seq, recompute=str(columns["recompute"][row]),
-                       zero=int(columns["zero"][row]), sequence_parallel=int(columns["t"][row]) > 1,
-                       balanced=bool(columns["balanced"][row]))
-
-
-#: The plan columns whose values select a ledger template (derive.accounts.prediction.FLAG_FIELDS).
-TEMPLATE_FLAGS = ("recompute", "zero", "balanced")
-#: The expert-parallel columns an MoE plan adds (derive.plan_moe), timed with the rest.
-EXPERT_SIZES = ("e", "etp")
-
-
-def predicted_times(entry: Model, columns: dict[str, np.ndarray], tokens: int,
-                    hardware_name: str, precision: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
-    """Predicted step time (NaN where the layout does not fit) and breakdown of every feasible row at ``precision``.
-
-    The feasible rows are grouped by the flags that select a ledger template (recompute, ZeRO,
-    balanced, sequence parallelism t > 1, and p = 1) and each group is timed at once over its
-    columns (derive.accounts.prediction.predict_columns): what ``predict`` gives each row's
-    :func:`layout_parallelism`.
-    """
-    gpu = system(SYSTEM_NAMES.get(hardware_name, hardware_name))
-    times = np.full(columns["t"].size, np.nan)
-    breakdowns = np.full(columns["t"].size, None, dtype=object)
-    feasible = np.flatnonzero(columns["feasible"])
-    keys = list(zip(*(columns[name][feasible].tolist() for name in TEMPLATE_FLAGS),
-                    (columns["t"][feasible] > 1).tolist(), (columns["p"][feasible] == 1).tolist()))
-    groups: dict[tuple, list[int]] = {}
-    for row, key in zip(feasible.tolist(), keys):
-        groups.setdefault(key, []).append(row)
-    for (recompute, zero, balanced, sequence_parallel, _), rows in groups.items():
-        flags = Parallelism(recompute=recompute, zero=zero, balanced=bool(balanced),
-                            sequence_parallel=sequence_parallel, precision=precision)
-        result = predict_columns(entry, flags, {name: columns[name][rows] for name in
-                                                ("t", "p", "v", "c", "d", "b", "m", *EXPERT_SIZES)
-                                                if name in columns}, gpu)
-        times[rows] = result.step_time_s
-        names = list(result.breakdown)
-        for row, values in zip(rows, zip(*(result.breakdown[name].tolist() for name in names))):
-            breakdowns[row] = dict(zip(names, values))
-    return times, breakdowns
-
-
-# ---- the plan's text, shared with derive.plan_moe ----
-
-def _gib(value: float) -> str:
-    return f"{value / GiB:6.2f}"
-
-
-def _seconds(value: float) -> str:
-    """A step time for the table's column: two decimals, scientific past 10^5 s, a bound past 10^6 years."""
-    if value >= LONGEST_YEARS * YEAR_SECONDS:
-        return "> 1e6 years"
-    return f"{value:6.2f}" if value < 1e5 else f"{value:.2e}"
-
-
-def fit_line(usable: tuple[int, int], fit: str) -> str:
-    """The text's line on how memory is judged: the usable range, the limit, what 'tight' means."""
-    low, high = usable
-    judged = (f"a layout fits at or under {high / GiB:.2f} GiB on its most loaded rank ('tight' above "
-              f"{low / GiB:.2f} GiB: it fits only if context, NCCL buffers and fragmentation stay under their "
-              f"largest estimates)"
-              if fit == "high" else f"a layout fits at or under {low / GiB:.2f} GiB on its most loaded rank")
-    return f"  usable per GPU {low / GiB:.2f}-{high / GiB:.2f} GiB (derive.accounts.budget); {judged}"
-
-
-def nearest(result: Plan) -> str:
-    """Why no layout fits, and the nearest question that has an answer (GPUs or tokens that divide)."""
-    failures = result.failures()
-    reason = max(failures, key=failures.get) if failures else "batch"
-    seq, gpus, tokens = result.model.seq, result.gpus, result.tokens
-    if reason == "batch":
-        if tokens % seq:
-            below, above = tokens // seq * seq, (tokens // seq + 1) * seq
-            return (f"global batch {tokens:,} tokens is not a multiple of s = {seq}; "
-                    f"{below or above:,} or {above:,} tokens would divide")
-        sequences = tokens // seq
-        counts = sorted({d * t for d in divisors(sequences) for t in TENSOR_SIZES if d * t != gpus},
-                        key=lambda n: (abs(n - gpus), -n))
-        multiple = -(-tokens // (gpus * seq)) * gpus * seq
-        return (f"global batch {tokens:,} tokens is not a multiple of {gpus} x {seq} (GPUs x s) for any "
-                f"t p c that divides the model; {counts[0]:,} GPUs or a global batch of {multiple:,} tokens "
-                "would divide")
-    if reason in ("memory", "memory-uncertain"):
-        smallest = np.nanmin(result.columns["memory_per_gpu"])
-        return (f"no layout fits in memory: the smallest needs {format_memory(smallest)} on its most loaded rank, "
-                f"over the usable low end {format_memory(result.usable[0])}; more GPUs or a larger --gpu")
-    return f"no layout fits: {REASONS[reason]}"
-
-
-#: Tensor-parallel sizes the nearest-question search tries (a GPU count is d x t).
-TENSOR_SIZES = (1, 2, 4, 8)

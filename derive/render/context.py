@@ -15,7 +15,7 @@ from derive.render.sections.layouts import layouts_section
 from derive.render.sections.literature import literature_section
 from derive.render.sections.megatron import megatron_section
 from derive.render.sections.models import models_section
-from derive.render.sections.moe import moe_section
+from derive.render.sections.experts import moe_section
 from derive.render.sections.notation import notation_section
 from derive.render.sections.placement import placement_section
 from derive.render.sections.published_models import published_models_section

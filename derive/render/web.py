@@ -21,20 +21,21 @@ from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
 from derive.systems import SYSTEMS
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
-from derive.formulas import FORMULAS as ALL_FORMULAS, INPUTS, REPORT_ONLY, ZERO_STAGES, form
+from derive.formulas import INPUTS, ZERO_STAGES
 from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
-from derive.model import FIELD_SYMBOLS, Model
+from derive.model import FIELD_SYMBOLS
 from derive.presets import ALIASES, DENSE_MODELS, HARDWARE
 from derive.printing.javascript import javascript
 from derive.printing.latex import tex
 from derive.render.page_assets import csp_hash, inline_script, katex_assets, script_json
 from derive.render.page_config import PASTED, config_forms, config_messages, python_reprs
+from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, refused_profiles
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
 from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
-from derive.options.report import CUSTOM_FAMILY, DEFAULT_SEQ, FIELD_OPTIONS, SHAPE_OPTIONS, build_parser
+from derive.options.report import DEFAULT_SEQ, FIELD_OPTIONS, SHAPE_OPTIONS, build_parser
 from derive.options.values import (BUDGET_PATTERN, FLOAT_PATTERN, INTEGER_PATTERN, MAX_PEAK, MAX_SECONDS, SHOWN,
                                    SPACE)
 from derive.report import (
@@ -47,8 +48,6 @@ from derive.symbols import BY_NAME, b, d, k, meaning
 from derive.units import BINARY_STEPS, BYTE_UNITS, DECIMAL_STEPS
 from derive.verdicts import TABLES as VERDICTS
 
-#: The report's figures the page computes (the transformers-only figure stays in the CLI).
-FORMULAS = tuple(formula for formula in ALL_FORMULAS if formula.key not in REPORT_ONLY)
 
 ROOT = Path(__file__).resolve().parents[2]
 CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
@@ -58,8 +57,6 @@ CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
                 CALCULATOR)
 PAGE = "index.html"
-#: The form name of a shape given without --model.
-CUSTOM = "custom"
 
 #: Each figure's label on the page, by its --json key.
 LABELS: dict[str, str] = {
@@ -198,41 +195,6 @@ def field_specs() -> list[dict[str, object]]:
                       "choices": list(OPTION_CHOICES.get(option, ())),
                       "bounds": BOUNDS.get(kind, {}), "messages": messages})
     return specs
-
-
-def _candidates() -> dict[str, Model]:
-    """The presets, a custom shape and every form of a pasted config (sizes do not matter here, only forms)."""
-    configs = {m.name: m for forms in config_forms().values() for m in forms.values()}
-    return {**DENSE_MODELS, CUSTOM: Model(CUSTOM, CUSTOM_FAMILY, 1, 1, 1, 1, 1, 1, DEFAULT_SEQ), **configs,
-            **dense_configs()}
-
-
-def form_names() -> dict[str, str]:
-    """Each preset and 'custom' -> the name of its form (derive.formulas.form): its first model's."""
-    first: dict[object, str] = {}
-    for name, m in _candidates().items():
-        first.setdefault(form(m), name)
-    return {name: first[form(m)] for name, m in _candidates().items()}
-
-
-def page_models() -> dict[str, Model]:
-    """One model per form the page can meet, by form name."""
-    candidates = _candidates()
-    return {name: candidates[name] for name in dict.fromkeys(form_names().values())}
-
-
-def refused_profiles() -> dict[str, list[str]]:
-    """Form name -> the profiles the accounts refuse for it (a Llama-only profile on another layer)."""
-    refused: dict[tuple[str, ...], str] = {}
-    for formula in FORMULAS:
-        if formula.uses == ("model", "profile"):
-            for _ in formula.variants(page_models(), refused):
-                pass
-    out: dict[str, list[str]] = {}
-    for name, profile in sorted(refused):
-        if profile not in out.setdefault(name, []):
-            out[name].append(profile)
-    return out
 
 
 def config_data() -> dict[str, object]:

@@ -246,9 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             comm.print_table(communication)
         print(f"{passed} passed, {failed} failed")
     if not args.json and not args.kind:
-        from derive.validate import moe  # transformers' MoE / MLA code against the eager MoE tables
+        from derive.validate import experts  # transformers' MoE / MLA code against the eager MoE tables
         print("\ntransformers MoE and MLA layers (eager) against derive.architectures.saved_moe:")
-        failed += not moe.run()
+        failed += not experts.run()
     return 1 if failed else 0
 
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from derive.planning.search import COMMUNICATION, REASONS, Plan, plan
+from derive.planning.ranking import COMMUNICATION, REASONS, Plan
+from derive.planning.search import plan
 from derive.presets import model
 from derive.render.figures import PALETTE, Point, scatter_chart
 from derive.render.sheet import Cell, Column, Drawing, Section, Table, bytes_cell, int_cell, text_cell

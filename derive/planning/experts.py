@@ -1,82 +1,71 @@
-"""The planner for MoE models: every (t, p, v, c, e, t_E, d, b, recompute, ZeRO) layout, ranked by predicted step.
+"""The expert ranks' memory and the plan of an MoE model: the candidate space crossed with e and t_E, ranks 0, 1, p - 1.
 
-The dense planner's space (:func:`derive.plan.layouts`: t dividing the query and kv heads, c
-dividing s up to ``max_context``, p v <= L with uneven stages, interleaving checked against m,
-b in 1, 2, 4, 8, recompute none / selective / full, ZeRO 0-3 as Megatron-LM's placements:
-:func:`derive.accounts.framework_placements.stage_placements`) crossed with the expert axes: t also divides
-the dense FFN width f, the expert tensor-parallel size t_E is 1 or t (Megatron-Core's default when
---expert-tensor-parallel-size is unset) and divides f_E, e divides the routed experts E and t_E e
-divides t c d (megatron/core/parallel_state.py initialize_model_parallel, expert RankGenerator;
-:meth:`derive.parallelism.Parallelism.check`). Balanced pipelines (Llama 3's embedding and loss
-slots) are the dense planner's only.
-
-Memory is the most loaded of ranks 0, 1 and p - 1 (:func:`rank_memory`): the placement's state
-buffers (:func:`derive.accounts.experts.moe_state_buffers`: routed experts over the expert
-data-parallel group t c d / (t_E e), the rest over d c) of the layers the rank builds
-(:func:`rank_layers`, dense and MoE apart) and its edges (embedding on rank 0; final norm, head and
-MTP modules on rank p - 1), plus its in-flight chunks (:func:`derive.accounts.pipeline_split.stage_in_flight`)
-of the fused saved-tensor tables (:func:`derive.accounts.experts.moe_layer_activations`, SP on, s / c
-tokens per context rank), each buffer and tensor as the caching allocator allocates it
-(:mod:`derive.accounts.allocator`, as the dense planner counts them).
+:func:`derive.planning.search.plan` comes here when the model has routed experts. The layouts are
+:func:`derive.planning.layouts.expert_layouts` under Megatron-LM's placements for ZeRO 0-3
+(:func:`derive.accounts.framework_placements.stage_placements`); memory is the most loaded of ranks 0, 1
+and p - 1 (:func:`rank_memory`): the placement's state buffers
+(:func:`derive.accounts.experts.moe_state_buffers`: routed experts over the expert data-parallel group
+t c d / (t_E e), the rest over d c) of the layers the rank builds (:func:`rank_layers`, dense and MoE
+apart) and its edges (embedding on rank 0; final norm, head and MTP modules on rank p - 1), plus its
+in-flight chunks (:func:`derive.accounts.pipeline_split.stage_in_flight`) of the fused saved-tensor
+tables (:func:`derive.accounts.experts.moe_layer_activations`, SP on, s / c tokens per context rank),
+each buffer and tensor as the caching allocator allocates it (:mod:`derive.accounts.allocator`, as a
+dense model's plan counts them).
 
 Recompute is read from the same ledger as a dense layer's (:func:`derive.accounts.activations.recomputed`):
 full keeps each layer's input; selective drops the ``recomputed_selective`` rows, of which the fused
 MoE table has none (flash attention keeps no score matrix), so it saves no memory here and costs its
 recomputed attention in the step time. Each layout that fits is timed by the step model over columns
-(:func:`derive.plan.predicted_times`, EP all-to-all included) and ranked as the dense plan is
-(:class:`derive.plan.Ranked`: equal predicted steps share a rank).
+(:func:`derive.planning.ranking.predicted_times`, EP all-to-all included) on the preset's config
+(transformers' model: DeepSeek-V3's MTP module is not timed) and ranked as a dense model's plan is.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
 import numpy as np
 import sympy as sp
 
-from derive.accounts.activations import output_edge
+from derive.accounts.activations import RECOMPUTE_POLICIES, output_edge
 from derive.accounts.budget import usable_bytes
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
 from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved_moe import eager_edges, fused_mtp
-from derive.hf import published_model
-from derive.inputs import choose, exact_count
-from derive.model import Model
-from derive.names import moe_model
-from derive.planning.rounding import _rounded
-from derive.planning.search import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _seconds,
-                                    divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
 from derive.compiled import compile
+from derive.hf import published_model
+from derive.inputs import exact_count
+from derive.model import Model
+from derive.planning.layouts import MICRO_BATCHES, expert_layouts, micro_batch_columns
+from derive.planning.ranking import Plan, predicted_times, reasons
+from derive.planning.rounding import _rounded
+from derive.presets import MOE_PRESETS
 from derive.stage_accounts import CONTEXT
 from derive.state_columns import STATE_RANKS, placement_sharded
-from derive.symbols import D, E, L, L_E, f_E, t, v
+from derive.symbols import D, L, L_E, t, v
 from derive.tensors import Ledger
 
-#: The MoE presets' shipped configs (the step model and the layout rules read a config's Model).
-CONFIGS = {"mixtral-8x7b": "mixtral-8x7b-v0.1", "deepseek-v3": "deepseek-v3", "qwen3-30b-a3b": "qwen3-30b-a3b"}
 #: The layout symbols the memory expressions keep (every other size is the model's).
 SIZES = ("t", "p", "v", "c", "d", "e", "t_E", "b", "m")
 #: The framework whose ZeRO stages the MoE planner places (Megatron-Core's expert groups).
 PLACEMENT = "megatron"
 #: The saved-tensor profile: Megatron-Core + Transformer Engine (derive.architectures.saved_moe).
 PROFILE = "fused"
-#: The layout columns of the text table and of the JSON, in order.
-FIELDS = ("t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero")
+#: The layer profile an MoE model's plan takes (the option's default; its saved tensors are the fused MoE table's).
+LAYER_PROFILE = "llama-fused"
 #: Rank 0, rank 1 and rank p - 1 (derive.accounts.pipeline_split.RANKS).
 RANKS = ("first", "middle", "last")
-
 
 def rank_layers(rank: str, layers: int, moe_layers: int, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(dense, MoE) layers pipeline ``rank`` builds at p > 1 of ``layers``, the last ``moe_layers`` MoE: v chunks of n.
 
-    n = ceil(L / (p v)) is the dense planner's most loaded chunk (derive.accounts.pipeline_split.chunk_slots);
+    n = ceil(L / (p v)) is a dense model's most loaded chunk (derive.accounts.pipeline_split.chunk_slots);
     rank r's first chunk is layers [r n, (r + 1) n) (get_transformer_layer_offset) and the L - L_E dense
     layers come first (DeepSeek-V3's first_k_dense_replace), so it builds min(max(L - L_E - r n, 0), n) dense
-    layers, exact while p n >= L - L_E (every dense layer in the first round of chunks: :func:`plan_moe`
+    layers, exact while p n >= L - L_E (every dense layer in the first round of chunks: :func:`expert_plan`
     checks it), and the rest of its v n layers MoE (at most L_E). In numbers: SymPy 1.14 evaluates
     Min(3, ceiling(61 / (p v))) to 3.
     """
@@ -84,7 +73,6 @@ def rank_layers(rank: str, layers: int, moe_layers: int, p: np.ndarray, v: np.nd
     index = {"first": 0, "middle": 1, "last": p - 1}[rank]
     dense = np.minimum(np.maximum(layers - moe_layers - index * n, 0), n)
     return dense, np.minimum(v * n - dense, moe_layers)
-
 
 def _edge_parameters(table: Ledger, rank: str) -> Ledger:
     """The rows beside the layers ``rank`` holds: the embedding (first), norm, head and MTP (last), all (whole)."""
@@ -95,10 +83,8 @@ def _edge_parameters(table: Ledger, rank: str) -> Ledger:
         return edges.without("embedding")
     return edges if rank == "whole" else Ledger([])
 
-
 #: L, L_E -> one dense layer's rows (count L - L_E) or one MoE layer's (count L_E) of the parameter table.
 ONE_LAYER = {"dense": {L: 1, L_E: 0}, "moe": {L: 1, L_E: 1}}
-
 
 @dataclass(frozen=True)
 class RankTerms:
@@ -117,7 +103,6 @@ class RankTerms:
     held: sp.Expr
     chunks: sp.Expr
 
-
 @lru_cache(maxsize=64)
 def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
     """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m.
@@ -125,7 +110,7 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
     States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
     expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, TE's fp32
     rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
-    layers (the dense planner's convention), the token ids once per held first chunk on rank 0, the
+    layers (a dense model's plan's convention), the token ids once per held first chunk on rank 0, the
     output edge and the D MTP modules once on rank p - 1.
     """
     features = entry.layout
@@ -161,18 +146,15 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
                "held": saved(rank_share(ids)), "once": saved(once) + saved(mtp, D)},
         held=held, chunks=chunks)
 
-
 def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
     """``expr`` compiled (derive.compiled.compile) at the columns it names."""
     function = compile(expr)
     return function(**{name: values[name] for name in function.names})
 
-
 def _summed(sizes: Iterable[np.ndarray], rounded: bool) -> np.ndarray:
     """The bytes of tensors of ``sizes``: as requested, or (``rounded``) each as the caching allocator hands it out."""
     return sum((_rounded(size).astype(np.float64) if rounded else np.asarray(size, dtype=np.float64)
                 for size in sizes), np.zeros(()))
-
 
 def rank_memory(entry: Model, zero: int, recompute: str, rank: str, values: dict[str, np.ndarray],
                 rounded: bool = True) -> np.ndarray:
@@ -180,7 +162,7 @@ def rank_memory(entry: Model, zero: int, recompute: str, rank: str, values: dict
 
     One buffer per resident state row and parameter group over the rank's parameters; every layer's saved
     tensors for each held chunk. ``rounded``: each buffer and tensor as the caching allocator allocates it
-    (derive.accounts.allocator.allocated_bytes, as the dense planner's rounding_bytes counts them).
+    (derive.accounts.allocator.allocated_bytes, as derive.planning.rounding.rounding_bytes counts them).
     """
     terms = rank_terms(entry, zero, recompute, rank)
     total, moe = entry.values[L], entry.values.get(L_E, entry.values[L])
@@ -198,62 +180,46 @@ def rank_memory(entry: Model, zero: int, recompute: str, rank: str, values: dict
     total = states + held * (saved("held") + sum(layers[kind] * saved(kind) for kind in ONE_LAYER)) + saved("once")
     return np.where(values["p"] == 2, 0, total) if rank == "middle" else total
 
+def _config_name(entry: Model) -> str:
+    """The shipped config of the MoE preset ``entry``: its Model is what the step model and the layout rules read."""
+    configs = {shown: config for config, shown, _, _ in MOE_PRESETS.values()}
+    if entry.name not in configs:
+        raise ValueError(f"model: {entry.name} is not one of the MoE presets the planner plans "
+                         f"({', '.join(MOE_PRESETS)})")
+    return configs[entry.name]
 
-def moe_layouts(entry: Model, config: Model, gpus: int, contexts: list[int]) -> dict[str, np.ndarray]:
-    """Every candidate as int64 columns t, p, v, c, e, etp, d, b, zero (recompute is crossed later).
+def refuse_dense_options(profile: str, placement_name: str, precision: str) -> None:
+    """ValueError naming the field of an option an MoE model's plan cannot honour (dense models' only)."""
+    if precision != "bf16":
+        raise ValueError(f"precision: the MoE planner (derive.planning.experts) counts bf16 states and activations "
+                         f"only; {precision} is planned for dense models (derive report and derive "
+                         "predict take it for MoE models)")
+    if placement_name != PLACEMENT:
+        raise ValueError(f"placement: the MoE planner (derive.planning.experts) places states as Megatron-LM does "
+                         f"(expert data-parallel groups); {placement_name} is planned for dense models")
+    if profile != LAYER_PROFILE:
+        raise ValueError(f"profile: the MoE planner (derive.planning.experts) reads the fused MoE table "
+                         f"(derive.architectures.saved_moe); {profile} is a dense layer profile")
 
-    The dense planner's layouts (not balanced) with t dividing f, crossed with every t_E in {1, t}
-    dividing f_E and every e dividing E with t_E e dividing t c d.
+def expert_plan(entry: Model, gpus: int, tokens: int, hardware_name: str, contexts: list[int], fit: str) -> Plan:
+    """Every layout of the MoE preset ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed.
+
+    ``contexts``: the context-parallel sizes tried (dividing s).
     """
-    base = layouts(config, gpus, sorted(stage_placements(PLACEMENT)), contexts)
-    keep = (base["balanced"] == 0) & (config.ffn % base["t"] == 0)
-    base = {name: column[keep] for name, column in base.items() if name != "balanced"}
-    sizes = entry.values
-    experts = divisors(sizes[E])
-
-    @lru_cache(maxsize=None)
-    def expert_grids(tp: int, ranks: int) -> tuple[tuple[int, int], ...]:
-        return tuple((etp, ep) for etp in sorted({1, tp}) if sizes[f_E] % etp == 0
-                     for ep in experts if ranks % (etp * ep) == 0)
-
-    grids = [expert_grids(tp, tp * cc * dp) for tp, cc, dp in
-             zip(base["t"].tolist(), base["c"].tolist(), base["d"].tolist())]
-    counts = np.array([len(grid) for grid in grids], dtype=np.int64)
-    pairs = np.array([pair for grid in grids for pair in grid], dtype=np.int64).reshape(-1, 2)
-    columns = {name: np.repeat(column, counts) for name, column in base.items()}
-    columns["etp"], columns["e"] = pairs[:, 0], pairs[:, 1]
-    return columns
-
-
-@dataclass(frozen=True)
-class MoEPlan(Ranked):
-    """Every MoE layout with its memory, predicted step time, feasibility and reason (``model``: the config's Model)."""
-
-    experts: Model = field(kw_only=True)
-
-    TIEBREAK = ("b", "etp", "e", "c", "v", "p", "t")
-
-
-def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq: int | None = None,
-             fit: str = "high", max_context: int = MAX_CONTEXT) -> MoEPlan:
-    """Every layout of the MoE preset ``name`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed."""
-    choose("fit", fit, FITS)
-    entry = moe_model(choose("model", name, CONFIGS), seq)
-    seq = entry.seq
+    config_name = _config_name(entry)
     largest = L * moe_layer_activations(PROFILE, entry.layout, True, 1, True, norm_statistics=True).bytes()
     exact_count("seq", f"the activations of one unsplit GPU at micro-batch {max(MICRO_BATCHES)}",
                 entry.subs(largest, b=max(MICRO_BATCHES)))
-    config = published_model(CONFIGS[name], seq=seq)
+    config = published_model(config_name, seq=entry.seq)
     low, high = usable_bytes(hardware_name)
-    contexts = [k for k in range(1, min(max_context, gpus) + 1) if seq % k == 0]
-    base = moe_layouts(entry, config, gpus, contexts)
+    base = expert_layouts(entry, config, gpus, sorted(stage_placements(PLACEMENT)), contexts)
     chunk = -(-config.layers // (base["p"] * base["v"]))
     if np.any(base["p"] * chunk < config.layers - len(config.moe_layers)):
-        raise ValueError(f"model: {name}'s dense layers reach past the first round of pipeline chunks "
-                         "(derive.plan_moe.rank_layers counts them there)")
-    sequences = tokens // seq if tokens % seq == 0 else 0
+        raise ValueError(f"model: {entry.name}'s dense layers reach past the first round of pipeline chunks "
+                         "(derive.planning.experts.rank_layers counts them there)")
+    sequences = tokens // entry.seq if tokens % entry.seq == 0 else 0
     parts = []
-    for recompute in ("none", "selective", "full"):
+    for recompute in RECOMPUTE_POLICIES:
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
         whole, micro, schedule = micro_batch_columns(sequences, part)
         memory = np.full(base["t"].size, np.nan)
@@ -273,50 +239,4 @@ def plan_moe(name: str, gpus: int, tokens: int, hardware_name: str = "h100", seq
                       "balanced": np.zeros(base["t"].size, dtype=np.int64)})
     columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     columns["step_time"], columns["breakdown"] = predicted_times(config, columns, tokens, hardware_name)
-    return MoEPlan(config, gpus, hardware_name, tokens, (low, high), columns, fit, experts=entry)
-
-
-def render_moe_plan(result: MoEPlan, top: int = 10) -> str:
-    """The top ranks of an MoE plan (one line each, alike layouts counted), the best few breakdowns, failures."""
-    c = result.columns
-    order, ranks, tight = result.order(), result.ranks(), result.tight()
-    feasible = int(c["feasible"].sum())
-    lines = [f"== {result.experts.name} on {result.gpus} {result.hardware.upper()}: {result.tokens:,} tokens per step "
-             f"(s = {result.model.seq})",
-             fit_line(result.usable, result.fit), f"  {COMMUNICATION}",
-             f"  {len(order)} layouts, {feasible} fit"]
-    shown, first = result.leaders(top)
-    if feasible:
-        lines.append("  rank   t   p  v  c    e  t_E     d  b     m  recompute  zero  memory GiB  step s")
-    for rank, row in sorted(first.items()):
-        alike = sum(1 for other in shown if ranks[other] == rank) - 1
-        lines.append(f"  {rank:4d} {c['t'][row]:3d} {c['p'][row]:3d} {c['v'][row]:2d} {c['c'][row]:2d} "
-                     f"{c['e'][row]:4d} {c['etp'][row]:4d} {c['d'][row]:5d} {c['b'][row]:2d} {c['m'][row]:5d}  "
-                     f"{c['recompute'][row]:9s}  {c['zero'][row]:4d}  {_gib(c['memory_per_gpu'][row]):>10s}  "
-                     f"{_seconds(c['step_time'][row]):>6s}" + ("  tight" if tight[row] else "")
-                     + (f"  (+{alike} alike)" if alike else ""))
-    lines += result.summary_lines(first)
-    if not feasible:
-        lines.append(f"  no layout fits: {nearest(result)}")
-    return "\n".join(lines) + "\n"
-
-
-def moe_json(result: MoEPlan) -> str:
-    """Every MoE layout in rank order with its sizes, memory, step time, breakdown, rank and reason."""
-    c, ranks, tight = result.columns, result.ranks(), result.tight()
-    layouts_ = []
-    for row in result.order():
-        timed, measured = not np.isnan(c["step_time"][row]), not np.isnan(c["memory_per_gpu"][row])
-        layouts_.append({**{key: str(c[key][row]) if key == "recompute" else int(c[key][row]) for key in FIELDS},
-                         "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
-                         "step_time": float(c["step_time"][row]) if timed else None,
-                         "breakdown": c["breakdown"][row] if timed else None,
-                         "feasible": bool(c["feasible"][row]), "rank": int(ranks[row]) or None,
-                         "tight": bool(tight[row]), "reason": REASONS.get(str(c["reason"][row]), "")})
-    document = {"model": result.experts.name, "gpus": result.gpus, "hardware": result.hardware,
-                "tokens": result.tokens, "seq": result.model.seq,
-                "usable_bytes": {"low": result.usable[0], "high": result.usable[1]}, "fit": result.fit,
-                "note": COMMUNICATION, "failures": result.failures(), "layouts": layouts_}
-    if not c["feasible"].any():
-        document["no_layout_fits"] = nearest(result)
-    return json.dumps(document, indent=1) + "\n"
+    return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)
