@@ -1,4 +1,4 @@
-"""The MoE / MLA saved-tensor tables' prediction at derive.validate.moe's cases, without torch.
+"""The MoE / MLA saved-tensor tables' prediction at derive.validate.experts's cases, without torch.
 
 The expected bytes are what PyTorch's autograd kept for backward at each case (transformers 5.23,
 eager, bf16; ``python -m derive.validate``'s MoE lines, measured with saved-tensor hooks): the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from derive.validate.moe import CASES, predicted
+from derive.validate.experts import CASES, predicted
 
 #: Bytes autograd kept at each of CASES, in order (measured with PyTorch, see the docstring).
 MEASURED = (75748, 114780, 90980, 120508, 72484, 51198, 49236, 20580)
