@@ -62,7 +62,7 @@ def test_every_llama_row_comes_from_a_registered_operation():
         assert operations <= set(REGISTRY) and {"norm", "attention", "mlp"} <= operations
 
 
-@pytest.mark.parametrize("bad, field", [(Step("router", "eager"), "operation"),
+@pytest.mark.parametrize("bad, field", [(Step("loss", "eager"), "operation"),
                                         (Step("norm", "fp8"), "implementation")])
 def test_unknown_operation_or_implementation(bad, field):
     with pytest.raises(ValueError, match=field):

@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import sympy as sp
 
-# hf_eager_attention, hf_rms_norm, hf_sdpa_attention, when: derive.architectures.saved_moe still
-# imports them from here (another change moves that module); their home is operations.
-from derive.architectures.operations.attention import (ATTENTION_KERNELS, hf_eager_attention,
-                                                       hf_sdpa_attention)
+from derive.architectures.operations.attention import ATTENTION_KERNELS
 from derive.architectures.operations.mlp import META_SWIGLU, hf_gated_naming
-from derive.architectures.operations.norm import hf_rms_norm, layer_input
+from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.registry import Step, saved_table, step
-from derive.architectures.operations.rows import (ACTIVATION, HEAD, SEQUENCE_FIRST, STATISTICS,
-                                                  row, when)
+from derive.architectures.operations.rows import ACTIVATION, HEAD, SEQUENCE_FIRST, STATISTICS, row
 from derive.inputs import choose
 from derive.symbols import L, L_w, b, h, k, s
 from derive.tensors import Ledger
