@@ -85,9 +85,8 @@ def test_llama_parameters_declared_once_named_twice():
 
 def test_attention_brings_the_score_gemms():
     # QK^T and PV come from the attention operation's declaration, not from the layer's caller
-    from derive.architectures.families import gpt_parameter_steps
     from derive.architectures.operations.registry import score_table
-    scores = score_table(gpt_parameter_steps(), "causal")
+    scores = score_table(gpt_layer_steps(), "causal")
     assert scores.names == ("attention.scores (Q K^T)", "attention.context (P V)")
     assert all(gemm.count == a and gemm.n * gemm.k == s / 2 * h / a for gemm in scores)
 

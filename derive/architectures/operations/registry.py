@@ -101,11 +101,17 @@ REGISTRY: dict[str, Operation] = {op.name: op for op in (
 
 @dataclass(frozen=True)
 class Step:
-    """One operation of a layer as a profile runs it: the operation, its implementation, its options."""
+    """One operation of a layer as a profile runs it: the operation, its implementation, its options.
+
+    ``held``: the parameter steps of the same operation this step holds (one list serves a layer's
+    saved rows and its parameters: () for one that holds none, a dropout); None where the step
+    itself declares parameters (``implementation`` names them).
+    """
 
     operation: str
     implementation: str
     options: dict[str, object] = field(default_factory=dict)
+    held: tuple["Step", ...] | None = None
 
     def _declared(self, kind: str) -> Callable:
         operation = REGISTRY[choose("operation", self.operation, REGISTRY)]
@@ -118,17 +124,22 @@ class Step:
 
     def parameters(self) -> list[Tensor]:
         """The parameter rows this step holds, from the registry."""
+        if self.held is not None:
+            return [kept for each in self.held for kept in each.parameters()]
         return list(self._declared("parameters")(**self.options))
 
     def gemms(self, mask: str) -> Ledger:
         """The GEMMs this step runs beyond its matrices' (attention's QK^T and PV under ``mask``)."""
+        if self.held is not None:
+            return sum((each.gemms(mask) for each in self.held), Ledger())
         extra = REGISTRY[choose("operation", self.operation, REGISTRY)].gemms.get(self.implementation)
         return extra(mask, self.options) if extra else Ledger()
 
 
-def step(operation: str, implementation: str, **options: object) -> Step:
-    """A :class:`Step` with keyword options."""
-    return Step(operation, implementation, options)
+def step(operation: str, implementation: str, held: tuple[Step, ...] | None = None,
+         **options: object) -> Step:
+    """A :class:`Step` with keyword options (``held``: the parameter steps it holds)."""
+    return Step(operation, implementation, options, held)
 
 
 def walk(steps: tuple[Step, ...]) -> list[tuple[str, Tensor]]:
