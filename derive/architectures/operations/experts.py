@@ -20,6 +20,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.blocks import gated_mlp, linear
+from derive.architectures.moe import MoE
 from derive.architectures.operations.mlp import eager_swiglu, hf_swiglu, te_swiglu
 from derive.architectures.operations.rows import ACTIVATION, INDEX_DTYPE, STATISTICS, row
 from derive.architectures.parameters import matrix, vector
@@ -34,13 +35,13 @@ ROUTER = ("router", "mlp", "replicated")
 EXPERT = ("routed_expert", "mlp", "tp_shardable")
 
 
-# ---- parameters (``moe``: a derive.architectures.moe.MoE) ----
+# ---- parameters ----
 
 def _expert_names(prefix: str) -> dict[str, str]:
     return {role: f"{prefix}.{role}_proj" for role in ("gate", "up", "down")}
 
 
-def router(moe: object) -> list[Tensor]:
+def router(moe: MoE) -> list[Tensor]:
     """The routing matrix [h, E] (token -> expert scores) and its bias, if any."""
     rows = [matrix(f"{moe.prefix}.{moe.router_name}.weight", h, E, "router", "mlp", "moe")]
     if moe.router_bias != "none":
@@ -50,14 +51,14 @@ def router(moe: object) -> list[Tensor]:
     return rows
 
 
-def routed_experts(moe: object) -> list[Tensor]:
+def routed_experts(moe: MoE) -> list[Tensor]:
     """E gated experts of width f_E (Mixtral: Jiang et al. 2024; DeepSeekMoE: Dai et al. 2024), ``count`` E each."""
     rows = gated_mlp(_expert_names(f"{moe.prefix}.experts.*"), f_E, moe.expert_bias, False,
                      "routed_expert", "moe")
     return [kept.times(E) for kept in rows]
 
 
-def shared_experts(moe: object) -> list[Tensor]:
+def shared_experts(moe: MoE) -> list[Tensor]:
     """The shared expert(s) as one gated MLP of width f_S, and Qwen2-MoE's gate [h, 1]."""
     if not moe.shared:
         return []

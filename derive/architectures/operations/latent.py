@@ -17,6 +17,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.blocks import linear, norm
+from derive.architectures.mla import MLA
 from derive.architectures.operations.attention import HEADS, hf_layer_input, hf_output, te_flash, te_input
 from derive.architectures.operations.norm import hf_rms_norm, te_rms_norm
 from derive.architectures.operations.rows import ACTIVATION, STATISTICS, row, when
@@ -29,8 +30,8 @@ T = b * s
 LATENT = ("replicated", "attention", "mla_down")
 
 
-def mla_attention(mla: object) -> list[Tensor]:
-    """One layer's MLA projections and latent norms (``mla``: a derive.architectures.mla.MLA)."""
+def mla_attention(mla: MLA) -> list[Tensor]:
+    """One layer's MLA projections and latent norms."""
     p = mla.prefix
     qk_width = a * (k_nope + k_rope)
     if mla.q_lora:
