@@ -14,8 +14,8 @@ import sympy as sp
 from derive.accounts.hf_saved import config_saved
 from derive.architectures.operations.attention import hf_eager_attention, hf_sdpa_attention
 from derive.architectures.operations.edges import hf_edges_saved
+from derive.architectures.operations.latent import hf_mla
 from derive.architectures.saved import llama_layer_saved
-from derive.architectures.saved_moe import eager_attention
 from derive.cli import run
 from derive.hf import from_config
 from derive.symbols import BY_NAME, a, b, h, k, s
@@ -580,7 +580,7 @@ def test_deepseek_sdpa_is_exact_on_both_cpu_paths(v_head_dim, heads, experts, at
     assert hf_random.predicted(config, "sdpa", 2, 7, experts) == measured
     model, _ = config_saved(config, "hf-sdpa", experts)
     _, eager = config_saved(config, "hf-eager", experts)
-    rows = eager_attention(model.layout, False, "sdpa")
+    rows = hf_mla(model.layout.mla.q_lora, "sdpa")
     mla = ["q (flash)", "k (flash)", "kv_b_proj output", "softmax logsumexp (flash)",
            "attention output (q layout", "q scaled", "k scaled", "softmax (fp32, math)", "v (fp32"]
     chosen = Ledger([row for row in rows if row.name.startswith(tuple(mla))])

@@ -62,7 +62,7 @@ def test_every_llama_row_comes_from_a_registered_operation():
         assert operations <= set(REGISTRY) and {"norm", "attention", "mlp"} <= operations
 
 
-@pytest.mark.parametrize("bad, field", [(Step("router", "eager"), "operation"),
+@pytest.mark.parametrize("bad, field", [(Step("loss", "eager"), "operation"),
                                         (Step("norm", "fp8"), "implementation")])
 def test_unknown_operation_or_implementation(bad, field):
     with pytest.raises(ValueError, match=field):
@@ -85,8 +85,53 @@ def test_llama_parameters_declared_once_named_twice():
 
 def test_attention_brings_the_score_gemms():
     # QK^T and PV come from the attention operation's declaration, not from the layer's caller
-    from derive.architectures.families import gpt_parameter_steps
     from derive.architectures.operations.registry import score_table
-    scores = score_table(gpt_parameter_steps(), "causal")
+    scores = score_table(gpt_layer_steps(), "causal")
     assert scores.names == ("attention.scores (Q K^T)", "attention.context (P V)")
     assert all(gemm.count == a and gemm.n * gemm.k == s / 2 * h / a for gemm in scores)
+
+
+def test_deepseek_v3_fused_layer_by_operation():
+    # one DeepSeek-V3 MoE layer (MLA with a query latent, 256 routed experts, one shared expert)
+    # under Megatron + TE, b = 1, s = 4096, at its config's sizes (DeepSeek-V3 report, Table 1 /
+    # config.json): every saved row walked, summed per operation and per token by hand
+    from derive.architectures.decoder import layer_rows, layer_steps
+    from derive.architectures.moe_model import moe_layout
+    from derive.architectures.saved_moe import fused_layer_steps
+    from derive.symbols import E, b, f_E, f_S, k_E, k_nope, k_rope, k_v, r_kv, r_q
+    layout = moe_layout("mla", shared=True, router="sigmoid-grouped")
+    at = {h: 7168, a: 128, k_nope: 128, k_rope: 64, k_v: 128, r_q: 1536, r_kv: 512, E: 256,
+          k_E: 8, f_E: 2048, f_S: 2048, b: 1, s: 4096}
+    tokens = 4096
+    per_token = {
+        # two fused RMSNorms: a bf16 input [h] and an fp32 rstd per token each
+        "norm": 2 * (7168 * 2 + 4),
+        # the input both down projections read, q / kv latent norms (input, rstd) and up-projection
+        # inputs, q and k of 128 heads x 192, v and the output of 128 x 128, fp32 logsumexp per head
+        "attention": 7168 * 2 + (1536 * 2 + 4 + 1536 * 2) + (512 * 2 + 4 + 512 * 2)
+        + 2 * 128 * 192 * 2 + 2 * 128 * 128 * 2 + 128 * 4,
+        # its bf16 input, fp32 scores and a bool routing map over 256 experts
+        "router": 7168 * 2 + 256 * 4 + 256,
+        # int32 row_id_map [2E + 1]; 8 copies of the token, their fp32 probabilities,
+        # fc1's output [2 f_E] and fc2's input [f_E] per copy
+        "experts": 513 * 4 + 8 * (7168 * 2 + 4 + 2 * 2048 * 2 + 2048 * 2),
+        "shared_experts": 2 * 2048 * 2 + 2048 * 2,
+    }
+    steps = fused_layer_steps(layout, moe=True)
+    assert [each.operation for each in steps] == ["norm", "attention", "norm", "router", "experts",
+                                                  "shared_experts"]
+    totals = {}
+    for operation, kept in walk(steps):
+        totals[operation] = totals.get(operation, 0) + int(kept.bytes.subs(at))
+    assert totals == {name: tokens * value for name, value in per_token.items()}
+    assert sum(totals.values()) == tokens * 458548
+    # its parameters by operation, walked the same way: the MLA block 187,107,328 (q_a [h, r_q],
+    # its norm, q_b [r_q, a 192], kv_a [h, r_kv + 64], its norm, kv_b [r_kv, a 256], o [a 128, h]),
+    # the router [h, E], 256 experts and one shared expert of three [h, 2048] matrices
+    params = {}
+    for each in layer_steps(layout, moe_layer=True):
+        params[each.operation] = params.get(each.operation, 0) + sum(
+            int(row.numel.subs(at)) for row in each.parameters())
+    assert params == {"norm": 2 * 7168, "attention": 187_107_328, "router": 7168 * 256,
+                      "experts": 256 * 3 * 7168 * 2048, "shared_experts": 3 * 7168 * 2048}
+    assert sum(params.values()) == layer_rows(layout, True).numel().subs(at)

@@ -12,5 +12,5 @@ HF_PROFILES: dict[str, str] = {
 }
 #: transformers 5's experts implementations derive models (integrations/moe.py
 #: grouped_mm_experts_forward, the default; eager: the modeling file's loop over experts);
-#: derive.accounts.hf_saved checks them against derive.architectures.saved_moe.EXPERTS on import.
+#: derive.accounts.hf_saved checks them against derive.architectures.operations.experts.EXPERTS on import.
 EXPERTS_IMPLEMENTATIONS: tuple[str, ...] = ("grouped_mm", "eager")

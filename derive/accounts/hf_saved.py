@@ -37,7 +37,8 @@ from derive.architectures.operations.edges import (gemma_edges_saved, gpt2_edges
 from derive.architectures.operations.rows import ACTIVATION, SINGLE_SEQUENCE, STATISTICS
 from derive.architectures.saved import (gemma_layers_saved, gpt2_layer_saved, llama_layer_saved,
                                         neox_layer_saved)
-from derive.architectures.saved_moe import EXPERTS, eager_edges, eager_layer
+from derive.architectures.operations.experts import EXPERTS
+from derive.architectures.saved_moe import eager_edges, eager_layer
 from derive.inputs import choose
 from derive.hf import from_config, load_config
 from derive.hf_families import DENSE
@@ -47,7 +48,7 @@ from derive.tensors import Ledger
 
 if tuple(EXPERTS) != EXPERTS_IMPLEMENTATIONS:  # the names the CLI offers are the tables this module has
     raise ValueError(f"experts_implementation: derive.accounts.hf_profiles names {EXPERTS_IMPLEMENTATIONS}, "
-                     f"derive.architectures.saved_moe.EXPERTS holds {tuple(EXPERTS)}")
+                     f"derive.architectures.operations.experts.EXPERTS holds {tuple(EXPERTS)}")
 #: Families whose dense layer is the Llama layer of llama_layer_saved (q/k head norms for Qwen 3,
 #: fused qkv_proj and gate_up_proj for Phi 3, post-norms and projection q/k norms for OLMo 2).
 LLAMA_LAYER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2")

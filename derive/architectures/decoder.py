@@ -6,8 +6,9 @@ kind, whether the MLP is gated, tied or learned embeddings, MoE and MLA blocks.
 The *sizes* stay symbols (h, a, g, k, f, V, L, s_max and the MoE and MLA symbols
 of derive.symbols), substituted with a model's numbers later, so one table serves
 the identities and the accounts. The dense rows are a walk of the layout's operations through
-derive.architectures.operations.registry (declared in derive.architectures.blocks); MoE and MLA
-blocks come from .moe and .mla; names are transformers' (a layer's rows relative to the layer).
+derive.architectures.operations.registry (the dense blocks declared in derive.architectures.blocks,
+MLA in .operations.latent, the MoE block's router and experts in .operations.experts); names are
+transformers' (a layer's rows relative to the layer).
 
 Tags, besides the blocks': ``layer`` (held once per layer), ``moe_layer`` (held
 by the L_E MoE layers) or ``dense_layer`` (by the other L - L_E, in an MoE
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from derive.architectures.blocks import NORMS
-from derive.architectures.mla import MLA, mla_attention
-from derive.architectures.moe import MoE, active_parameter_count, moe_block
+from derive.architectures.mla import MLA
+from derive.architectures.moe import MoE, active_parameter_count
 from derive.architectures.operations.registry import Step, parameter_table, step
 from derive.symbols import L, L_E, a, h, k, s_max
 from derive.tensors import Ledger
@@ -119,32 +120,31 @@ def _norm_steps(layout: Layout) -> list[Step]:
 
 
 def _attention_steps(layout: Layout) -> list[Step]:
-    """MHA / GQA (none where MLA attends: derive.architectures.mla) and the attention sinks."""
-    steps = [] if layout.mla is not None else [step(
+    """MHA / GQA or MLA (derive.architectures.operations.latent), and the attention sinks."""
+    steps = [step("attention", "mla", mla=layout.mla) if layout.mla is not None else step(
         "attention", "projections", names=layout.names, fused=layout.qkv_fused,
         qkv_bias=layout.qkv_bias, o_bias=layout.o_bias, qk_norm=layout.qk_norm, head_dim=k)]
     return steps + ([step("attention", "sinks", heads=a)] if layout.sinks else [])
 
 
-def _mlp_step(layout: Layout) -> Step:
-    return step("mlp", "mlp", names=layout.names, gated=layout.gated, bias=layout.mlp_bias,
-                fused=layout.gate_up_fused)
+def _mlp_steps(layout: Layout, moe_layer: bool = False) -> list[Step]:
+    """The dense MLP, or an MoE layer's router, routed experts and shared experts (with their gate)."""
+    if moe_layer:
+        return [step(operation, implementation, moe=layout.moe) for operation, implementation in
+                (("router", "router"), ("experts", "routed"), ("shared_experts", "shared"))]
+    return [step("mlp", "mlp", names=layout.names, gated=layout.gated, bias=layout.mlp_bias,
+                 fused=layout.gate_up_fused)]
 
 
-def layer_steps(layout: Layout) -> tuple[Step, ...]:
-    """The operations of one dense layer in table order: its norms, attention, sinks, the MLP."""
-    return (*_norm_steps(layout), *_attention_steps(layout), _mlp_step(layout))
+def layer_steps(layout: Layout, moe_layer: bool = False) -> tuple[Step, ...]:
+    """The operations of one layer in table order: its norms, attention, sinks, the MLP or the MoE block."""
+    return (*_norm_steps(layout), *_attention_steps(layout), *_mlp_steps(layout, moe_layer))
 
 
 def layer_rows(layout: Layout, moe_layer: bool = False) -> Ledger:
-    """One layer: its norms, attention (MHA/GQA or MLA), MLP (dense or MoE); MLA and MoE blocks are not registry operations yet."""
-    rows = list(parameter_table(tuple(_norm_steps(layout))))
-    if layout.mla is not None:
-        rows += mla_attention(layout.mla)
-    rows += parameter_table(tuple(_attention_steps(layout)))
-    rows += list(moe_block(layout.moe)) if moe_layer else _mlp_step(layout).parameters()
+    """One layer (dense or, ``moe_layer``, MoE): :func:`layer_steps` walked, tagged ``layer`` and its kind in an MoE model."""
     kind = () if layout.moe is None else ("moe_layer" if moe_layer else "dense_layer",)
-    return Ledger(rows).map(lambda t: t.tagged("layer", *kind))
+    return parameter_table(layer_steps(layout, moe_layer)).map(lambda t: t.tagged("layer", *kind))
 
 
 def edge_steps(layout: Layout) -> tuple[Step, ...]:

@@ -11,41 +11,23 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.blocks import META_NAMES, MEGATRON_NAMES
 from derive.architectures.decoder import Layout, layer_steps, model_rows
 from derive.architectures.gemms import weight_gemms
-from derive.architectures.operations.registry import Step, parameter_table, score_table, step
+from derive.architectures.operations.registry import parameter_table, score_table, step
+from derive.architectures.saved import gpt_layer_steps, llama_layer_steps
 from derive.inputs import choose
-from derive.symbols import L, a, f, h, s
+from derive.symbols import L, a, h, s
 from derive.tensors import Ledger
 
 
-def llama_parameter_steps(head_dim: sp.Expr = h / a) -> tuple[Step, ...]:
-    """One Llama layer: RMSNorm, GQA (a query, g kv heads), SwiGLU, no biases (Llama 3 paper, Table 3), Meta's names."""
-    return (step("norm", "norm", name="attention_norm", width=h, kind="rms", tags=("attention",)),
-            step("attention", "projections", names=META_NAMES, fused=False, qkv_bias=False,
-                 o_bias=False, qk_norm="none", head_dim=head_dim, weight=""),
-            step("norm", "norm", name="ffn_norm", width=h, kind="rms", tags=("mlp",)),
-            step("mlp", "mlp", names=META_NAMES, gated=True, weight=""))
-
-
-def gpt_parameter_steps(head_dim: sp.Expr = h / a) -> tuple[Step, ...]:
-    """One GPT layer: LayerNorm with bias, fused QKV and projection with biases, fc1/fc2 with biases (GPT-2/3, Megatron)."""
-    return (step("norm", "norm", name="input_layernorm", width=h, kind="layer", tags=("attention",)),
-            step("attention", "megatron", head_dim=head_dim),
-            step("norm", "norm", name="post_attention_layernorm", width=h, kind="layer",
-                 tags=("mlp",)),
-            step("mlp", "mlp", names=MEGATRON_NAMES, gated=False, width=f, bias=True))
-
-
 def llama_layer(head_dim: sp.Expr = h / a) -> Ledger:
-    """The Llama layer's parameters (:func:`llama_parameter_steps` walked)."""
-    return parameter_table(llama_parameter_steps(head_dim)).map(lambda t: t.tagged("layer"))
+    """The Llama layer's parameters: the steps of Meta's reference (derive.architectures.saved, the eager profile) walked."""
+    return parameter_table(llama_layer_steps("eager", head_dim)).map(lambda t: t.tagged("layer"))
 
 
 def gpt_layer(head_dim: sp.Expr = h / a) -> Ledger:
-    """The GPT layer's parameters (:func:`gpt_parameter_steps` walked)."""
-    return parameter_table(gpt_parameter_steps(head_dim)).map(lambda t: t.tagged("layer"))
+    """The GPT layer's parameters (derive.architectures.saved.gpt_layer_steps walked)."""
+    return parameter_table(gpt_layer_steps(head_dim=head_dim)).map(lambda t: t.tagged("layer"))
 
 
 def llama_edges() -> Ledger:
@@ -87,13 +69,13 @@ def gemm_parameter_count(family: str) -> sp.Expr:
 
 def llama_layer_gemms(mask: str = "causal", head_dim: sp.Expr | None = None) -> Ledger:
     """One Llama layer: q, k, v, o, gate, up, down weight GEMMs and QK^T, PV."""
-    steps = llama_parameter_steps(h / a if head_dim is None else head_dim)
+    steps = llama_layer_steps("eager", h / a if head_dim is None else head_dim)
     return weight_gemms(parameter_table(steps).map(lambda t: t.tagged("layer"))) + score_table(steps, mask)
 
 
 def gpt_layer_gemms(mask: str = "causal") -> Ledger:
     """One GPT layer: fused QKV, projection, fc1, fc2 and QK^T, PV."""
-    steps = gpt_parameter_steps()
+    steps = gpt_layer_steps()
     return weight_gemms(parameter_table(steps).map(lambda t: t.tagged("layer"))) + score_table(steps, mask)
 
 

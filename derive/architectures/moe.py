@@ -1,12 +1,12 @@
-"""Mixture-of-experts parameter rows: router, routed experts, shared expert(s) and their gate.
+"""The form of a mixture-of-experts block (:class:`MoE`) and the active rows of a table.
 
-The rows of ONE MoE layer's MLP block, sizes symbolic (derive.symbols: E routed
-experts of width f_E, k_E of them per token, shared experts of total width f_S).
-Names are transformers' within a layer (``mlp.gate.weight``), except the routed
-experts: they are written as the published checkpoints hold them, one gate, up
-and down per expert (``mlp.experts.*.gate_proj.weight``, ``count`` E), where
-transformers 5 stacks them into ``mlp.experts.gate_up_proj`` [E, 2 f_E, h] and
-``mlp.experts.down_proj`` [E, h, f_E] (the mapping is in derive.validate.hf).
+The rows of ONE MoE layer's MLP block (router, routed experts, shared expert(s) and their
+gate) are registry operations (derive.architectures.operations.experts), sizes symbolic
+(derive.symbols: E routed experts of width f_E, k_E of them per token, shared experts of total
+width f_S). The routed experts are written as the published checkpoints hold them, one gate, up
+and down per expert (``mlp.experts.*.gate_proj.weight``, ``count`` E), where transformers 5
+stacks them into ``mlp.experts.gate_up_proj`` [E, 2 f_E, h] and ``mlp.experts.down_proj``
+[E, h, f_E] (the mapping is in derive.validate.hf).
 
 Tags (the expert-parallel scheme; Megatron-LM, megatron/core/transformer/moe/):
   ``moe``            every row of the block;
@@ -26,10 +26,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from derive.architectures.blocks import gated_mlp, linear
-from derive.architectures.parameters import matrix, vector
-from derive.symbols import E, f_E, f_S, h, k_E
-from derive.tensors import Ledger, Tensor
+from derive.symbols import E, k_E
+from derive.tensors import Ledger
 
 #: Router bias kinds: none, a trained bias (Megatron's add_bias_linear), or a buffer the
 #: load-balancing rule moves (DeepSeek-V3 report, section 2.1.2, auxiliary-loss-free balancing).
@@ -49,7 +47,7 @@ class MoE:
     routed expert's gate, up and down projections carry a bias (GPT-OSS: GptOssExperts'
     gate_up_proj_bias [E, 2 f_E] and down_proj_bias [E, h], modeling_gpt_oss.py).
 
-    Routing (no parameter; read by the saved-tensor tables, derive.architectures.saved_moe):
+    Routing (no parameter; read by the saved-tensor tables, derive.architectures.operations.experts):
     ``router`` (:data:`ROUTERS`), ``normalise_topk`` (the top-k weights renormalised to sum to 1:
     a config's norm_topk_prob; Mixtral always), ``weights_dtype`` (the dtype the routing weights
     reach the experts in: Qwen2-MoE and Qwen3-MoE cast them to the hidden dtype).
@@ -77,44 +75,6 @@ class MoE:
                                  f"(known: {', '.join(known)})")
         if self.shared_gate and not self.shared:
             raise ValueError("shared_gate: a shared-expert gate needs a shared expert")
-
-
-def _expert_names(prefix: str) -> dict[str, str]:
-    return {role: f"{prefix}.{role}_proj" for role in ("gate", "up", "down")}
-
-
-def router(moe: MoE) -> list[Tensor]:
-    """The routing matrix [h, E] (token -> expert scores) and its bias, if any."""
-    rows = [matrix(f"{moe.prefix}.{moe.router_name}.weight", h, E, "router", "mlp", "moe")]
-    if moe.router_bias != "none":
-        kind = ("buffer",) if moe.router_bias == "buffer" else ()
-        rows.append(vector(f"{moe.prefix}.{moe.router_name}.{moe.router_bias_name}", E, "router", "bias",
-                           "mlp", "moe", *kind))
-    return rows
-
-
-def routed_experts(moe: MoE) -> list[Tensor]:
-    """E gated experts of width f_E (Mixtral: Jiang et al. 2024; DeepSeekMoE: Dai et al. 2024), ``count`` E each."""
-    rows = gated_mlp(_expert_names(f"{moe.prefix}.experts.*"), f_E, moe.expert_bias, False,
-                     "routed_expert", "moe")
-    return [row.times(E) for row in rows]
-
-
-def shared_experts(moe: MoE) -> list[Tensor]:
-    """The shared expert(s) as one gated MLP of width f_S, and Qwen2-MoE's gate [h, 1]."""
-    if not moe.shared:
-        return []
-    rows = gated_mlp(_expert_names(moe.shared), f_S, moe.shared_bias, False, "shared_expert",
-                     "moe")
-    if moe.shared_gate:
-        rows += linear(f"{moe.shared}_gate", h, sp.Integer(1), False, "shared_expert_gate",
-                       "mlp", "moe")
-    return rows
-
-
-def moe_block(moe: MoE) -> Ledger:
-    """One MoE layer's MLP block: router, routed experts, shared expert(s)."""
-    return Ledger([*router(moe), *routed_experts(moe), *shared_experts(moe)])
 
 
 def active_rows(table: Ledger) -> Ledger:

@@ -7,7 +7,8 @@ saved-for-backward tables read: ``derive.architectures.saved_moe``), its
 layout; :func:`moe_layout` writes one from the switches Megatron's arguments
 and the papers name. A model is L - L_E dense and L_E MoE layers
 (``decoder.model_rows``) and optionally D multi-token-prediction modules
-(``derive.architectures.mtp``) whose layer has the last layer's type. The
+(the registry's ``mtp`` operation, derive.architectures.operations.mtp) whose layer has the last
+layer's type. The
 GEMMs are those of the parameter table with the routed experts at k_E of their
 E copies, router and shared-expert gate included, the score GEMMs QK^T (width
 k_nope + k_rope under MLA) and PV (width k_v) in each of the L + D layers, and
@@ -22,7 +23,7 @@ from derive.architectures.decoder import Layout, layer_rows, parameter_rows
 from derive.architectures.gemms import Gemm, attention_score_gemms, weight_gemms
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE, active_rows
-from derive.architectures.mtp import mtp_module
+from derive.architectures.operations.registry import parameter_table, step
 from derive.inputs import choose
 from derive.symbols import D, L, a, k, k_nope, k_rope, k_v
 from derive.tensors import Ledger
@@ -56,12 +57,16 @@ def layer(layout: Layout, moe: bool) -> Ledger:
     return layer_rows(layout, moe)
 
 
+def mtp_modules(layout: Layout) -> Ledger:
+    """D MTP modules (tag ``mtp``): each its own rows (enorm, hnorm, eh_proj [2h, h], final norm) and a layer of the last layer's type."""
+    own = parameter_table((step("mtp", "module"),))
+    return (own + layer(layout, layout.last_moe).without("buffer")).map(lambda w: w.tagged("mtp").times(D))
+
+
 def model_parameters(layout: Layout) -> Ledger:
     """Every parameter once: layers, untied edges, and the MTP modules (tag ``mtp``)."""
     table = parameter_rows(layout)
-    if not layout.mtp:
-        return table
-    return table + mtp_module(layer(layout, layout.last_moe).without("buffer"))
+    return table + mtp_modules(layout) if layout.mtp else table
 
 
 def active_parameters(layout: Layout) -> Ledger:

@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import sympy as sp
 
-# hf_eager_attention, hf_rms_norm, hf_sdpa_attention, when: derive.architectures.saved_moe still
-# imports them from here (another change moves that module); their home is operations.
-from derive.architectures.operations.attention import (ATTENTION_KERNELS, hf_eager_attention,
-                                                       hf_sdpa_attention)
+from derive.architectures.blocks import META_NAMES, MEGATRON_NAMES
+from derive.architectures.operations.attention import ATTENTION_KERNELS
 from derive.architectures.operations.mlp import META_SWIGLU, hf_gated_naming
-from derive.architectures.operations.norm import hf_rms_norm, layer_input
+from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.registry import Step, saved_table, step
-from derive.architectures.operations.rows import (ACTIVATION, HEAD, SEQUENCE_FIRST, STATISTICS,
-                                                  row, when)
+from derive.architectures.operations.rows import ACTIVATION, HEAD, SEQUENCE_FIRST, STATISTICS, row
 from derive.inputs import choose
-from derive.symbols import L, L_w, b, h, k, s
+from derive.symbols import L, L_w, b, f, h, k, s
 from derive.tensors import Ledger
 
 #: The Llama layer's profiles (how a framework runs it): PyTorch eager, Megatron + TE fused kernels,
@@ -45,23 +42,34 @@ LAYER_PROFILES = ("gpt", "llama-eager", "llama-fused", "llama-hf-sdpa", "llama-h
 ATTENTIONS, ARCHITECTURES = ATTENTION_KERNELS, LAYER_PROFILES
 
 
-def gpt_layer_steps(attention_kernel: str = "materialised",
-                    statistics_dtype: str = STATISTICS) -> tuple[Step, ...]:
-    """One GPT layer, Korthikanti et al. 2022, section 4.1: MHA, GELU, LayerNorm, three dropouts."""
+def _norm(name: str, kind: str, block: str) -> tuple[Step, ...]:
+    """The parameters of a norm over h feeding ``block`` (derive.architectures.blocks.norm)."""
+    return (step("norm", "norm", name=name, width=h, kind=kind, tags=(block,)),)
+
+
+def gpt_layer_steps(attention_kernel: str = "materialised", statistics_dtype: str = STATISTICS,
+                    head_dim: sp.Expr = HEAD) -> tuple[Step, ...]:
+    """One GPT layer, Korthikanti et al. 2022, section 4.1: MHA, GELU, LayerNorm, three dropouts.
+
+    The steps hold the layer's parameters too: LayerNorms with bias, fused QKV and projection with
+    biases, fc1/fc2 with biases (GPT-2/3, Megatron), heads of width ``head_dim``.
+    """
     choose("attention_kernel", attention_kernel, ATTENTION_KERNELS)
     ln2_input = row("post_attention_layernorm input", (*SEQUENCE_FIRST, h), ACTIVATION,
                     "replicated", "norm", note="kept by LayerNorm 2 (the residual sum)")
     return (
         step("norm", "layer_norm", prefix="input_layernorm", input_row=layer_input(),
-             dtype=statistics_dtype),
-        step("attention", "megatron", kernel=attention_kernel),
+             dtype=statistics_dtype, held=_norm("input_layernorm", "layer", "attention")),
+        step("attention", "megatron", kernel=attention_kernel,
+             held=(step("attention", "megatron", head_dim=head_dim),)),
         step("dropout", "residual", name="attention-output dropout mask", block="attention",
-             note="kept by dropout after the output projection"),
+             note="kept by dropout after the output projection", held=()),
         step("norm", "layer_norm", prefix="post_attention_layernorm", input_row=ln2_input,
-             dtype=statistics_dtype),
-        step("mlp", "megatron_gelu"),
+             dtype=statistics_dtype, held=_norm("post_attention_layernorm", "layer", "mlp")),
+        step("mlp", "megatron_gelu", held=(step("mlp", "mlp", names=MEGATRON_NAMES, gated=False,
+                                                width=f, bias=True),)),
         step("dropout", "residual", name="MLP dropout mask", block="mlp",
-             note="kept by dropout after fc2"),
+             note="kept by dropout after fc2", held=()),
     )
 
 
@@ -71,11 +79,20 @@ def gpt_layer_saved(attention_kernel: str = "materialised", statistics_dtype: st
 
 
 def _llama_eager(head: sp.Expr) -> tuple[Step, ...]:
-    """PyTorch eager: nn.RMSNorm, q/k/v linears (GQA), RoPE, SDPA (enable_gqa), SiLU(gate) * up."""
-    return (step("norm", "eager_rms_norm", prefix="attention_norm"),
-            step("attention", "eager_sdpa", head=head),
-            step("norm", "eager_rms_norm", prefix="ffn_norm"),
-            step("mlp", "gated", naming=META_SWIGLU))
+    """PyTorch eager: nn.RMSNorm, q/k/v linears (GQA), RoPE, SDPA (enable_gqa), SiLU(gate) * up.
+
+    Meta's Llama reference (llama/model.py), so the steps hold the family's parameters under Meta's
+    names: RMSNorms, GQA (a query, g kv heads of width ``head``), SwiGLU, no biases (Llama 3
+    paper, Table 3).
+    """
+    attention = step("attention", "projections", names=META_NAMES, fused=False, qkv_bias=False,
+                     o_bias=False, qk_norm="none", head_dim=head, weight="")
+    return (step("norm", "eager_rms_norm", prefix="attention_norm",
+                 held=_norm("attention_norm", "rms", "attention")),
+            step("attention", "eager_sdpa", head=head, held=(attention,)),
+            step("norm", "eager_rms_norm", prefix="ffn_norm", held=_norm("ffn_norm", "rms", "mlp")),
+            step("mlp", "gated", naming=META_SWIGLU,
+                 held=(step("mlp", "mlp", names=META_NAMES, gated=True, weight=""),)))
 
 
 def _llama_fused(head: sp.Expr) -> tuple[Step, ...]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.families import gemm_parameter_count, parameter_count
-from derive.architectures.mla import MLA, mla_attention
+from derive.architectures.mla import MLA
 from derive.architectures.moe_model import active_parameters, layer, model_parameters, moe_layout
+from derive.architectures.operations.latent import mla_attention
 from derive.identities import identity
 from derive.identities.experts import GQA, MEMORY
 from derive.identities.experts import TOPIC as EXPERTS

@@ -20,7 +20,8 @@ import torch  # noqa: E402
 
 from derive.architectures.decoder import Layout  # noqa: E402
 from derive.architectures.moe_model import moe_layout  # noqa: E402
-from derive.architectures.saved_moe import eager_edges, eager_layer, group_routing_rows  # noqa: E402
+from derive.architectures.operations.experts import group_routing_rows  # noqa: E402
+from derive.architectures.saved_moe import eager_edges, eager_layer  # noqa: E402
 from derive.symbols import (E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h,  # noqa: E402
                             k, k_g, n_g, r_kv, r_q, s)
 from derive.tensors import Ledger  # noqa: E402

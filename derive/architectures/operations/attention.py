@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.operations.norm import qk_norms
+from derive.architectures.operations.norm import hf_rms_norm, qk_norms
 from derive.architectures.operations.rows import (ACTIVATION, BATCH_FIRST, HEAD, KV_VIEW, MASK,
                                                   SEQUENCE_FIRST, SINGLE_SEQUENCE, STATISTICS,
                                                   row, sliding_mask, when)
@@ -206,3 +206,55 @@ def gpt2_attention(kernel: str) -> list[Tensor]:
                         note="softmax in the scores' dtype, kept by softmax and by PV"))
     return rows + [row("attention output", (b, s, a * k), ACTIVATION, *HEADS,
                        note="c_proj's input (sdpa: the kernel's output; eager: the contiguous copy)")]
+
+
+def hf_layer_input() -> Tensor:
+    """The [T, h] input of an MoE model's attention in transformers: input_layernorm's output, kept by the first projections."""
+    return row("attention input", (b * s, h), ACTIVATION, "replicated", "attention",
+               note="input_layernorm output, kept by the first projections (one tensor)")
+
+
+def hf_output(width: sp.Expr) -> Tensor:
+    """The attention output [T, ``width``] o_proj keeps (an MoE model's layer in transformers)."""
+    return row("o_proj input", (b * s, width), ACTIVATION, *HEADS,
+               note="attention output, kept by o_proj")
+
+
+def hf_gqa(kernel: str = "eager", qk_norm: str = "none", window: bool = False) -> list[Tensor]:
+    """GQA of an MoE model in transformers 5.23 (MixtralAttention, Qwen3MoeAttention): its input, Qwen 3's
+    per-head q/k norms (``qk_norm`` "head"), ``kernel``'s rows (sdpa with ``window``'s mask, or eager), o_proj's input."""
+    rows = [hf_layer_input()]
+    if qk_norm == "head":
+        rows += hf_rms_norm("q_norm", (b, s, a, k), "tp_shardable", "attention")
+        rows += hf_rms_norm("k_norm", (b, s, g, k), "tp_shardable", "attention")
+    rows += hf_eager_attention(k) if kernel == "eager" else hf_sdpa_attention(k, window)
+    return rows + [hf_output(a * k)]
+
+
+def te_flash(qk: sp.Expr, value: sp.Expr, kv_heads: sp.Expr) -> list[Tensor]:
+    """TE DotProductAttention (flash backend): q, k, v, the output and the fp32 logsumexp (an MoE / MLA layer)."""
+    return [
+        row("q", (s, b, a, qk), ACTIVATION, *HEADS, note="after RoPE, kept by flash attention"),
+        row("k", (s, b, kv_heads, qk), ACTIVATION, *HEADS, note="after RoPE, kept by flash attention"),
+        row("v", (s, b, kv_heads, value), ACTIVATION, *HEADS, note="kept by flash attention"),
+        row("attention output", (s, b, a * value), ACTIVATION, *HEADS, "linear_input_shared",
+            note="kept by flash attention; the same tensor is linear_proj's input"),
+        row("softmax logsumexp", (b, a, s), STATISTICS, *HEADS, "softmax_statistics",
+            note="kept by flash attention"),
+    ]
+
+
+def te_input(twice: bool = False) -> Tensor:
+    """input_layernorm's output, kept by linear_qkv or (``twice``) by MLA's two down projections."""
+    return row("attention input", (s, b, h), ACTIVATION, "replicated", "attention", "linear_input",
+               *(("linear_input_twice",) if twice else ()),
+               note="input_layernorm output, kept by linear_qkv / the down projections")
+
+
+def te_gqa(qk_norm: str = "none") -> list[Tensor]:
+    """GQA of an MoE layer under Megatron + TE: linear_qkv's input, the q/k layernorms' inputs, flash attention."""
+    rows = [te_input()]
+    if qk_norm == "head":
+        rows += [row("q_layernorm input", (s, b, a, k), ACTIVATION, *HEADS),
+                 row("k_layernorm input", (s, b, g, k), ACTIVATION, *HEADS)]
+    return rows + te_flash(k, k, g)

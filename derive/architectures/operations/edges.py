@@ -139,3 +139,30 @@ def gemma_edges_saved(rope_per_layer_type: bool, logit_softcap: bool) -> Ledger:
               sp.true if logit_softcap else sp.false),
     ]
     return hf_edges_saved(k, final_norm=gemma_rms_norm("norm", (b, s, h))) + Ledger(extra)
+
+
+def hf_moe_embedding_saved(rope: sp.Expr = k) -> list[Tensor]:
+    """An MoE model in transformers: token ids and the RoPE cos/sin tables ``rope`` wide (shared by every layer)."""
+    return [
+        row("embedding: token ids", (b, s), INDEX_DTYPE, "embedding", "replicated"),
+        row("RoPE cos", (s, rope), ACTIVATION, "embedding", "replicated",
+            note="kept once (one storage) by every layer's rotary multiply"),
+        row("RoPE sin", (s, rope), ACTIVATION, "embedding", "replicated"),
+    ]
+
+
+def hf_moe_loss_saved(single_sequence: bool = False) -> list[Tensor]:
+    """An MoE model in transformers: the head input, the fp32 log-probabilities, the targets and the total weight.
+
+    ``single_sequence`` (b = 1): the shifted targets are a contiguous slice of the padded
+    labels, so ``.contiguous()`` copies nothing and the loss keeps their s + 1 storage
+    (transformers/loss/loss_utils.py ForCausalLMLoss).
+    """
+    targets = (s + 1,) if single_sequence else (b * s,)
+    return [
+        row("output: head input", (b * s, h), ACTIVATION, "output", "replicated"),
+        row("loss: log-probabilities (fp32)", (b * s, V), STATISTICS, "output", "logits",
+            "tp_shardable", note="logits.float() then log_softmax, kept by log_softmax and nll_loss"),
+        row("loss: targets", targets, INDEX_DTYPE, "output", "replicated"),
+        row("loss: total weight", (), STATISTICS, "output", "replicated"),
+    ]

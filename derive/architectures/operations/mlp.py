@@ -110,3 +110,39 @@ def gpt2_gelu_new_mlp() -> list[Tensor]:
     return plain_mlp(("c_fc input", "gelu_new input", "c_proj input"),
                      ("ln_2 output", "c_fc output, kept by torch.pow(x, 3)",
                       "gelu_new output, kept by Conv1D's addmm"), activation=composite)
+
+
+def eager_swiglu(prefix: str, tokens: sp.Expr, width: sp.Expr, *tags: str) -> list[Tensor]:
+    """A SwiGLU MLP in eager PyTorch over ``tokens`` rows: gate (SiLU input), up, SiLU output, down input."""
+    return [
+        row(f"{prefix} gate", (tokens, width), ACTIVATION, *tags, note="kept by SiLU"),
+        row(f"{prefix} up", (tokens, width), ACTIVATION, *tags, note="kept by the multiply"),
+        row(f"{prefix} SiLU output", (tokens, width), ACTIVATION, *tags, note="kept by the multiply"),
+        row(f"{prefix} down input", (tokens, width), ACTIVATION, *tags, note="kept by down_proj"),
+    ]
+
+
+def hf_swiglu(prefix: str = "mlp", width: sp.Expr = f, tags: tuple[str, ...] = (),
+              keeps_input: bool = True) -> list[Tensor]:
+    """An MoE model's dense SwiGLU in transformers (DeepseekV3MLP, Qwen2MoeMLP): its [T, h] input, then :func:`eager_swiglu`.
+
+    ``keeps_input`` False: another operation's row is the same input tensor (one tensor, one row).
+    """
+    kept = row(f"{prefix} input", (b * s, h), ACTIVATION, "replicated", "mlp", *tags,
+               note="post_attention_layernorm output, kept by gate_proj and up_proj")
+    return ([kept] if keeps_input else []) + eager_swiglu(prefix, b * s, width, "tp_shardable",
+                                                          "mlp", *tags)
+
+
+def te_swiglu(prefix: str, tokens: tuple[sp.Expr, ...], width: sp.Expr, *tags: str) -> list[Tensor]:
+    """TE linear_fc1 output kept by the fused SwiGLU (megatron/core/fusions/fused_bias_swiglu.py), fc2 input."""
+    return [row(f"{prefix} linear_fc1 output (gate and up)", (*tokens, 2 * width), ACTIVATION, *tags,
+                note="the only tensor the fused SwiGLU keeps"),
+            row(f"{prefix} linear_fc2 input", (*tokens, width), ACTIVATION, *tags, "linear_input",
+                note="SwiGLU output, kept by linear_fc2")]
+
+
+def te_dense_swiglu() -> list[Tensor]:
+    """An MoE model's dense layer under Megatron + TE: linear_fc1's input, then :func:`te_swiglu`."""
+    return ([row("linear_fc1 input", (s, b, h), ACTIVATION, "replicated", "mlp", "linear_input")]
+            + te_swiglu("mlp", (s, b), f, "tp_shardable", "mlp"))

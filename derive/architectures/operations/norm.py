@@ -99,3 +99,11 @@ def qk_norms(head: sp.Expr, kind: str = "head") -> list[Tensor]:
     norm = gemma_rms_norm if kind == "gemma" else hf_rms_norm
     return [*norm("q_norm", (b, s, a, head), "tp_shardable", "qk_norm"),
             *norm("k_norm", (b, s, g, head), "tp_shardable", "qk_norm")]
+
+
+def te_rms_norm(prefix: str, width: sp.Expr, tags: tuple[str, ...] = ()) -> list[Tensor]:
+    """TE's fused RMSNorm over ``width`` in an MoE / MLA layer (transformer_engine/pytorch/module/rmsnorm.py): its [s, b, width] input and an fp32 rstd per row."""
+    return [row(f"{prefix} input", (s, b, width), ACTIVATION, "norm", *tags,
+                note=f"kept by the fused {prefix}"),
+            row(f"{prefix} rstd", (s, b), STATISTICS, "norm", "norm_statistics", *tags,
+                note=f"fp32 rstd, kept by the fused {prefix}")]
