@@ -7,7 +7,7 @@ the MoE block's router, routed experts, shared experts and their gate
 
 ``eager`` is what transformers 5.23's own modeling code keeps on CPU in bf16 with
 ``attn_implementation="eager"`` (or sdpa) and its default ``grouped_mm`` experts, measured with
-``saved_tensors_hooks`` by ``derive.validate.moe``: its RMSNorm keeps the fp32 upcast input,
+``saved_tensors_hooks`` by ``derive.validate.experts``: its RMSNorm keeps the fp32 upcast input,
 the fp32 inverse RMS and the bf16 normalised input; eager attention keeps Q, K and V expanded to
 the a query heads, the fp32 softmax and its bf16 copy.
 

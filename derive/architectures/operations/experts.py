@@ -7,7 +7,7 @@ published checkpoints hold them, one gate, up and down per expert (``count`` E).
 
 Saved rows, ``eager``: transformers 5.23's modeling code on CPU in bf16 with its default
 ``grouped_mm`` experts (transformers/integrations/moe.py grouped_mm_experts_forward) or the
-``eager`` loop, measured by ``derive.validate.moe``: the router keeps its probabilities in fp32
+``eager`` loop, measured by ``derive.validate.experts``: the router keeps its probabilities in fp32
 and the top-k indices; the experts keep the permutation indices, the k_E copies of each token
 and every intermediate of the SwiGLU. ``fused``: Megatron-Core with Transformer Engine, the
 alltoall dispatcher with permute fusion and grouped GEMM (megatron/core/transformer/moe/
