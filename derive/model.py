@@ -30,7 +30,7 @@ FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv
                                        "ffn": f, "vocab": V, "seq": s}
 
 #: The Hugging Face model types whose MoE layers derive's saved-tensor tables model
-#: (derive.architectures.saved_moe): the MoE report takes them.
+#: (derive.architectures.saved): the MoE report takes them.
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 

@@ -32,7 +32,7 @@ from derive.accounts.state import FP8_PRECISIONS, OPTIMIZERS, PRECISIONS, fp8_re
 from derive.architectures.decoder import Layout
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import active_parameters, model_gemms, model_parameters
-from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
+from derive.architectures.saved import MOE_PROFILES
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
 from derive.megatron.flops import flops_per_token

@@ -12,7 +12,7 @@ from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
                                      model_parallel_share, moe_layer_activations)
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import model_gemms, model_parameters, moe_layout
-from derive.architectures.saved_moe import layer_saved_moe
+from derive.architectures.saved import moe_layer_saved
 from derive.identities import experts as expert_departures
 from derive.presets import MODELS as PRESETS
 from derive.symbols import d, e, t, t_E
@@ -102,7 +102,7 @@ def test_departures_are_sized_for_deepseek_and_mixtral():
 
 def test_fused_moe_rows_by_hand():
     """Mixtral fused MoE layer, t = 1: k_E copies of each token through the experts, s = 1, b = 1."""
-    rows = layer_saved_moe("fused", moe_layout("gqa"))
+    rows = moe_layer_saved("fused", moe_layout("gqa"))
     model = PRESETS["mixtral-8x7b"]
     per_token = model.subs(rows.bytes(), s=1, b=1)
     h, a, g, k, E, top_k, f = 4096, 32, 8, 128, 8, 2, 14336
@@ -111,10 +111,10 @@ def test_fused_moe_rows_by_hand():
     router = 2 * h + 4 * E + E + 4 * (2 * E + 1)   # input, fp32 scores, bool map, int32 row_id_map
     experts = top_k * (2 * h + 4 + 2 * 2 * f + 2 * f)
     assert per_token == attention + norm + router + experts
-    capped = layer_saved_moe("fused", moe_layout("gqa"), capacity_factor=sp.Rational(5, 4))
+    capped = moe_layer_saved("fused", moe_layout("gqa"), capacity_factor=sp.Rational(5, 4))
     assert model.subs(capped.bytes(), s=1, b=1) - per_token == sp.Rational(1, 4) * experts
     with pytest.raises(ValueError, match="^capacity_factor: "):
-        layer_saved_moe("eager", moe_layout("gqa"), capacity_factor=2)
+        moe_layer_saved("eager", moe_layout("gqa"), capacity_factor=2)
 
 
 def test_expert_tokens_gather_over_expert_tp():

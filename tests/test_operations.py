@@ -97,7 +97,7 @@ def test_deepseek_v3_fused_layer_by_operation():
     # config.json): every saved row walked, summed per operation and per token by hand
     from derive.architectures.decoder import layer_rows, layer_steps
     from derive.architectures.moe_model import moe_layout
-    from derive.architectures.saved_moe import fused_layer_steps
+    from derive.architectures.saved import fused_layer_steps
     from derive.symbols import E, b, f_E, f_S, k_E, k_nope, k_rope, k_v, r_kv, r_q
     layout = moe_layout("mla", shared=True, router="sigmoid-grouped")
     at = {h: 7168, a: 128, k_nope: 128, k_rope: 64, k_v: 128, r_q: 1536, r_kv: 512, E: 256,

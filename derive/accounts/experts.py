@@ -67,8 +67,8 @@ def moe_layer_activations(profile: str, features, moe: bool = True, tensor_paral
     """
     from derive.accounts.activations import keeping, recomputed
     from derive.architectures.saved_fp8 import quantised_saved
-    from derive.architectures.saved_moe import layer_saved_moe
-    table = layer_saved_moe(profile, features, moe, capacity_factor)
+    from derive.architectures.saved import moe_layer_saved
+    table = moe_layer_saved(profile, features, moe, capacity_factor)
     if recipe is not None:
         table = quantised_saved(table, recipe)
     table = keeping(recomputed(table, recompute), norm_statistics=norm_statistics,
@@ -116,7 +116,7 @@ def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp
     """First pipeline stage (1F1B): p micro-batches in flight of (L - L_E)/p dense and L_E/p MoE layers,
     plus the embedding edge (token ids); the MTP modules sit on the last stage."""
     from derive.accounts.activations import in_flight_micro_batches, sharded
-    from derive.architectures.saved_moe import eager_edges
+    from derive.architectures.saved import eager_edges
 
     def layer_bytes(moe: bool) -> sp.Expr:
         return moe_layer_activations(profile, features, moe, tensor_parallel, sequence_parallel,

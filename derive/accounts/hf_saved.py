@@ -4,7 +4,7 @@ One training step of one micro-batch of a ``*ForCausalLM`` with labels, as
 transformers 5.23 runs it in bf16 with ``attn_implementation`` sdpa or eager:
 the edges (token ids, RoPE cos/sin, final norm, head input, fp32 loss;
 ``derive.architectures.operations.edges.hf_edges_saved`` or, for the MoE families,
-``derive.architectures.saved_moe.eager_edges``) and every layer's rows
+``derive.architectures.saved.eager_edges``) and every layer's rows
 (``derive.architectures.saved.llama_layer_saved`` for the Llama-layout
 families, Phi 3's fused projections and OLMo 2's post-norms included, Qwen 2 / 3's
 L_w sliding layers (use_sliding_window, from max_window_layers on, or layer_types)
@@ -12,7 +12,7 @@ beside L - L_w full ones;
 ``derive.architectures.saved.neox_layer_saved`` for GPT-NeoX; ``gemma_layers_saved``
 for Gemma 2 / 3 (L_w sliding and L - L_w full layers, soft-capping);
 ``gpt2_layer_saved`` for GPT-2 without dropout;
-``derive.architectures.saved_moe.eager_layer`` for Mixtral, Qwen2-MoE (its
+``derive.architectures.saved.eager_layer`` for Mixtral, Qwen2-MoE (its
 sigmoid-gated shared expert), Qwen3-MoE and DeepSeek-V3, whose MLA under sdpa takes
 the CPU flash kernel where k_v = k_nope + k_rope and the fp32 math path elsewhere). The rows
 that exist only under a condition (b = 1, g = b = 1 under eager attention, s >= w under
@@ -38,7 +38,7 @@ from derive.architectures.operations.rows import ACTIVATION, SINGLE_SEQUENCE, ST
 from derive.architectures.saved import (gemma_layers_saved, gpt2_layer_saved, llama_layer_saved,
                                         neox_layer_saved)
 from derive.architectures.operations.experts import EXPERTS
-from derive.architectures.saved_moe import eager_edges, eager_layer
+from derive.architectures.saved import eager_edges, eager_layer
 from derive.inputs import choose
 from derive.hf import from_config, load_config
 from derive.hf_families import DENSE

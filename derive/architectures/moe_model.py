@@ -2,7 +2,7 @@
 
 An MoE model is a ``derive.architectures.decoder.Layout`` like any other: its
 ``moe`` block (router, routed and shared experts, and the routing the
-saved-for-backward tables read: ``derive.architectures.saved_moe``), its
+saved-for-backward tables read: ``derive.architectures.saved``), its
 ``mla`` attention, its ``mtp`` modules and ``last_moe`` are fields of the
 layout; :func:`moe_layout` writes one from the switches Megatron's arguments
 and the papers name. A model is L - L_E dense and L_E MoE layers

@@ -207,9 +207,9 @@ def gather_nvfp4() -> sp.Expr:
     return gather_ratio("nvfp4")
 
 
-# ---- MoE layers (Megatron + TE, the fused profile of derive.architectures.saved_moe) ----
+# ---- MoE layers (Megatron + TE, the fused profile of derive.architectures.saved) ----
 
-MOE_FUSED = ("Megatron-Core MoE layer with TE (saved_moe fused profile): flash attention, alltoall "
+MOE_FUSED = ("Megatron-Core MoE layer with TE (the fused MoE profile of derive.architectures.saved): flash attention, alltoall "
              "dispatch with fused permute, TEGroupedMLP; statistics kept; one rank, t = 1, dropless")
 MOE_FP8 = ("linear_qkv, linear_proj, the experts' GroupedLinear fc1 (the permuted tokens) and fc2 "
            "keep their FP8 input; flash attention keeps the 16-bit attention output; the router "

@@ -34,7 +34,7 @@ from derive.accounts.experts import model_parallel_share, moe_layer_activations,
 from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
 from derive.architectures.moe_model import model_parameters
-from derive.architectures.saved_moe import eager_edges, fused_mtp
+from derive.architectures.saved import eager_edges, fused_mtp
 from derive.compiled import compile
 from derive.hf import published_model
 from derive.inputs import exact_count
@@ -52,7 +52,7 @@ from derive.tensors import Ledger
 SIZES = ("t", "p", "v", "c", "d", "e", "t_E", "b", "m")
 #: The framework whose ZeRO stages the MoE planner places (Megatron-Core's expert groups).
 PLACEMENT = "megatron"
-#: The saved-tensor profile: Megatron-Core + Transformer Engine (derive.architectures.saved_moe).
+#: The saved-tensor profile: Megatron-Core + Transformer Engine (derive.architectures.saved).
 PROFILE = "fused"
 #: The layer profile an MoE model's plan takes (the option's default; its saved tensors are the fused MoE table's).
 LAYER_PROFILE = "llama-fused"
@@ -199,7 +199,7 @@ def refuse_dense_options(profile: str, placement_name: str, precision: str) -> N
                          f"(expert data-parallel groups); {placement_name} is planned for dense models")
     if profile != LAYER_PROFILE:
         raise ValueError(f"profile: the MoE planner (derive.planning.experts) reads the fused MoE table "
-                         f"(derive.architectures.saved_moe); {profile} is a dense layer profile")
+                         f"(derive.architectures.saved); {profile} is a dense layer profile")
 
 def expert_plan(entry: Model, gpus: int, tokens: int, hardware_name: str, contexts: list[int], fit: str) -> Plan:
     """Every layout of the MoE preset ``entry`` on ``gpus`` GPUs at ``tokens`` per step, judged and timed.

@@ -14,7 +14,7 @@ from typing import Callable
 
 import sympy as sp
 
-from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
+from derive.architectures.saved import MOE_PROFILES
 from derive.model import Model
 from derive.names import is_moe, model_names, moe_model, moe_source, named_model
 from derive.options.messages import template

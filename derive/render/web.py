@@ -33,7 +33,7 @@ from derive.render.page_config import PASTED, config_forms, config_messages, pyt
 from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, refused_profiles
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
 from derive.render.page_models import dense_configs, moe_data, page_names
-from derive.architectures.saved_moe import PROFILES as MOE_PROFILES
+from derive.architectures.saved import MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
 from derive.options.report import DEFAULT_SEQ, FIELD_OPTIONS, SHAPE_OPTIONS, build_parser
 from derive.options.values import (BUDGET_PATTERN, FLOAT_PATTERN, INTEGER_PATTERN, MAX_PEAK, MAX_SECONDS, SHOWN,

@@ -247,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{passed} passed, {failed} failed")
     if not args.json and not args.kind:
         from derive.validate import experts  # transformers' MoE / MLA code against the eager MoE tables
-        print("\ntransformers MoE and MLA layers (eager) against derive.architectures.saved_moe:")
+        print("\ntransformers MoE and MLA layers (eager) against derive.architectures.saved:")
         failed += not experts.run()
     return 1 if failed else 0
 

@@ -4,7 +4,7 @@ Tiny Mixtral, Qwen3-MoE and DeepSeek-V3 configs (CPU, bf16, eager attention,
 transformers' default grouped_mm experts) run one forward to the loss under
 ``saved_tensors_hooks``; every allocation autograd keeps (deduplicated by
 storage, parameters and buffers excluded: ``derive.validate.measure``) is
-matched with a row of ``derive.architectures.saved_moe`` by dtype and element
+matched with a row of ``derive.architectures.saved`` by dtype and element
 count. Tensors packed by backward nodes the loss does not reach (DeepSeek-V3's
 group-limited routing) are freed after the forward and listed apart.
 """
@@ -21,7 +21,7 @@ import torch  # noqa: E402
 from derive.architectures.decoder import Layout  # noqa: E402
 from derive.architectures.moe_model import moe_layout  # noqa: E402
 from derive.architectures.operations.experts import group_routing_rows  # noqa: E402
-from derive.architectures.saved_moe import eager_edges, eager_layer  # noqa: E402
+from derive.architectures.saved import eager_edges, eager_layer  # noqa: E402
 from derive.symbols import (E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h,  # noqa: E402
                             k, k_g, n_g, r_kv, r_q, s)
 from derive.tensors import Ledger  # noqa: E402
