@@ -50,7 +50,7 @@ from derive.names import moe_model
 from derive.planning.rounding import _rounded
 from derive.planning.search import (COMMUNICATION, FITS, MAX_CONTEXT, MICRO_BATCHES, REASONS, Ranked, _gib, _seconds,
                                     divisors, fit_line, layouts, micro_batch_columns, nearest, predicted_times, reasons)
-from derive.compiled import compile
+from derive.evaluation.vectorised import compile
 from derive.stage_accounts import CONTEXT
 from derive.state_columns import STATE_RANKS, placement_sharded
 from derive.symbols import D, E, L, L_E, f_E, t, v
@@ -163,7 +163,7 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
 
 
 def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
-    """``expr`` compiled (derive.compiled.compile) at the columns it names."""
+    """``expr`` compiled (derive.evaluation.vectorised.compile) at the columns it names."""
     function = compile(expr)
     return function(**{name: values[name] for name in function.names})
 
