@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 import sympy as sp
 
-from derive import compiled, stage_accounts
+from derive import stage_accounts
+from derive.evaluation import vectorised
 from derive.megatron import records
 from derive.printing.python import arguments, exact_function, ratio
 from derive.presets import model
@@ -76,9 +77,9 @@ def line(name: str, value: str, target: str = "") -> None:
 
 def bench_compile(exprs: dict[str, sp.Expr]) -> None:
     for name, expr in exprs.items():
-        compiled.compile.cache_clear()
+        vectorised.compile.cache_clear()
         ratio.cache_clear()
-        seconds = best(lambda: compiled.compile(expr), 1)
+        seconds = best(lambda: vectorised.compile(expr), 1)
         line(f"compile {name}", f"{seconds:.3f} s", "(target <= 1 s)")
 
 
@@ -88,13 +89,13 @@ def bench_sweep(exprs: dict[str, sp.Expr], count: int, repeat: int) -> dict[str,
     line(f"machine: one numpy int64 multiply of {count:,} elements", f"{seconds * 1e3:.2f} ms")
     rates = {}
     for name, expr in exprs.items():
-        function = compiled.compile(expr)
+        function = vectorised.compile(expr)
         function(**values)
         seconds = best(lambda: function(**values), repeat)
         rate = rates[name] = count / seconds
         line(f"derive.sweep {name}, {count:,} configurations", f"{rate:,.0f} configs/s",
              f"{rate / 1e7:.2f}x the target >= 10,000,000 ({'met' if rate >= 1e7 else 'NOT met'})")
-    columns = {name: compiled.compile(expr) for name, expr in
+    columns = {name: vectorised.compile(expr) for name, expr in
                stage_accounts.account_columns("llama", "llama-fused", "selective", "megatron", True).items()}
     seconds = best(lambda: [function(**values) for function in columns.values()], repeat)
     rate = count / seconds
@@ -111,7 +112,7 @@ def bench_sweep(exprs: dict[str, sp.Expr], count: int, repeat: int) -> dict[str,
 
 def bench_flat(repeat: int, largest: int) -> None:
     """memory_per_gpu's cost per configuration from 10^4 up: flat means the 10^4 rate is kept."""
-    function = compiled.compile(expressions()["memory_per_gpu"])
+    function = vectorised.compile(expressions()["memory_per_gpu"])
     rates = {}
     for count in (10**k for k in range(4, 8) if 10**k <= largest):
         values = configurations(count)

@@ -3,7 +3,7 @@
 A :class:`Formula` builds the expression of one ``python -m derive.report --json``
 key from derive's accounts, for the choices it depends on (the model's tables,
 precision, optimizer, ZeRO stage, activation profile). The report substitutes
-numbers into it (:func:`evaluate`); ``derive.render.web`` prints the same
+numbers into it (:func:`evaluate`, through ``derive.evaluation``); ``derive.render.web`` prints the same
 expressions as JavaScript with SymPy's code printer, so the page and the report
 cannot disagree. A figure that a later one names has a ``symbol`` (N, F, M_state, M_act).
 """
@@ -21,6 +21,7 @@ from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.flops import flops_per_token, hfu, mfu, recompute_factor, step_time_lower_bound
 from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, state_bytes
 from derive.conventions import six_n
+from derive.evaluation import exact_number, substitute
 from derive.model import Model
 from derive.recipes import fp8_weight_counts
 from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, L, M_act, M_state, a, d, h, k,
@@ -247,11 +248,6 @@ FORMULAS: tuple[Formula, ...] = (
 )
 
 
-def exact(value: object) -> sp.Expr:
-    """A number as an exact SymPy number (a float by its exact binary value)."""
-    return sp.Rational(value) if isinstance(value, float) else sp.sympify(value)
-
-
 def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
              given: frozenset[str] | set[str]) -> dict[str, tuple[sp.Expr, sp.Expr]]:
     """key -> (exact value, expression) of every figure whose ``needs`` are all in ``given``.
@@ -259,7 +255,7 @@ def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
     ``values`` holds the model's sizes and the inputs (b, d, T, G, P, ...); each
     figure with a symbol adds its value for the figures after it.
     """
-    known = {symbol: exact(value) for symbol, value in values.items()}
+    known = {symbol: exact_number(value) for symbol, value in values.items()}
     out: dict[str, tuple[sp.Expr, sp.Expr]] = {}
     for formula in FORMULAS:
         if not set(formula.needs) <= set(given):
@@ -267,7 +263,7 @@ def evaluate(choices: Mapping[str, object], values: Mapping[sp.Symbol, object],
         expr = formula.expression(choices)
         if expr is None:
             continue
-        value = expr.xreplace(known)
+        value = substitute(expr, known)
         if value is sp.nan:
             continue
         if not value.is_number:

@@ -20,7 +20,8 @@ from derive.architectures.decoder import Layout, parameter_rows
 from derive.architectures.moe import active_parameter_count
 from derive.architectures.moe_model import model_parameters as moe_parameters
 from derive.architectures.families import FAMILIES, model_parameters
-from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int, positive_value
+from derive.evaluation import substitute, symbol_values
+from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int
 from derive.recipes import fp8_weight_counts
 from derive.symbols import BY_NAME, N_8, N_GEMM, L, N, V, a, f, g, h, k, n_8, s
 from derive.tensors import Ledger
@@ -46,7 +47,7 @@ def _parameter_numel(architecture: Layout | str) -> tuple[sp.Expr, tuple[str, ..
 def _parameter_count(architecture: Layout | str, values: tuple[tuple[str, int], ...]) -> int:
     """N of a table form at the sizes ``values`` (symbol name, value), exact."""
     numel, _ = _parameter_numel(architecture)
-    return int(numel.xreplace({BY_NAME[name]: sp.Integer(value) for name, value in values}))
+    return int(substitute(numel, {BY_NAME[name]: value for name, value in values}))
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,8 @@ class Model:
                 **{BY_NAME[name]: value for name, value in self.sizes}}
 
     def subs(self, expr: sp.Expr, **extra: int) -> sp.Expr:
-        """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted."""
-        unknown = sorted(set(extra) - set(BY_NAME))
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown symbol (known: {', '.join(sorted(BY_NAME))})")
-        values: dict[sp.Symbol, object] = dict(self.values)
-        values.update({BY_NAME[name]: positive_value(name, value) for name, value in extra.items()})
-        return sp.sympify(expr).xreplace({symbol: sp.sympify(value)
-                                          for symbol, value in values.items()})
+        """``expr`` with this model's sizes (and ``extra`` symbol=value pairs) substituted (derive.evaluation)."""
+        return substitute(expr, symbol_values(self.values, **extra))
 
     def at(self, expr: sp.Expr, **extra: int) -> sp.Expr:
         """``expr`` at this model: its sizes, N and N_GEMM substituted exactly (``extra`` pairs too, b=1, d=8)."""

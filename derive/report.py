@@ -33,6 +33,7 @@ from derive.architectures.decoder import Layout
 from derive.architectures.gemms import flops
 from derive.architectures.moe_model import active_parameters, model_gemms, model_parameters
 from derive.architectures.saved import MOE_PROFILES
+from derive.evaluation import by_name, substitute
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
 from derive.megatron.flops import flops_per_token
@@ -171,8 +172,7 @@ def figures(m: Model, request: Request = Request()) -> list[Figure]:
         from derive.accounts.hf_saved import dense_saved  # transformers' tables load when asked
 
         saved = dense_saved(m, request.profile)
-        known = {symbol: sp.sympify(value) for symbol, value in values.items()}
-        out = [replace(fig, parts=tuple((part, _number(fig.key, sp.sympify(expr).xreplace(known)))
+        out = [replace(fig, parts=tuple((part, _number(fig.key, substitute(expr, values)))
                                         for part, expr in (("layers", saved.layers),
                                                            ("edges", saved.edges))))
                if fig.key == "saved_for_backward_bytes" else fig for fig in out]
@@ -221,7 +221,7 @@ class MoELayout:
         at = {**model.values, **self.values}
         at.setdefault(g, at[a])
         for option, divisor, field, dividend in MOE_DIVIDES.values():
-            divisor, dividend = int(divisor.xreplace(at)), int(dividend.xreplace(at))
+            divisor, dividend = int(substitute(divisor, at)), int(substitute(dividend, at))
             if dividend % divisor:
                 raise ValueError(f"{option}: {divisor} does not divide the {field} ({dividend})")
 
@@ -314,7 +314,7 @@ def moe_figures(model: Model, layout: MoELayout, profile: str = MOE_DEFAULT_PROF
     moe_recipe(precision, profile)
     layout.check(model)
     exprs = moe_expressions(model.layout, layout.tp > 1, layout.pp == 1, profile, precision)
-    at = _names(layout.values)
+    at = by_name(layout.values)
     return {key: model.subs(expr, **at) for key, expr in exprs.items()}
 
 
@@ -323,10 +323,6 @@ def _moe_layer_bytes(layout: Layout, sequence_parallel: bool, recipe: str | None
     """One MoE layer's saved bytes on one rank (fused profile, statistics kept, SP when t > 1)."""
     return moe_layer_activations("fused", layout, True, t, sequence_parallel, norm_statistics=True,
                                  recipe=recipe).bytes()
-
-
-def _names(values: dict[sp.Symbol, int]) -> dict[str, int]:
-    return {symbol.name: n for symbol, n in values.items()}
 
 
 __all__ = ["PROFILES", "Figure", "MoELayout", "Request", "figures", "moe_figures"]

@@ -4,7 +4,7 @@
 (derive.stage_accounts: framework placement of the states, Korthikanti et al.'s
 saved-for-backward tables with sequence parallelism, 1F1B / interleaved pipeline
 stages, GEMM FLOPs, the step-time bound) over the cross product of models and
-layouts, each account compiled once (derive.compiled). Communication is not
+layouts, each account compiled once (derive.evaluation.vectorised). Communication is not
 modelled. A placement's resident states enter as integer columns
 (derive.state_columns), so one compiled expression serves every placement and
 ZeRO stage.
@@ -18,7 +18,8 @@ import numpy as np
 
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.flops import step_time_lower_bound
-from derive.compiled import compile
+from derive.evaluation import by_name
+from derive.evaluation.vectorised import compile
 from derive.inputs import MAX_SIZE, bounded_int
 from derive.model import Model
 from derive.presets import hardware, model
@@ -76,7 +77,7 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
     run = {name: compile(terms.column(name)) for name in names}
-    values = {symbol.name: number for symbol, number in entry.values.items()}
+    values = by_name(entry.values)
     values.update({name: np.asarray(array) for name, array in layout.items()})
     values.setdefault("c", np.asarray(1))
     values.update(states or {})

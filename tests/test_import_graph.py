@@ -17,9 +17,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "derive"
 CHAIN: dict[str, tuple[str, ...]] = {
     # notation, element sizes, input checks, byte units, GPUs and their links (each number with its
     # source); every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node
-    # (derive.printing imports only the symbols); expressions compiled to numpy (derive.compiled reads
-    # derive.printing.python only)
-    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing", "compiled"),
+    # (derive.printing imports only the symbols); the one evaluator (derive.evaluation: the symbol -> value
+    # map, exact SymPy and Python backends, numpy columns in derive.evaluation.vectorised; it reads the
+    # symbols, derive.inputs and derive.printing.python)
+    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing", "evaluation"),
     # tensor ledgers and FP8 recipes as data (block shapes, scale dtypes, cached copies)
     "tables": ("tensors", "recipes"),
     # the layer's operations and their tables: parameters, GEMMs, saved tensors per profile

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derive import compiled, stage_accounts, state_columns, sweep
+from derive import stage_accounts, state_columns, sweep
+from derive.evaluation import vectorised
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
 from derive.architectures.families import parameter_count
@@ -60,7 +61,7 @@ def test_compile_equals_exact_substitution(name):
     expr = EXPRESSIONS[name]
     names = tuple(symbol.name for symbol in arguments(expr))
     draws = _draws(names, 200)
-    got = compiled.compile(expr)(**draws)
+    got = vectorised.compile(expr)(**draws)
     for index in range(200):
         row = {key: int(values[index]) for key, values in draws.items()}
         want = _exact(expr, row)
@@ -74,7 +75,7 @@ def test_compile_equals_exact_substitution(name):
 
 def test_whole_values_stay_int64_and_exact():
     llama = {symbol.name: value for symbol, value in MODELS["llama3-70b"].values.items()}
-    count = compiled.compile(parameter_count("llama"))(**{k: np.array([v]) for k, v in llama.items()})
+    count = vectorised.compile(parameter_count("llama"))(**{k: np.array([v]) for k, v in llama.items()})
     assert count.dtype == np.int64
     assert int(count[0]) == 70_553_706_496      # Llama 3 70B, 70.55 B parameters
 
@@ -82,18 +83,18 @@ def test_whole_values_stay_int64_and_exact():
 def test_values_beyond_int64_fall_back_to_float64():
     # 2^40 h^2 is beyond int64 at h = 2^20: the float path, still to float64 rounding.
     expr = 2**40 * h**2 + 3 * h
-    got = compiled.compile(expr)(h=np.array([2**20, 5]))
+    got = vectorised.compile(expr)(h=np.array([2**20, 5]))
     assert got.dtype == np.float64
     assert got[0] == float(2**80 + 3 * 2**20) and got[1] == float(2**40 * 25 + 15)
 
 
 def test_compile_is_cached_per_expression():
     expr = padded_vocab(V)
-    assert compiled.compile(expr) is compiled.compile(padded_vocab(V))
+    assert vectorised.compile(expr) is vectorised.compile(padded_vocab(V))
 
 
 def test_compile_names_a_missing_or_bad_symbol():
-    function = compiled.compile(padded_vocab(V))
+    function = vectorised.compile(padded_vocab(V))
     with pytest.raises(ValueError, match="^t: needed"):
         function(V=np.array([50257]))
     with pytest.raises(ValueError, match="^t: must be positive"):
@@ -104,7 +105,7 @@ def test_compile_names_a_missing_or_bad_symbol():
 
 def test_padded_vocabulary_by_hand():
     # GPT-2's 50257 tokens padded to 128 t: 50304 at t = 1, 50432 at t = 2 (197 x 256), 51200 at t = 8.
-    got = compiled.compile(padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
+    got = vectorised.compile(padded_vocab(V))(V=50257, t=np.array([1, 2, 8]))
     assert got.tolist() == [50304, 50432, 51200] and got.dtype == np.int64
 
 
@@ -188,19 +189,19 @@ def test_context_parallelism_refuses_score_matrices():
 
 
 def test_blocks_of_configurations_give_the_exact_values_across_block_edges():
-    """More than compiled.CHUNK configurations are evaluated block by block: every value as exact_function's."""
+    """More than vectorised.CHUNK configurations are evaluated block by block: every value as exact_function's."""
     expr = stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"]
-    count = 3 * compiled.CHUNK + 5
+    count = 3 * vectorised.CHUNK + 5
     rng = np.random.default_rng(28)
     values = {symbol.name: number for symbol, number in MODELS["llama3-70b"].values.items()}
     values.update(t=rng.choice([1, 2, 4, 8], count), p=rng.integers(1, 17, count),
                   v=rng.integers(1, 6, count), d=rng.integers(1, 257, count),
                   c=rng.choice([1, 2, 4, 8], count), b=rng.integers(1, 9, count),
                   m=rng.integers(1, 129, count))
-    got = compiled.compile(expr)(**values)
+    got = vectorised.compile(expr)(**values)
     exact = exact_function(expr)
     names = [symbol.name for symbol in arguments(expr)]
-    edges = [0, compiled.CHUNK - 1, compiled.CHUNK, 2 * compiled.CHUNK + 1, count - 1]
+    edges = [0, vectorised.CHUNK - 1, vectorised.CHUNK, 2 * vectorised.CHUNK + 1, count - 1]
     for index in edges + list(rng.integers(0, count, 20)):
         row = [values[name] if np.ndim(values[name]) == 0 else int(values[name][index]) for name in names]
         expected = exact(*row)
@@ -224,7 +225,7 @@ def test_state_columns_are_the_placements_bytes_per_parameter():
 
 
 def test_a_state_column_may_be_zero_a_size_may_not():
-    function = compiled.compile(N * state_columns.held_bytes(N))
+    function = vectorised.compile(N * state_columns.held_bytes(N))
     got = function(N=np.array([1000, 1001]), N_bytes_whole=0, N_bytes_sharded=16, c=1, d=np.array([4, 8]))
     assert got.tolist() == [4000, 2002]
     with pytest.raises(ValueError, match="^d: must be positive"):
@@ -250,5 +251,5 @@ def test_evaluate_equals_the_placements_own_expressions(placement_name, zero, re
                              balanced=balanced, recipe=recipe)
         values = {**{symbol.name: value for symbol, value in entry.values.items()}, **layout}
         for name in names:
-            want = compiled.compile(own.column(name))(**values)
+            want = vectorised.compile(own.column(name))(**values)
             assert np.array_equal(got[name], want), (name, balanced)

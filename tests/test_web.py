@@ -18,7 +18,8 @@ import pytest
 from conftest import missing_tool
 import sympy as sp
 
-from derive.formulas import REPORT_ONLY, exact, form
+from derive.evaluation import exact_number
+from derive.formulas import REPORT_ONLY, form
 from derive.hf import from_config, published_config, published_names, read_shape
 from derive.hf_families import DENSE
 from derive.render.__main__ import ROOT
@@ -60,7 +61,7 @@ def test_generated_functions_equal_sympy_on_random_inputs(tmp_path):
             variant = data["variants"]["|".join(values)]
             for _ in range(4):
                 env = random_environment(rng, {symbol.name for symbol in expr.free_symbols})
-                expected = expr.xreplace({symbol: exact(env[symbol.name])
+                expected = expr.xreplace({symbol: exact_number(env[symbol.name])
                                           for symbol in expr.free_symbols})
                 cases.append({"function": variant["function"],
                               "args": [env[name] for name in variant["args"]],

@@ -19,6 +19,7 @@ from derive.accounts.comm import Collective
 from derive.architectures.decoder import edge_rows, layer_rows
 from derive.architectures.operations.rows import STATISTICS
 from derive.dtypes import dtype_bytes
+from derive.evaluation import substitute
 from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.symbols import h
@@ -136,10 +137,9 @@ def fsdp2_padded_elements(table: Ledger, ranks: int) -> sp.Expr:
 def _fsdp_padding(rows: Rows, model: Model, layout: Parallelism) -> Rows:
     out = []
     table = layer_rows(model.layout).times(model.layers) + edge_rows(model.layout)
-    numbers = {symbol: sp.Integer(n) for symbol, n in model.values.items()}
     padded = fsdp2_padded_elements(table.map(lambda w: replace(
-        w, shape=tuple(sp.sympify(n).xreplace(numbers) for n in w.shape))), layout.dp_shard or layout.dp)
-    unpadded = sp.sympify(table.numel()).xreplace(numbers)
+        w, shape=tuple(substitute(n, model.values) for n in w.shape))), layout.dp_shard or layout.dp)
+    unpadded = substitute(table.numel(), model.values)
     for row in rows:
         if row.group == "dp" and row.name.startswith("dp.") and layout.zero == 3:
             row = _with(row, payload=row.payload * padded / unpadded)

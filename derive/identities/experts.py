@@ -21,6 +21,7 @@ from derive.accounts.experts import first_stage_parameters, moe_layer_activation
 from derive.architectures.gemms import flops
 from derive.architectures.decoder import Layout
 from derive.architectures.moe_model import model_gemms, model_parameters, moe_layout
+from derive.evaluation import substitute
 from derive.identities import Sided, identity
 from derive.megatron.activations import MEGATRON_LAYER
 from derive.megatron.flops import flops_per_token
@@ -162,7 +163,7 @@ def applies(entry: Departure, features: Layout) -> bool:
 def sizes(values: dict[sp.Symbol, int], features: Layout) -> dict[str, sp.Expr | None]:
     """Every departure's size (derived - Megatron) for one model at :data:`LAYOUT`; None where it cannot arise."""
     at = {**values, **LAYOUT}
-    return {entry.name: (entry.difference.xreplace({k_: sp.Integer(n) for k_, n in at.items()})
+    return {entry.name: (substitute(entry.difference, at)
                          if applies(entry, features) else None) for entry in DEPARTURES}
 
 

@@ -30,6 +30,7 @@ from derive.conventions.megatron import (
     megatron_moe_flops,
     megatron_num_floating_point_operations,
 )
+from derive.evaluation import substitute
 from derive.identities import Sided, identity
 from derive.identities.experts import FLOPS as EXPERT_FLOPS
 from derive.identities.experts import GQA
@@ -239,7 +240,7 @@ def size(entry: Departure, values: dict[sp.Symbol, int], family: str = "llama") 
     """The departure's difference at ``values`` (a preset's sizes plus t, p, d); 0 where it cannot arise."""
     if family == "llama" and not entry.llama:
         return sp.Integer(0)
-    return entry.difference.xreplace({symbol: sp.sympify(value) for symbol, value in values.items()})
+    return substitute(entry.difference, values)
 
 
 #: The layout the sizes are quoted at: t = 8, p = 4, d = 8 (a Llama 3 70B pre-training shape),

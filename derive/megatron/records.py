@@ -3,18 +3,19 @@ and megatron/training/training.py, core_v0.18.0, same names).
 
 Each reads Megatron's arguments into a :class:`derive.megatron.tables.Reading` and
 the sizes (symbol name -> positive integer), takes the cached expression of
-``weights``, ``activations`` or ``flops`` and evaluates it exactly (compiled once by
-``derive.printing.python``). A dense record is one without ``num_experts``,
+``weights``, ``activations`` or ``flops`` and evaluates it exactly (``derive.evaluation.exact_value``:
+compiled once by ``derive.printing.python``). A dense record is one without ``num_experts``,
 ``multi_latent_attention`` and ``mtp_num_layers``: its reading has those switches off.
 """
 from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Mapping
 
 import sympy as sp
 
+from derive.evaluation import exact_value
 from derive.inputs import positive_int
 from derive.megatron.activations import activation_bytes
 from derive.megatron.flops import BATCH_TOKENS, SQUARED_LENGTHS, batch_flops
@@ -133,26 +134,6 @@ def _layout(args: Mapping[str, object], experts: bool) -> dict[str, int]:
     return sizes
 
 
-# ---- exact evaluation: each cached expression printed once as exact int / Fraction code ----
-
-@lru_cache(maxsize=None)
-def _compiled(expr: sp.Expr) -> tuple[tuple[str, ...], Callable[..., int | Fraction]]:
-    """The names of ``expr``'s symbols and its exact Python code (derive.printing.python.exact_function), made once."""
-    from derive.printing.python import arguments, exact_function  # numpy loads with it: only when a number is asked for
-
-    return tuple(symbol.name for symbol in arguments(expr)), exact_function(expr)
-
-
-def evaluate(expr: sp.Expr, values: Mapping[str, int]) -> Fraction:
-    """``expr`` at ``values`` (symbol name -> int) exactly, as ``expr.xreplace(...)`` would give it but compiled."""
-    names, function = _compiled(expr)
-    try:
-        result = function(*[values[name] for name in names])
-    except KeyError as missing:
-        raise ValueError(f"result: not a number after substitution, {missing} is not given") from None
-    return result if type(result) is Fraction else Fraction(result)
-
-
 # ---- the estimators ----
 
 def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call_args: object) -> Fraction:
@@ -164,7 +145,7 @@ def compute_weight_and_optimizer_memory(args: Mapping[str, object], **extra_call
     values.update(_layout(args, reading.experts))
     expr = weight_and_optimizer_bytes(reading, values[p.name] == 1,
                                       _flag(args, "use_distributed_optimizer"))
-    return evaluate(expr, values)
+    return exact_value(expr, values)
 
 
 def _activation_values(args: Mapping[str, object], num_microbatches: object) -> dict[str, int]:
@@ -189,7 +170,7 @@ def _activations(args: Mapping[str, object], num_microbatches: object,
     if sequence_parallel and f.name not in values:
         raise ValueError("ffn_hidden_size: needed by compute_activation_memory")
     expr = activation_bytes(sequence_parallel, values[p.name] == 1, v.name in values, m.name in values)
-    return evaluate(expr, values)
+    return exact_value(expr, values)
 
 
 def compute_activation_memory(args: Mapping[str, object], num_microbatches: object = None,
@@ -231,5 +212,5 @@ def num_floating_point_operations(args: Mapping[str, object], batch_size: object
     squares = _optional("seqlen_squared_sum_in_batch", seqlen_squared_sum_in_batch)
     values[BATCH_TOKENS.name] = sequences * seq if tokens is None else tokens
     values[SQUARED_LENGTHS.name] = sequences * seq**2 if squares is None else squares
-    result = evaluate(batch_flops(reading, _flag(args, "attention_output_gate")), values)
+    result = exact_value(batch_flops(reading, _flag(args, "attention_output_gate")), values)
     return int(result) if result.denominator == 1 else result

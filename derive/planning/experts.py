@@ -35,7 +35,7 @@ from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
 from derive.architectures.moe_model import model_parameters
 from derive.architectures.saved import eager_edges, fused_mtp
-from derive.compiled import compile
+from derive.evaluation.vectorised import compile
 from derive.hf import published_model
 from derive.inputs import exact_count
 from derive.model import Model
@@ -147,7 +147,7 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
         held=held, chunks=chunks)
 
 def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
-    """``expr`` compiled (derive.compiled.compile) at the columns it names."""
+    """``expr`` compiled (derive.evaluation.vectorised.compile) at the columns it names."""
     function = compile(expr)
     return function(**{name: values[name] for name in function.names})
 

@@ -15,7 +15,7 @@ from derive.accounts.allocator import allocated_bytes
 from derive.accounts.placement import placement_ledger
 from derive.architectures.decoder import Layout
 from derive.accounts.pipeline_split import stage_in_flight, stage_layers
-from derive.compiled import Compiled, compile
+from derive.evaluation.vectorised import Compiled, compile
 from derive.model import Model
 from derive.stage_accounts import CONTEXT, stage_counts
 from derive.state_columns import STATE_COUNTS, STATE_RANKS, held_bytes, placement_sharded, state_split

@@ -15,6 +15,7 @@ from typing import Callable
 import sympy as sp
 
 from derive.architectures.saved import MOE_PROFILES
+from derive.evaluation import by_name
 from derive.model import Model
 from derive.names import is_moe, model_names, moe_model, moe_source, named_model
 from derive.options.messages import template
@@ -146,7 +147,7 @@ def moe_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, objec
     dense_only[MOE_PROFILE] = template("moe_only", option=f"--{MOE_PROFILE}")
     return {
         "models": {name: {"form": forms[name], "name": m.name,
-                          "values": {symbol.name: value for symbol, value in _with_kv_heads(m.values).items()}}
+                          "values": by_name(_with_kv_heads(m.values))}
                    for name, m in models.items()},
         "refused_models": {name: dense_refusal(name) for name, kind in page_names().items()
                            if kind == "refused"},

@@ -21,6 +21,7 @@ from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
 from derive.systems import SYSTEMS
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
+from derive.evaluation import by_name
 from derive.formulas import INPUTS, ZERO_STAGES
 from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
@@ -266,7 +267,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
-                      "values": {sym.name: value for sym, value in m.values.items()}}
+                      "values": by_name(m.values)}
                for name, m in {**DENSE_MODELS, **dense_configs()}.items()}
     inputs = {"micro-batch": b.name, "dp": d.name,
               **{name.replace("_", "-"): symbol.name for name, symbol in INPUTS.items()}}

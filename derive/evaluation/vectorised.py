@@ -1,4 +1,4 @@
-"""derive expressions compiled to numpy: one vectorised function of keyword arrays per expression.
+"""The vectorised backend of derive.evaluation: one numpy function of keyword arrays per expression.
 
 :func:`compile` turns a derive expression into a vectorised function of keyword
 arrays named by derive's symbols (``s``, ``b``, ``h``, ``t``, ``p`` ...), once
@@ -122,7 +122,7 @@ def _positive_array(name: str, value: object, zero: bool = False) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the evaluator's name: derive.compiled.compile)
+def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the evaluator's name: derive.evaluation.vectorised.compile)
     """``expr`` as a vectorised function of keyword arrays named by its symbols (cached per expression)."""
     expr = sp.sympify(expr)
     numerator, denominator = ratio(expr)
