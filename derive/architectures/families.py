@@ -114,16 +114,15 @@ def layout_gemms(layout: Layout, mask: str = "causal") -> Ledger:
     return weight_gemms(model_rows(layout)) + score_table(layer_steps(layout), mask).times(L)
 
 
-def model_gemms(family: str | Layout = "llama", mask: str = "causal",
+def model_gemms(layout: Layout = LLAMA, mask: str = "causal",
                 head_dim: sp.Expr | None = None) -> Ledger:
     """Every GEMM of one token's forward: L layers (weights and scores) plus the output head.
 
-    ``family`` is a family's name or a model's :class:`Layout` (a family's: GPT, LLAMA; or a config's).
+    ``layout`` is a family's (GPT, LLAMA: its reference tables) or a config's (derive.hf.from_config).
     """
-    if isinstance(family, Layout):
-        if not family.family:
-            return layout_gemms(family, mask)
-        family = family.family
+    if not layout.family:
+        return layout_gemms(layout, mask)
+    family = layout.family
     layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
     if head_dim is None:
         return layer(mask).times(L) + output_gemms(family)
