@@ -23,6 +23,7 @@ import numpy as np
 import sympy as sp
 
 from derive import stage_accounts
+from derive.architectures.families import LLAMA
 from derive.evaluation import vectorised
 from derive.megatron import records
 from derive.printing.python import arguments, exact_function, ratio
@@ -66,7 +67,7 @@ def configurations(count: int) -> dict[str, np.ndarray]:
 
 
 def expressions() -> dict[str, sp.Expr]:
-    terms = stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True)
+    terms = stage_accounts.accounts(LLAMA, "llama-fused", "selective", "megatron", True)
     columns = terms.columns()
     return {name: columns[name] for name in ACCOUNTS}
 
@@ -96,7 +97,7 @@ def bench_sweep(exprs: dict[str, sp.Expr], count: int, repeat: int) -> dict[str,
         line(f"derive.sweep {name}, {count:,} configurations", f"{rate:,.0f} configs/s",
              f"{rate / 1e7:.2f}x the target >= 10,000,000 ({'met' if rate >= 1e7 else 'NOT met'})")
     columns = {name: vectorised.compile(expr) for name, expr in
-               stage_accounts.account_columns("llama", "llama-fused", "selective", "megatron", True).items()}
+               stage_accounts.account_columns(LLAMA, "llama-fused", "selective", "megatron", True).items()}
     seconds = best(lambda: [function(**values) for function in columns.values()], repeat)
     rate = count / seconds
     line(f"derive.sweep all {len(columns)} grid accounts, {count:,} configs", f"{rate:,.0f} configs/s",

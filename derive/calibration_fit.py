@@ -27,6 +27,7 @@ from derive.accounts.flops import flops_per_token
 from derive.accounts.prediction import predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
 from derive.accounts.efficiency import Efficiency
+from derive.architectures.families import GPT
 from derive.claims import dubey, korthikanti, narayanan
 from derive.parallelism import Parallelism
 from derive.model import Model
@@ -83,7 +84,7 @@ def narayanan_runs() -> list[PublishedRun]:
     for params, tp, pp, batch in NARAYANAN_LAYOUTS:
         _, _, _, _, gpus, tflops, _, _ = shapes[params]
         entry = narayanan.MODELS[params]
-        iteration_flops = batch * entry.seq * float(entry.at(flops_per_token("gpt", "full", "full-layers")))
+        iteration_flops = batch * entry.seq * float(entry.at(flops_per_token(GPT, "full", "full-layers")))
         seconds = iteration_flops / (gpus * tflops * TERA)
         layout = Parallelism(tp=tp, pp=pp, dp=gpus // (tp * pp), micro_batch=1, global_batch=batch,
                              recompute="full", zero=0, scatter_gather=True, precision=NARAYANAN_PRECISION)

@@ -19,7 +19,7 @@ import sympy as sp
 from derive.architectures.decoder import Layout, parameter_rows
 from derive.architectures.moe import active_parameter_count
 from derive.architectures.moe_model import model_parameters as moe_parameters
-from derive.architectures.families import FAMILIES, model_parameters
+from derive.architectures.families import FAMILIES, LAYOUTS, model_parameters
 from derive.evaluation import substitute, symbol_values
 from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int
 from derive.recipes import fp8_weight_counts
@@ -35,16 +35,21 @@ FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 
+def _parameter_rows(architecture: Layout) -> Ledger:
+    """Every parameter tensor: a family layout's reference tables (L layers plus the edges), or a config layout's."""
+    return model_parameters(architecture.family) if architecture.family else parameter_rows(architecture)
+
+
 @lru_cache(maxsize=None)
-def _parameter_numel(architecture: Layout | str) -> tuple[sp.Expr, tuple[str, ...]]:
+def _parameter_numel(architecture: Layout) -> tuple[sp.Expr, tuple[str, ...]]:
     """(N as an expression of the table's symbols, the Model fields it uses), once per table form."""
-    rows = model_parameters(architecture) if isinstance(architecture, str) else parameter_rows(architecture)
+    rows = _parameter_rows(architecture)
     numel = rows.numel()
     return numel, tuple(name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol))
 
 
 @lru_cache(maxsize=4096)
-def _parameter_count(architecture: Layout | str, values: tuple[tuple[str, int], ...]) -> int:
+def _parameter_count(architecture: Layout, values: tuple[tuple[str, int], ...]) -> int:
     """N of a table form at the sizes ``values`` (symbol name, value), exact."""
     numel, _ = _parameter_numel(architecture)
     return int(substitute(numel, {BY_NAME[name]: value for name, value in values}))
@@ -115,14 +120,14 @@ class Model:
         return self.subs(expr, **{**counts, **extra})
 
     @property
-    def architecture(self) -> Layout | str:
-        """What the accounts build this model's tables from: its layout, or its family's tables."""
-        return self.family if self.layout is None else self.layout
+    def architecture(self) -> Layout:
+        """What the accounts build this model's tables from: its layout, or its family's (families.GPT, LLAMA)."""
+        return LAYOUTS[self.family] if self.layout is None else self.layout
 
     @property
     def parameter_rows(self) -> Ledger:
         """Every parameter tensor, symbolic: the layout's table, or the family's (MTP modules apart)."""
-        return model_parameters(self.family) if self.layout is None else parameter_rows(self.layout)
+        return _parameter_rows(self.architecture)
 
     @property
     def dense(self) -> bool:

@@ -26,7 +26,7 @@ from derive.accounts.framework_placements import placement
 from derive.accounts.placement import placement_bytes, placement_bytes_per_parameter
 from derive.accounts.workload import RECOMPUTE_FLOPS
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.families import FAMILIES
+from derive.architectures.families import family_tables
 from derive.inputs import choose
 from derive.recipes import fp8_weight_counts
 from derive.state_columns import STATE_RANKS, held_bytes
@@ -43,19 +43,18 @@ def _tensor_parallel_share(table: Ledger) -> Ledger:
     return table.map(lambda w: w.divided(t) if w.has("gemm") or w.has("embedding") else w)
 
 
-def _layer_and_edges(architecture: str | Layout) -> tuple[Ledger, Ledger]:
+def _layer_and_edges(architecture: Layout) -> tuple[Ledger, Ledger]:
     """One layer's parameter table and the model edges': a family's, or a dense config layout's."""
-    if isinstance(architecture, Layout):
-        if not architecture.dense:
-            raise ValueError("model: sweeps and plans cover dense models; MoE / MLA layouts have "
-                             "their own accounts (derive --moe)")
-        return layer_rows(architecture), edge_rows(architecture)
-    layer, edges = FAMILIES[choose("family", architecture, FAMILIES)]
-    return layer(), edges()
+    if architecture.family:
+        return family_tables(architecture)
+    if not architecture.dense:
+        raise ValueError("model: sweeps and plans cover dense models; MoE / MLA layouts have "
+                         "their own accounts (derive --moe)")
+    return layer_rows(architecture), edge_rows(architecture)
 
 
 @lru_cache(maxsize=None)
-def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
+def _stage_parameters(architecture: Layout) -> dict[str, sp.Expr]:
     """Parameters per GPU on the single (p = 1), first, last and a middle pipeline stage (L / p layers each)."""
     layer, edges = _layer_and_edges(architecture)
     layers = _tensor_parallel_share(layer).numel() * L / p
@@ -69,7 +68,7 @@ def _stage_parameters(architecture: str | Layout) -> dict[str, sp.Expr]:
 
 
 @lru_cache(maxsize=None)
-def _stage_fp8_weights(architecture: str | Layout) -> dict[str, tuple[sp.Expr, sp.Expr]]:
+def _stage_fp8_weights(architecture: Layout) -> dict[str, tuple[sp.Expr, sp.Expr]]:
     """(N_8, n_8) per GPU of each stage: the layer matrices an FP8 recipe quantises (over t), L / p layers' worth.
 
     derive.recipes.fp8_weight_counts: elements of one TP rank's share of the layer table, matrices of the
@@ -81,7 +80,7 @@ def _stage_fp8_weights(architecture: str | Layout) -> dict[str, tuple[sp.Expr, s
     return {"single": (numel * L, tensors * L), "first": stage, "last": stage, "middle": stage}
 
 
-def stage_counts(architecture: str | Layout, stage: str, fp8: bool = False) -> dict[sp.Symbol, sp.Expr]:
+def stage_counts(architecture: Layout, stage: str, fp8: bool = False) -> dict[sp.Symbol, sp.Expr]:
     """N (and, ``fp8``, an FP8 recipe's N_8 and n_8) per GPU of ``stage`` ('single', 'first', 'last', 'middle')."""
     counts = {N: _stage_parameters(architecture)[stage]}
     if fp8:
@@ -205,7 +204,7 @@ class Accounts:
 
 
 @lru_cache(maxsize=None)
-def accounts(architecture: str | Layout, profile: str, recompute: str, placement_name: str | None = "megatron",
+def accounts(architecture: Layout, profile: str, recompute: str, placement_name: str | None = "megatron",
              sharded: bool = False, attention_kernel: str = "fused", balanced: bool = False,
              recipe: str | None = None, fp8_param_gather: bool = False) -> Accounts:
     """The accounts of one combination, built from derive's tables (cached); no ``placement_name``: any placement's.
@@ -249,7 +248,7 @@ def accounts(architecture: str | Layout, profile: str, recompute: str, placement
 
 
 @lru_cache(maxsize=None)
-def account_columns(architecture: str | Layout, profile: str, recompute: str, placement_name: str,
+def account_columns(architecture: Layout, profile: str, recompute: str, placement_name: str,
                     sharded: bool, attention_kernel: str = "fused", balanced: bool = False,
                     recipe: str | None = None, fp8_param_gather: bool = False) -> dict[str, sp.Expr]:
     """:meth:`Accounts.columns` of one combination (cached)."""

@@ -6,6 +6,7 @@ import sympy as sp
 
 from derive.accounts.collectives import sent_factor
 from derive.accounts.comm import collectives, per_rank_bytes_per_step, symbolic_collectives
+from derive.architectures.families import LLAMA
 from derive.hf import published_model
 from derive.parallelism import Parallelism
 from derive.presets import model
@@ -129,7 +130,7 @@ def test_algorithm_factors():
 
 
 def test_symbolic_rows_are_in_the_layout_symbols():
-    rows = _rows(symbolic_collectives("llama", Parallelism(sequence_parallel=True)))
+    rows = _rows(symbolic_collectives(LLAMA, Parallelism(sequence_parallel=True)))
     assert rows["tp.attention.all-gather"].sent.has(t)
     assert {row.group for row in rows.values()} >= {"tp", "pp", "cp", "dp"}
 

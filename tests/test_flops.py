@@ -14,7 +14,11 @@ from derive.accounts.flops import (
     recompute_factor,
     step_time_lower_bound,
 )
+from derive.architectures.decoder import Layout
 from derive.architectures.families import (
+    GPT,
+    LAYOUTS,
+    LLAMA,
     gpt_layer_gemms,
     llama_layer_gemms,
     model_gemms,
@@ -42,7 +46,7 @@ def at(name: str, expr: sp.Expr) -> float:
 def test_six_n_and_causal_count_per_token_in_gflop():
     # The article, section 6.4: 6N = 48 / 423 / 2435, with causal attention 51 / 449 / 2524 GFLOP.
     six = [round(at(name, six_n()) / 1e9) for name in LLAMA3_MODELS]
-    causal = [round(at(name, flops_per_token("llama", "causal")) / 1e9) for name in LLAMA3_MODELS]
+    causal = [round(at(name, flops_per_token(LLAMA, "causal")) / 1e9) for name in LLAMA3_MODELS]
     assert six == [48, 423, 2435]
     assert causal == [51, 449, 2524]
 
@@ -91,7 +95,7 @@ def test_6n_is_6_percent_short_of_the_causal_count_for_70b():
 
 def test_attention_share_is_about_8_percent_at_s_equal_h():
     attention = flops(attention_score_gemms("causal").times(L))
-    weights = flops(model_gemms("llama", "none"))
+    weights = flops(model_gemms(LLAMA, "none"))
     assert round(at("70b", attention / weights), 2) == 0.08   # s = h = 8192
     assert round(float(sp.Rational(8192, 12 * 8192)), 3) == 0.083    # the s/(12h) estimate
 
@@ -182,7 +186,7 @@ def test_derived_gemm_count_reproduces_megatron_where_the_layer_matches():
         if family is None or (family == "gpt" and args["kv_channels"] * args["num_attention_heads"]
                               != args["hidden_size"]):
             continue
-        per_token_expr = flops(model_gemms(family, "causal", head_dim=k if family == "llama" else None))
+        per_token_expr = flops(model_gemms(LAYOUTS[family], "causal", head_dim=k if family == "llama" else None))
         poly = sp.Poly(per_token_expr, s)
         tokens, squares = _tokens_and_squares(record)
         batch = tokens * poly.coeff_monomial(1) + squares * poly.coeff_monomial(s)
@@ -215,10 +219,10 @@ def test_hardware_presets_are_dense_bf16():
     ("tokens", lambda: step_time_lower_bound(0, 1, 1, 1)),
     ("mfu", lambda: step_time_lower_bound(1, 1, 1, 1, mfu=0)),
     ("mfu", lambda: step_time_lower_bound(1, 1, 1, 1, mfu=1.5)),
-    ("mask", lambda: flops_per_token("llama", "sliding")),
-    ("recompute", lambda: flops_per_token("llama", "causal", "some")),
-    ("family", lambda: flops_per_token("mamba")),
-    ("head_dim", lambda: model_gemms("gpt", head_dim=k)),
+    ("mask", lambda: flops_per_token(LLAMA, "sliding")),
+    ("recompute", lambda: flops_per_token(LLAMA, "causal", "some")),
+    ("family", lambda: flops_per_token(Layout(family="mamba"))),
+    ("head_dim", lambda: model_gemms(GPT, head_dim=k)),
 ])
 def test_bad_input_names_the_field(field, call):
     with pytest.raises(ValueError, match=f"^{field}: "):

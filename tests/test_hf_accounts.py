@@ -6,6 +6,7 @@ import pytest
 from derive.accounts.activations import layer_activation_bytes, model_layer_options
 from derive.accounts.flops import flops_per_token
 from derive.accounts.state import state_bytes
+from derive.architectures.families import LLAMA
 from derive.hf import published_config, published_model
 from derive.cli import main, run
 from derive.symbols import k
@@ -25,7 +26,7 @@ def test_layout_and_family_flops_agree_where_both_exist():
     llama = published_model("meta-llama-3-8b")
     for mask in ("causal", "full", "none"):
         assert llama.at(flops_per_token(llama.architecture, mask)) == llama.at(
-            flops_per_token("llama", mask))
+            flops_per_token(LLAMA, mask))
 
 
 def test_states_of_a_config_model():

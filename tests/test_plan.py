@@ -45,7 +45,7 @@ def _exact_memory(entry, row: dict[str, object]) -> int:
     recompute, zero, balanced = str(row["recompute"]), int(row["zero"]), bool(row["balanced"])
     # ZeRO-2 and -3 are Megatron-FSDP's optim_grads and optim_grads_params placements
     placed = {0: "megatron", 1: "megatron", 2: "megatron-fsdp-optim-grads", 3: "megatron-fsdp-optim-grads-params"}[zero]
-    terms = stage_accounts.accounts(entry.family, "llama-fused", recompute, placed, bool(zero), balanced=balanced)
+    terms = stage_accounts.accounts(entry.architecture, "llama-fused", recompute, placed, bool(zero), balanced=balanced)
     values = {**entry.values, **{BY_NAME[k]: int(row[k]) for k in ("b", "t", "p", "v", "c", "d", "m")}}
     at = {symbol: sp.Integer(value) for symbol, value in values.items()}
     pp, vv, mm = int(row["p"]), int(row["v"]), int(row["m"])

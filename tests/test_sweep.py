@@ -11,7 +11,7 @@ from derive import stage_accounts, state_columns, sweep
 from derive.evaluation import vectorised
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
-from derive.architectures.families import parameter_count
+from derive.architectures.families import LLAMA, parameter_count
 from derive.megatron.activations import activation_bytes
 from derive.megatron.tables import Reading, padded_vocab
 from derive.megatron.weights import weight_and_optimizer_bytes
@@ -50,7 +50,7 @@ EXPRESSIONS = {
     "Megatron weights + distributed optimizer (/ p t d)":
         weight_and_optimizer_bytes(Reading(), False, True),
     "most loaded rank (Piecewise in p and v, Max, ceilings)":
-        stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"],
+        stage_accounts.accounts(LLAMA, "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"],
     "first stage, interleaved, GPT with scores":
         first_stage_activation_bytes("gpt", "materialised", t, True, pipeline=p, virtual=v, micro_batches=m),
 }
@@ -138,7 +138,7 @@ def test_grid_equals_the_per_configuration_path(grid):
     rows = RNG.choice(len(grid["t"]), size=25, replace=False)
     for row in rows:
         entry = MODELS[grid["model"][row]]
-        terms = stage_accounts.accounts(entry.family, "llama-fused", str(grid["recompute"][row]), "megatron",
+        terms = stage_accounts.accounts(entry.architecture, "llama-fused", str(grid["recompute"][row]), "megatron",
                                bool(grid["zero"][row]))
         values = {**{symbol.name: value for symbol, value in entry.values.items()},
                   **{key: int(grid[key][row]) for key in ("s", "b", "t", "p", "v", "d", "c")},
@@ -190,7 +190,7 @@ def test_context_parallelism_refuses_score_matrices():
 
 def test_blocks_of_configurations_give_the_exact_values_across_block_edges():
     """More than vectorised.CHUNK configurations are evaluated block by block: every value as exact_function's."""
-    expr = stage_accounts.accounts("llama", "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"]
+    expr = stage_accounts.accounts(LLAMA, "llama-fused", "selective", "megatron", True).columns()["memory_per_gpu"]
     count = 3 * vectorised.CHUNK + 5
     rng = np.random.default_rng(28)
     values = {symbol.name: number for symbol, number in MODELS["llama3-70b"].values.items()}

@@ -28,6 +28,7 @@ from derive.accounts.comm_row import Collective, LayoutTerms
 from derive.accounts.comm_rows import rows
 from derive.accounts.pipeline_split import most_layers
 from derive.architectures.decoder import Layout
+from derive.architectures.families import LLAMA
 from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.symbols import L, L_E, c, d, e, m, p, t, t_E, v
@@ -73,7 +74,7 @@ def collectives(model: Model, layout: Parallelism) -> list[Collective]:
     return out
 
 
-def symbolic_collectives(architecture: Layout | str = "llama", layout: Parallelism | None = None,
+def symbolic_collectives(architecture: Layout = LLAMA, layout: Parallelism | None = None,
                          *, moe: bool = False, whole_model: bool = False) -> list[Collective]:
     """The rows in symbols: t, p, v, c, d, e, t_E, m, b and the model's (L / p layers per rank; L_E / p MoE ones).
 

@@ -14,7 +14,7 @@ from derive.accounts.comm_data_parallel import data_parallel, grad_bytes
 from derive.accounts.comm_row import MEGATRON_LINEAR, MEGATRON_TP, MOE_DISPATCH, TE_CP, Collective, LayoutTerms, RowBuilder
 from derive.accounts.fp8_comm import routed_payload
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.families import FAMILIES
+from derive.architectures.families import family_tables
 from derive.architectures.operations.edges import output_saved
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD, STATISTICS
@@ -25,25 +25,25 @@ from derive.tensors import Ledger, Tensor
 
 
 @lru_cache(maxsize=64)
-def _tables(architecture: Layout | str) -> tuple[Ledger, Ledger | None, Ledger]:
+def _tables(architecture: Layout) -> tuple[Ledger, Ledger | None, Ledger]:
     """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout; once per architecture."""
-    if isinstance(architecture, str):
-        layer, edges = FAMILIES[architecture]
-        return layer(), None, edges()
+    if architecture.family:
+        layer, edges = family_tables(architecture)
+        return layer, None, edges
     moe = layer_rows(architecture, True) if architecture.moe is not None else None
     return layer_rows(architecture), moe, edge_rows(architecture)
 
 
-def _kv(architecture: Layout | str) -> Ledger:
+def _kv(architecture: Layout) -> Ledger:
     """K and V of one layer, one micro-batch, from the saved tables (Megatron + TE fused profile)."""
-    if architecture == "gpt":
+    if architecture.family == "gpt":
         table = gpt_layer_saved("fused")
         return Ledger([table["K"], table["V"]])
-    table = llama_layer_saved("fused", k if isinstance(architecture, Layout) else HEAD)
+    table = llama_layer_saved("fused", HEAD if architecture.family else k)
     return Ledger([table["k"], table["v"]])
 
 
-def rows(architecture: Layout | str, terms: LayoutTerms, layout: Parallelism,
+def rows(architecture: Layout, terms: LayoutTerms, layout: Parallelism,
          whole_model: bool) -> list[Collective]:
     """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge)."""
     build = RowBuilder(terms, layout)
@@ -175,7 +175,7 @@ def _pipeline(build: RowBuilder, edges: Ledger) -> None:
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_word_embedding_grads")
 
 
-def _context_parallel(build: RowBuilder, architecture: Layout | str) -> None:
+def _context_parallel(build: RowBuilder, architecture: Layout) -> None:
     """Ring attention's K/V passes (p2p) or Llama 3's K/V all-gather, forward and backward."""
     terms, layout = build.terms, build.layout
     if not terms.active(terms.c):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Union
 import sympy as sp
 
 from derive.architectures.decoder import Layout
-from derive.architectures.families import model_gemms
+from derive.architectures.families import LLAMA, model_gemms
 from derive.architectures.gemms import Gemm, flops
 from derive.inputs import choose, positive_size
 from derive.symbols import s
@@ -40,13 +40,13 @@ def _any_above(value: Number, bound: float) -> bool:
         return bool(np.any(np.asarray(value, dtype=float) > bound))
     return float(value) > bound
 
-#: FLOPs per token by (account, family or Layout, mask, ...): immutable, each summed once per process.
+#: FLOPs per token by (account, Layout, mask, ...): immutable, each summed once per process.
 _BUILT: dict[tuple[object, ...], sp.Expr] = {}
 
 
-def _family_key(family: str | Layout) -> object:
-    """A hashable stand-in for ``family``: its name, or the Layout's repr (every field, dicts included)."""
-    return family if isinstance(family, str) else (type(family).__name__, repr(family))
+def _layout_key(layout: Layout) -> object:
+    """A hashable stand-in for ``layout``: its repr (every field, dicts included)."""
+    return repr(layout)
 
 
 def _built(key: tuple[object, ...], build: Callable[[], sp.Expr]) -> sp.Expr:
@@ -74,41 +74,41 @@ RECOMPUTED_GEMMS: dict[str, Callable[[Gemm], bool]] = {
 }
 
 
-def recomputed_flops_per_token(family: str | Layout = "llama", mask: str = "causal",
+def recomputed_flops_per_token(layout: Layout = LLAMA, mask: str = "causal",
                                recompute: str = "none") -> sp.Expr:
     """Forward FLOPs per token that ``recompute`` runs a second time."""
     again = RECOMPUTED_GEMMS[choose("recompute", recompute, RECOMPUTED_GEMMS)]
-    return _built(("recomputed", _family_key(family), mask, recompute),
-                  lambda: flops(model_gemms(family, mask).filter(again), "forward"))
+    return _built(("recomputed", _layout_key(layout), mask, recompute),
+                  lambda: flops(model_gemms(layout, mask).filter(again), "forward"))
 
 
-def flops_per_token(family: str | Layout = "llama", mask: str = "causal",
+def flops_per_token(layout: Layout = LLAMA, mask: str = "causal",
                     recompute: str = "none") -> sp.Expr:
-    """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(family, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
-    model = _built(("model", _family_key(family), mask), lambda: flops(model_gemms(family, mask)))
-    return model + recomputed_flops_per_token(family, mask, recompute)
+    """Training FLOPs per token: forward, dgrad, wgrad of every row of model_gemms(layout, mask) (built from the parameter tables), plus recomputed forwards (HARDWARE FLOPs unless recompute is "none")."""
+    model = _built(("model", _layout_key(layout), mask), lambda: flops(model_gemms(layout, mask)))
+    return model + recomputed_flops_per_token(layout, mask, recompute)
 
 
-def model_flops_per_token(family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
+def model_flops_per_token(layout: Layout = LLAMA, mask: str = "causal") -> sp.Expr:
     """Model FLOPs per token (no recompute): PaLM's numerator for MFU."""
-    return flops_per_token(family, mask, "none")
+    return flops_per_token(layout, mask, "none")
 
 
-def recompute_factor(policy: str, family: str | Layout = "llama", mask: str = "causal") -> sp.Expr:
+def recompute_factor(policy: str, layout: Layout = LLAMA, mask: str = "causal") -> sp.Expr:
     """Hardware / model FLOPs under ``policy``: 1, 4/3 ("full"), 1 + 2Lsh/F ("selective", causal)."""
-    extra = recomputed_flops_per_token(family, mask, policy)
-    return _built(("factor", _family_key(family), mask, policy),
-                  lambda: 1 + sp.cancel(extra / model_flops_per_token(family, mask)))
+    extra = recomputed_flops_per_token(layout, mask, policy)
+    return _built(("factor", _layout_key(layout), mask, policy),
+                  lambda: 1 + sp.cancel(extra / model_flops_per_token(layout, mask)))
 
 
-def packed_flops(tokens: Number, seqlen_squared_sum: Number, family: str = "llama",
+def packed_flops(tokens: Number, seqlen_squared_sum: Number, layout: Layout = LLAMA,
                  mask: str = "causal", *, per_token: sp.Expr | None = None) -> sp.Expr:
     """Model FLOPs of a batch of packed sequences: token-linear GEMMs x tokens, score GEMMs x sum of s_i^2.
 
-    ``per_token`` (FLOPs per token of one s-token sequence) replaces the family's table when given.
+    ``per_token`` (FLOPs per token of one s-token sequence) replaces the layout's table when given.
     """
     field = "family" if per_token is None else "per_token"
-    expr = model_flops_per_token(family, mask) if per_token is None else per_token
+    expr = model_flops_per_token(layout, mask) if per_token is None else per_token
     poly = sp.Poly(expr, s)
     if poly.degree() > 1:
         raise ValueError(f"{field}: FLOPs per token are not linear in s: {expr}")

@@ -68,6 +68,9 @@ class Layout:
     ``mtp``: D multi-token-prediction modules after the last layer (DeepSeek-V3 report, section 2.2;
     derive.architectures.moe_model adds their rows: transformers' modeling code leaves them out);
     ``last_moe``: the last layer, and so each MTP module's layer, is an MoE layer.
+    ``family``: the article's family ("gpt", "llama") whose reference tables, with Megatron's /
+    Meta's row names, this layout's accounts read (derive.architectures.families.GPT, LLAMA);
+    "" for a layout read from a config (transformers' names, this module's tables).
     """
 
     norm: str = "rms"
@@ -92,6 +95,7 @@ class Layout:
     sinks: bool = False
     mtp: bool = False
     last_moe: bool = True
+    family: str = ""
 
     def __post_init__(self) -> None:
         if self.norm not in NORMS:

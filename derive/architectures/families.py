@@ -50,11 +50,26 @@ FAMILIES = {
     "gpt": (gpt_layer, gpt_edges),
 }
 
+#: The Llama family's form: pre-RMSNorms, SwiGLU, untied head, RoPE; Meta's row names.
+LLAMA = Layout(family="llama")
+#: The GPT family's form (Megatron's GPT): LayerNorms, biases, a plain GeLU MLP, fused QKV,
+#: learned positions, the word embedding tied to the head; Megatron's row names.
+GPT = Layout(norm="layer", qkv_fused=True, qkv_bias=True, o_bias=True, gated=False, mlp_bias=True,
+             tied=True, learned_positions=True, family="gpt")
+#: family name -> its layout.
+LAYOUTS = {"llama": LLAMA, "gpt": GPT}
+
+
+def family_tables(layout: Layout) -> tuple[Ledger, Ledger]:
+    """(one layer, the edges) of a family layout's reference tables (GPT, LLAMA)."""
+    layer, edges = FAMILIES[choose("family", layout.family, FAMILIES)]
+    return layer(), edges()
+
 
 def model_parameters(family: str) -> Ledger:
     """Every parameter tensor of a ``family`` model: L layers plus the edges."""
-    layer, edges = FAMILIES[choose("family", family, FAMILIES)]
-    return layer().times(L) + edges()
+    layer, edges = family_tables(LAYOUTS[choose("family", family, LAYOUTS)])
+    return layer.times(L) + edges
 
 
 def parameter_count(family: str) -> sp.Expr:
@@ -99,14 +114,15 @@ def layout_gemms(layout: Layout, mask: str = "causal") -> Ledger:
     return weight_gemms(model_rows(layout)) + score_table(layer_steps(layout), mask).times(L)
 
 
-def model_gemms(family: str | Layout = "llama", mask: str = "causal",
+def model_gemms(layout: Layout = LLAMA, mask: str = "causal",
                 head_dim: sp.Expr | None = None) -> Ledger:
     """Every GEMM of one token's forward: L layers (weights and scores) plus the output head.
 
-    ``family`` is a family's name or a model's :class:`Layout` (derive.hf.from_config).
+    ``layout`` is a family's (GPT, LLAMA: its reference tables) or a config's (derive.hf.from_config).
     """
-    if isinstance(family, Layout):
-        return layout_gemms(family, mask)
+    if not layout.family:
+        return layout_gemms(layout, mask)
+    family = layout.family
     layer = LAYER_GEMMS[choose("family", family, FAMILIES)]
     if head_dim is None:
         return layer(mask).times(L) + output_gemms(family)

@@ -9,7 +9,7 @@ from derive.megatron import activations as megatron_activations
 from derive.accounts.activations import layer_activation_bytes, layer_activations
 from derive.accounts.flops import flops_per_token, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes, state_bytes
-from derive.architectures.families import gpt_layer_gemms
+from derive.architectures.families import LLAMA, gpt_layer_gemms
 from derive.architectures.gemms import flops
 from derive.presets import ARTICLE_EXAMPLE, hardware, model
 from derive.symbols import FFN_4H, b, h, s
@@ -57,7 +57,7 @@ def activations_at(name: str, expr: sp.Expr, micro_batch: int = 1) -> Callable[[
 
 def per_token(name: str) -> sp.Expr:
     """Model FLOPs per token of preset ``name``: GEMM tables, causal scores, no recompute."""
-    return model(name).subs(flops_per_token("llama", "causal"))
+    return model(name).subs(flops_per_token(LLAMA, "causal"))
 
 
 def sequence_seconds(name: str) -> sp.Expr:

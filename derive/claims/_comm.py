@@ -6,7 +6,8 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
-from derive.architectures.families import parameter_count
+from derive.architectures.decoder import Layout
+from derive.architectures.families import GPT, parameter_count
 from derive.architectures.operations.norm import layer_input
 from derive.dtypes import dtype_bytes
 from derive.parallelism import Parallelism
@@ -16,7 +17,7 @@ from derive.symbols import N, c, d, m, p, t
 ACTIVATION = layer_input().element_bytes
 
 
-def rows(architecture: str = "gpt", whole_model: bool = False, **flags) -> list:
+def rows(architecture: Layout = GPT, whole_model: bool = False, **flags) -> list:
     """The symbolic ledger with Parallelism ``flags`` set, at c = 1."""
     found = symbolic_collectives(architecture, Parallelism(**flags), whole_model=whole_model)
     return [row.evaluated(lambda expr: expr.xreplace({c: 1})) for row in found]
@@ -31,7 +32,7 @@ def sent(found: list, prefix: str, exclude: str = "\0") -> sp.Expr:
 @lru_cache(maxsize=None)  # an immutable expression; the ZeRO claims ask for a stage more than once
 def dp_elements(zero: int, precision: str = "fp16", **flags) -> sp.Expr:
     """Data-parallel elements one rank sends per step as d grows (t = p = 1, one micro-batch), in N."""
-    found = rows("gpt", True, zero=zero, precision=precision, **flags)
+    found = rows(GPT, True, zero=zero, precision=precision, **flags)
     step = sp.Add(*(row.sent * row.count for row in found if row.group == "dp"))
     per_parameter = sp.limit(step.xreplace({t: 1, p: 1, m: 1}), d, sp.oo) / parameter_count("gpt")
     return sp.cancel(per_parameter / dtype_bytes(precision)) * N  # a ratio of polynomials: cancel is exact

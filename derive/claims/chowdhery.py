@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, mfu
-from derive.architectures.families import llama_edges, llama_layer, llama_layer_gemms, output_gemms
+from derive.architectures.families import GPT, llama_edges, llama_layer, llama_layer_gemms, output_gemms
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.claims import Alternative, decimals, document, significant
 from derive.claims._papers import A100_PEAK, as_printed, gpt
@@ -205,7 +205,7 @@ claim("chowdhery.appendixB.mtnlg-mfu-no-attention", "Appendix B / Table 3", "Meg
            "530B, (65.43 x 6 x 530)/(312 x 2240), is 29.78 %)", checked_against=APPENDIX_B)
 claim("chowdhery.appendixB.mtnlg-mfu", "Appendix B / Table 3", "with self-attention: 30.2 % MFU",
       30.2, "%", decimals(1),
-      lambda: mfu(_mtnlg_throughput(), MTNLG.at(flops_per_token("gpt", "full")), MTNLG_GPUS,
+      lambda: mfu(_mtnlg_throughput(), MTNLG.at(flops_per_token(GPT, "full")), MTNLG_GPUS,
                   A100_PEAK),
       note="derive's GEMM count of the 530B shape (tied head once, full score square)",
       checked_against=APPENDIX_B + "; " + _read("section 4.1, Table 3: 30.2 %"))

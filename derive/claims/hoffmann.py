@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import gpt_layer, output_gemms
+from derive.architectures.families import GPT, gpt_layer, output_gemms
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.accounts.flops import flops_per_token
 from derive.claims import EXACT, Alternative, document
@@ -142,7 +142,7 @@ for _name, _n, _layers, _hidden, _ffw, _heads, _key, _ratio in TABLE_A4:
     _claim(f"hoffmann.tableA4.{_name}-ratio", "Table A4", f"{_name} ({_layers} layers, d_model "
            f"{_hidden}, {_heads} heads of {_key}): Appendix F's count is {_ratio} x 6ND",
            float(_ratio), "ratio", as_printed(_ratio),
-           lambda _shape=_shape: _a4(flops_per_token("gpt", "full"), *_shape),
+           lambda _shape=_shape: _a4(flops_per_token(GPT, "full"), *_shape),
            alternative=Alternative(
                "Appendix F's count (derive.conventions 'hoffmann') without its embedding and logit "
                "terms (V = 0), as nanoGPT's scaling_laws.ipynb reports the authors confirmed",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, mfu
-from derive.architectures.families import model_gemms
+from derive.architectures.families import GPT, model_gemms
 from derive.architectures.gemms import flops as gemm_flops
 from derive.claims import EXACT, Alternative, decimals
 from derive.claims._comm import ACTIVATION, count_rows, rows, tp_layer_elements
@@ -42,7 +42,7 @@ def _batch_flops(name: str, recompute: str = "none") -> sp.Expr:
     """FLOPs of one iteration (B sequences of s tokens), full score square (Appendix A)."""
     _, _, batch, _ = RUNS[name]
     model = MODELS[name]
-    return batch * model.seq * model.at(flops_per_token("gpt", "full", recompute))
+    return batch * model.seq * model.at(flops_per_token(GPT, "full", recompute))
 
 
 def _utilisation(name: str, batch_flops: sp.Expr, seconds: sp.Expr | None = None) -> sp.Expr:
@@ -84,12 +84,12 @@ _EQ8_WHY = ("Eq. 8's s/3h adds 12Bs^2h per layer, three times the forward of QK^
             "before Eq. 8 adds to Eq. 7 (2Bs^2h + 2Bs^2h per layer)")
 claim("korthikanti.eq7", "Appendix A, Eq. 7", "model FLOPs per iteration: "
       "72BLsh^2(1 + s/6h + V/12hL)", 72 * B * L * s * h**2 * (1 + s / (6 * h) + V / (12 * h * L)),
-      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full")).subs(FFN_4H),
+      "FLOP", EXACT, lambda: (B * s * flops_per_token(GPT, "full")).subs(FFN_4H),
       checked_against=transcription("Appendix A, Eq. 7") + "; " + EQ_BY_TABLE5.replace(
           "utilisations", "MFUs of 175B, 530B and 1T"))
 claim("korthikanti.eq8", "Appendix A, Eq. 8", "hardware FLOPs with selective recompute: "
       "72BLsh^2(1 + s/3h + V/12hL)", 72 * B * L * s * h**2 * (1 + s / (3 * h) + V / (12 * h * L)),
-      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "selective")).subs(FFN_4H),
+      "FLOP", EXACT, lambda: (B * s * flops_per_token(GPT, "full", "selective")).subs(FFN_4H),
       note=_EQ8_WHY, checked_against=transcription("Appendix A, Eq. 8, after 'requires an additional forward "
                                            "pass attention matrix computation (2Bs^2h operations) "
                                            "and attention over values (2Bs^2h operations)'")
@@ -105,11 +105,11 @@ def _main_terms(ratio: sp.Expr) -> sp.Expr:
 
 claim("korthikanti.eq9", "Appendix A, Eq. 9 / 6.3", "with selective recompute, hardware over model "
       "FLOPs is about 1 + s/6h (main terms, 3h >> s and 12hL >> v)", 1 + s / (6 * h), "ratio",
-      EXACT, lambda: _main_terms(flops_per_token("gpt", "full", "selective")
-                                 / flops_per_token("gpt", "full")),
+      EXACT, lambda: _main_terms(flops_per_token(GPT, "full", "selective")
+                                 / flops_per_token(GPT, "full")),
       alternative=Alternative("the paper's Eq. 8 over Eq. 7",
                               lambda: _main_terms(CONVENTIONS["korthikanti-selective"]("gpt")
-                                                  / flops_per_token("gpt", "full"))),
+                                                  / flops_per_token(GPT, "full"))),
       note="derive's count recomputes the forward of QK^T and PV once (4Bs^2h per layer), which is "
            "1 + s/18h; Eq. 8 counts three times that",
       checked_against=transcription("Appendix A, Eq. 9: hardware / model FLOPs ~ 1 + s/6h; section 6.3: "
@@ -124,7 +124,7 @@ def _score_share(name: str) -> sp.Expr:
 
 def _selective_overhead(name: str, hardware: sp.Expr) -> sp.Expr:
     model = MODELS[name]
-    return model.at(hardware / flops_per_token("gpt", "full")) - 1
+    return model.at(hardware / flops_per_token(GPT, "full")) - 1
 
 
 for _name, _label, _memory, _flops in (("175B", "GPT-3", 70, 2.7), ("530B", "MT-NLG", 65, 1.6)):
@@ -135,7 +135,7 @@ for _name, _label, _memory, _flops in (("175B", "GPT-3", 70, 2.7), ("530B", "MT-
                                 "of the required memory for activations'"))
     claim(f"korthikanti.5.{_name}-flops-overhead", "5", f"{_label}: at a FLOPs overhead of "
           f"{_flops} %", _flops, "%", decimals(1),
-          lambda _name=_name: _selective_overhead(_name, flops_per_token("gpt", "full", "selective")),
+          lambda _name=_name: _selective_overhead(_name, flops_per_token(GPT, "full", "selective")),
           alternative=Alternative("the paper's Eq. 8 over Eq. 7",
                                   lambda _name=_name: _selective_overhead(
                                       _name, CONVENTIONS["korthikanti-selective"]("gpt"))),
@@ -232,7 +232,7 @@ for _name, (_measured, _gain) in APPENDIX_C.items():
 
 def _forward_share() -> sp.Expr:
     """A layer's forward GEMM FLOPs over its forward + backward: what one more forward adds."""
-    layer = model_gemms("gpt", "full").filter(lambda gemm: gemm.has("layer"))
+    layer = model_gemms(GPT, "full").filter(lambda gemm: gemm.has("layer"))
     return sp.cancel(gemm_flops(layer, "forward") / gemm_flops(layer))
 
 

@@ -12,6 +12,7 @@ import sympy as sp
 
 from derive.accounts.flops import flops_per_token
 from derive.architectures.families import (
+    GPT,
     gpt_layer_gemms,
     model_parameters,
     output_gemms,
@@ -87,11 +88,11 @@ claim("narayanan.eq2", "5.1, Eq. 2", "parameters: P = 12lh^2 (1 + 13/12h + (V + 
                               .subs(FFN_4H)), checked_against=f"{PAPER}; {PSGLLM}")
 claim("narayanan.eq3", "5.1, Eq. 3", "FLOPs per iteration with activation recompute: "
       "96Bslh^2 (1 + s/6h + V/16lh)", 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h)),
-      "FLOP", EXACT, lambda: (B * s * flops_per_token("gpt", "full", "full-layers")).subs(FFN_4H),
+      "FLOP", EXACT, lambda: (B * s * flops_per_token(GPT, "full", "full-layers")).subs(FFN_4H),
       checked_against=f"{PAPER}; {PSGLLM}")
 claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLOPs per parameter "
       "per token (forward 2, backward 4, recomputed forward 2)", 8, "x", EXACT,
-      lambda: sp.limit(flops_per_token("gpt", "full", "full-layers").subs(FFN_4H)
+      lambda: sp.limit(flops_per_token(GPT, "full", "full-layers").subs(FFN_4H)
                        / parameter_count("gpt").subs(FFN_4H), h, sp.oo),
       note="8 is the limit of derive's count over P for large h (attention and logits aside)",
       checked_against=f"{PAPER}; {EQ4}")
@@ -123,7 +124,7 @@ def _days(model_name: str, tokens: int, gpus: int, tflops: int, per_token: sp.Ex
     return tokens * MODELS[model_name].at(per_token) / (gpus * tflops * TERA * DAY)
 
 
-_RECOMPUTED = flops_per_token("gpt", "full", "full-layers")
+_RECOMPUTED = flops_per_token(GPT, "full", "full-layers")
 _EIGHT_P = ("the paper's Eq. 4 (8P FLOPs per token: the attention-score and logit terms of "
             "Eq. 3 left out)")
 MODELS["175"] = gpt("narayanan-gpt3-175b", 96, 12288, 96, 51200, 2048,
@@ -193,7 +194,7 @@ claim("narayanan.appendix.backward-2x", "Appendix", "the backward pass requires 
 claim("narayanan.appendix.layer-recompute", "Appendix", "with activation recomputation each layer "
       "costs 4 x (24Bsh^2 + 4Bs^2h) = 96Bsh^2 (1 + s/6h)", 96 * B * s * h**2 * (1 + s / (6 * h)),
       "FLOP", EXACT,
-      lambda: sp.expand(B * s * (flops_per_token("gpt", "full", "full-layers")
+      lambda: sp.expand(B * s * (flops_per_token(GPT, "full", "full-layers")
                                  - flops(output_gemms("gpt"))).subs(FFN_4H) / L),
       checked_against=APPENDIX)
 claim("narayanan.appendix.logit-forward", "Appendix", "logit layer: 2BshV FLOPs in the forward pass",

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import PRECISIONS
-from derive.architectures.families import model_gemms
+from derive.architectures.decoder import Layout
+from derive.architectures.families import LLAMA, model_gemms
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose, flag
 from derive.presets import HARDWARE
@@ -100,7 +101,7 @@ def gemm_dtype(precision: str, gemm: object, layer: int | None = None, layers: i
     return RECIPES[name].element
 
 
-def flops_by_dtype(precision: str, architecture: object = "llama", mask: str = "causal") -> dict[str, sp.Expr]:
+def flops_by_dtype(precision: str, architecture: Layout = LLAMA, mask: str = "causal") -> dict[str, sp.Expr]:
     """Training FLOPs per token by GEMM dtype: :func:`gemm_dtype` of every row of ``model_gemms`` (forward + backward)."""
     split: dict[str, sp.Expr] = {}
     for row in model_gemms(architecture, mask):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import model_gemms, model_parameters, parameter_count
+from derive.architectures.families import LAYOUTS, model_gemms, model_parameters, parameter_count
 from derive.architectures.gemms import Gemm, flops
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose
@@ -24,7 +24,7 @@ def six_n(family: str | None = None) -> sp.Expr:
 
 def six_n_gemm(family: str = "llama") -> sp.Expr:
     """6 N_GEMM: the weight GEMMs alone (no attention scores)."""
-    return flops(model_gemms(family, "none"))
+    return flops(model_gemms(LAYOUTS[family], "none"))
 
 
 def layer_gemm_parameters(family: str = "llama") -> sp.Expr:

@@ -12,7 +12,7 @@ import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
 from derive.architectures.decoder import Layout
-from derive.architectures.families import parameter_count
+from derive.architectures.families import LLAMA, parameter_count
 from derive.architectures.moe import MoE
 from derive.architectures.operations.norm import layer_input
 from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
@@ -32,7 +32,7 @@ ONE_RANK = {c: 1}
 
 
 @lru_cache(maxsize=None)
-def _rows(architecture="llama", whole_model: bool = False, moe: bool = False, **flags) -> tuple:
+def _rows(architecture: Layout = LLAMA, whole_model: bool = False, moe: bool = False, **flags) -> tuple:
     """The symbolic ledger with ``flags`` (Parallelism's fields) set; frozen rows, built once per set of flags."""
     return tuple(symbolic_collectives(architecture, Parallelism(**flags), moe=moe, whole_model=whole_model))
 

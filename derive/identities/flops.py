@@ -11,7 +11,7 @@ from derive.accounts.flops import (
     recompute_factor,
 )
 from derive.architectures.decoder import Layout
-from derive.architectures.families import gemm_parameter_count, model_gemms, parameter_count
+from derive.architectures.families import GPT, LAYOUTS, LLAMA, gemm_parameter_count, model_gemms, parameter_count
 from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.moe_model import active_parameters
 from derive.architectures.moe_model import model_gemms as moe_model_gemms
@@ -44,7 +44,7 @@ MFU_INPUTS = ("R tokens/s, F model FLOPs per token, G GPUs, P peak FLOPS per GPU
 
 def _weight_gemms(family: str) -> Ledger:
     """The weight GEMMs of a ``family`` model (no attention scores)."""
-    return model_gemms(family, "none")
+    return model_gemms(LAYOUTS[family], "none")
 
 
 # ---- 6 per parameter: three passes of every weight GEMM ----
@@ -74,7 +74,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
               assumptions=assumptions + ("causal mask: s/2 keys per query on average",
                                          "head width h/a; GQA leaves the score work unchanged"))
     def causal() -> sp.Expr:
-        return flops_per_token(family, "causal")
+        return flops_per_token(LAYOUTS[family], "causal")
 
     @identity(f"{family}: full-attention FLOPs per token = 6 N_GEMM + 12Lsh", topic=TOPIC,
               key=f"flops.{family}.full",
@@ -82,7 +82,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
               source="the article, section 6.2 (12sh per layer before causal halving)",
               assumptions=assumptions + ("no mask skipping: every query meets all s keys",))
     def full() -> sp.Expr:
-        return flops_per_token(family, "full")
+        return flops_per_token(LAYOUTS[family], "full")
 
     @identity(f"{family}: HFU = 4/3 MFU under full recompute", topic=TOPIC,
               key=f"flops.{family}.hfu_full",
@@ -91,7 +91,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
               assumptions=assumptions + MFU_INPUTS + ("full recompute re-runs the forward of every GEMM, "
                                                       "output head and attention scores included",))
     def hfu_full() -> sp.Expr:
-        return hfu(R, F, G, P, recompute_factor("full", family, "causal"))
+        return hfu(R, F, G, P, recompute_factor("full", LAYOUTS[family], "causal"))
 
 
 _per_family("llama", LLAMA_GEMMS)
@@ -119,7 +119,7 @@ def gpt_six_n_gap() -> sp.Expr:
           source="Kaplan et al. 2020, section 2.1 (C ~ 6N), applied as the article's section 7.1 warns",
           assumptions=LLAMA_GEMMS + ("6N counts the input lookup and norms, and no attention scores",))
 def six_n_is_not_causal() -> sp.Expr:
-    return flops_per_token("llama", "causal")
+    return flops_per_token(LLAMA, "causal")
 
 
 # ---- the attention-score GEMMs ----
@@ -164,7 +164,7 @@ def scores_dgrad() -> sp.Expr:
           source="the article, section 6.2 (about 8% at s = h = 8192)",
           assumptions=("causal attention term 6Lsh", "N ~ 12Lh^2 (f = 4h, MHA, no embeddings)"))
 def attention_ratio() -> sp.Expr:
-    attention = flops_per_token("llama", "causal") - flops_per_token("llama", "none")
+    attention = flops_per_token(LLAMA, "causal") - flops_per_token(LLAMA, "none")
     return attention / six_n()
 
 
@@ -177,7 +177,7 @@ def attention_ratio() -> sp.Expr:
                              "Kaplan's mask term (QK^T over n_ctx) equals QK^T + PV over s/2 keys",
                              "de-embedding left out: forward of the layers only"))
 def kaplan_c_forward() -> sp.Expr:
-    return flops(model_gemms("gpt", "causal").where("layer"), "forward")
+    return flops(model_gemms(GPT, "causal").where("layer"), "forward")
 
 
 @identity("Kaplan C_forward = whole-model forward", topic=TOPIC,
@@ -185,7 +185,7 @@ def kaplan_c_forward() -> sp.Expr:
           source="Kaplan et al. 2020, Table 1, against the forward with the output head",
           assumptions=GPT_GEMMS + F4H + ("the de-embedding 2 d_model n_vocab is in Table 1 but not in C_forward",))
 def kaplan_without_head() -> sp.Expr:
-    return flops(model_gemms("gpt", "causal"), "forward")
+    return flops(model_gemms(GPT, "causal"), "forward")
 
 
 # ---- PaLM, appendix B ----
@@ -199,7 +199,7 @@ PALM = palm()
           assumptions=LLAMA_GEMMS + ("H heads of width Q: H Q = a k = h; T = s", "full score square",
                                "N read as the parameters in GEMMs"))
 def palm_n_gemm() -> sp.Expr:
-    return flops_per_token("llama", "full")
+    return flops_per_token(LLAMA, "full")
 
 
 @identity("PaLM 6N + 12LHQT with N = all parameters", topic=TOPIC,
@@ -207,7 +207,7 @@ def palm_n_gemm() -> sp.Expr:
           holds=False, source="Chowdhery et al. 2022 (PaLM), appendix B, N as quoted (every parameter)",
           assumptions=LLAMA_GEMMS + ("counts the input lookup and norms at 6 FLOP each",))
 def palm_all_n() -> sp.Expr:
-    return flops_per_token("llama", "full")
+    return flops_per_token(LLAMA, "full")
 
 
 @identity("PaLM 6N + 12LHQT = causal count", topic=TOPIC,
@@ -215,7 +215,7 @@ def palm_all_n() -> sp.Expr:
           holds=False, source="Chowdhery et al. 2022 (PaLM), appendix B, against a causal kernel",
           assumptions=LLAMA_GEMMS + ("PaLM counts the full square; a causal kernel does half",))
 def palm_causal() -> sp.Expr:
-    return flops_per_token("llama", "causal")
+    return flops_per_token(LLAMA, "causal")
 
 
 # ---- Narayanan et al. 2021 ----
@@ -226,7 +226,7 @@ def palm_causal() -> sp.Expr:
           assumptions=GPT_GEMMS + F4H + ("B sequences of s tokens per batch", "full score square, no causal halving",
                              "logit layer counted; biases and norms neglected"))
 def narayanan_batch() -> sp.Expr:
-    return B * s * flops_per_token("gpt", "full")
+    return B * s * flops_per_token(GPT, "full")
 
 
 @identity("Narayanan 96Bslh^2(1 + s/6h + V/16lh)", topic=TOPIC,
@@ -235,7 +235,7 @@ def narayanan_batch() -> sp.Expr:
           assumptions=GPT_GEMMS + F4H + ("every layer's forward re-run once; the logit layer is not",
                              "full score square, no causal halving"))
 def narayanan_recompute_batch() -> sp.Expr:
-    return B * s * flops_per_token("gpt", "full", "full-layers")
+    return B * s * flops_per_token(GPT, "full", "full-layers")
 
 
 @identity("Narayanan 96(...) = 4/3 x every GEMM", topic=TOPIC,
@@ -243,7 +243,7 @@ def narayanan_recompute_batch() -> sp.Expr:
           holds=False, source=NARAYANAN + ", against recompute of the output head too",
           assumptions=GPT_GEMMS + F4H + ("the article's 4/3 re-runs the logit GEMM as well: 2hV per token more",))
 def narayanan_recompute_not_four_thirds() -> sp.Expr:
-    return B * s * flops_per_token("gpt", "full", "full")
+    return B * s * flops_per_token(GPT, "full", "full")
 
 
 @identity("Narayanan 72(...) = causal count", topic=TOPIC,
@@ -251,7 +251,7 @@ def narayanan_recompute_not_four_thirds() -> sp.Expr:
           holds=False, source=NARAYANAN + ", against a causal kernel",
           assumptions=GPT_GEMMS + F4H + ("Narayanan counts the full square",))
 def narayanan_causal() -> sp.Expr:
-    return B * s * flops_per_token("gpt", "causal")
+    return B * s * flops_per_token(GPT, "causal")
 
 
 # ---- Megatron's num_floating_point_operations ----
@@ -268,7 +268,7 @@ def _megatron_batch(family: str, swiglu: bool, query_groups: sp.Expr) -> None:
               + ("B unpacked sequences of s tokens: sum of s_i^2 = B s^2",
                  "kv_channels = h/a; no attention output gate; biases not counted"))
     def batch() -> sp.Expr:
-        return B * s * model_flops_per_token(family, "causal")
+        return B * s * model_flops_per_token(LAYOUTS[family], "causal")
 
 
 _megatron_batch("llama", True, g)
@@ -280,14 +280,14 @@ _megatron_batch("gpt", False, a)
           where={k: h / a}, source=MEGATRON + " (total_real_tokens_in_batch, seqlen_squared_sum_in_batch)",
           assumptions=LLAMA_GEMMS + ("packed (THD) sequences: score work per sequence s_i^2, padding not counted",))
 def megatron_packed() -> sp.Expr:
-    return packed_flops(T, Q, "llama", "causal")
+    return packed_flops(T, Q, LLAMA, "causal")
 
 
 @identity("Megatron per token = derive causal (Llama)", topic=TOPIC, claim=megatron("llama"),
           where={k: h / a}, source=MEGATRON + ", divided by the tokens of one sequence",
           assumptions=LLAMA_GEMMS + ("model FLOPs: Megatron has no recompute term",))
 def megatron_per_token() -> sp.Expr:
-    return flops_per_token("llama", "causal")
+    return flops_per_token(LLAMA, "causal")
 
 
 # ---- recompute ----
@@ -302,14 +302,14 @@ CAUSAL_F = sp.expand(6 * gemm_parameter_count("llama") + 6 * L * s * h)
           source="the article, section 7.2 (QK^T and PV re-run: 2sh per layer per token, causal)",
           assumptions=LLAMA_GEMMS + ("selective recompute re-runs only the score GEMMs' forward",))
 def selective_factor() -> sp.Expr:
-    return recompute_factor("selective", "llama", "causal")
+    return recompute_factor("selective", LLAMA, "causal")
 
 
 @identity("full recompute factor = 4/3 (every GEMM)", topic=TOPIC, claim=sp.Rational(4, 3),
           source="the article, section 7.2: (2 + 2 + 4) / 6",
           assumptions=LLAMA_GEMMS + ("the forward of every GEMM runs twice, output head included",))
 def full_factor() -> sp.Expr:
-    return recompute_factor("full", "llama", "causal")
+    return recompute_factor("full", LLAMA, "causal")
 
 
 @identity("layer-only full recompute factor = 4/3", topic=TOPIC, claim=sp.Rational(4, 3), holds=False,
@@ -317,7 +317,7 @@ def full_factor() -> sp.Expr:
                  "layers only, not the output head",
           assumptions=LLAMA_GEMMS + ("the output head's forward is not re-run, so the factor is below 4/3",))
 def full_layers_factor() -> sp.Expr:
-    return recompute_factor("full-layers", "llama", "causal")
+    return recompute_factor("full-layers", LLAMA, "causal")
 
 
 N_active_GEMM = sp.Symbol("N_active_GEMM", positive=True, integer=True)

@@ -13,7 +13,7 @@ from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import moe_layer_activations
 from derive.accounts.state import resident_bytes
 from derive.architectures.decoder import Layout
-from derive.architectures.families import model_parameters
+from derive.architectures.families import LLAMA, model_parameters
 from derive.architectures.moe_model import moe_layout
 from derive.conventions.fp8 import dispatch_bytes_per_element, flops_by_dtype, gather_ratio
 from derive.identities import identity
@@ -147,7 +147,7 @@ LLAMA_N8, LLAMA_N8_TENSORS = fp8_weight_counts(model_parameters("llama"))
                  "Table 2); " + DEEPSEEK + ".1 (Fprop, Dgrad, Wgrad in FP8)",
           assumptions=("Llama table", "attention scores and the output head stay 16-bit"))
 def fp8_gemm_flops() -> sp.Expr:
-    return flops_by_dtype("fp8-current", "llama")["fp8"]
+    return flops_by_dtype("fp8-current", LLAMA)["fp8"]
 
 
 @identity("FP8 parameter all-gather halves the bf16 gather (per-tensor scaling)", topic=TOPIC,

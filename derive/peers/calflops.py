@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import model_gemms, parameter_count
+from derive.architectures.families import LAYOUTS, model_gemms, parameter_count
 from derive.architectures.gemms import flops
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, b, s
@@ -43,7 +43,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     batch, seq = record["kwargs"]["input_ids"]
     tokens = batch * seq
     values = tuple((model.values | {s: seq, b: batch}).items())
-    gemms = model_gemms(family, "full")
+    gemms = model_gemms(LAYOUTS[family], "full")
     forward = tokens * flops(gemms, "forward")
     if record["call"].startswith("calflops"):
         extras = _calflops_extras(family, eager, tokens)

@@ -12,7 +12,7 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activations, logits_bytes
 from derive.accounts.state import state_bytes
-from derive.architectures.families import FAMILIES, model_gemms, model_parameters
+from derive.architectures.families import FAMILIES, LAYOUTS, model_gemms, model_parameters
 from derive.architectures.gemms import flops
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, N, b, d, s
@@ -87,7 +87,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     passes = ("dgrad", "wgrad") if backward else ("forward",)
     departures = ((LLAMA["flops"], L * tokens * (2 if backward else 1)),) if family == "llama" else ()
     return {"": Reproduction("convention derive-full, " + ("backward" if backward else "forward"),
-                             tokens * flops(model_gemms(family, "full"), *passes), departures, tuple(seq))}
+                             tokens * flops(model_gemms(LAYOUTS[family], "full"), *passes), departures, tuple(seq))}
 
 
 

@@ -28,7 +28,7 @@ def _rounded(sizes: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=None)
-def _stage_counts(architecture: str | Layout, balanced: bool, rank: str, fp8: bool) -> dict[sp.Symbol, sp.Expr]:
+def _stage_counts(architecture: Layout, balanced: bool, rank: str, fp8: bool) -> dict[sp.Symbol, sp.Expr]:
     """N (and, ``fp8``, N_8 and n_8) -> what ``rank`` holds: the whole model's at p = 1, else its layers'."""
     whole, held = stage_counts(architecture, "single", fp8), stage_counts(architecture, rank, fp8)
     return {symbol: sp.Piecewise((whole[symbol], sp.Eq(p, 1)),
@@ -54,7 +54,7 @@ def _buffers(placement_name: str, sharded: bool, recipe: str | None) -> tuple[tu
 
 
 @lru_cache(maxsize=None)
-def _buffer_sizes(architecture: str | Layout, placement_name: str, sharded: bool, balanced: bool, rank: str,
+def _buffer_sizes(architecture: Layout, placement_name: str, sharded: bool, balanced: bool, rank: str,
                   recipe: str | None) -> tuple[tuple[Compiled, dict[str, int], int], ...]:
     """Each distinct resident buffer of the placement on ``rank``: its size compiled, the columns it takes, how many.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
-from derive.architectures.families import LAYER_GEMMS, model_gemms, output_gemms
+from derive.architectures.families import LAYER_GEMMS, LAYOUTS, LLAMA, model_gemms, output_gemms
 from derive.architectures.gemms import Gemm, attention_score_gemms, flops
 from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.identities import proof
@@ -81,10 +81,10 @@ def _subtotals(family: str) -> tuple[tuple[str, Ledger, str | None], ...]:
         ("one layer: weight GEMMs", LAYER_GEMMS[family]("none"), None),
         ("one layer: scores, causal", attention_score_gemms("causal"), "flops.scores_causal"),
         ("one layer: scores, full", attention_score_gemms("full"), "flops.scores_full"),
-        ("model: weight GEMMs (L layers + head)", model_gemms(family, "none"),
+        ("model: weight GEMMs (L layers + head)", model_gemms(LAYOUTS[family], "none"),
          f"flops.{family}.weight_gemms"),
-        ("model: causal", model_gemms(family, "causal"), f"flops.{family}.causal"),
-        ("model: full attention", model_gemms(family, "full"), f"flops.{family}.full"),
+        ("model: causal", model_gemms(LAYOUTS[family], "causal"), f"flops.{family}.causal"),
+        ("model: full attention", model_gemms(LAYOUTS[family], "full"), f"flops.{family}.full"),
     )
 
 
@@ -115,12 +115,12 @@ def per_token_table() -> Table:
     rows = []
     for name in LLAMA3_MODELS:
         preset = model(name)
-        six, causal = preset.at(six_n()), preset.at(flops_per_token("llama", "causal"))
+        six, causal = preset.at(six_n()), preset.at(flops_per_token(LLAMA, "causal"))
         weights = preset.at(six_n_gemm("llama"))
         rows.append({
             "model": text_cell(name), "N": int_cell(preset.parameters), "six_n": flop_cell(six),
             "six_n_gemm": flop_cell(weights), "causal": flop_cell(causal),
-            "full": flop_cell(preset.at(flops_per_token("llama", "full"))),
+            "full": flop_cell(preset.at(flops_per_token(LLAMA, "full"))),
             "gap": percent_cell(causal / six - 1), "attention": percent_cell(causal / weights - 1),
         })
     return Table(
@@ -166,7 +166,7 @@ def _bound_row(scenario: str, name: str, tokens: int, gpus: int, mfu: float, day
                ) -> dict[str, Cell]:
     """One step-time lower bound: tokens x causal FLOPs per token / (GPUs x peak x MFU)."""
     preset = model(name)
-    per = preset.at(flops_per_token("llama", "causal"))
+    per = preset.at(flops_per_token(LLAMA, "causal"))
     seconds = step_time_lower_bound(tokens, float(per), gpus, hardware(EXAMPLE.gpu).peak_flops, mfu=mfu)
     return {"scenario": text_cell(scenario), "model": text_cell(name), "tokens": int_cell(tokens),
             "gpus": int_cell(gpus), "mfu": percent_cell(mfu, 0),

@@ -10,6 +10,7 @@ from derive.accounts.flops import (
     mfu,
     recompute_factor,
 )
+from derive.architectures.families import LLAMA
 from derive.identities import proof
 from derive.presets import HARDWARE, hardware, model
 from derive.render.quantities import (
@@ -53,7 +54,7 @@ def _example() -> dict[str, object]:
     preset = model(EXAMPLE_MODEL)
     return {"tokens": EXAMPLE.step_tokens, "gpus": EXAMPLE.gpus, "peak": hardware(EXAMPLE.gpu).peak_flops,
             "rate": EXAMPLE.step_tokens / OBSERVED_STEP_SECONDS,
-            "per_token": float(preset.at(flops_per_token("llama", "causal")))}
+            "per_token": float(preset.at(flops_per_token(LLAMA, "causal")))}
 
 
 @lru_cache(maxsize=None)
