@@ -217,3 +217,11 @@ def test_selective_recompute_repeats_only_the_context_parallel_exchange():
     assert {row.name for row in rows if row.pass_ == "recompute"} == {"cp.kv.send"}
     assert not [row for row in collectives(llama, Parallelism(tp=8, recompute="selective"))
                 if row.pass_ == "recompute"]
+
+
+def test_a_family_name_is_not_a_layout():
+    # the accounts take a decoder Layout (families.LLAMA), and a name gets one line naming the argument
+    from derive.accounts.comm import symbolic_collectives
+    from derive.parallelism import Parallelism
+    with pytest.raises(ValueError, match="^architecture: a decoder Layout"):
+        symbolic_collectives("llama", Parallelism())

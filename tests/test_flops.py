@@ -222,6 +222,7 @@ def test_hardware_presets_are_dense_bf16():
     ("mask", lambda: flops_per_token(LLAMA, "sliding")),
     ("recompute", lambda: flops_per_token(LLAMA, "causal", "some")),
     ("family", lambda: flops_per_token(Layout(family="mamba"))),
+    ("layout", lambda: flops_per_token("llama")),
     ("head_dim", lambda: model_gemms(GPT, head_dim=k)),
 ])
 def test_bad_input_names_the_field(field, call):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 import sympy as sp
 
-from derive.architectures.decoder import Layout
+from derive.architectures.decoder import Layout, require_layout
 from derive.architectures.families import LLAMA, model_gemms
 from derive.architectures.gemms import Gemm, flops
 from derive.inputs import choose, positive_size
@@ -45,8 +45,8 @@ _BUILT: dict[tuple[object, ...], sp.Expr] = {}
 
 
 def _layout_key(layout: Layout) -> object:
-    """A hashable stand-in for ``layout``: its repr (every field, dicts included)."""
-    return repr(layout)
+    """A hashable stand-in for ``layout``: its repr (every field, dicts included); ValueError if it is no Layout."""
+    return repr(require_layout(layout))
 
 
 def _built(key: tuple[object, ...], build: Callable[[], sp.Expr]) -> sp.Expr:

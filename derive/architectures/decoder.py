@@ -118,6 +118,14 @@ class Layout:
         return "mla" if self.mla.q_lora else "mla-direct"
 
 
+def require_layout(value: object, field: str = "layout") -> Layout:
+    """``value`` if it is a :class:`Layout`; else a ValueError naming ``field`` (a family's name is not one)."""
+    if not isinstance(value, Layout):
+        raise ValueError(f"{field}: a decoder Layout is needed (derive.architectures.families.GPT or LLAMA, "
+                         f"or a model's .architecture), got {value!r}")
+    return value
+
+
 def _norm_steps(layout: Layout) -> list[Step]:
     return [step("norm", "norm", name=module, width=h, kind=layout.norm, tags=(block,))
             for module, block in layout.layer_norms]
