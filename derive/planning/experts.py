@@ -28,7 +28,7 @@ from typing import Iterable
 import numpy as np
 import sympy as sp
 
-from derive.accounts.activations import RECOMPUTE_POLICIES, output_edge
+from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
@@ -39,8 +39,8 @@ from derive.evaluation.vectorised import compile
 from derive.hf import published_model
 from derive.inputs import exact_count
 from derive.model import Model
-from derive.planning.layouts import MICRO_BATCHES, expert_layouts, micro_batch_columns
-from derive.planning.ranking import Plan, predicted_times, reasons
+from derive.planning.layouts import MICRO_BATCHES, expert_layouts
+from derive.planning.ranking import Plan, judged_columns, predicted_times
 from derive.planning.rounding import _rounded
 from derive.presets import MOE_PRESETS
 from derive.stage_accounts import CONTEXT
@@ -218,11 +218,12 @@ def expert_plan(entry: Model, gpus: int, tokens: int, hardware_name: str, contex
         raise ValueError(f"model: {entry.name}'s dense layers reach past the first round of pipeline chunks "
                          "(derive.planning.experts.rank_layers counts them there)")
     sequences = tokens // entry.seq if tokens % entry.seq == 0 else 0
-    parts = []
-    for recompute in RECOMPUTE_POLICIES:
-        part = {**base, "recompute": np.full(base["t"].size, recompute)}
-        whole, micro, schedule = micro_batch_columns(sequences, part)
-        memory = np.full(base["t"].size, np.nan)
+
+    def memory_of(part: dict[str, np.ndarray], whole: np.ndarray,
+                  micro: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The most loaded of ranks 0, 1 and p - 1 (or the one rank at p = 1), per layout."""
+        recompute = str(part["recompute"][0])
+        memory = np.full(part["t"].size, np.nan)
         for zero in sorted(set(part["zero"].tolist())):
             for single in (True, False):
                 rows = (part["zero"] == zero) & ((part["p"] == 1) == single) & whole
@@ -233,10 +234,8 @@ def expert_plan(entry: Model, gpus: int, tokens: int, hardware_name: str, contex
                                                            rows.sum())
                                            for rank in (("whole",) if single else RANKS)],
                                           axis=0)
-        reason = reasons(memory, (low, high), fit, batch=~whole, schedule=~schedule)
-        parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
-                      "feasible": reason == "", "reason": reason,
-                      "balanced": np.zeros(base["t"].size, dtype=np.int64)})
-    columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+        return memory, {"balanced": np.zeros(part["t"].size, dtype=np.int64)}
+
+    columns = judged_columns(base, sequences, (low, high), fit, memory_of)
     columns["step_time"], columns["breakdown"] = predicted_times(config, columns, tokens, hardware_name)
     return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)

@@ -9,13 +9,15 @@ t_E columns) and ranked by that predicted time; layouts the step model cannot te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.prediction import predict_columns
 from derive.model import Model
 from derive.parallelism import Parallelism
-from derive.planning.layouts import divisors
+from derive.planning.layouts import divisors, micro_batch_columns
 from derive.systems import system
 from derive.units import BYTE_UNITS, LONGEST_YEARS, YEAR_SECONDS, format_memory
 
@@ -108,6 +110,26 @@ def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.
     limit = low if fit == "low" else high
     return np.select([*failed.values(), memory > high, memory > limit],
                      [*failed, "memory", "memory-uncertain"], default="")
+
+def judged_columns(base: dict[str, np.ndarray], sequences: int, usable: tuple[int, int], fit: str,
+                   memory_of: Callable[[dict[str, np.ndarray], np.ndarray, np.ndarray],
+                                       tuple[np.ndarray, dict[str, np.ndarray]]]) -> dict[str, np.ndarray]:
+    """Every layout of ``base`` under each recompute policy, judged: one set of columns.
+
+    Per policy: the micro-batch columns (``m``, whole batches, schedules), the most loaded rank's
+    memory and any extra columns from ``memory_of(part, whole, micro)``, then the verdict
+    (:func:`reasons`). ``sequences``: T / s, or 0 when the tokens are no whole number of sequences.
+    """
+    parts = []
+    for recompute in RECOMPUTE_POLICIES:
+        part = {**base, "recompute": np.full(base["t"].size, recompute)}
+        whole, micro, schedule = micro_batch_columns(sequences, part)
+        memory, extra = memory_of(part, whole, micro)
+        reason = reasons(memory, usable, fit, batch=~whole, schedule=~schedule)
+        parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory, **extra,
+                      "feasible": reason == "", "reason": reason})
+    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
 
 #: The plan columns whose values select a ledger template (derive.accounts.prediction.FLAG_FIELDS).
 TEMPLATE_FLAGS = ("recompute", "zero", "balanced")

@@ -42,7 +42,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from derive.accounts.activations import RECOMPUTE_POLICIES, layer_activations
+from derive.accounts.activations import layer_activations
 from derive.accounts.budget import usable_bytes
 from derive.accounts.framework_placements import stage_placements
 from derive.accounts.prediction import tensor_cores
@@ -51,8 +51,8 @@ from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.inputs import choose, exact_count
 from derive.model import Model
 from derive.planning.experts import expert_plan, refuse_dense_options
-from derive.planning.layouts import MAX_CONTEXT, MICRO_BATCHES, context_sizes, layouts, micro_batch_columns
-from derive.planning.ranking import FITS, SYSTEM_NAMES, Plan, predicted_times, reasons
+from derive.planning.layouts import MAX_CONTEXT, MICRO_BATCHES, context_sizes, layouts
+from derive.planning.ranking import FITS, SYSTEM_NAMES, Plan, judged_columns, predicted_times
 from derive.planning.rounding import rounding_bytes
 from derive.stage_accounts import accounts
 from derive.sweep import evaluate
@@ -95,12 +95,13 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
     base = layouts(entry, gpus, sorted(stages), contexts)
     # m = T / (s b d) in integers: T / s first (b d <= 8 * 2^20), so no int64 product overflows.
     sequences = tokens // entry.seq if tokens % entry.seq == 0 else 0
-    parts = []
-    for recompute in RECOMPUTE_POLICIES:
-        part = {**base, "recompute": np.full(base["t"].size, recompute)}
-        whole, micro, schedule = micro_batch_columns(sequences, part)
-        memory = np.full(base["t"].size, np.nan)
-        time = np.full(base["t"].size, np.nan)
+
+    def memory_of(part: dict[str, np.ndarray], whole: np.ndarray,
+                  micro: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The most loaded rank's bytes (allocator rounding included) and the step bound, per layout."""
+        recompute = str(part["recompute"][0])
+        memory = np.full(part["t"].size, np.nan)
+        time = np.full(part["t"].size, np.nan)
         for zero, balanced in sorted(set(zip(part["zero"].tolist(), part["balanced"].tolist()))):
             rows = (part["zero"] == zero) & (part["balanced"] == balanced) & whole
             if not rows.any():
@@ -125,9 +126,8 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
                              0)
                     for rank in ranks], axis=0)
             time[rows] = figures["step_time"]
-        reason = reasons(memory, (low, high), fit, batch=~whole, schedule=~schedule)
-        parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory,
-                      "bound": time, "feasible": reason == "", "reason": reason})
-    columns = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+        return memory, {"bound": time}
+
+    columns = judged_columns(base, sequences, (low, high), fit, memory_of)
     columns["step_time"], columns["breakdown"] = predicted_times(entry, columns, tokens, hardware_name, precision)
     return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit, precision)
