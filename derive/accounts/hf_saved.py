@@ -34,11 +34,10 @@ from derive.accounts.hf_profiles import EXPERTS_IMPLEMENTATIONS, HF_PROFILES
 from derive.architectures.decoder import Layout
 from derive.architectures.operations.edges import (gemma_edges_saved, gpt2_edges_saved,
                                                   hf_edges_saved, neox_edges_saved)
-from derive.architectures.operations.rows import ACTIVATION, SINGLE_SEQUENCE, STATISTICS
-from derive.architectures.saved import (gemma_layers_saved, gpt2_layer_saved, llama_layer_saved,
-                                        neox_layer_saved)
 from derive.architectures.operations.experts import EXPERTS
-from derive.architectures.saved import eager_edges, eager_layer
+from derive.architectures.operations.rows import ACTIVATION, SINGLE_SEQUENCE, STATISTICS
+from derive.architectures.saved import (eager_edges, eager_layer, gemma_layers_saved,
+                                        gpt2_layer_saved, llama_layer_saved, neox_layer_saved)
 from derive.inputs import choose
 from derive.hf import from_config, load_config
 from derive.hf_families import DENSE

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from derive.inputs import choose
 from derive.symbols import E, k_E
 from derive.tensors import Ledger
 
@@ -69,10 +70,8 @@ class MoE:
         if self.router_bias not in ROUTER_BIAS:
             raise ValueError(f"router_bias: unknown router bias {self.router_bias!r} "
                              f"(known: {', '.join(ROUTER_BIAS)})")
-        for name, known in (("router", ROUTERS), ("weights_dtype", ROUTING_DTYPES)):
-            if getattr(self, name) not in known:
-                raise ValueError(f"{name}: unknown {name.replace('_', ' ')} {getattr(self, name)!r} "
-                                 f"(known: {', '.join(known)})")
+        choose("router", self.router, ROUTERS)
+        choose("weights_dtype", self.weights_dtype, ROUTING_DTYPES)
         if self.shared_gate and not self.shared:
             raise ValueError("shared_gate: a shared-expert gate needs a shared expert")
 
