@@ -176,6 +176,12 @@ def fit(runs: Sequence[PublishedRun], start: Efficiency, rounds: int = 4) -> Eff
     return eta
 
 
+def error_spread(errors: Sequence[float]) -> dict[str, float]:
+    """Mean and max absolute relative error of ``errors`` and their count, rounded as the reports print them."""
+    return {"mean_abs_error": round(sum(map(abs, errors)) / len(errors), 4),
+            "max_abs_error": round(max(map(abs, errors)), 4), "rows": len(errors)}
+
+
 def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
     """Constants, every row's prediction and error, and each table's mean and max absolute error."""
     rows, tables = [], {}
@@ -184,8 +190,7 @@ def report(runs: Sequence[PublishedRun], eta: Efficiency) -> dict[str, object]:
                      "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
                      "error": round(error, 4), "published": run.published, "assumptions": run.assumptions})
         tables.setdefault(run.table, []).append(abs(error))
-    summary = {name: {"mean_abs_error": round(sum(e) / len(e), 4), "max_abs_error": round(max(e), 4),
-                      "rows": len(e)} for name, e in tables.items()}
+    summary = {name: error_spread(e) for name, e in tables.items()}
     return {"source": "python -m derive.calibrate: fitted on Korthikanti et al. 2022 Table 5, Narayanan "
                       "et al. 2021 Table 1, Dubey et al. 2024 Table 4 (8K context)",
             "constants": {name: getattr(eta, name) for name in FIELDS},

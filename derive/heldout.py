@@ -15,7 +15,7 @@ from typing import Sequence
 
 from derive.accounts.efficiency import Efficiency
 from derive.accounts.prediction import ledger_precision
-from derive.calibration_fit import FIELDS, PublishedRun, residuals
+from derive.calibration_fit import FIELDS, PublishedRun, error_spread, residuals
 from derive.names import named_model
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
@@ -131,11 +131,6 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
                         f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, precision=precision)
 
 
-def _spread(errors: Sequence[float]) -> dict[str, float]:
-    return {"mean_abs_error": round(sum(map(abs, errors)) / len(errors), 4),
-            "max_abs_error": round(max(map(abs, errors)), 4), "rows": len(errors)}
-
-
 def _gib(size: float | None) -> float | None:
     return None if size is None else round(size / 2**30, 1)
 
@@ -174,7 +169,7 @@ def _groups(rows: Sequence[dict], keys: Sequence[str]) -> dict[str, dict[str, fl
     for row in rows:
         for key in keys:
             errors.setdefault(f"{key} {row[key]}", []).append(row["error"])
-    return {name: _spread(errors[name]) for name in _ordered(errors)}
+    return {name: error_spread(errors[name]) for name in _ordered(errors)}
 
 
 def _ordered(groups: dict) -> list[str]:

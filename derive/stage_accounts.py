@@ -23,13 +23,13 @@ from derive.accounts.activations import (
 from derive.accounts.flops import flops_per_token
 from derive.accounts.pipeline_split import STAGE_LAYERS, rank_layers, stage_in_flight, stage_layers
 from derive.accounts.framework_placements import placement
-from derive.accounts.placement import placement_bytes, placement_bytes_per_parameter
+from derive.accounts.placement import placement_bytes_per_parameter
 from derive.accounts.workload import RECOMPUTE_FLOPS
 from derive.architectures.decoder import Layout, edge_rows, layer_rows
 from derive.architectures.families import family_tables
 from derive.inputs import choose
 from derive.recipes import fp8_weight_counts
-from derive.state_columns import STATE_RANKS, held_bytes
+from derive.state_columns import STATE_RANKS, held_bytes, recipe_bytes
 from derive.symbols import N, N_8, L, c, m, n_8, p, s, t, v
 from derive.tensors import Ledger
 
@@ -229,9 +229,7 @@ def accounts(architecture: Layout, profile: str, recompute: str, placement_name:
     else:
         placement(placement_name)
         per_parameter = placement_bytes_per_parameter(placement_name, sharded, STATE_RANKS)
-        added = None if recipe is None else (
-            placement_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
-            - placement_bytes(placement_name, sharded, STATE_RANKS))
+        added = None if recipe is None else recipe_bytes(placement_name, sharded, STATE_RANKS, recipe, fp8_param_gather)
     if recipe is not None:
         fp8 = {"fp8_bytes": sp.expand(added), "fp8_weights": _stage_fp8_weights(architecture)}
     return Accounts(

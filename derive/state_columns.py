@@ -62,6 +62,13 @@ def state_split(expr: sp.Expr, ranks: sp.Symbol,
     return found
 
 
+def recipe_bytes(placement_name: str, sharded: bool, ranks: sp.Expr, recipe: str,
+                 fp8_param_gather: bool = False) -> sp.Expr:
+    """Resident bytes ``recipe`` adds to ``placement_name``'s states (its FP8 copies: derive.accounts.placement)."""
+    return (placement_bytes(placement_name, sharded, ranks, recipe, fp8_param_gather)
+            - placement_bytes(placement_name, sharded, ranks))
+
+
 @lru_cache(maxsize=None)
 def state_columns(placement_name: str, sharded: bool, recipe: str | None = None,
                   fp8_param_gather: bool = False) -> dict[str, int] | None:
@@ -73,12 +80,10 @@ def state_columns(placement_name: str, sharded: bool, recipe: str | None = None,
     if fp8_param_gather and recipe is None:
         raise ValueError("fp8_param_gather: needs an FP8 recipe")
     ranks = sp.Dummy("ranks", positive=True, integer=True)
-    plain = placement_bytes(placement_name, sharded, ranks)
-    found = state_split(plain, ranks, (N,))
+    found = state_split(placement_bytes(placement_name, sharded, ranks), ranks, (N,))
     if recipe is None or found is None:
         return found
-    added = state_split(placement_bytes(placement_name, sharded, ranks, recipe, fp8_param_gather) - plain,
-                        ranks, (N_8, n_8))
+    added = state_split(recipe_bytes(placement_name, sharded, ranks, recipe, fp8_param_gather), ranks, (N_8, n_8))
     return None if added is None else {**found, **added}
 
 

@@ -28,7 +28,7 @@ from derive.accounts.efficiency import Efficiency
 from derive.accounts.pipeline_split import rank_layers
 from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
 from derive.accounts.step_layout import LINEAR_DTYPE, Layout, Size
-from derive.accounts.workload import GemmRow, Workload
+from derive.accounts.workload import PASSES, GemmRow, Workload
 from derive.recipes import RECIPES
 from derive.symbols import p, v
 from derive.systems import System
@@ -69,14 +69,13 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
     its own roofline (``derive.accounts.roofline.pass_seconds``): the layer matrices at the
     precision's linear dtype, attention's score GEMMs and the output head in BF16.
     """
-    passes = ("forward", "dgrad", "wgrad")
     rate = dict(gpu=gpu, eta=eta.gemm_for(gpu))
     if row.kind == "score":
         # one batched GEMM per layer: count / L heads on this rank's share (a / t), each [M, n] x [n, k]
         heads = row.count / work.layers / lay.t
         m, n, k = tokens, row.n, row.k
         flash = work.attention_kernel == "fused"
-        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in passes]
+        times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in PASSES]
         return work.layers * times[0], work.layers * (times[1] + times[2])
     dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
@@ -85,7 +84,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
     if row.kind == "expert":
         m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
         copies = row.count * tokens / m
-    times = [pass_seconds(m, n, k, name, dtype, **rate) for name in passes]
+    times = [pass_seconds(m, n, k, name, dtype, **rate) for name in PASSES]
     return copies * times[0], copies * (times[1] + times[2])
 
 

@@ -26,7 +26,7 @@ from derive.accounts.compute_time import compute_per_micro_batch
 from derive.accounts.efficiency import Efficiency, calibrated
 from derive.accounts.schedule import overlap_rules, pipeline_length
 from derive.accounts.step_layout import Layout, local_parameters
-from derive.accounts.workload import Workload
+from derive.accounts.workload import PASSES, Workload
 from derive.systems import System
 
 
@@ -84,11 +84,13 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
     seconds = sum(breakdown.values())
     gpus = lay.t * lay.p * lay.c * lay.d
     tokens = lay.b * m * lay.d * work.seq
-    model_flops = 3 * sum(row.flops_per_token for row in work.rows)
-    full_square = 3 * sum(row.flops_per_token * (2 if row.kind == "score" else 1) for row in work.rows)
-    hardware = model_flops + sum(row.flops_per_token for row in work.rows if lay.recompute in row.recomputed)
-    hardware_full = full_square + sum(row.flops_per_token * (2 if row.kind == "score" else 1)
-                                      for row in work.rows if lay.recompute in row.recomputed)
+    causal = [row.flops_per_token for row in work.rows]
+    square = [flops * (2 if row.kind == "score" else 1) for flops, row in zip(causal, work.rows)]
+    again = [lay.recompute in row.recomputed for row in work.rows]
+    model_flops = len(PASSES) * sum(causal)
+    full_square = len(PASSES) * sum(square)
+    hardware = model_flops + sum(flops for flops, rerun in zip(causal, again) if rerun)
+    hardware_full = full_square + sum(flops for flops, rerun in zip(square, again) if rerun)
     peak = gpu.peak("bf16")
     per_gpu = tokens / seconds / gpus
     shape = np.shape(per_gpu)

@@ -19,7 +19,7 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
 from derive.architectures.families import model_gemms
-from derive.architectures.gemms import Gemm, attention_score_gemms, weight_gemms
+from derive.architectures.gemms import FLOP_PER_MULTIPLY_ADD, Gemm, attention_score_gemms, weight_gemms
 from derive.architectures.moe import active_rows
 from derive.architectures.moe_model import model_gemms as moe_gemms
 from derive.architectures.operations.norm import layer_input
@@ -29,6 +29,8 @@ from derive.tensors import Ledger
 
 #: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head.
 KINDS = ("layer", "expert", "score", "head")
+#: The passes every GEMM runs in training (derive.architectures.gemms.Gemm.passes of a weight GEMM).
+PASSES = tuple(step.name for step in Gemm("pass", 1, 1, 1, frozenset({"weight"})).passes)
 #: Recompute policy of the activation accounts -> the FLOP account's (Megatron's full recompute
 #: re-runs the layers, not the output head: "full-layers").
 RECOMPUTE_FLOPS = {"none": "none", "selective": "selective", "full": "full-layers"}
@@ -48,7 +50,7 @@ class GemmRow:
     @property
     def flops_per_token(self) -> float:
         """Forward FLOPs per token (2nk per copy)."""
-        return 2 * self.n * self.k * self.count
+        return FLOP_PER_MULTIPLY_ADD * self.n * self.k * self.count
 
 
 @dataclass(frozen=True)
