@@ -121,8 +121,10 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
         "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
         "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
     }
-    backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
-    windows = {"backward": backward, "forward": backward / 2}
+    # the GEMMs' own backward and forward seconds (compute_time's per-pass rooflines: a memory-bound
+    # weight gradient or a flash kernel's backward is not twice its forward)
+    gemms = compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]
+    windows = {"backward": compute["backward"], "forward": gemms - compute["backward"]}
     # the bucket grows with the group the gradients are reduced over: data x context parallel ranks
     # (megatron/training/training.py, the DDP bucket size: max(40M, 1M x dp_cp_group size))
     share = last_bucket_share(local_parameters(work, lay), lay.d * lay.c)
