@@ -207,6 +207,29 @@ def test_all_to_all_remote_share_by_hand():
     assert remote_share(8, 8, H100) == 0.0 and remote_share(64, 64, system("gb200")) == 0.0
 
 
+def test_ring_collectives_across_nvlink_domains_use_the_domains_nics_by_hand():
+    from derive.accounts.comm_time import collective_seconds, ring_bandwidth
+    from derive.accounts.prediction import Row
+    gb200 = system("gb200")
+    # a data-parallel group of d = 64 at t = 8 over 512 H100s: one rank per HGX board, one NIC (50 GB/s)
+    assert ring_bandwidth(64, 512, H100) == 50e9
+    # at t = 4 over 256 H100s: two ranks per board, two rings leave it through two NICs
+    assert ring_bandwidth(64, 256, H100) == 2 * 50e9
+    # at t = 1 over 64 H100s: eight per board, 8 x 50 = 400 GB/s, under NVLink's 450
+    assert ring_bandwidth(64, 64, H100) == 400e9
+    # at t = 2 over 128 GB200s: 64 x 72 / 128 = 36 ranks per NVL72 rack, 36 x 50 GB/s capped at NVLink's 900
+    assert ring_bandwidth(64, 128, gb200) == 900e9
+    assert ring_bandwidth(8, 8, H100) == 450e9  # inside one board
+    # Llama 3.1 405B's FSDP parameter all-gather there (25.09's FP8-CS row): 4e11 bytes a rank, 63 ring steps
+    sizes = {"tp": 2, "cp": 1, "ep": 1, "dp": 64, "pp": 1}
+    gather = Row("dp.params", "dp", "all-gather", "forward", "forward", 64.0, 4e11, 1.0)
+    assert float(collective_seconds(gather, sizes, gb200, ETA)) == pytest.approx(4e11 / (0.8 * 900e9) + 63 * 10e-6)
+    # a pipeline send is one rank to one rank: its own NIC, even where 16 stages over 128 GB200s put 9 in a rack
+    send = Row("pp.send", "pp", "send-recv", "compute", "forward", 16.0, 1e9, 1.0)
+    pipeline = {"tp": 8, "cp": 1, "ep": 1, "dp": 1, "pp": 16}
+    assert float(collective_seconds(send, pipeline, gb200, ETA)) == pytest.approx(1e9 / (0.8 * 50e9) + 10e-6)
+
+
 def test_gemm_efficiency_by_generation():
     # A100 is Ampere, H100 / H200 Hopper, B200 / GB200 Blackwell (which takes Hopper's constant)
     assert [system(name).generation for name in ("a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200")] == [
