@@ -29,6 +29,7 @@ from derive.accounts.pipeline_split import rank_layers
 from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
 from derive.accounts.step_layout import LINEAR_DTYPE, Layout, Size
 from derive.accounts.workload import PASSES, GemmRow, Workload
+from derive.dtypes import DTYPE_BYTES
 from derive.recipes import RECIPES
 from derive.symbols import p, v
 from derive.systems import System
@@ -115,6 +116,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] != "bf16" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
+    routing = routing_elements(work, lay) * ROUTED_BYTES / lay.t
     slowest: dict[str, Any] = {}
     most: Any = 0.0
     for layers, heads, there in stage_loads(work.layers, lay):
@@ -128,7 +130,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
             backward_gemms += backward * weight
             if lay.recompute in row.recomputed:
                 seconds["recompute"] += forward * weight
-        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
+        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
         total = sum(seconds.values())
         seconds["backward"] = backward_gemms  # of the GEMM kinds above: the window the DP rules overlap with
@@ -136,6 +138,36 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
         slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
         most = np.where(slower, total, most)
     return slowest
+
+
+#: Bytes per element of a token's hidden vector the MoE dispatcher moves: the activation dtype, BF16
+#: (Megatron's alltoall dispatcher permutes and sends hidden states as they are; FP8 is cast in the experts'
+#: GroupedLinear, after the dispatch).
+ROUTED_BYTES = DTYPE_BYTES["bf16"]
+
+
+def routing_elements(work: Workload, lay: Layout) -> Any:
+    """Elements per token of a stage's average layer the MoE dispatcher's permutations read and write, forward and backward.
+
+    Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) runs in the
+    forward: Permutation 1 (``permute``: the token's k_E routed copies gathered, k_E h read and written),
+    the all-to-all (timed as communication), Permutation 2 when the rank holds more than one expert
+    (``sort_chunks_by_idxs``: k_E h read and written), the experts, Unpermutation 2 (the same) and
+    Unpermutation 1 (``unpermute``: k_E h read, the weighted sum's h written); the backward runs each in
+    reverse with the same bytes (a gather's gradient is a scatter-add, a sum's gradient a gather). Per
+    MoE layer: 2 ((2 k_E + (k_E + 1)) h + 2 x 2 k_E h [local experts > 1]); a full recompute runs the
+    forward's once more. Each kernel reads its input and writes its output once (moe_utils.permute,
+    unpermute, sort_chunks_by_idxs; TE's fused moe_permute / moe_sort_chunks_by_index with
+    moe_permute_fusion move the same bytes); split over t like the sequence-parallel layer input.
+    """
+    if not work.moe:
+        return 0.0
+    k_routed, h = work.active_experts, work.hidden
+    permutes = 2 * k_routed * h + (k_routed + 1) * h
+    sorts = np.where(work.experts / lay.e > 1, 2 * 2 * k_routed * h, 0)
+    forward = permutes + sorts
+    passes = 3 if lay.recompute == "full" else 2
+    return passes * forward * work.moe_layers / work.layers
 
 
 #: Projections Transformer Engine runs as one GEMM on one input, so their input is cast once:
