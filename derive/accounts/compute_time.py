@@ -78,7 +78,9 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         flash = work.attention_kernel == "fused"
         times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in PASSES]
         return work.layers * times[0], work.layers * (times[1] + times[2])
-    dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
+    # the head and an MoE router stay in BF16 under an FP8 recipe (derive.conventions.fp8.gemm_dtype: Megatron's
+    # router is a plain parameter, router.py Router.gating, outside Transformer Engine's fp8_autocast)
+    dtype = "bf16" if row.kind in ("head", "router") else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
     n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
     m, copies = tokens, row.count
@@ -125,7 +127,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
         backward_gemms = 0.0
         for row, forward, backward in timed:
             weight = heads if row.kind == "head" else share
-            kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
+            kind = {"layer": "linear", "router": "linear", "score": "attention"}.get(row.kind, row.kind)
             seconds[kind] += (forward + backward) * weight
             backward_gemms += backward * weight
             if lay.recompute in row.recomputed:

@@ -26,8 +26,8 @@ from derive.model import Model
 from derive.symbols import E, L, L_E, L_w, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
 from derive.tensors import Ledger
 
-#: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head.
-KINDS = ("layer", "expert", "score", "head")
+#: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head, an MoE router.
+KINDS = ("layer", "expert", "score", "head", "router")
 #: The passes every GEMM runs in training (derive.architectures.gemms.Gemm.passes of a weight GEMM).
 PASSES = tuple(step.name for step in Gemm("pass", 1, 1, 1, frozenset({"weight"})).passes)
 #: Recompute policy of the activation accounts -> the FLOP account's (Megatron's full recompute
@@ -92,6 +92,8 @@ def _kind(gemm: Gemm) -> str:
         return "expert"
     if gemm.has("output") or gemm.has("mtp"):
         return "head"
+    if gemm.has("router"):
+        return "router"
     return "layer"
 
 
