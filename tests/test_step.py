@@ -319,3 +319,39 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     assert float(ep_overlap_window(replace(lay, recompute="full"), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2, v=2), H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
+
+
+def test_moe_dispatcher_permutations_by_hand():
+    # Qwen3-30B-A3B: h = 2048, k_E = 8 of E = 128 experts in all 48 layers. Per token per MoE layer, forward:
+    # permute 2 k h (k copies read and written), unpermute (k + 1) h (k read, the weighted sum written),
+    # and with more than one local expert the two chunk sorts 2 x 2 k h; the backward the same again
+    from derive.accounts.compute_time import routing_elements
+    from derive.accounts.step_layout import Layout
+    from derive.accounts.workload import workload
+    work = workload(published_model("qwen3-30b-a3b", seq=4096))
+    lay = Layout(1, 1, 1, 1, 8, 8, 1, 1, 1, False, 1, "none", "bf16")
+    h, k = 2048, 8
+    assert routing_elements(work, lay) == 2 * (2 * k * h + (k + 1) * h + 4 * k * h) == 233472
+    assert routing_elements(work, replace(lay, e=128)) == 2 * (2 * k * h + (k + 1) * h)  # one expert a rank
+    assert routing_elements(work, replace(lay, recompute="full")) == 3 * 116736          # the forward once more
+    # DeepSeek-V3: 58 MoE layers of 61, the average layer carries 58/61 of one
+    deepseek = workload(published_model("deepseek-v3", seq=4096))
+    h, k = 7168, 8
+    assert routing_elements(deepseek, lay) == pytest.approx(2 * (6 * k * h + (k + 1) * h) * 58 / 61)
+    assert routing_elements(workload(model("llama3-8b")), lay) == 0.0
+
+
+def test_moe_router_runs_in_bf16_under_fp8():
+    # Megatron's router is a plain parameter outside fp8_autocast: the same seconds under fp8-current as
+    # under bf16, while the experts' GEMMs run at the FP8 peak
+    from derive.accounts.compute_time import _gemm_seconds
+    from derive.accounts.step_layout import Layout
+    from derive.accounts.workload import workload
+    work = workload(published_model("qwen3-30b-a3b", seq=4096))
+    router = next(row for row in work.rows if row.kind == "router")
+    expert = next(row for row in work.rows if row.kind == "expert")
+    assert router.name == "mlp.gate.weight" and (router.n, router.k) == (128, 2048)
+    bf16 = Layout(1, 1, 1, 1, 8, 8, 1, 1, 1, False, 1, "none", "bf16")
+    fp8 = replace(bf16, precision="fp8-current")
+    assert _gemm_seconds(router, work, fp8, H100, ETA, 4096) == _gemm_seconds(router, work, bf16, H100, ETA, 4096)
+    assert _gemm_seconds(expert, work, fp8, H100, ETA, 4096)[0] < _gemm_seconds(expert, work, bf16, H100, ETA, 4096)[0]
