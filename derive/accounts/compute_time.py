@@ -18,6 +18,7 @@ scores in HBM only for the GPT family's materialised kernel (a flash kernel keep
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -148,26 +149,49 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
 ROUTED_BYTES = DTYPE_BYTES["bf16"]
 
 
-def routing_elements(work: Workload, lay: Layout) -> Any:
-    """Elements per token of a stage's average layer the MoE dispatcher's permutations read and write, forward and backward.
+@dataclass(frozen=True)
+class DispatchKernel:
+    """One forward kernel of Megatron's MoE token dispatcher: the hidden vectors it reads and writes per token.
 
-    Megatron's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py) runs in the
-    forward: Permutation 1 (``permute``: the token's k_E routed copies gathered, k_E h read and written),
-    the all-to-all (timed as communication), Permutation 2 when the rank holds more than one expert
-    (``sort_chunks_by_idxs``: k_E h read and written), the experts, Unpermutation 2 (the same) and
-    Unpermutation 1 (``unpermute``: k_E h read, the weighted sum's h written); the backward runs each in
-    reverse with the same bytes (a gather's gradient is a scatter-add, a sum's gradient a gather). Per
-    MoE layer: 2 ((2 k_E + (k_E + 1)) h + 2 x 2 k_E h [local experts > 1]); a full recompute runs the
-    forward's once more. Each kernel reads its input and writes its output once (moe_utils.permute,
-    unpermute, sort_chunks_by_idxs; TE's fused moe_permute / moe_sort_chunks_by_index with
-    moe_permute_fusion move the same bytes); split over t like the sequence-parallel layer input.
+    ``reads`` / ``writes`` count a token's hidden vectors of width h: ``"routed"`` is its k_E routed
+    copies, ``"token"`` the token itself; ``local_experts`` marks the kernels that run only when a rank
+    holds more than one expert (megatron/core/transformer/moe/token_dispatcher.py,
+    MoEAlltoAllTokenDispatcher: ``sort_chunks_by_idxs`` around the experts).
+    """
+
+    name: str
+    reads: str
+    writes: str
+    local_experts: bool = False
+
+
+#: The dispatcher's forward kernels, in order (MoEAlltoAllTokenDispatcher.token_permutation /
+#: token_unpermutation; moe_utils.permute, sort_chunks_by_idxs, unpermute). The all-to-all between them is
+#: communication (derive.accounts.comm_rows).
+DISPATCH_KERNELS = (
+    DispatchKernel("permutation 1 (permute)", reads="routed", writes="routed"),
+    DispatchKernel("permutation 2 (sort_chunks_by_idxs)", reads="routed", writes="routed", local_experts=True),
+    DispatchKernel("unpermutation 2 (sort_chunks_by_idxs)", reads="routed", writes="routed", local_experts=True),
+    DispatchKernel("unpermutation 1 (unpermute: the weighted sum)", reads="routed", writes="token"),
+)
+
+
+def routing_elements(work: Workload, lay: Layout) -> Any:
+    """Elements per token of a stage's average layer the MoE dispatcher's kernels read and write, forward and backward.
+
+    The sum over :data:`DISPATCH_KERNELS` of the hidden vectors each reads and writes (k_E h for the
+    routed copies, h for the token); the backward runs each in reverse with the same bytes (a gather's
+    gradient is a scatter-add, a sum's gradient a gather), a full recompute runs the forward's once more.
+    Each kernel reads its input and writes its output once (TE's fused moe_permute /
+    moe_sort_chunks_by_index with moe_permute_fusion move the same bytes); split over t by the caller
+    like the sequence-parallel layer input.
     """
     if not work.moe:
         return 0.0
-    k_routed, h = work.active_experts, work.hidden
-    permutes = 2 * k_routed * h + (k_routed + 1) * h
-    sorts = np.where(work.experts / lay.e > 1, 2 * 2 * k_routed * h, 0)
-    forward = permutes + sorts
+    vectors = {"routed": work.active_experts, "token": 1}
+    several = work.experts / lay.e > 1
+    forward = sum(np.where(several | (not kernel.local_experts), vectors[kernel.reads] + vectors[kernel.writes], 0)
+                  for kernel in DISPATCH_KERNELS) * work.hidden
     passes = 3 if lay.recompute == "full" else 2
     return passes * forward * work.moe_layers / work.layers
 
