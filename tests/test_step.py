@@ -207,6 +207,29 @@ def test_all_to_all_remote_share_by_hand():
     assert remote_share(8, 8, H100) == 0.0 and remote_share(64, 64, system("gb200")) == 0.0
 
 
+def test_ring_collectives_across_nvlink_domains_use_the_domains_nics_by_hand():
+    from derive.accounts.comm_time import collective_seconds, ring_bandwidth
+    from derive.accounts.prediction import Row
+    gb200 = system("gb200")
+    # a data-parallel group of d = 64 at t = 8 over 512 H100s: one rank per HGX board, one NIC (50 GB/s)
+    assert ring_bandwidth(64, 512, H100) == 50e9
+    # at t = 4 over 256 H100s: two ranks per board, two rings leave it through two NICs
+    assert ring_bandwidth(64, 256, H100) == 2 * 50e9
+    # at t = 1 over 64 H100s: eight per board, 8 x 50 = 400 GB/s, under NVLink's 450
+    assert ring_bandwidth(64, 64, H100) == 400e9
+    # at t = 2 over 128 GB200s: 64 x 72 / 128 = 36 ranks per NVL72 rack, 36 x 50 GB/s capped at NVLink's 900
+    assert ring_bandwidth(64, 128, gb200) == 900e9
+    assert ring_bandwidth(8, 8, H100) == 450e9  # inside one board
+    # Llama 3.1 405B's FSDP parameter all-gather there (25.09's FP8-CS row): 4e11 bytes a rank, 63 ring steps
+    sizes = {"tp": 2, "cp": 1, "ep": 1, "dp": 64, "pp": 1}
+    gather = Row("dp.params", "dp", "all-gather", "forward", "forward", 64.0, 4e11, 1.0)
+    assert float(collective_seconds(gather, sizes, gb200, ETA)) == pytest.approx(4e11 / (0.8 * 900e9) + 63 * 10e-6)
+    # a pipeline send is one rank to one rank: its own NIC, even where 16 stages over 128 GB200s put 9 in a rack
+    send = Row("pp.send", "pp", "send-recv", "compute", "forward", 16.0, 1e9, 1.0)
+    pipeline = {"tp": 8, "cp": 1, "ep": 1, "dp": 1, "pp": 16}
+    assert float(collective_seconds(send, pipeline, gb200, ETA)) == pytest.approx(1e9 / (0.8 * 50e9) + 10e-6)
+
+
 def test_gemm_efficiency_by_generation():
     # A100 is Ampere, H100 / H200 Hopper, B200 / GB200 Blackwell (which takes Hopper's constant)
     assert [system(name).generation for name in ("a100-40gb", "a100-80gb", "h100", "h200", "b200", "gb200")] == [
@@ -296,3 +319,39 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     assert float(ep_overlap_window(replace(lay, recompute="full"), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2, v=2), H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
+
+
+def test_moe_dispatcher_permutations_by_hand():
+    # Qwen3-30B-A3B: h = 2048, k_E = 8 of E = 128 experts in all 48 layers. Per token per MoE layer, forward:
+    # permute 2 k h (k copies read and written), unpermute (k + 1) h (k read, the weighted sum written),
+    # and with more than one local expert the two chunk sorts 2 x 2 k h; the backward the same again
+    from derive.accounts.compute_time import routing_elements
+    from derive.accounts.step_layout import Layout
+    from derive.accounts.workload import workload
+    work = workload(published_model("qwen3-30b-a3b", seq=4096))
+    lay = Layout(1, 1, 1, 1, 8, 8, 1, 1, 1, False, 1, "none", "bf16")
+    h, k = 2048, 8
+    assert routing_elements(work, lay) == 2 * (2 * k * h + (k + 1) * h + 4 * k * h) == 233472
+    assert routing_elements(work, replace(lay, e=128)) == 2 * (2 * k * h + (k + 1) * h)  # one expert a rank
+    assert routing_elements(work, replace(lay, recompute="full")) == 3 * 116736          # the forward once more
+    # DeepSeek-V3: 58 MoE layers of 61, the average layer carries 58/61 of one
+    deepseek = workload(published_model("deepseek-v3", seq=4096))
+    h, k = 7168, 8
+    assert routing_elements(deepseek, lay) == pytest.approx(2 * (6 * k * h + (k + 1) * h) * 58 / 61)
+    assert routing_elements(workload(model("llama3-8b")), lay) == 0.0
+
+
+def test_moe_router_runs_in_bf16_under_fp8():
+    # Megatron's router is a plain parameter outside fp8_autocast: the same seconds under fp8-current as
+    # under bf16, while the experts' GEMMs run at the FP8 peak
+    from derive.accounts.compute_time import _gemm_seconds
+    from derive.accounts.step_layout import Layout
+    from derive.accounts.workload import workload
+    work = workload(published_model("qwen3-30b-a3b", seq=4096))
+    router = next(row for row in work.rows if row.kind == "router")
+    expert = next(row for row in work.rows if row.kind == "expert")
+    assert router.name == "mlp.gate.weight" and (router.n, router.k) == (128, 2048)
+    bf16 = Layout(1, 1, 1, 1, 8, 8, 1, 1, 1, False, 1, "none", "bf16")
+    fp8 = replace(bf16, precision="fp8-current")
+    assert _gemm_seconds(router, work, fp8, H100, ETA, 4096) == _gemm_seconds(router, work, bf16, H100, ETA, 4096)
+    assert _gemm_seconds(expert, work, fp8, H100, ETA, 4096)[0] < _gemm_seconds(expert, work, bf16, H100, ETA, 4096)[0]

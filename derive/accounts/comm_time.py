@@ -30,22 +30,44 @@ def remote_share(ranks: Size, group_span: Size, gpu: System) -> Any:
     The group's ``ranks`` are spread evenly over ``group_span`` consecutive GPUs; those of them in the
     rank's own domain are reached over NVLink, the rest over the NIC.
     """
-    local = np.maximum(1, ranks * gpu.nvlink_domain // group_span)
+    local = ranks_per_domain(ranks, group_span, gpu)
     inside = (group_span <= gpu.nvlink_domain) | (ranks <= 1)
     return np.where(inside, 0.0, (ranks - local) / np.where(inside, 1, ranks - 1))
+
+
+def ranks_per_domain(ranks: Size, group_span: Size, gpu: System) -> Any:
+    """Ranks of a group inside one NVLink domain: its ``ranks`` spread evenly over ``group_span`` consecutive GPUs."""
+    return np.maximum(1, np.minimum(ranks, ranks * gpu.nvlink_domain // np.maximum(group_span, 1)))
+
+
+def ring_bandwidth(ranks: Size, group_span: Size, gpu: System) -> Any:
+    """Unidirectional bytes/s of a rank in a ring collective: NVLink inside a domain, the domain's NICs across.
+
+    Across NVLink domains NCCL builds one ring per channel and lets each channel leave and enter a
+    domain through a different NIC (src/graph/search.cc, ncclTopoCompute: a ring graph's ``inter``
+    entries, one NET per channel; its tuning model, src/graph/tuning.cc, gives a ring over nodes
+    nChannels x bwInter): a group with g ranks in a domain pushes each rank's bytes over g NICs, so a
+    rank moves at min(NVLink, g x NIC) (one NIC per GPU on every system of derive.systems). A group
+    with one rank per domain (t = 8 on an HGX board) runs at its NIC's speed.
+    """
+    inside = np.less_equal(group_span, gpu.nvlink_domain)
+    across = np.minimum(gpu.nvlink_bandwidth, ranks_per_domain(ranks, group_span, gpu) * gpu.nic_bandwidth)
+    return np.where(inside, gpu.nvlink_bandwidth, across)
 
 
 def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Efficiency) -> Any:
     """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency.
 
-    A ring collective spanning nodes runs at the NIC's speed (each rank's ring neighbour may sit
-    across it); an all-to-all sends its remote share over the NIC and the rest over NVLink at once.
+    A ring collective spanning NVLink domains runs at ``ring_bandwidth`` (its ranks' NICs in each
+    domain); an all-to-all sends its remote share over the NIC and the rest over NVLink at once.
     """
     group_span = span(row.group, sizes)
-    bandwidth, latency = gpu.link(group_span)
+    link, latency = gpu.link(group_span)
     ranks = np.maximum(np.trunc(np.asarray(row.ranks, dtype=float)), 2)
     steps = RING_STEPS[row.collective](ranks)
     sent = np.asarray(row.sent, dtype=float)
+    # a pipeline send goes from one rank to one rank: its own link, no ring over the domain's NICs
+    bandwidth = link if row.collective == "send-recv" else ring_bandwidth(ranks, group_span, gpu)
     wire = sent / (eta.network * bandwidth)
     if row.collective == "all-to-all":
         remote = remote_share(ranks, group_span, gpu)
@@ -99,8 +121,10 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
         "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
         "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
     }
-    backward = (compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]) * 2 / 3
-    windows = {"backward": backward, "forward": backward / 2}
+    # the GEMMs' own backward and forward seconds (compute_time's per-pass rooflines: a memory-bound
+    # weight gradient or a flash kernel's backward is not twice its forward)
+    gemms = compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]
+    windows = {"backward": compute["backward"], "forward": gemms - compute["backward"]}
     # the bucket grows with the group the gradients are reduced over: data x context parallel ranks
     # (megatron/training/training.py, the DDP bucket size: max(40M, 1M x dp_cp_group size))
     share = last_bucket_share(local_parameters(work, lay), lay.d * lay.c)

@@ -18,6 +18,7 @@ scores in HBM only for the GPT family's materialised kernel (a flash kernel keep
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ from derive.accounts.pipeline_split import rank_layers
 from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
 from derive.accounts.step_layout import LINEAR_DTYPE, Layout, Size
 from derive.accounts.workload import PASSES, GemmRow, Workload
+from derive.dtypes import DTYPE_BYTES
 from derive.recipes import RECIPES
 from derive.symbols import p, v
 from derive.systems import System
@@ -77,7 +79,9 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         flash = work.attention_kernel == "fused"
         times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in PASSES]
         return work.layers * times[0], work.layers * (times[1] + times[2])
-    dtype = "bf16" if row.kind == "head" else LINEAR_DTYPE[lay.precision]
+    # the head and an MoE router stay in BF16 under an FP8 recipe (derive.conventions.fp8.gemm_dtype: Megatron's
+    # router is a plain parameter, router.py Router.gating, outside Transformer Engine's fp8_autocast)
+    dtype = "bf16" if row.kind in ("head", "router") else LINEAR_DTYPE[lay.precision]
     split = lay.etp if row.kind == "expert" else lay.t
     n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
     m, copies = tokens, row.count
@@ -107,31 +111,89 @@ def timed_rows(work: Workload, gpu: System, eta: Efficiency, lay: Layout,
 def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Efficiency) -> dict[str, Any]:
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind.
 
-    The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
+    ``backward`` is the share of the GEMM kinds (linear, expert, attention, head) their data- and
+    weight-gradient passes take (not a further kind: it is inside them). The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
     """
     tokens = lay.b * work.seq / lay.c
     timed = timed_rows(work, gpu, eta, lay, tokens)
     cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] != "bf16" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
+    routing = routing_elements(work, lay) * ROUTED_BYTES / lay.t
     slowest: dict[str, Any] = {}
     most: Any = 0.0
     for layers, heads, there in stage_loads(work.layers, lay):
         share = layers / work.layers
         seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
+        backward_gemms = 0.0
         for row, forward, backward in timed:
             weight = heads if row.kind == "head" else share
-            kind = {"layer": "linear", "score": "attention"}.get(row.kind, row.kind)
+            kind = {"layer": "linear", "router": "linear", "score": "attention"}.get(row.kind, row.kind)
             seconds[kind] += (forward + backward) * weight
+            backward_gemms += backward * weight
             if lay.recompute in row.recomputed:
                 seconds["recompute"] += forward * weight
-        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again) + share * cast
+        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
         total = sum(seconds.values())
+        seconds["backward"] = backward_gemms  # of the GEMM kinds above: the window the DP rules overlap with
         slower = there & (total > most)
         slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
         most = np.where(slower, total, most)
     return slowest
+
+
+#: Bytes per element of a token's hidden vector the MoE dispatcher moves: the activation dtype, BF16
+#: (Megatron's alltoall dispatcher permutes and sends hidden states as they are; FP8 is cast in the experts'
+#: GroupedLinear, after the dispatch).
+ROUTED_BYTES = DTYPE_BYTES["bf16"]
+
+
+@dataclass(frozen=True)
+class DispatchKernel:
+    """One forward kernel of Megatron's MoE token dispatcher: the hidden vectors it reads and writes per token.
+
+    ``reads`` / ``writes`` count a token's hidden vectors of width h: ``"routed"`` is its k_E routed
+    copies, ``"token"`` the token itself; ``local_experts`` marks the kernels that run only when a rank
+    holds more than one expert (megatron/core/transformer/moe/token_dispatcher.py,
+    MoEAlltoAllTokenDispatcher: ``sort_chunks_by_idxs`` around the experts).
+    """
+
+    name: str
+    reads: str
+    writes: str
+    local_experts: bool = False
+
+
+#: The dispatcher's forward kernels, in order (MoEAlltoAllTokenDispatcher.token_permutation /
+#: token_unpermutation; moe_utils.permute, sort_chunks_by_idxs, unpermute). The all-to-all between them is
+#: communication (derive.accounts.comm_rows).
+DISPATCH_KERNELS = (
+    DispatchKernel("permutation 1 (permute)", reads="routed", writes="routed"),
+    DispatchKernel("permutation 2 (sort_chunks_by_idxs)", reads="routed", writes="routed", local_experts=True),
+    DispatchKernel("unpermutation 2 (sort_chunks_by_idxs)", reads="routed", writes="routed", local_experts=True),
+    DispatchKernel("unpermutation 1 (unpermute: the weighted sum)", reads="routed", writes="token"),
+)
+
+
+def routing_elements(work: Workload, lay: Layout) -> Any:
+    """Elements per token of a stage's average layer the MoE dispatcher's kernels read and write, forward and backward.
+
+    The sum over :data:`DISPATCH_KERNELS` of the hidden vectors each reads and writes (k_E h for the
+    routed copies, h for the token); the backward runs each in reverse with the same bytes (a gather's
+    gradient is a scatter-add, a sum's gradient a gather), a full recompute runs the forward's once more.
+    Each kernel reads its input and writes its output once (TE's fused moe_permute /
+    moe_sort_chunks_by_index with moe_permute_fusion move the same bytes); split over t by the caller
+    like the sequence-parallel layer input.
+    """
+    if not work.moe:
+        return 0.0
+    vectors = {"routed": work.active_experts, "token": 1}
+    several = work.experts / lay.e > 1
+    forward = sum(np.where(several | (not kernel.local_experts), vectors[kernel.reads] + vectors[kernel.writes], 0)
+                  for kernel in DISPATCH_KERNELS) * work.hidden
+    passes = 3 if lay.recompute == "full" else 2
+    return passes * forward * work.moe_layers / work.layers
 
 
 #: Projections Transformer Engine runs as one GEMM on one input, so their input is cast once:

@@ -23,7 +23,9 @@ slow (Llama 3 8B at s = 8192: attention half the predicted step).
 Measured and not kept (python -m derive.calibrate, then --check; nothing fitted to the held-out
 runs): the bytes side at the element-wise HBM efficiency instead of the GEMM's own (held-out mean
 |error| 27.5 % against 25.7 %, MoE 61.8 % against 48.1 %, Korthikanti Table 5 max 3.6 % against
-2.5 %).
+2.5 %); the routed experts' GEMMs as one grouped GEMM whose tiles share the waves (Megatron's
+moe_grouped_gemm) instead of each expert's GEMM on its own waves (held-out MoE 36.2 % against
+29.7 %: the per-expert waves stand in for what a grouped GEMM of small experts loses).
 """
 from __future__ import annotations
 

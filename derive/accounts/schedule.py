@@ -10,7 +10,8 @@ Rank order (Megatron's default order string "tp-cp-ep-dp-pp",
 megatron/core/parallel_state.py initialize_model_parallel): tensor-parallel
 ranks are neighbours, then context, expert, data and pipeline. A group's ranks
 span ``SPAN[group]`` consecutive GPUs; a group inside one NVLink domain talks at
-NVLink bandwidth, a larger one over the NIC (``derive.systems.System.link``).
+NVLink bandwidth, a larger one over the NICs of its ranks in each domain
+(``derive.accounts.comm_time.ring_bandwidth``; a pipeline send over one NIC).
 
 Overlap rules: each is named, documented and switchable (``OVERLAP_RULES``;
 ``DEFAULT_OVERLAP`` holds those Megatron turns on by default in its large-run

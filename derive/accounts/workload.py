@@ -22,13 +22,12 @@ from derive.architectures.families import model_gemms
 from derive.architectures.gemms import FLOP_PER_MULTIPLY_ADD, Gemm, attention_score_gemms, weight_gemms
 from derive.architectures.moe import active_rows
 from derive.architectures.moe_model import model_gemms as moe_gemms
-from derive.architectures.operations.norm import layer_input
 from derive.model import Model
 from derive.symbols import E, L, L_E, L_w, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
 from derive.tensors import Ledger
 
-#: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head.
-KINDS = ("layer", "expert", "score", "head")
+#: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head, an MoE router.
+KINDS = ("layer", "expert", "score", "head", "router")
 #: The passes every GEMM runs in training (derive.architectures.gemms.Gemm.passes of a weight GEMM).
 PASSES = tuple(step.name for step in Gemm("pass", 1, 1, 1, frozenset({"weight"})).passes)
 #: Recompute policy of the activation accounts -> the FLOP account's (Megatron's full recompute
@@ -93,6 +92,8 @@ def _kind(gemm: Gemm) -> str:
         return "expert"
     if gemm.has("output") or gemm.has("mtp"):
         return "head"
+    if gemm.has("router"):
+        return "router"
     return "layer"
 
 
@@ -144,9 +145,8 @@ def _saved(entry: Model, sequence_parallel: bool) -> tuple[tuple[str, float], ..
     The Llama fused table (flash attention, Megatron + Transformer Engine) for Llama-style layers,
     Korthikanti's GPT table with materialised scores for the GPT family; an MoE layer reads with f
     the width its token passes through (k_E f_E, plus f_S for shared experts): the saved rows of a
-    gated MLP scale with f. An MoE layer also keeps the token's k_E routed copies of the layer input
-    twice, permuted for the experts and before the weighted combine (Megatron's
-    token_dispatcher permute / unpermute), split over t like the sequence-parallel input.
+    gated MLP scale with f. The token's routed copies the dispatcher permutes are not here: their HBM
+    traffic is the dispatcher's kernels' (derive.accounts.compute_time.routing_elements).
     """
     gpt = entry.family == "gpt"
     profile, kernel = "gpt" if gpt else "llama-fused", attention_kernel(entry)
@@ -168,12 +168,7 @@ def _saved(entry: Model, sequence_parallel: bool) -> tuple[tuple[str, float], ..
             return ((1 - moe_share) * _number(entry, one)
                     + moe_share * _number(entry, one.xreplace({f: width["f"]})))
         shared = 2 * (at(1) - at(2))
-        routed = 0.0
-        if width and policy != "full":
-            copies = 2 * entry.values[k_E] * layer_input().bytes / (s * b)
-            moe_share = entry.values.get(L_E, entry.values[L]) / entry.values[L]
-            routed = moe_share * _number(entry, copies)
-        rows.append((policy, at(1) - shared, shared + routed))
+        rows.append((policy, at(1) - shared, shared))
     return tuple(rows)
 
 
