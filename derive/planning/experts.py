@@ -33,7 +33,7 @@ from derive.accounts.budget import usable_bytes
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
-from derive.architectures.moe_model import model_parameters
+from derive.architectures.tables import model_parameters
 from derive.architectures.saved import eager_edges, fused_mtp
 from derive.evaluation.vectorised import compile
 from derive.hf import published_model
