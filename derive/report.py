@@ -31,8 +31,8 @@ from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.state import FP8_PRECISIONS, OPTIMIZERS, PRECISIONS, fp8_resident_bytes
 from derive.architectures.decoder import Layout
 from derive.architectures.gemms import flops
-from derive.architectures.tables import active_parameters, model_gemms, model_parameters
 from derive.architectures.saved import MOE_PROFILES
+from derive.architectures.tables import active_parameters, model_gemms, model_parameters
 from derive.evaluation import by_name, substitute
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage

@@ -1,9 +1,9 @@
 """The generated MoE / MLA / dense tables against published totals (Megatron-LM's printed counts,
 shared/reference/README.md: Mixtral 8x7B 46 702 792 704, DeepSeek-V3 671 026 404 352) and hand sums."""
 from derive.architectures.decoder import LLAMA, Layout
-from derive.architectures.tables import active_parameter_count, model_rows, parameter_count
 from derive.architectures.mla import MLA
 from derive.architectures.moe import MoE
+from derive.architectures.tables import active_parameter_count, model_rows, parameter_count
 from derive.symbols import E, L, L_E, V, a, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v, r_kv, r_q
 
 DEEPSEEK_V3 = {h: 7168, L: 61, L_E: 58, V: 129280, a: 128, r_q: 1536, r_kv: 512, k_nope: 128,

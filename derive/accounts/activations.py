@@ -15,13 +15,12 @@ import sympy as sp
 
 from derive.accounts.state import state_bytes
 from derive.architectures.decoder import FAMILIES, Layout, PRE_NORMS
-from derive.architectures.tables import edge_parameters, layer_parameters
-from derive.architectures.operations.attention import ATTENTION_KERNELS
 from derive.architectures.operations.edges import embedding_saved, output_saved
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD
 from derive.architectures.saved import LAYER_PROFILES, layer_saved
 from derive.architectures.saved_fp8 import quantised_saved
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.inputs import choose, flag, positive_size
 from derive.model import Model
 from derive.symbols import FFN_4H, L, N, k, p
@@ -343,7 +342,7 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
 
 
 __all__ = [
-    "ATTENTION_KERNELS", "ATTENTION_PROFILES", "LAYER_PROFILES",
+    "ATTENTION_PROFILES", "LAYER_PROFILES",
     "PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline", "profile_bytes",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "layer_activation_bytes", "layer_activations", "recomputed",

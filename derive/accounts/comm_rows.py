@@ -14,11 +14,11 @@ from derive.accounts.comm_data_parallel import data_parallel, grad_bytes
 from derive.accounts.comm_row import MEGATRON_LINEAR, MEGATRON_TP, MOE_DISPATCH, TE_CP, Collective, LayoutTerms, RowBuilder
 from derive.accounts.fp8_comm import routed_payload
 from derive.architectures.decoder import Layout, require_layout
-from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.architectures.operations.edges import output_saved
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD, STATISTICS
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.parallelism import Parallelism
 from derive.symbols import k, k_E
 from derive.tensors import Ledger, Tensor

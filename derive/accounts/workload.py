@@ -19,8 +19,8 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
 from derive.architectures.gemms import FLOP_PER_MULTIPLY_ADD, Gemm, weight_gemms
-from derive.architectures.tables import active_parameters, model_gemms, score_gemms
 from derive.architectures.operations.norm import layer_input
+from derive.architectures.tables import active_parameters, model_gemms, score_gemms
 from derive.model import Model
 from derive.symbols import E, L, L_E, L_w, b, f, f_E, f_S, k, k_E, s, t
 from derive.tensors import Ledger

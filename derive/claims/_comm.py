@@ -7,8 +7,8 @@ import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
 from derive.architectures.decoder import GPT, Layout
-from derive.architectures.tables import parameter_count
 from derive.architectures.operations.norm import layer_input
+from derive.architectures.tables import parameter_count
 from derive.dtypes import dtype_bytes
 from derive.parallelism import Parallelism
 from derive.symbols import N, c, d, m, p, t

@@ -6,8 +6,8 @@ import math
 import sympy as sp
 
 from derive.architectures.decoder import FAMILIES
-from derive.architectures.tables import model_gemms, output_gemms
 from derive.architectures.gemms import flops
+from derive.architectures.tables import model_gemms, output_gemms
 from derive.claims import Rounding, decimals
 from derive.model import Model
 from derive.presets import hardware

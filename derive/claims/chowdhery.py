@@ -12,8 +12,8 @@ import sympy as sp
 
 from derive.accounts.flops import flops_per_token, mfu
 from derive.architectures.decoder import GPT, LLAMA
-from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, output_gemms
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
+from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, output_gemms
 from derive.claims import Alternative, decimals, document, significant
 from derive.claims._papers import A100_PEAK, as_printed, gpt
 from derive.conventions import CONVENTIONS

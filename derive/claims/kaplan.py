@@ -12,8 +12,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.decoder import GPT
-from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, output_gemms
 from derive.architectures.gemms import flops
+from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, output_gemms
 from derive.claims import EXACT, Alternative, document
 from derive.claims._papers import input_embedding_flops
 from derive.symbols import FFN_4H, L, V, f, h, s

@@ -12,8 +12,8 @@ import sympy as sp
 
 from derive.accounts.flops import flops_per_token
 from derive.architectures.decoder import GPT
-from derive.architectures.tables import layer_gemms, model_parameters, output_gemms, parameter_count
 from derive.architectures.gemms import flops
+from derive.architectures.tables import layer_gemms, model_parameters, output_gemms, parameter_count
 from derive.claims import EXACT, Alternative, decimals, document, significant
 from derive.claims._comm import ACTIVATION, rows, sent, tp_layer_elements
 from derive.claims._papers import A100_PEAK, as_printed, gpt

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.decoder import FAMILIES
-from derive.architectures.tables import model_gemms, model_parameters, parameter_count
 from derive.architectures.gemms import Gemm, flops
+from derive.architectures.tables import model_gemms, model_parameters, parameter_count
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose
 from derive.symbols import L, N, V, a, b, f, h, k, s

@@ -16,8 +16,8 @@ import sympy as sp
 
 from derive.accounts.collectives import sent_factor
 from derive.accounts.comm import Collective
-from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.architectures.operations.rows import STATISTICS
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.dtypes import dtype_bytes
 from derive.evaluation import substitute
 from derive.model import Model

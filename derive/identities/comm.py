@@ -12,9 +12,9 @@ import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
 from derive.architectures.decoder import LLAMA, Layout
-from derive.architectures.tables import parameter_count
 from derive.architectures.moe import MoE
 from derive.architectures.operations.norm import layer_input
+from derive.architectures.tables import parameter_count
 from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
 from derive.identities import identity
 from derive.parallelism import Parallelism

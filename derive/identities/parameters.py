@@ -4,9 +4,9 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.decoder import GPT, LLAMA, moe_layout
-from derive.architectures.tables import active_parameters, gemm_parameter_count, layer_parameters, model_parameters, parameter_count
 from derive.architectures.mla import MLA
 from derive.architectures.operations.latent import mla_attention
+from derive.architectures.tables import active_parameters, gemm_parameter_count, layer_parameters, model_parameters, parameter_count
 from derive.identities import identity
 from derive.identities.experts import GQA, MEMORY
 from derive.identities.experts import TOPIC as EXPERTS

@@ -26,9 +26,9 @@ from derive.accounts.framework_placements import (
 )
 from derive.accounts.placement import placement_bytes, placement_ledger
 from derive.architectures.decoder import GPT, LLAMA
-from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, model_parameters, parameter_count
 from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, model_parameters, parameter_count
 from derive.conventions import CONVENTIONS, palm
 from derive.identities import Sided, identity
 from derive.symbols import LATEX_NAMES, N, V, a, b, f, h, s

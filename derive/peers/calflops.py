@@ -10,8 +10,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.architectures.decoder import FAMILIES
-from derive.architectures.tables import model_gemms, parameter_count
 from derive.architectures.gemms import flops
+from derive.architectures.tables import model_gemms, parameter_count
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, b, s
 

@@ -13,8 +13,8 @@ import sympy as sp
 from derive.accounts.activations import layer_activations, logits_bytes
 from derive.accounts.state import state_bytes
 from derive.architectures.decoder import FAMILIES
-from derive.architectures.tables import edge_parameters, layer_parameters, model_gemms, model_parameters
 from derive.architectures.gemms import flops
+from derive.architectures.tables import edge_parameters, layer_parameters, model_gemms, model_parameters
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, N, b, d, s
 

@@ -13,9 +13,9 @@ import sympy as sp
 
 from derive.accounts.flops import flops_per_token
 from derive.architectures.decoder import FAMILIES
-from derive.architectures.tables import gemm_parameter_count, parameter_count
 from derive.architectures.operations.edges import hf_edges_saved, llama_edges_saved
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.tables import gemm_parameter_count, parameter_count
 from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, N_GEMM, L, N, b, s
 from derive.tensors import Ledger
