@@ -25,7 +25,6 @@ import sympy as sp
 
 from derive.architectures.decoder import FAMILIES, Layout
 from derive.architectures.gemms import Gemm, weight_gemms
-from derive.architectures.moe import active_parameter_count as active_count
 from derive.architectures.moe import active_rows
 from derive.architectures.operations.registry import Step, parameter_table, score_table, step
 from derive.architectures.operations.rows import HEAD
@@ -157,7 +156,7 @@ def parameter_count(layout: Layout) -> sp.Expr:
 
 def active_parameter_count(layout: Layout) -> sp.Expr:
     """Parameters a token passes through: N for a dense model, k_E of E routed experts otherwise (MTP apart)."""
-    return active_count(parameter_rows(layout))
+    return sp.expand(active_rows(parameter_rows(layout)).numel())
 
 
 def gemm_parameter_count(layout: Layout) -> sp.Expr:
