@@ -99,7 +99,7 @@ class Layout:
 
     @property
     def dense(self) -> bool:
-        """No MoE and no MLA block: every account of derive applies."""
+        """No MoE and no MLA block: the dense saved-tensor profiles apply (the parameter and GEMM tables take every layout)."""
         return self.moe is None and self.mla is None
 
     @property
