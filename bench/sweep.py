@@ -23,7 +23,7 @@ import numpy as np
 import sympy as sp
 
 from derive import stage_accounts
-from derive.architectures.families import LLAMA
+from derive.architectures.decoder import LLAMA
 from derive.evaluation import vectorised
 from derive.megatron import records
 from derive.printing.python import arguments, exact_function, ratio

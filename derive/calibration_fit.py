@@ -28,7 +28,7 @@ from derive.accounts.flops import flops_per_token
 from derive.accounts.prediction import predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
 from derive.accounts.efficiency import Efficiency
-from derive.architectures.families import GPT
+from derive.architectures.decoder import GPT
 from derive.claims import dubey, korthikanti, narayanan
 from derive.parallelism import Parallelism
 from derive.model import Model

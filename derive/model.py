@@ -16,10 +16,8 @@ from functools import lru_cache
 
 import sympy as sp
 
-from derive.architectures.decoder import Layout, parameter_rows
-from derive.architectures.moe import active_parameter_count
-from derive.architectures.moe_model import model_parameters as moe_parameters
-from derive.architectures.families import FAMILIES, LAYOUTS, model_parameters
+from derive.architectures.decoder import FAMILIES, Layout
+from derive.architectures.tables import active_parameter_count, model_parameters, parameter_rows
 from derive.evaluation import substitute, symbol_values
 from derive.inputs import MAX_PARAMETERS, choose, divides, exact_count, positive_int
 from derive.recipes import fp8_weight_counts
@@ -35,16 +33,10 @@ FIELD_SYMBOLS: dict[str, sp.Symbol] = {"layers": L, "hidden": h, "heads": a, "kv
 MOE_FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3")
 
 
-def _parameter_rows(architecture: Layout) -> Ledger:
-    """Every parameter tensor: a family layout's reference tables (L layers plus the edges), or a config layout's."""
-    return model_parameters(architecture.family) if architecture.family else parameter_rows(architecture)
-
-
 @lru_cache(maxsize=None)
 def _parameter_numel(architecture: Layout) -> tuple[sp.Expr, tuple[str, ...]]:
     """(N as an expression of the table's symbols, the Model fields it uses), once per table form."""
-    rows = _parameter_rows(architecture)
-    numel = rows.numel()
+    numel = parameter_rows(architecture).numel()
     return numel, tuple(name for name, symbol in FIELD_SYMBOLS.items() if numel.has(symbol))
 
 
@@ -121,13 +113,13 @@ class Model:
 
     @property
     def architecture(self) -> Layout:
-        """What the accounts build this model's tables from: its layout, or its family's (families.GPT, LLAMA)."""
-        return LAYOUTS[self.family] if self.layout is None else self.layout
+        """What the accounts build this model's tables from: its layout, or its family's (decoder.GPT, LLAMA)."""
+        return FAMILIES[self.family] if self.layout is None else self.layout
 
     @property
     def parameter_rows(self) -> Ledger:
         """Every parameter tensor, symbolic: the layout's table, or the family's (MTP modules apart)."""
-        return _parameter_rows(self.architecture)
+        return parameter_rows(self.architecture)
 
     @property
     def dense(self) -> bool:
@@ -154,7 +146,7 @@ class Model:
     @property
     def active_parameters(self) -> int:
         """Parameters one token passes through: N for a dense model, k_E of E routed experts per MoE layer."""
-        active = active_parameter_count(self.parameter_rows)
+        active = active_parameter_count(self.architecture)
         if dict(self.sizes).get("E") and "k_E" not in dict(self.sizes):
             raise ValueError(f"num_experts_per_tok: {self.name}'s config leaves top-k unset")
         return int(self.subs(active))
@@ -164,7 +156,7 @@ class Model:
         """Parameters of the MTP modules (0 without them); embedding and head are shared."""
         if self.layout is None or not self.layout.mtp:
             return 0
-        return int(self.subs(moe_parameters(self.layout).where("mtp").numel()))
+        return int(self.subs(model_parameters(self.layout).where("mtp").numel()))
 
     @property
     def fp8_weights(self) -> tuple[int, int]:

@@ -6,7 +6,7 @@ into the four states, activations, FLOPs, step-time bounds and GPU counts.
 A model with MoE layers (``derive.model.MOE_FAMILIES``) has the MoE rows:
 total and active N, states per GPU under t / e / t_E / p / d, activations and
 FLOPs per token (:func:`moe_figures`), every number a substitution into the
-expressions of ``derive.accounts.experts`` and ``derive.architectures.moe_model``;
+expressions of ``derive.accounts.experts`` and ``derive.architectures.tables``;
 its layout is checked the way Megatron's argument validation checks it (t
 divides the heads, e divides E, t_E divides f_E, t_E e p divides the world t p d).
 An MoE ``precision`` is bf16 (Megatron --bf16) or an FP8 recipe (--fp8-recipe,
@@ -31,8 +31,8 @@ from derive.accounts.hf_profiles import HF_PROFILES
 from derive.accounts.state import FP8_PRECISIONS, OPTIMIZERS, PRECISIONS, fp8_resident_bytes
 from derive.architectures.decoder import Layout
 from derive.architectures.gemms import flops
-from derive.architectures.moe_model import active_parameters, model_gemms, model_parameters
 from derive.architectures.saved import MOE_PROFILES
+from derive.architectures.tables import active_parameters, model_gemms, model_parameters
 from derive.evaluation import by_name, substitute
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage

@@ -25,8 +25,8 @@ from derive.accounts.pipeline_split import STAGE_LAYERS, rank_layers, stage_in_f
 from derive.accounts.framework_placements import placement
 from derive.accounts.placement import placement_bytes_per_parameter
 from derive.accounts.workload import RECOMPUTE_FLOPS
-from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.families import family_tables
+from derive.architectures.decoder import Layout
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.inputs import choose
 from derive.recipes import fp8_weight_counts
 from derive.state_columns import STATE_RANKS, held_bytes, recipe_bytes
@@ -45,12 +45,10 @@ def _tensor_parallel_share(table: Ledger) -> Ledger:
 
 def _layer_and_edges(architecture: Layout) -> tuple[Ledger, Ledger]:
     """One layer's parameter table and the model edges': a family's, or a dense config layout's."""
-    if architecture.family:
-        return family_tables(architecture)
     if not architecture.dense:
         raise ValueError("model: sweeps and plans cover dense models; MoE / MLA layouts have "
                          "their own accounts (derive --moe)")
-    return layer_rows(architecture), edge_rows(architecture)
+    return layer_parameters(architecture), edge_parameters(architecture)
 
 
 @lru_cache(maxsize=None)

@@ -6,7 +6,7 @@ import sympy as sp
 
 from derive.accounts.collectives import sent_factor
 from derive.accounts.comm import collectives, per_rank_bytes_per_step, symbolic_collectives
-from derive.architectures.families import LLAMA
+from derive.architectures.decoder import LLAMA
 from derive.hf import published_model
 from derive.parallelism import Parallelism
 from derive.presets import model
@@ -220,7 +220,7 @@ def test_selective_recompute_repeats_only_the_context_parallel_exchange():
 
 
 def test_a_family_name_is_not_a_layout():
-    # the accounts take a decoder Layout (families.LLAMA), and a name gets one line naming the argument
+    # the accounts take a decoder Layout (decoder.LLAMA), and a name gets one line naming the argument
     from derive.accounts.comm import symbolic_collectives
     from derive.parallelism import Parallelism
     with pytest.raises(ValueError, match="^architecture: a decoder Layout"):

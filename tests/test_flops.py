@@ -14,16 +14,8 @@ from derive.accounts.flops import (
     recompute_factor,
     step_time_lower_bound,
 )
-from derive.architectures.decoder import Layout
-from derive.architectures.families import (
-    GPT,
-    LAYOUTS,
-    LLAMA,
-    gpt_layer_gemms,
-    llama_layer_gemms,
-    model_gemms,
-    output_gemms,
-)
+from derive.architectures.decoder import FAMILIES, GPT, LLAMA, Layout
+from derive.architectures.tables import layer_gemms, model_gemms, output_gemms
 from derive.architectures.gemms import Gemm, attention_score_gemms, flops
 from derive.conventions import (
     CONVENTIONS,
@@ -112,21 +104,21 @@ def test_a_weight_gemm_costs_2mnk_per_pass_and_has_a_wgrad():
 def test_the_tied_gpt_head_is_an_h_to_v_gemm():
     # the head multiplies a token's h-vector by the tied [V, h] embedding: m = 1, n = V, k = h,
     # 2hV FLOPs a pass, 6hV per token over forward, dgrad and wgrad
-    (head,) = list(output_gemms("gpt"))
+    (head,) = list(output_gemms(GPT))
     assert head.has("tied") and (head.m, head.n, head.k) == (1, V, h)
-    assert flops(output_gemms("gpt")) == 6 * h * V
+    assert flops(output_gemms(GPT)) == 6 * h * V
 
 
 def test_layer_gemm_shapes_count_every_llama_weight_once():
     # Independent integer count of the 70B layer's multiply-adds per token.
     preset = model("70b")
     hidden, kv, ffn = 8192, 8 * 128, 28672
-    weights = llama_layer_gemms("none")
+    weights = layer_gemms(LLAMA, "none")
     assert int(preset.subs(flops(weights, "forward"))) == \
         2 * (hidden * hidden * 2 + hidden * kv * 2 + 3 * hidden * ffn)
-    assert int(preset.subs(flops(output_gemms("llama"), "forward"))) == 2 * hidden * 128256
+    assert int(preset.subs(flops(output_gemms(LLAMA), "forward"))) == 2 * hidden * 128256
     gpt = model("gpt3-175b")
-    assert int(gpt.subs(flops(gpt_layer_gemms("full")))) == 6 * 12 * 12288**2 + 12 * 2048 * 12288
+    assert int(gpt.subs(flops(layer_gemms(GPT, "full")))) == 6 * 12 * 12288**2 + 12 * 2048 * 12288
 
 
 def test_conventions_for_llama3_70b():
@@ -186,7 +178,7 @@ def test_derived_gemm_count_reproduces_megatron_where_the_layer_matches():
         if family is None or (family == "gpt" and args["kv_channels"] * args["num_attention_heads"]
                               != args["hidden_size"]):
             continue
-        per_token_expr = flops(model_gemms(LAYOUTS[family], "causal", head_dim=k if family == "llama" else None))
+        per_token_expr = flops(model_gemms(FAMILIES[family], "causal", head_dim=k if family == "llama" else None))
         poly = sp.Poly(per_token_expr, s)
         tokens, squares = _tokens_and_squares(record)
         batch = tokens * poly.coeff_monomial(1) + squares * poly.coeff_monomial(s)

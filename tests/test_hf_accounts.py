@@ -1,4 +1,4 @@
-"""Every dense account on a model read from its config; MoE / MLA accounts refuse instead of guessing."""
+"""Every account on a model read from its config; the saved-tensor accounts of MoE / MLA layers refuse instead of guessing."""
 import json
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from derive.accounts.activations import layer_activation_bytes, model_layer_options
 from derive.accounts.flops import flops_per_token
 from derive.accounts.state import state_bytes
-from derive.architectures.families import LLAMA
+from derive.architectures.decoder import LLAMA
 from derive.hf import published_config, published_model
 from derive.cli import main, run
 from derive.symbols import k
@@ -55,10 +55,17 @@ def test_activation_profiles_use_the_configs_head_width():
             model_layer_options(published_model(name), "llama-hf-sdpa")
 
 
-def test_moe_and_mla_accounts_refuse():
+def test_moe_and_mla_flops_by_hand_and_saved_tensors_refuse():
+    # the FLOP account reads an MoE / MLA layout's table as a dense one's: DeepSeek-V3's config
+    # (no MTP modules in transformers' model), s = 4096: 6 x the active GEMM parameters (the
+    # 37,552,282,624 active of its report and Megatron's count, less the input embedding
+    # [V, h] and the norms: two [h] per layer, the q / kv latent norms [r_q], [r_kv], the final
+    # [h]) plus QK^T and PV of 128 heads of width 128 + 64 and 128 over s/2 keys in 61 layers
     deepseek = published_model("deepseek-v3")
-    with pytest.raises(ValueError, match="not modelled yet"):
-        flops_per_token(deepseek.architecture)
+    norms = 61 * (2 * 7168 + 1536 + 512) + 7168
+    gemm = 37_552_282_624 - 129_280 * 7168 - norms
+    assert deepseek.at(flops_per_token(deepseek.architecture), s=4096) == (
+        6 * gemm + 3 * 61 * 4096 * 128 * (128 + 64 + 128))
     with pytest.raises(ValueError, match=r"^model: deepseek-v3 \(deepseek_v3\) has MoE / MLA layers, which "
                                          "the dense tables do not hold; the MoE report counts"):
         model_layer_options(deepseek, "llama-hf-sdpa")

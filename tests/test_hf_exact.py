@@ -246,7 +246,7 @@ def test_the_qwen2_moe_report_prints_what_transformers_keeps(tmp_path, experts):
 
 
 def test_qwen2_moe_gates_its_shared_expert_once():
-    from derive.architectures.moe_model import moe_layout
+    from derive.architectures.decoder import moe_layout
     from derive.architectures.saved import eager_layer
 
     gated = eager_layer(moe_layout("gqa", shared=True, gate=True, weights_dtype="bf16",

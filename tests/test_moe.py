@@ -11,7 +11,8 @@ import sympy as sp
 from derive.accounts.experts import (EXPERT_DATA_PARALLEL, moe_resident_bytes,
                                      model_parallel_share, moe_layer_activations)
 from derive.architectures.gemms import flops
-from derive.architectures.moe_model import model_gemms, model_parameters, moe_layout
+from derive.architectures.decoder import moe_layout
+from derive.architectures.tables import model_gemms, model_parameters
 from derive.architectures.saved import moe_layer_saved
 from derive.identities import experts as expert_departures
 from derive.presets import MODELS as PRESETS

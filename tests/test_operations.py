@@ -70,14 +70,14 @@ def test_unknown_operation_or_implementation(bad, field):
 
 
 def test_llama_parameters_declared_once_named_twice():
-    # Meta's names (families.llama_layer) and transformers' (decoder.layer_rows of the default
-    # Llama layout) are one walk of the same declarations: by hand, 2 norms [h], q/o [h, a k],
+    # Meta's names (the LLAMA family layout's layer) and transformers' (the default config Layout's)
+    # are one walk of the same declarations: by hand, 2 norms [h], q/o [h, a k],
     # k/v [h, g k], gate/up [h, f], down [f, h]
-    from derive.architectures.decoder import Layout, layer_rows
-    from derive.architectures.families import llama_layer
+    from derive.architectures.decoder import LLAMA, Layout
+    from derive.architectures.tables import layer_parameters
     from derive.symbols import f, g, k
     shapes = lambda rows: sorted(str(row.shape) for row in rows)
-    meta, hf = llama_layer(k), layer_rows(Layout())
+    meta, hf = layer_parameters(LLAMA, head_dim=k), layer_parameters(Layout())
     assert shapes(meta) == shapes(hf) == sorted(str(shape) for shape in [
         (h,), (h,), (h, a * k), (h, g * k), (h, g * k), (a * k, h), (h, f), (h, f), (f, h)])
     assert meta.names[1] == "attention.wq" and hf.names[2] == "self_attn.q_proj.weight"
@@ -95,8 +95,8 @@ def test_deepseek_v3_fused_layer_by_operation():
     # one DeepSeek-V3 MoE layer (MLA with a query latent, 256 routed experts, one shared expert)
     # under Megatron + TE, b = 1, s = 4096, at its config's sizes (DeepSeek-V3 report, Table 1 /
     # config.json): every saved row walked, summed per operation and per token by hand
-    from derive.architectures.decoder import layer_rows, layer_steps
-    from derive.architectures.moe_model import moe_layout
+    from derive.architectures.decoder import moe_layout
+    from derive.architectures.tables import layer_parameters, layer_steps
     from derive.architectures.saved import fused_layer_steps
     from derive.symbols import E, b, f_E, f_S, k_E, k_nope, k_rope, k_v, r_kv, r_q
     layout = moe_layout("mla", shared=True, router="sigmoid-grouped")
@@ -134,4 +134,4 @@ def test_deepseek_v3_fused_layer_by_operation():
             int(row.numel.subs(at)) for row in each.parameters())
     assert params == {"norm": 2 * 7168, "attention": 187_107_328, "router": 7168 * 256,
                       "experts": 256 * 3 * 7168 * 2048, "shared_experts": 3 * 7168 * 2048}
-    assert sum(params.values()) == layer_rows(layout, True).numel().subs(at)
+    assert sum(params.values()) == layer_parameters(layout, True).numel().subs(at)

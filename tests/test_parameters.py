@@ -2,7 +2,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from derive.architectures.families import model_parameters
+from derive.architectures.decoder import LLAMA
+from derive.architectures.tables import model_parameters
 from derive.model import Model
 from derive.presets import MODELS
 
@@ -27,8 +28,8 @@ def test_gpt3_175b_is_about_175b():
 def test_n_gemm_70b_is_69_50b_and_1_5_percent_short():
     model = MODELS["llama3-70b"]
     assert round(model.gemm_parameters / 1e9, 2) == 69.50
-    layers = model.subs(model_parameters("llama").where("gemm", "layer").numel())
-    head = model.subs(model_parameters("llama").where("output").numel())
+    layers = model.subs(model_parameters(LLAMA).where("gemm", "layer").numel())
+    head = model.subs(model_parameters(LLAMA).where("output").numel())
     assert round(float(layers) / 1e9, 2) == 68.45   # the article: 68.45 B in the layers
     assert round(float(head) / 1e9, 2) == 1.05      # and 1.05 B in the output head
     assert round(1 - model.gemm_parameters / model.parameters, 3) == 0.015

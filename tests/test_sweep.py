@@ -11,7 +11,8 @@ from derive import stage_accounts, state_columns, sweep
 from derive.evaluation import vectorised
 from derive.accounts.activations import first_stage_activation_bytes
 from derive.accounts.flops import step_time_lower_bound
-from derive.architectures.families import LLAMA, parameter_count
+from derive.architectures.decoder import LLAMA
+from derive.architectures.tables import parameter_count
 from derive.megatron.activations import activation_bytes
 from derive.megatron.tables import Reading, padded_vocab
 from derive.megatron.weights import weight_and_optimizer_bytes
@@ -75,7 +76,7 @@ def test_compile_equals_exact_substitution(name):
 
 def test_whole_values_stay_int64_and_exact():
     llama = {symbol.name: value for symbol, value in MODELS["llama3-70b"].values.items()}
-    count = vectorised.compile(parameter_count("llama"))(**{k: np.array([v]) for k, v in llama.items()})
+    count = vectorised.compile(parameter_count(LLAMA))(**{k: np.array([v]) for k, v in llama.items()})
     assert count.dtype == np.int64
     assert int(count[0]) == 70_553_706_496      # Llama 3 70B, 70.55 B parameters
 

@@ -72,10 +72,10 @@ def test_fully_shard_bytes_by_hand(fake_runs):
 
 
 def test_fsdp2_padding_by_hand():
-    from derive.architectures.decoder import edge_rows
+    from derive.architectures.tables import edge_parameters
     model = comm.model(comm.CASES[0])
     # the embedding [50, 32] and the head (nn.Linear [50, 32]) over 3 ranks: 50 rows padded to 51
-    table = edge_rows(model.layout).map(lambda w: replace(w, shape=tuple(
+    table = edge_parameters(model.layout).map(lambda w: replace(w, shape=tuple(
         n.xreplace({s: model.values[s] for s in n.free_symbols}) for n in w.shape)))
     assert fsdp2_padded_elements(table, 3) == 51 * 32 * 2 + 33
 

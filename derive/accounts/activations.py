@@ -14,14 +14,13 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.state import state_bytes
-from derive.architectures.decoder import PRE_NORMS, Layout
-from derive.architectures.families import FAMILIES
-from derive.architectures.operations.attention import ATTENTION_KERNELS
+from derive.architectures.decoder import FAMILIES, Layout, PRE_NORMS
 from derive.architectures.operations.edges import embedding_saved, output_saved
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD
-from derive.architectures.saved import ARCHITECTURES, ATTENTIONS, LAYER_PROFILES, layer_saved
+from derive.architectures.saved import LAYER_PROFILES, layer_saved
 from derive.architectures.saved_fp8 import quantised_saved
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.inputs import choose, flag, positive_size
 from derive.model import Model
 from derive.symbols import FFN_4H, L, N, k, p
@@ -310,16 +309,16 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
     """
     held = state_bytes("bf16", "adam", params=N)
     per_parameter = sp.expand(held.grads / N)
-    layer, edges = FAMILIES[model.family]
+    layer, edges = layer_parameters(FAMILIES[model.family]), edge_parameters(FAMILIES[model.family])
 
     def at(expr: sp.Expr) -> int:
         return int(model.at(expr, b=micro_batch))
 
     resident = {"optimizer": at(held.optimizer), "params": at(held.params)}
     per_layer, logits = at(article_layer_bytes("fused")), at(logits_bytes())
-    layer_grads = at(per_parameter * layer().numel())
-    head_grads = at(per_parameter * edges().without("embedding").numel())
-    embedding_grads = at(per_parameter * edges().where("embedding").numel())
+    layer_grads = at(per_parameter * layer.numel())
+    head_grads = at(per_parameter * edges.without("embedding").numel())
+    embedding_grads = at(per_parameter * edges.where("embedding").numel())
     layers = int(model.at(L))
 
     def moment(label: str, grads: int, activations: int) -> Moment:
@@ -343,7 +342,7 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
 
 
 __all__ = [
-    "ARCHITECTURES", "ATTENTION_KERNELS", "ATTENTIONS", "ATTENTION_PROFILES", "LAYER_PROFILES",
+    "ATTENTION_PROFILES", "LAYER_PROFILES",
     "PROFILES", "RECOMPUTE_POLICIES", "Moment", "StepTimeline", "profile_bytes",
     "article_layer_bytes", "article_model_bytes", "embedding_edge", "first_stage_activation_bytes",
     "in_flight_micro_batches", "layer_activation_bytes", "layer_activations", "recomputed",

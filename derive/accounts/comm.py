@@ -27,8 +27,7 @@ import sympy as sp
 from derive.accounts.comm_row import Collective, LayoutTerms
 from derive.accounts.comm_rows import rows
 from derive.accounts.pipeline_split import most_layers
-from derive.architectures.decoder import Layout
-from derive.architectures.families import LLAMA
+from derive.architectures.decoder import LLAMA, Layout
 from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.symbols import L, L_E, c, d, e, m, p, t, t_E, v

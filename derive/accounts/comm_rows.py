@@ -13,12 +13,12 @@ from functools import lru_cache
 from derive.accounts.comm_data_parallel import data_parallel, grad_bytes
 from derive.accounts.comm_row import MEGATRON_LINEAR, MEGATRON_TP, MOE_DISPATCH, TE_CP, Collective, LayoutTerms, RowBuilder
 from derive.accounts.fp8_comm import routed_payload
-from derive.architectures.decoder import Layout, edge_rows, layer_rows, require_layout
-from derive.architectures.families import family_tables
+from derive.architectures.decoder import Layout, require_layout
 from derive.architectures.operations.edges import output_saved
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.operations.rows import HEAD, STATISTICS
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.parallelism import Parallelism
 from derive.symbols import k, k_E
 from derive.tensors import Ledger, Tensor
@@ -27,11 +27,9 @@ from derive.tensors import Ledger, Tensor
 @lru_cache(maxsize=64)
 def _tables(architecture: Layout) -> tuple[Ledger, Ledger | None, Ledger]:
     """(one dense layer, one MoE layer or None, the edges) of a family or a config's layout; once per architecture."""
-    if require_layout(architecture, "architecture").family:
-        layer, edges = family_tables(architecture)
-        return layer, None, edges
-    moe = layer_rows(architecture, True) if architecture.moe is not None else None
-    return layer_rows(architecture), moe, edge_rows(architecture)
+    require_layout(architecture, "architecture")
+    moe = layer_parameters(architecture, True) if architecture.moe is not None else None
+    return layer_parameters(architecture), moe, edge_parameters(architecture)
 
 
 def _kv(architecture: Layout) -> Ledger:

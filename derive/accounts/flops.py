@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Callable, Union
 
 import sympy as sp
 
-from derive.architectures.decoder import Layout, require_layout
-from derive.architectures.families import LLAMA, model_gemms
+from derive.architectures.decoder import LLAMA, Layout, require_layout
 from derive.architectures.gemms import Gemm, flops
+from derive.architectures.tables import model_gemms
 from derive.inputs import choose, positive_size
 from derive.symbols import s
 

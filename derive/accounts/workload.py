@@ -1,9 +1,9 @@
 """What one step asks of a GPU, as numbers: the GEMM ledger's rows and the saved-tensor bytes of a model.
 
 The step model (``derive.accounts.step``) times these rows; nothing here is a
-new count. GEMM rows come from ``derive.architectures.gemms`` (dense),
-``derive.architectures.moe_model`` (a layout with MTP modules) or a config's layout with its
-routed experts at k_E of E (``derive.architectures.moe.active_rows``); each row
+new count. GEMM rows come from the layout's table (``derive.architectures.tables.model_gemms``:
+routed experts at k_E of E, MTP modules), with a config's sliding-window layers' scores over their
+window for an MoE / MLA model; each row
 keeps the per-token (n, k, count) of its forward GEMM and whether each recompute
 policy of ``derive.accounts.flops.RECOMPUTED_GEMMS`` runs it again. The bytes
 of element-wise work come from the saved-for-backward tables
@@ -18,12 +18,10 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
-from derive.architectures.families import model_gemms
-from derive.architectures.gemms import FLOP_PER_MULTIPLY_ADD, Gemm, attention_score_gemms, weight_gemms
-from derive.architectures.moe import active_rows
-from derive.architectures.moe_model import model_gemms as moe_gemms
+from derive.architectures.gemms import FLOP_PER_MULTIPLY_ADD, Gemm, weight_gemms
+from derive.architectures.tables import active_parameters, model_gemms, score_gemms
 from derive.model import Model
-from derive.symbols import E, L, L_E, L_w, a, b, f, f_E, f_S, k, k_E, k_nope, k_rope, k_v, s, t
+from derive.symbols import E, L, L_E, L_w, b, f, f_E, f_S, k, k_E, s, t
 from derive.tensors import Ledger
 
 #: GEMM kinds: a layer's weight GEMM, a routed expert's, an attention-score GEMM, the output head, an MoE router.
@@ -98,25 +96,22 @@ def _kind(gemm: Gemm) -> str:
 
 
 def _symbolic(entry: Model) -> Ledger:
-    """Every forward GEMM of one token: dense tables, a layout with MTP modules, or a config's MoE / MLA layout."""
-    if entry.layout is not None and entry.layout.mtp:
-        return moe_gemms(entry.layout)
-    if entry.dense:
+    """Every forward GEMM of one token: the layout's table (causal), or a config's MoE / MLA layout without MTP
+    modules with its sliding layers' scores over their window."""
+    if entry.dense or entry.layout.mtp:
         return model_gemms(entry.architecture, "causal")
-    layout = entry.layout
-    widths = (k, None) if layout.mla is None else (k_nope + k_rope, k_v)
-    return weight_gemms(active_rows(entry.parameter_rows)) + _score_gemms(entry, widths)
+    return weight_gemms(active_parameters(entry.layout)) + _score_gemms(entry)
 
 
-def _score_gemms(entry: Model, widths: tuple) -> Ledger:
+def _score_gemms(entry: Model) -> Ledger:
     """QK^T and PV of every layer of a config's MoE / MLA model: causal, or over a sliding window w in its L_w
     sliding layers (every layer where the config has a window and no layer_types: Mixtral's sliding_window)."""
     sizes = dict(entry.sizes)
-    causal = attention_score_gemms("causal", a, *widths)
+    causal = score_gemms(entry.layout, "causal")
     if "w" not in sizes:
         return causal.times(L)
     sliding = L_w if "L_w" in sizes else L
-    return causal.times(L - sliding) + attention_score_gemms("window", a, *widths).times(sliding)
+    return causal.times(L - sliding) + score_gemms(entry.layout, "window").times(sliding)
 
 
 def _number(entry: Model, expr: sp.Expr, **extra: int) -> float:

@@ -1,32 +1,24 @@
-"""Parameter tables of any decoder-only model from its layout: the rows a Hugging Face config names.
+"""The form of a decoder-only model (:class:`Layout`): the GPT and Llama families', a config's, an MoE model's.
 
 A :class:`Layout` is what a config says about the *form* of a model: which
 projections are fused, which carry biases, which norms sit where and of which
-kind, whether the MLP is gated, tied or learned embeddings, MoE and MLA blocks.
-The *sizes* stay symbols (h, a, g, k, f, V, L, s_max and the MoE and MLA symbols
-of derive.symbols), substituted with a model's numbers later, so one table serves
-the identities and the accounts. The dense rows are a walk of the layout's operations through
-derive.architectures.operations.registry (the dense blocks declared in derive.architectures.blocks,
-MLA in .operations.latent, the MoE block's router and experts in .operations.experts); names are
-transformers' (a layer's rows relative to the layer).
-
-Tags, besides the blocks': ``layer`` (held once per layer), ``moe_layer`` (held
-by the L_E MoE layers) or ``dense_layer`` (by the other L - L_E, in an MoE
-model), and the edge tags of derive.architectures.parameters (``embedding``,
-``position``, ``output``, ``tied``).
+kind, whether the MLP is gated, tied or learned embeddings, MoE and MLA blocks,
+MTP modules. The *sizes* stay symbols (h, a, g, k, f, V, L, s_max and the MoE and
+MLA symbols of derive.symbols), substituted with a model's numbers later, so one
+table serves the identities and the accounts. Every table of a layout (parameters,
+active parameters, GEMMs) is a walk of its operations through the registry:
+derive.architectures.tables. The article's families are layouts too (:data:`GPT`,
+:data:`LLAMA`: their reference tables carry Megatron's / Meta's row names), and an MoE
+model's is written from Megatron's switches by :func:`moe_layout`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import sympy as sp
-
 from derive.architectures.blocks import NORMS
 from derive.architectures.mla import MLA
-from derive.architectures.moe import MoE, active_parameter_count
-from derive.architectures.operations.registry import Step, parameter_table, step
-from derive.symbols import L, L_E, a, h, k, s_max
-from derive.tensors import Ledger
+from derive.architectures.moe import MoE
+from derive.inputs import choose
 
 #: transformers' module paths of a Llama-style decoder (modeling_llama.py); other layouts override some.
 LLAMA_NAMES: dict[str, str] = {
@@ -66,10 +58,10 @@ class Layout:
     ``sinks``: one learned attention-sink logit per query head in each layer (GPT-OSS's
     ``self_attn.sinks`` [a], GptOssAttention in modeling_gpt_oss.py: a softmax column no value reads).
     ``mtp``: D multi-token-prediction modules after the last layer (DeepSeek-V3 report, section 2.2;
-    derive.architectures.moe_model adds their rows: transformers' modeling code leaves them out);
+    derive.architectures.tables adds their rows: transformers' modeling code leaves them out);
     ``last_moe``: the last layer, and so each MTP module's layer, is an MoE layer.
     ``family``: the article's family ("gpt", "llama") whose reference tables, with Megatron's /
-    Meta's row names, this layout's accounts read (derive.architectures.families.GPT, LLAMA);
+    Meta's row names, this layout's accounts read (:data:`GPT`, :data:`LLAMA`);
     "" for a layout read from a config (transformers' names, this module's tables).
     """
 
@@ -107,7 +99,7 @@ class Layout:
 
     @property
     def dense(self) -> bool:
-        """No MoE and no MLA block: every account of derive applies."""
+        """No MoE and no MLA block: the dense saved-tensor profiles apply (the parameter and GEMM tables take every layout)."""
         return self.moe is None and self.mla is None
 
     @property
@@ -121,83 +113,39 @@ class Layout:
 def require_layout(value: object, field: str = "layout") -> Layout:
     """``value`` if it is a :class:`Layout`; else a ValueError naming ``field`` (a family's name is not one)."""
     if not isinstance(value, Layout):
-        raise ValueError(f"{field}: a decoder Layout is needed (derive.architectures.families.GPT or LLAMA, "
+        raise ValueError(f"{field}: a decoder Layout is needed (derive.architectures.decoder.GPT or LLAMA, "
                          f"or a model's .architecture), got {value!r}")
     return value
 
 
-def _norm_steps(layout: Layout) -> list[Step]:
-    return [step("norm", "norm", name=module, width=h, kind=layout.norm, tags=(block,))
-            for module, block in layout.layer_norms]
+#: The Llama family's form: pre-RMSNorms, SwiGLU, untied head, RoPE; Meta's row names.
+LLAMA = Layout(family="llama")
+#: The GPT family's form (Megatron's GPT): LayerNorms, biases, a plain GeLU MLP, fused QKV,
+#: learned positions, the word embedding tied to the head; Megatron's row names.
+GPT = Layout(norm="layer", qkv_fused=True, qkv_bias=True, o_bias=True, gated=False, mlp_bias=True,
+             tied=True, learned_positions=True, family="gpt")
+#: The article's families by name (a preset's ``family``) -> their layouts.
+FAMILIES: dict[str, Layout] = {"llama": LLAMA, "gpt": GPT}
+
+#: attention kinds (:attr:`Layout.attention`): GQA at head width k, MLA with a query latent,
+#: MLA with a direct q_proj.
+ATTENTION_KINDS = ("gqa", "mla", "mla-direct")
+#: The shared experts' module (DeepSeek's name; the Qwen2-MoE config reader names its own).
+SHARED_EXPERTS = "mlp.shared_experts"
 
 
-def _attention_steps(layout: Layout) -> list[Step]:
-    """MHA / GQA or MLA (derive.architectures.operations.latent), and the attention sinks."""
-    steps = [step("attention", "mla", mla=layout.mla) if layout.mla is not None else step(
-        "attention", "projections", names=layout.names, fused=layout.qkv_fused,
-        qkv_bias=layout.qkv_bias, o_bias=layout.o_bias, qk_norm=layout.qk_norm, head_dim=k)]
-    return steps + ([step("attention", "sinks", heads=a)] if layout.sinks else [])
+def moe_layout(attention: str = "gqa", shared: bool = False, gate: bool = False, router_bias: bool = False,
+               qk_norm: bool = False, mtp: bool = False, last_moe: bool = True, router: str = "softmax",
+               normalise_topk: bool = True, weights_dtype: str = "fp32") -> Layout:
+    """The Layout of an MoE model named by the switches Megatron's arguments and the papers use.
 
-
-def _mlp_steps(layout: Layout, moe_layer: bool = False) -> list[Step]:
-    """The dense MLP, or an MoE layer's router, routed experts and shared experts (with their gate)."""
-    if moe_layer:
-        return [step(operation, implementation, moe=layout.moe) for operation, implementation in
-                (("router", "router"), ("experts", "routed"), ("shared_experts", "shared"))]
-    return [step("mlp", "mlp", names=layout.names, gated=layout.gated, bias=layout.mlp_bias,
-                 fused=layout.gate_up_fused)]
-
-
-def layer_steps(layout: Layout, moe_layer: bool = False) -> tuple[Step, ...]:
-    """The operations of one layer in table order: its norms, attention, sinks, the MLP or the MoE block."""
-    return (*_norm_steps(layout), *_attention_steps(layout), *_mlp_steps(layout, moe_layer))
-
-
-def layer_rows(layout: Layout, moe_layer: bool = False) -> Ledger:
-    """One layer (dense or, ``moe_layer``, MoE): :func:`layer_steps` walked, tagged ``layer`` and its kind in an MoE model."""
-    kind = () if layout.moe is None else ("moe_layer" if moe_layer else "dense_layer",)
-    return parameter_table(layer_steps(layout, moe_layer)).map(lambda t: t.tagged("layer", *kind))
-
-
-def edge_steps(layout: Layout) -> tuple[Step, ...]:
-    """Token embedding (tied to the head or not), learned positions, final norm, output head."""
-    names = layout.names
-    steps = [step("embedding", "embedding", name=f"{names['embedding']}.weight", tied=layout.tied)]
-    if layout.learned_positions:
-        steps.append(step("embedding", "positions", name=f"{names['positions']}.weight",
-                          length=s_max))
-    steps.append(step("norm", "norm", name=names["final_norm"], width=h, kind=layout.norm))
-    if not layout.tied:
-        steps.append(step("output", "head", name=f"{names['head']}.weight"))
-    return tuple(steps)
-
-
-def edge_rows(layout: Layout) -> Ledger:
-    """The edges' parameter rows: :func:`edge_steps` walked."""
-    return parameter_table(edge_steps(layout))
-
-
-def model_rows(layout: Layout) -> Ledger:
-    """Every tensor of the model: edges, L dense layers or L - L_E dense and L_E MoE layers."""
-    edges = edge_rows(layout)
-    if layout.moe is None:
-        layers = layer_rows(layout).times(L)
-    else:
-        layers = layer_rows(layout).times(L - L_E) + layer_rows(layout, True).times(L_E)
-    return Ledger([*edges.where("embedding"), *edges.where("position"), *layers,
-                   *edges.without("embedding", "position")])
-
-
-def parameter_rows(layout: Layout) -> Ledger:
-    """The trained tensors: every row but the buffers."""
-    return model_rows(layout).without("buffer")
-
-
-def layout_parameter_count(layout: Layout) -> sp.Expr:
-    """N: every parameter once (a tied embedding once), summed over the table."""
-    return parameter_rows(layout).numel()
-
-
-def layout_active_parameter_count(layout: Layout) -> sp.Expr:
-    """Parameters a token passes through: N for a dense model, k_E of E routed experts otherwise."""
-    return active_parameter_count(parameter_rows(layout))
+    RMSNorm, SwiGLU, untied; GQA or MLA (``attention``), shared experts and their sigmoid gate,
+    a trained router bias, q/k norms, D MTP modules, the routing (derive.architectures.moe.MoE).
+    """
+    choose("attention", attention, ATTENTION_KINDS)
+    if gate and not shared:
+        raise ValueError("gate: a shared-expert gate needs shared experts")
+    moe = MoE(router_bias="parameter" if router_bias else "none", shared=SHARED_EXPERTS if shared else "",
+              shared_gate=gate, router=router, normalise_topk=normalise_topk, weights_dtype=weights_dtype)
+    mla = None if attention == "gqa" else MLA(q_lora=attention == "mla")
+    return Layout(qk_norm="head" if qk_norm else "none", moe=moe, mla=mla, mtp=mtp, last_moe=last_moe)

@@ -14,7 +14,7 @@ Training runs every GEMM three times, and the three passes differ in kind:
 Each pass is built as a GEMM of its own (operands transposed) and costed as
 2mnk, so the 3 of "6 FLOPs per parameter" is a count of passes, not a constant.
 
-Weight GEMMs come from the parameter tables (``derive.architectures.families``, ``.decoder``):
+Weight GEMMs come from the parameter tables (``derive.architectures.tables``):
 every ``gemm``-tagged parameter is one weight GEMM, so the sum over weight
 GEMMs is 6 N_GEMM per token by construction of the table, not by typing 6.
 
@@ -43,8 +43,6 @@ MASKS: dict[str, sp.Expr] = {
     "full": sp.Integer(1),
     "none": sp.Integer(0),
 }
-#: The former name of :data:`MASKS`.
-ATTENTION = MASKS
 
 
 @dataclass(frozen=True)

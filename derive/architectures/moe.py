@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sympy as sp
-
 from derive.inputs import choose
 from derive.symbols import E, k_E
 from derive.tensors import Ledger
@@ -79,8 +77,3 @@ class MoE:
 def active_rows(table: Ledger) -> Ledger:
     """The rows one token passes through: each routed expert row at k_E of its E copies."""
     return table.map(lambda w: w.times(k_E / E) if w.has("routed_expert") else w)
-
-
-def active_parameter_count(table: Ledger) -> sp.Expr:
-    """Parameters one token passes through: every row but the routed experts, plus k_E of E experts."""
-    return sp.expand(active_rows(table).numel())

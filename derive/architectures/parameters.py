@@ -1,7 +1,7 @@
 """Parameter rows: a matrix that sits in a GEMM, a vector (norm scale or shift, bias), in the model's dtype.
 
-The tables built of them are walked through the operation registry (derive.architectures.families
-for the GPT and Llama families, derive.architectures.decoder for a layout).
+The tables built of them are walked through the operation registry (derive.architectures.tables,
+for every layout: the GPT and Llama families', a config's, an MoE model's).
 
 Tags on every tensor:
   ``layer`` (held once per layer; ``count`` is L), ``embedding`` (input token

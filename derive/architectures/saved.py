@@ -67,8 +67,6 @@ from derive.tensors import Ledger
 LLAMA_PROFILES = ("eager", "fused", "hf-sdpa", "hf-eager")
 #: Every layer profile with a saved-for-backward table: the GPT layer and the Llama profiles.
 LAYER_PROFILES = ("gpt", "llama-eager", "llama-fused", "llama-hf-sdpa", "llama-hf-eager")
-#: Former names of :data:`ATTENTION_KERNELS` and :data:`LAYER_PROFILES`.
-ATTENTIONS, ARCHITECTURES = ATTENTION_KERNELS, LAYER_PROFILES
 
 
 def _norm(name: str, kind: str, block: str) -> tuple[Step, ...]:

@@ -9,7 +9,8 @@ from derive.megatron import activations as megatron_activations
 from derive.accounts.activations import layer_activation_bytes, layer_activations
 from derive.accounts.flops import flops_per_token, mfu, step_time_lower_bound
 from derive.accounts.state import resident_bytes, state_bytes
-from derive.architectures.families import LLAMA, gpt_layer_gemms
+from derive.architectures.decoder import GPT, LLAMA
+from derive.architectures.tables import layer_gemms
 from derive.architectures.gemms import flops
 from derive.presets import ARTICLE_EXAMPLE, hardware, model
 from derive.symbols import FFN_4H, b, h, s
@@ -81,7 +82,7 @@ def observed_mfu() -> sp.Expr:
 
 def score_to_weight_flops(sequence: int) -> sp.Expr:
     """A GPT layer's causal score FLOPs over its weight FLOPs at f = 4h, h = 8192: s/12h."""
-    layer = gpt_layer_gemms("causal")
+    layer = layer_gemms(GPT, "causal")
     ratio = flops(layer.where("attention_score")) / flops(layer.where("weight"))
     return ratio.subs(FFN_4H).subs({h: 8192, s: sequence})
 

@@ -6,9 +6,9 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
-from derive.architectures.decoder import Layout
-from derive.architectures.families import GPT, parameter_count
+from derive.architectures.decoder import GPT, Layout
 from derive.architectures.operations.norm import layer_input
+from derive.architectures.tables import parameter_count
 from derive.dtypes import dtype_bytes
 from derive.parallelism import Parallelism
 from derive.symbols import N, c, d, m, p, t
@@ -34,7 +34,7 @@ def dp_elements(zero: int, precision: str = "fp16", **flags) -> sp.Expr:
     """Data-parallel elements one rank sends per step as d grows (t = p = 1, one micro-batch), in N."""
     found = rows(GPT, True, zero=zero, precision=precision, **flags)
     step = sp.Add(*(row.sent * row.count for row in found if row.group == "dp"))
-    per_parameter = sp.limit(step.xreplace({t: 1, p: 1, m: 1}), d, sp.oo) / parameter_count("gpt")
+    per_parameter = sp.limit(step.xreplace({t: 1, p: 1, m: 1}), d, sp.oo) / parameter_count(GPT)
     return sp.cancel(per_parameter / dtype_bytes(precision)) * N  # a ratio of polynomials: cancel is exact
 
 

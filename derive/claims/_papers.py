@@ -5,8 +5,9 @@ import math
 
 import sympy as sp
 
-from derive.architectures.families import LAYOUTS, model_gemms, output_gemms
+from derive.architectures.decoder import FAMILIES
 from derive.architectures.gemms import flops
+from derive.architectures.tables import model_gemms, output_gemms
 from derive.claims import Rounding, decimals
 from derive.model import Model
 from derive.presets import hardware
@@ -40,6 +41,6 @@ def as_printed(printed: str) -> Rounding:
 
 def input_embedding_flops(family: str = "gpt") -> sp.Expr:
     """Forward FLOPs derive's GEMM table gives the input embedding: the model's GEMMs less L layers and the head (0: a lookup is no GEMM)."""
-    layers = model_gemms(LAYOUTS[family], "full").filter(lambda gemm: gemm.has("layer"))
-    whole = flops(model_gemms(LAYOUTS[family], "full"), "forward")
-    return sp.expand(whole - flops(layers, "forward") - flops(output_gemms(family), "forward"))
+    layers = model_gemms(FAMILIES[family], "full").filter(lambda gemm: gemm.has("layer"))
+    whole = flops(model_gemms(FAMILIES[family], "full"), "forward")
+    return sp.expand(whole - flops(layers, "forward") - flops(output_gemms(FAMILIES[family]), "forward"))

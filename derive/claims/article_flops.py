@@ -7,7 +7,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import hfu, recompute_factor
-from derive.architectures.families import model_parameters
+from derive.architectures.decoder import LLAMA
+from derive.architectures.tables import model_parameters
 from derive.claims import CEIL, EXACT, Alternative, decimals, significant
 from derive.claims._article import (
     EXAMPLE,
@@ -38,10 +39,10 @@ from derive.symbols import N
 _70B = model("llama3-70b")
 claim("6.1.70b-gemm-layers", "6.1", "70B: the layer GEMMs hold 68.45 B parameters", 68.45,
       "billion parameters", decimals(2),
-      lambda: _70B.subs(model_parameters("llama").where("gemm", "layer").numel()))
+      lambda: _70B.subs(model_parameters(LLAMA).where("gemm", "layer").numel()))
 claim("6.1.70b-gemm-output", "6.1", "70B: the output head holds 1.05 B parameters", 1.05,
       "billion parameters", decimals(2),
-      lambda: _70B.subs(model_parameters("llama").where("output").numel()))
+      lambda: _70B.subs(model_parameters(LLAMA).where("output").numel()))
 claim("6.1.70b-n-gemm", "6.1", "70B: N_GEMM = 69.5 B", 69.5, "billion parameters", decimals(1),
       lambda: _70B.gemm_parameters)
 claim("6.1.70b-n-gemm-gap", "6.1 / 8.1", "N_GEMM and N differ by 1.5 %", 1.5, "%", decimals(1),

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, mfu
-from derive.architectures.families import GPT, llama_edges, llama_layer, llama_layer_gemms, output_gemms
+from derive.architectures.decoder import GPT, LLAMA
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
+from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, output_gemms
 from derive.claims import Alternative, decimals, document, significant
 from derive.claims._papers import A100_PEAK, as_printed, gpt
 from derive.conventions import CONVENTIONS
@@ -84,12 +85,12 @@ def _values(name: str) -> dict[sp.Symbol, int]:
 
 def _layer() -> object:
     """One PaLM layer: the Llama table at head width k without the second norm (parallel layer)."""
-    return llama_layer(k).filter(lambda tensor: tensor.name != "ffn_norm.weight")
+    return layer_parameters(LLAMA, head_dim=k).filter(lambda tensor: tensor.name != "ffn_norm.weight")
 
 
 def parameters(name: str, norms: bool = True) -> sp.Expr:
     """N: L layers, the tied embedding (once) and the final norm, from derive's tables."""
-    edges = llama_edges().filter(lambda tensor: tensor.name != "output.weight")
+    edges = edge_parameters(LLAMA).filter(lambda tensor: tensor.name != "output.weight")
     ledger = _layer().times(L) + edges
     if not norms:
         ledger = ledger.without("norm")
@@ -98,13 +99,13 @@ def parameters(name: str, norms: bool = True) -> sp.Expr:
 
 def model_flops_per_token(name: str) -> sp.Expr:
     """Every GEMM of a token (tied head once, full score square): derive's count at PaLM's shape."""
-    layer = llama_layer_gemms("full", k)
-    return (L * flops(layer) + flops(output_gemms("llama"))).xreplace(_values(name))
+    layer = layer_gemms(LLAMA, "full", k)
+    return (L * flops(layer) + flops(output_gemms(LLAMA))).xreplace(_values(name))
 
 
 def hardware_flops_per_token(name: str) -> sp.Expr:
     """Appendix B's hardware FLOPs: the model's GEMMs, the self-attention forward once more, and the stated share of the other forwards."""
-    weights = L * flops(weight_gemms(_layer()), "forward") + flops(output_gemms("llama"), "forward")
+    weights = L * flops(weight_gemms(_layer()), "forward") + flops(output_gemms(LLAMA), "forward")
     scores = L * flops(attention_score_gemms("full", a, k), "forward")
     extra = REMAT_NON_ATTENTION[name] * weights + scores
     return model_flops_per_token(name) + extra.xreplace(_values(name))

@@ -3,7 +3,7 @@
 Appendix F counts the forward FLOPs of one sequence operation by operation,
 with key_size x num_heads free of d_model, a dense block of two d_model x
 ffw_size matrices, and the backward pass at twice the forward. Each GEMM term
-is read off derive's GPT tables at head width k (``gpt_layer(k)`` and the score
+is read off derive's GPT tables at head width k (``layer_parameters(GPT, head_dim=k)`` and the score
 GEMMs at width k), per sequence (s tokens): seq_len = s, d_model = h,
 ffw_size = f, num_heads = a, key_size = k, vocab_size = V.
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import GPT, gpt_layer, output_gemms
+from derive.architectures.decoder import GPT
+from derive.architectures.tables import layer_parameters, output_gemms
 from derive.architectures.gemms import attention_score_gemms, flops, weight_gemms
 from derive.accounts.flops import flops_per_token
 from derive.claims import EXACT, Alternative, document
@@ -47,7 +48,7 @@ def claim(*args: object, **kwargs: object) -> object:
 
 def _weights(*names: str) -> sp.Expr:
     """Forward FLOPs of one sequence through the named weight GEMMs of a GPT layer at head width k."""
-    layer = weight_gemms(gpt_layer(k)).filter(lambda gemm: gemm.name in names)
+    layer = weight_gemms(layer_parameters(GPT, head_dim=k)).filter(lambda gemm: gemm.name in names)
     return sp.expand(s * flops(layer, "forward"))
 
 
@@ -59,19 +60,19 @@ def _score(name: str) -> sp.Expr:
 
 def _layer_forward() -> sp.Expr:
     """One layer's GEMMs, one sequence, forward: projections, scores, dense block."""
-    return sp.expand(s * (flops(weight_gemms(gpt_layer(k)), "forward")
+    return sp.expand(s * (flops(weight_gemms(layer_parameters(GPT, head_dim=k)), "forward")
                           + flops(attention_score_gemms("full", a, k), "forward")))
 
 
 def _model_forward() -> sp.Expr:
-    return sp.expand(L * _layer_forward() + s * flops(output_gemms("gpt"), "forward"))
+    return sp.expand(L * _layer_forward() + s * flops(output_gemms(GPT), "forward"))
 
 
 claim("hoffmann.F.embeddings", "Appendix F", "embeddings: 2 x seq_len x vocab_size x d_model",
       2 * s * V * h, "FLOP", EXACT, lambda: s * input_embedding_flops(),
       alternative=Alternative("the lookup read as a one-hot [V] x [V, h] product (the output "
                               "head's GEMM, transposed)",
-                              lambda: sp.expand(s * flops(output_gemms("gpt"), "forward"))),
+                              lambda: sp.expand(s * flops(output_gemms(GPT), "forward"))),
       note=NOT_A_GEMM + ": derive counts the input embedding lookup as an index (0 FLOPs)")
 claim("hoffmann.F.kqv", "Appendix F", "key, query and value projections: 2 x 3 x seq_len x d_model "
       "x (key_size x num_heads)", 2 * 3 * s * h * (k * a), "FLOP", EXACT, lambda: _weights(QKV))
@@ -91,7 +92,7 @@ claim("hoffmann.F.final-linear", "Appendix F", "final linear: 2 x seq_len x (key
 claim("hoffmann.F.dense-block", "Appendix F", "dense block: 2 x seq_len x (d_model x ffw_size + "
       "d_model x ffw_size)", 2 * s * (h * f + h * f), "FLOP", EXACT, lambda: _weights(FC1, FC2))
 claim("hoffmann.F.final-logits", "Appendix F", "final logits: 2 x seq_len x d_model x vocab_size",
-      2 * s * h * V, "FLOP", EXACT, lambda: sp.expand(s * flops(output_gemms("gpt"), "forward")))
+      2 * s * h * V, "FLOP", EXACT, lambda: sp.expand(s * flops(output_gemms(GPT), "forward")))
 _ATTENTION = 2 * 3 * s * h * (k * a) + 2 * s * s * (k * a) + 3 * a * s * s + 2 * s * s * (k * a) \
     + 2 * s * (k * a) * h
 _FORWARD = 2 * s * V * h + L * (_ATTENTION + 2 * s * (h * f + h * f)) + 2 * s * h * V
@@ -102,9 +103,9 @@ claim("hoffmann.F.total-forward", "Appendix F", "total forward: embeddings + num
                               lambda: sp.expand(s * CONVENTIONS["hoffmann"]("gpt") / 3)),
       note="derive's GEMMs miss the embedding product (2sVh) and softmax (3as^2 per layer)")
 claim("hoffmann.F.backward", "Appendix F", "backward pass = 2 x forward pass", 2, "x", EXACT,
-      lambda: sp.cancel((L * s * (flops(weight_gemms(gpt_layer(k)), "dgrad", "wgrad")
+      lambda: sp.cancel((L * s * (flops(weight_gemms(layer_parameters(GPT, head_dim=k)), "dgrad", "wgrad")
                                   + flops(attention_score_gemms("full", a, k), "dgrad"))
-                         + s * flops(output_gemms("gpt"), "dgrad", "wgrad")) / _model_forward()))
+                         + s * flops(output_gemms(GPT), "dgrad", "wgrad")) / _model_forward()))
 
 
 # --- Table A4: Appendix F's count over 6ND at six shapes ---------------------------------------

@@ -3,16 +3,17 @@
 Table 1 counts parameters and forward FLOPs per token of a GPT-style decoder,
 operation by operation, with d_attn = d_model (a heads of width h/a), d_ff
 free, biases and norms neglected. Each row is read off derive's GPT parameter
-table (``derive.architectures.families.gpt_layer``/``gpt_edges``) and GEMM
-table (``derive.architectures.families.gpt_layer_gemms``): n_layer = L, d_model = h, d_ff = f,
+table (``derive.architectures.tables.layer_parameters`` / ``edge_parameters`` of the GPT layout) and GEMM
+table (``derive.architectures.tables.layer_gemms``): n_layer = L, d_model = h, d_ff = f,
 n_ctx = s, n_vocab = V.
 """
 from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import gpt_edges, gpt_layer, gpt_layer_gemms, output_gemms
+from derive.architectures.decoder import GPT
 from derive.architectures.gemms import flops
+from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, output_gemms
 from derive.claims import EXACT, Alternative, document
 from derive.claims._papers import input_embedding_flops
 from derive.symbols import FFN_4H, L, V, f, h, s
@@ -44,24 +45,24 @@ NOT_A_GEMM = ("derive's FLOP count is GEMMs only (derive.architectures.gemms): t
 
 def _params(*names: str) -> sp.Expr:
     """L x the named weight matrices of derive's GPT layer (no biases)."""
-    layer = gpt_layer()
+    layer = layer_parameters(GPT)
     return sp.expand(L * sum(layer[name].numel for name in names))
 
 
 def _forward(*names: str, attention: str = "causal") -> sp.Expr:
     """L x the forward FLOPs per token of the named GEMMs of derive's GPT layer."""
-    layer = gpt_layer_gemms(attention).filter(lambda gemm: gemm.name in names)
+    layer = layer_gemms(GPT, attention).filter(lambda gemm: gemm.name in names)
     return sp.expand(L * flops(layer, "forward"))
 
 
 def _scores(attention: str) -> sp.Expr:
-    return sp.expand(L * flops(gpt_layer_gemms(attention).where("attention_score"), "forward"))
+    return sp.expand(L * flops(layer_gemms(GPT, attention).where("attention_score"), "forward"))
 
 
 # --- Table 1, row by row ------------------------------------------------------------------------
 claim("kaplan.table1.embed-parameters", "Table 1", "Embed: (n_vocab + n_ctx) d_model parameters",
       (V + s) * h, "parameters", EXACT,
-      lambda: gpt_edges().where("embedding").numel() + gpt_edges().where("position").numel(),
+      lambda: edge_parameters(GPT).where("embedding").numel() + edge_parameters(GPT).where("position").numel(),
       checked_against=PAPER)
 claim("kaplan.table1.embed-flops", "Table 1", "Embed: 4 d_model FLOPs per token", 4 * h, "FLOP",
       EXACT, input_embedding_flops, note=NOT_A_GEMM, checked_against=BOTH)
@@ -86,12 +87,12 @@ claim("kaplan.table1.ffn-parameters", "Table 1", "Feedforward: n_layer 2 d_model
 claim("kaplan.table1.ffn-flops", "Table 1", "Feedforward: 2 n_layer 2 d_model d_ff FLOPs",
       2 * L * 2 * h * f, "FLOP", EXACT, lambda: _forward(FC1, FC2), checked_against=BOTH)
 claim("kaplan.table1.deembed-flops", "Table 1", "De-embed: 2 d_model n_vocab FLOPs", 2 * h * V,
-      "FLOP", EXACT, lambda: flops(output_gemms("gpt"), "forward"), checked_against=BOTH)
+      "FLOP", EXACT, lambda: flops(output_gemms(GPT), "forward"), checked_against=BOTH)
 claim("kaplan.table1.total-parameters", "Table 1", "total non-embedding N = 2 d_model n_layer "
       "(2 d_attn + d_ff)", 2 * h * L * (2 * h + f), "parameters", EXACT, lambda: _params(*WEIGHTS),
       alternative=Alternative("every non-embedding parameter of derive's GPT table (biases and "
                               "norms included, which Kaplan neglects)",
-                              lambda: sp.expand(L * gpt_layer().numel())),
+                              lambda: sp.expand(L * layer_parameters(GPT).numel())),
       checked_against=PAPER)
 claim("kaplan.table1.total-forward", "Table 1", "C_forward = 2N + 2 n_layer n_ctx d_attn",
       2 * 2 * h * L * (2 * h + f) + 2 * L * s * h, "FLOP", EXACT,
@@ -105,14 +106,14 @@ claim("kaplan.2.1.n-12-l-h2", "2.1", "N ~ 12 n_layer d_model^2 with d_attn = d_f
       checked_against=PAPER)
 claim("kaplan.2.1.c-6n", "2.1", "training compute C ~ 6N per token: the backward pass is twice the "
       "forward", 6, "x", EXACT,
-      lambda: sp.cancel(flops(gpt_layer_gemms("none")) / _params(*WEIGHTS).subs(L, 1)),
+      lambda: sp.cancel(flops(layer_gemms(GPT, "none")) / _params(*WEIGHTS).subs(L, 1)),
       checked_against=f"{PAPER} (section 2.1: C ~ 6N; section 3.3: C = 6NBS); "
                       "https://rainy-amount-ca8.notion.site/Scaling-Laws-for-Neural-Language-Models-"
                       "218f138c207e80e482eef0b45d00587f (notes on section 1.3: 'C: compute used for "
                       "training (6NBS)', N without embeddings)")
 claim("kaplan.2.1.backward-2x", "2.1", "the backward pass costs twice the forward", 2, "x", EXACT,
-      lambda: sp.cancel(flops(gpt_layer_gemms("causal"), "dgrad", "wgrad")
-                        / flops(gpt_layer_gemms("causal"), "forward")),
+      lambda: sp.cancel(flops(layer_gemms(GPT, "causal"), "dgrad", "wgrad")
+                        / flops(layer_gemms(GPT, "causal"), "forward")),
       checked_against=PAPER + " (section 2.1: 'approximately twice the compute as the forwards pass')")
 claim("kaplan.2.1.context-share", "2.1", "the context term over 2N is n_ctx/(12 d_model) at "
       "d_attn = d_ff/4 = d_model", s / (12 * h), "ratio", EXACT,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, mfu
-from derive.architectures.families import GPT, model_gemms
+from derive.architectures.decoder import GPT
+from derive.architectures.tables import model_gemms
 from derive.architectures.gemms import flops as gemm_flops
 from derive.claims import EXACT, Alternative, decimals
 from derive.claims._comm import ACTIVATION, count_rows, rows, tp_layer_elements

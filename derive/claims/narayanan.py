@@ -11,14 +11,9 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
-from derive.architectures.families import (
-    GPT,
-    gpt_layer_gemms,
-    model_parameters,
-    output_gemms,
-    parameter_count,
-)
+from derive.architectures.decoder import GPT
 from derive.architectures.gemms import flops
+from derive.architectures.tables import layer_gemms, model_parameters, output_gemms, parameter_count
 from derive.claims import EXACT, Alternative, decimals, document, significant
 from derive.claims._comm import ACTIVATION, rows, sent, tp_layer_elements
 from derive.claims._papers import A100_PEAK, as_printed, gpt
@@ -80,10 +75,10 @@ TERA, DAY = 10**12, 86400
 # --- Eq. 2-4 -------------------------------------------------------------------------------
 claim("narayanan.eq2", "5.1, Eq. 2", "parameters: P = 12lh^2 (1 + 13/12h + (V + s)/12lh)",
       12 * L * h**2 * (1 + sp.Rational(13, 12) / h + (V + s) / (12 * L * h)), "parameters", EXACT,
-      lambda: parameter_count("gpt").subs(FFN_4H),
+      lambda: parameter_count(GPT).subs(FFN_4H),
       alternative=Alternative("derive's GPT table without the final LayerNorm (weight and bias, "
                               "2h), which Eq. 2 leaves out",
-                              lambda: model_parameters("gpt").filter(
+                              lambda: model_parameters(GPT).filter(
                                   lambda t: not t.name.startswith("final_layernorm")).numel()
                               .subs(FFN_4H)), checked_against=f"{PAPER}; {PSGLLM}")
 claim("narayanan.eq3", "5.1, Eq. 3", "FLOPs per iteration with activation recompute: "
@@ -93,7 +88,7 @@ claim("narayanan.eq3", "5.1, Eq. 3", "FLOPs per iteration with activation recomp
 claim("narayanan.eq4", "5.1, Eq. 4", "end-to-end training time ~ 8TP/(nX): 8 FLOPs per parameter "
       "per token (forward 2, backward 4, recomputed forward 2)", 8, "x", EXACT,
       lambda: sp.limit(flops_per_token(GPT, "full", "full-layers").subs(FFN_4H)
-                       / parameter_count("gpt").subs(FFN_4H), h, sp.oo),
+                       / parameter_count(GPT).subs(FFN_4H), h, sp.oo),
       note="8 is the limit of derive's count over P for large h (attention and logits aside)",
       checked_against=f"{PAPER}; {EQ4}")
 
@@ -169,7 +164,7 @@ for _scheme, _model, _gpus, _tflops, _printed in TABLE2:
 # --- Appendix: the FLOP count, GEMM by GEMM ---------------------------------------------------------
 def _layer(*names: str, passes: tuple[str, ...] = ("forward",)) -> sp.Expr:
     """B s x the FLOPs of the named GEMMs of derive's GPT layer (full score square, f = 4h)."""
-    layer = gpt_layer_gemms("full").filter(lambda gemm: not names or gemm.name in names)
+    layer = layer_gemms(GPT, "full").filter(lambda gemm: not names or gemm.name in names)
     return sp.expand(B * s * flops(layer, *passes).subs(FFN_4H))
 
 
@@ -195,13 +190,13 @@ claim("narayanan.appendix.layer-recompute", "Appendix", "with activation recompu
       "costs 4 x (24Bsh^2 + 4Bs^2h) = 96Bsh^2 (1 + s/6h)", 96 * B * s * h**2 * (1 + s / (6 * h)),
       "FLOP", EXACT,
       lambda: sp.expand(B * s * (flops_per_token(GPT, "full", "full-layers")
-                                 - flops(output_gemms("gpt"))).subs(FFN_4H) / L),
+                                 - flops(output_gemms(GPT))).subs(FFN_4H) / L),
       checked_against=APPENDIX)
 claim("narayanan.appendix.logit-forward", "Appendix", "logit layer: 2BshV FLOPs in the forward pass",
       2 * B * s * h * V, "FLOP", EXACT,
-      lambda: sp.expand(B * s * flops(output_gemms("gpt"), "forward")), checked_against=APPENDIX)
+      lambda: sp.expand(B * s * flops(output_gemms(GPT), "forward")), checked_against=APPENDIX)
 claim("narayanan.appendix.logit-total", "Appendix", "logit layer: 4BshV backward, 6BshV in total",
-      6 * B * s * h * V, "FLOP", EXACT, lambda: sp.expand(B * s * flops(output_gemms("gpt"))),
+      6 * B * s * h * V, "FLOP", EXACT, lambda: sp.expand(B * s * flops(output_gemms(GPT))),
       checked_against=APPENDIX)
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
-from derive.architectures.families import LAYOUTS
+from derive.architectures.decoder import FAMILIES
 from derive.conventions.megatron import (
     MEGATRON_OVERHEAD,
     MEGATRON_RECIPES,
@@ -58,10 +58,10 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
                 "no attention-score term, no recompute")),
     Convention("6N_GEMM", six_n_gemm, "the article, section 6.1 (N_GEMM: layer matrices + output head)",
                ("weight GEMMs only: no input lookup, norms or biases", "no attention-score term")),
-    Convention("derive-causal", lambda family: flops_per_token(LAYOUTS[family], "causal"),
+    Convention("derive-causal", lambda family: flops_per_token(FAMILIES[family], "causal"),
                "derived GEMM by GEMM (derive.architectures.gemms); the article, section 6.2",
                ("QK^T and PV over s/2 keys on average (causal mask, Megatron's / 2)", "no recompute")),
-    Convention("derive-full", lambda family: flops_per_token(LAYOUTS[family], "full"),
+    Convention("derive-full", lambda family: flops_per_token(FAMILIES[family], "full"),
                "derived GEMM by GEMM (derive.architectures.gemms); the article, section 6.2",
                ("QK^T and PV over all s keys (no mask skipping)", "no recompute")),
     Convention("kaplan", kaplan, "Kaplan et al. 2020, Table 1 and section 2.1 (3 x C_forward)",

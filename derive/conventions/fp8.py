@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from derive.accounts.state import PRECISIONS
-from derive.architectures.decoder import Layout
-from derive.architectures.families import LLAMA, model_gemms
+from derive.architectures.decoder import LLAMA, Layout
+from derive.architectures.tables import model_gemms
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose, flag
 from derive.presets import HARDWARE

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import LAYOUTS, model_gemms, model_parameters, parameter_count
+from derive.architectures.decoder import FAMILIES
 from derive.architectures.gemms import Gemm, flops
+from derive.architectures.tables import model_gemms, model_parameters, parameter_count
 from derive.dtypes import dtype_bytes
 from derive.inputs import choose
 from derive.symbols import L, N, V, a, b, f, h, k, s
@@ -19,17 +20,17 @@ from derive.symbols import L, N, V, a, b, f, h, k, s
 def six_n(family: str | None = None) -> sp.Expr:
     """6N with N = every parameter (Kaplan et al. 2020, section 2.1): 6 = the three passes of a 1 x 1 weight GEMM."""
     per_parameter = Gemm("one parameter", 1, 1, 1, {"weight"}).training
-    return per_parameter * (N if family is None else parameter_count(family))
+    return per_parameter * (N if family is None else parameter_count(FAMILIES[family]))
 
 
 def six_n_gemm(family: str = "llama") -> sp.Expr:
     """6 N_GEMM: the weight GEMMs alone (no attention scores)."""
-    return flops(model_gemms(LAYOUTS[family], "none"))
+    return flops(model_gemms(FAMILIES[family], "none"))
 
 
 def layer_gemm_parameters(family: str = "llama") -> sp.Expr:
     """Kaplan's non-embedding N: the layers' weight matrices (biases and norms neglected)."""
-    return model_parameters(family).where("gemm", "layer").numel()
+    return model_parameters(FAMILIES[family]).where("gemm", "layer").numel()
 
 
 def kaplan_forward(family: str | None = None) -> sp.Expr:
@@ -46,7 +47,7 @@ def palm(family: str | None = None) -> sp.Expr:
     """Chowdhery et al. 2022 (PaLM), appendix B: 6N + 12LHQT with H Q = a k (k = h/a on a family), T = s."""
     if family is None:
         return 6 * N + 12 * L * a * k * s
-    return 6 * parameter_count(family) + 12 * L * a * (h / a) * s
+    return 6 * parameter_count(FAMILIES[family]) + 12 * L * a * (h / a) * s
 
 
 def narayanan(family: str | None = None) -> sp.Expr:
@@ -61,7 +62,7 @@ def narayanan_recompute(family: str | None = None) -> sp.Expr:
 
 def eight_n(family: str | None = None) -> sp.Expr:
     """Narayanan et al. 2021, Eq. 4 (training time ~ 8TP/nX): 8N per token, forward + backward + recomputed forward."""
-    return 8 * (N if family is None else parameter_count(family))
+    return 8 * (N if family is None else parameter_count(FAMILIES[family]))
 
 
 def hoffmann(family: str = "gpt") -> sp.Expr:

@@ -16,8 +16,8 @@ import sympy as sp
 
 from derive.accounts.collectives import sent_factor
 from derive.accounts.comm import Collective
-from derive.architectures.decoder import edge_rows, layer_rows
 from derive.architectures.operations.rows import STATISTICS
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.dtypes import dtype_bytes
 from derive.evaluation import substitute
 from derive.model import Model
@@ -47,7 +47,7 @@ def _with(row: Collective, **changes) -> Collective:
 
 def column_parallel_linears(model: Model, block: str) -> int:
     """GEMM rows of ``block`` (attention / mlp) reading the block input [s, b, h]: its column-parallel linears."""
-    return sum(int(w.count) for w in layer_rows(model.layout).where("gemm", block) if w.shape[0] == h)
+    return sum(int(w.count) for w in layer_parameters(model.layout).where("gemm", block) if w.shape[0] == h)
 
 
 #: the rows (after "tp.<block>.") a column-parallel linear's input conversion issues: the
@@ -77,7 +77,7 @@ LOSS_PARALLEL = {"max": STATISTICS, "sum of exponentials": STATISTICS, "target l
 
 def _loss_parallel(rows: Rows, model: Model, layout: Parallelism) -> Rows:
     """Megatron's per-token fp32 all-reduces (one row, a statistic per ' / ' of its tensor) as loss_parallel's."""
-    logits = next(iter(edge_rows(model.layout).where("output"))).dtype    # the head's dtype is the logits'
+    logits = next(iter(edge_parameters(model.layout).where("output"))).dtype    # the head's dtype is the logits'
     out = []
     for row in rows:
         if row.name != "tp.loss.all-reduce":
@@ -94,7 +94,7 @@ def _loss_parallel(rows: Rows, model: Model, layout: Parallelism) -> Rows:
 
 def _norm_rows(model: Model) -> Ledger:
     """Every norm weight of the model (the rows sequence parallelism replicates)."""
-    return layer_rows(model.layout).where("norm").times(model.layers) + edge_rows(model.layout).where("norm")
+    return layer_parameters(model.layout).where("norm").times(model.layers) + edge_parameters(model.layout).where("norm")
 
 
 def _lazy_partial_grads(rows: Rows, model: Model, layout: Parallelism) -> Rows:
@@ -136,7 +136,7 @@ def fsdp2_padded_elements(table: Ledger, ranks: int) -> sp.Expr:
 
 def _fsdp_padding(rows: Rows, model: Model, layout: Parallelism) -> Rows:
     out = []
-    table = layer_rows(model.layout).times(model.layers) + edge_rows(model.layout)
+    table = layer_parameters(model.layout).times(model.layers) + edge_parameters(model.layout)
     padded = fsdp2_padded_elements(table.map(lambda w: replace(
         w, shape=tuple(substitute(n, model.values) for n in w.shape))), layout.dp_shard or layout.dp)
     unpadded = substitute(table.numel(), model.values)

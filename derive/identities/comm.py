@@ -11,10 +11,10 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.comm import symbolic_collectives
-from derive.architectures.decoder import Layout
-from derive.architectures.families import LLAMA, parameter_count
+from derive.architectures.decoder import LLAMA, Layout
 from derive.architectures.moe import MoE
 from derive.architectures.operations.norm import layer_input
+from derive.architectures.tables import parameter_count
 from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
 from derive.identities import identity
 from derive.parallelism import Parallelism
@@ -54,7 +54,7 @@ def _dp_step(**flags) -> sp.Expr:
     return sp.expand(sp.Add(*(row.sent * row.count for row in found if row.group == "dp")))
 
 
-LLAMA_N = {N: parameter_count("llama"), t: 1, p: 1, c: 1, m: 1}
+LLAMA_N = {N: parameter_count(LLAMA), t: 1, p: 1, c: 1, m: 1}
 
 
 @identity("DP ring all-reduce per rank = 2(d-1)/d x gradient bytes (bf16: 2N)", topic=TOPIC,
@@ -75,7 +75,7 @@ def dp_fp32_grads() -> sp.Expr:
 
 
 @identity("DP per-rank volume does not grow with d: limit 2 x gradient bytes", topic=TOPIC,
-          claim=2 * 2 * N, where={N: parameter_count("llama")},
+          claim=2 * 2 * N, where={N: parameter_count(LLAMA)},
           source=f"{ZERO}.1 (2 Psi per step, whatever N_d); the article (8K -> 16K GPUs)",
           assumptions=("bf16 gradients", "t = p = 1", RING, "d -> infinity"))
 def dp_volume_limit() -> sp.Expr:

@@ -18,9 +18,9 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import first_stage_parameters, moe_layer_activations
+from derive.architectures.decoder import Layout, moe_layout
 from derive.architectures.gemms import flops
-from derive.architectures.decoder import Layout
-from derive.architectures.moe_model import model_gemms, model_parameters, moe_layout
+from derive.architectures.tables import model_gemms, model_parameters
 from derive.evaluation import substitute
 from derive.identities import Sided, identity
 from derive.megatron.activations import MEGATRON_LAYER

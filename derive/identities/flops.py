@@ -10,11 +10,9 @@ from derive.accounts.flops import (
     packed_flops,
     recompute_factor,
 )
-from derive.architectures.decoder import Layout
-from derive.architectures.families import GPT, LAYOUTS, LLAMA, gemm_parameter_count, model_gemms, parameter_count
+from derive.architectures.decoder import FAMILIES, GPT, LLAMA, Layout
+from derive.architectures.tables import active_parameters, gemm_parameter_count, model_gemms, parameter_count
 from derive.architectures.gemms import attention_score_gemms, flops
-from derive.architectures.moe_model import active_parameters
-from derive.architectures.moe_model import model_gemms as moe_model_gemms
 from derive.conventions import (
     kaplan_forward,
     megatron,
@@ -44,14 +42,14 @@ MFU_INPUTS = ("R tokens/s, F model FLOPs per token, G GPUs, P peak FLOPS per GPU
 
 def _weight_gemms(family: str) -> Ledger:
     """The weight GEMMs of a ``family`` model (no attention scores)."""
-    return model_gemms(LAYOUTS[family], "none")
+    return model_gemms(FAMILIES[family], "none")
 
 
 # ---- 6 per parameter: three passes of every weight GEMM ----
 
 def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
     """Register the 6 N_GEMM, attention and HFU identities of one layer family."""
-    where = {N_GEMM: gemm_parameter_count(family)}
+    where = {N_GEMM: gemm_parameter_count(FAMILIES[family])}
 
     @identity(f"{family}: weight GEMMs = 6 N_GEMM per token", topic=TOPIC, claim=6 * N_GEMM,
               key=f"flops.{family}.weight_gemms",
@@ -74,7 +72,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
               assumptions=assumptions + ("causal mask: s/2 keys per query on average",
                                          "head width h/a; GQA leaves the score work unchanged"))
     def causal() -> sp.Expr:
-        return flops_per_token(LAYOUTS[family], "causal")
+        return flops_per_token(FAMILIES[family], "causal")
 
     @identity(f"{family}: full-attention FLOPs per token = 6 N_GEMM + 12Lsh", topic=TOPIC,
               key=f"flops.{family}.full",
@@ -82,7 +80,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
               source="the article, section 6.2 (12sh per layer before causal halving)",
               assumptions=assumptions + ("no mask skipping: every query meets all s keys",))
     def full() -> sp.Expr:
-        return flops_per_token(LAYOUTS[family], "full")
+        return flops_per_token(FAMILIES[family], "full")
 
     @identity(f"{family}: HFU = 4/3 MFU under full recompute", topic=TOPIC,
               key=f"flops.{family}.hfu_full",
@@ -91,7 +89,7 @@ def _per_family(family: str, assumptions: tuple[str, ...]) -> None:
               assumptions=assumptions + MFU_INPUTS + ("full recompute re-runs the forward of every GEMM, "
                                                       "output head and attention scores included",))
     def hfu_full() -> sp.Expr:
-        return hfu(R, F, G, P, recompute_factor("full", LAYOUTS[family], "causal"))
+        return hfu(R, F, G, P, recompute_factor("full", FAMILIES[family], "causal"))
 
 
 _per_family("llama", LLAMA_GEMMS)
@@ -115,7 +113,7 @@ def gpt_six_n_gap() -> sp.Expr:
 
 
 @identity("6N = causal FLOPs per token (Llama)", topic=TOPIC, claim=6 * N,
-          where={N: parameter_count("llama")}, holds=False,
+          where={N: parameter_count(LLAMA)}, holds=False,
           source="Kaplan et al. 2020, section 2.1 (C ~ 6N), applied as the article's section 7.1 warns",
           assumptions=LLAMA_GEMMS + ("6N counts the input lookup and norms, and no attention scores",))
 def six_n_is_not_causal() -> sp.Expr:
@@ -194,7 +192,7 @@ def kaplan_without_head() -> sp.Expr:
 PALM = palm()
 
 @identity("PaLM 6N + 12LHQT = full-attention count when N = N_GEMM", topic=TOPIC,
-          claim=PALM, where={k: h / a, N: gemm_parameter_count("llama")},
+          claim=PALM, where={k: h / a, N: gemm_parameter_count(LLAMA)},
           source="Chowdhery et al. 2022 (PaLM), appendix B",
           assumptions=LLAMA_GEMMS + ("H heads of width Q: H Q = a k = h; T = s", "full score square",
                                "N read as the parameters in GEMMs"))
@@ -203,7 +201,7 @@ def palm_n_gemm() -> sp.Expr:
 
 
 @identity("PaLM 6N + 12LHQT with N = all parameters", topic=TOPIC,
-          claim=PALM, where={k: h / a, N: parameter_count("llama")},
+          claim=PALM, where={k: h / a, N: parameter_count(LLAMA)},
           holds=False, source="Chowdhery et al. 2022 (PaLM), appendix B, N as quoted (every parameter)",
           assumptions=LLAMA_GEMMS + ("counts the input lookup and norms at 6 FLOP each",))
 def palm_all_n() -> sp.Expr:
@@ -211,7 +209,7 @@ def palm_all_n() -> sp.Expr:
 
 
 @identity("PaLM 6N + 12LHQT = causal count", topic=TOPIC,
-          claim=PALM, where={k: h / a, N: gemm_parameter_count("llama")},
+          claim=PALM, where={k: h / a, N: gemm_parameter_count(LLAMA)},
           holds=False, source="Chowdhery et al. 2022 (PaLM), appendix B, against a causal kernel",
           assumptions=LLAMA_GEMMS + ("PaLM counts the full square; a causal kernel does half",))
 def palm_causal() -> sp.Expr:
@@ -268,7 +266,7 @@ def _megatron_batch(family: str, swiglu: bool, query_groups: sp.Expr) -> None:
               + ("B unpacked sequences of s tokens: sum of s_i^2 = B s^2",
                  "kv_channels = h/a; no attention output gate; biases not counted"))
     def batch() -> sp.Expr:
-        return B * s * model_flops_per_token(LAYOUTS[family], "causal")
+        return B * s * model_flops_per_token(FAMILIES[family], "causal")
 
 
 _megatron_batch("llama", True, g)
@@ -294,7 +292,7 @@ def megatron_per_token() -> sp.Expr:
 
 #: F of the selective factor, written as the article's closed form 6 N_GEMM + 6Lsh on the parameter
 #: table (not through derive's FLOP account, whose recompute_factor the identity checks).
-CAUSAL_F = sp.expand(6 * gemm_parameter_count("llama") + 6 * L * s * h)
+CAUSAL_F = sp.expand(6 * gemm_parameter_count(LLAMA) + 6 * L * s * h)
 
 
 @identity("selective recompute factor = 1 + 2Lsh/F (causal)", topic=TOPIC,
@@ -335,7 +333,7 @@ def _active_gemm(features: Layout) -> sp.Expr:
           assumptions=("K of E experts per token; router GEMM [h, E] counted",
                        "causal mask: s/2 keys per query; heads of width k"))
 def moe_gqa_flops() -> sp.Expr:
-    return flops(moe_model_gemms(GQA))
+    return flops(model_gemms(GQA))
 
 
 @identity("MLA + MTP causal FLOPs per token = 6 N_active_GEMM + 6DhV + 3(L + D)sa(k_nope + k_rope + k_v)",
@@ -348,4 +346,4 @@ def moe_gqa_flops() -> sp.Expr:
           assumptions=("QK^T of width k_nope + k_rope, PV of width k_v per head, causal",
                        "D MTP modules: a layer each and one more h x V logit GEMM"))
 def mla_mtp_flops() -> sp.Expr:
-    return flops(moe_model_gemms(MLA_MTP))
+    return flops(model_gemms(MLA_MTP))

@@ -12,9 +12,8 @@ import sympy as sp
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.experts import moe_layer_activations
 from derive.accounts.state import resident_bytes
-from derive.architectures.decoder import Layout
-from derive.architectures.families import LLAMA, model_parameters
-from derive.architectures.moe_model import moe_layout
+from derive.architectures.decoder import LLAMA, Layout, moe_layout
+from derive.architectures.tables import model_parameters
 from derive.conventions.fp8 import dispatch_bytes_per_element, flops_by_dtype, gather_ratio
 from derive.identities import identity
 from derive.recipes import fp8_weight_counts
@@ -138,7 +137,7 @@ def gpt_per_tensor_departure() -> sp.Expr:
     return _coefficient("gpt", "fp8-current", "materialised")
 
 
-LLAMA_N8, LLAMA_N8_TENSORS = fp8_weight_counts(model_parameters("llama"))
+LLAMA_N8, LLAMA_N8_TENSORS = fp8_weight_counts(model_parameters(LLAMA))
 
 
 @identity("FP8 GEMM FLOPs per token = 6 N_8 (the layer matrices, three GEMMs each)", topic=TOPIC,

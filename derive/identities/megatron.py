@@ -22,9 +22,9 @@ from derive.accounts.activations import (
     sharded,
 )
 from derive.accounts.experts import model_parallel_share
-from derive.architectures.families import gpt_edges, gpt_layer, llama_edges
+from derive.architectures.decoder import GPT, LLAMA, moe_layout
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.architectures.saved import llama_layer_saved
-from derive.architectures.moe_model import moe_layout
 from derive.conventions.megatron import (
     distributed_optimizer_bytes_per_parameter,
     megatron_moe_flops,
@@ -57,18 +57,18 @@ def _first_stage(layer: Ledger, embedding: Ledger) -> Ledger:
 def megatron_linear_biases() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) parameters of one GPT layer: Megatron counts no linear bias (MHA: g = a)."""
     counted = layer(Reading(swiglu=False, normalization="LayerNorm")).numel().subs(g, a)
-    return counted, gpt_layer(head_dim=k).numel()
+    return counted, layer_parameters(GPT, head_dim=k).numel()
 
 
 def megatron_positions() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) tied GPT edges: Megatron counts no learned position embedding."""
-    return edges(Reading(untied=False, normalization="LayerNorm")).numel(), gpt_edges().numel()
+    return edges(Reading(untied=False, normalization="LayerNorm")).numel(), edge_parameters(GPT).numel()
 
 
 def megatron_padded_vocabulary() -> tuple[sp.Expr, sp.Expr]:
     """(Megatron, derived) untied Llama edges: Megatron's V is padded to a multiple of 128 t."""
     counted = edges(Reading()).numel()
-    return counted.subs(V, padded_vocab(V)), llama_edges().numel()
+    return counted.subs(V, padded_vocab(V)), edge_parameters(LLAMA).numel()
 
 
 def megatron_final_norm() -> tuple[sp.Expr, sp.Expr]:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import gemm_parameter_count, parameter_count
+from derive.architectures.decoder import GPT, LLAMA, moe_layout
 from derive.architectures.mla import MLA
-from derive.architectures.moe_model import active_parameters, layer, model_parameters, moe_layout
 from derive.architectures.operations.latent import mla_attention
+from derive.architectures.tables import active_parameters, gemm_parameter_count, layer_parameters, model_parameters, parameter_count
 from derive.identities import identity
 from derive.identities.experts import GQA, MEMORY
 from derive.identities.experts import TOPIC as EXPERTS
@@ -26,7 +26,7 @@ TOPIC = "parameters"
                  "no biases; untied input embedding and output head; final RMSNorm"),
 )
 def llama_n() -> sp.Expr:
-    return parameter_count("llama")
+    return parameter_count(LLAMA)
 
 
 @identity(
@@ -37,7 +37,7 @@ def llama_n() -> sp.Expr:
     assumptions=("norm scales are element-wise, not GEMMs",),
 )
 def llama_n_gemm() -> sp.Expr:
-    return gemm_parameter_count("llama")
+    return gemm_parameter_count(LLAMA)
 
 
 @identity(
@@ -50,7 +50,7 @@ def llama_n_gemm() -> sp.Expr:
     where={f: 4 * h},
 )
 def gpt_n() -> sp.Expr:
-    return parameter_count("gpt")
+    return parameter_count(GPT)
 
 
 @identity(
@@ -62,7 +62,7 @@ def gpt_n() -> sp.Expr:
     where={f: 4 * h},
 )
 def gpt_n_gemm() -> sp.Expr:
-    return gemm_parameter_count("gpt")
+    return gemm_parameter_count(GPT)
 
 
 @identity(
@@ -74,7 +74,7 @@ def gpt_n_gemm() -> sp.Expr:
     where={g: a, f: sp.Rational(8, 3) * h},
 )
 def llama_n_gemm_12lh2() -> sp.Expr:
-    return gemm_parameter_count("llama")
+    return gemm_parameter_count(LLAMA)
 
 
 @identity(
@@ -87,7 +87,7 @@ def llama_n_gemm_12lh2() -> sp.Expr:
     holds=False,
 )
 def llama3_n_gemm_not_12lh2() -> sp.Expr:
-    return gemm_parameter_count("llama")
+    return gemm_parameter_count(LLAMA)
 
 
 # ---- Mixture of Experts and MLA: the tables against Megatron's per-layer closed forms ----
@@ -98,7 +98,7 @@ def llama3_n_gemm_not_12lh2() -> sp.Expr:
           assumptions=("RMSNorm, SwiGLU experts, no linear biases", "a shared expert of width f_S "
                        "with Qwen2-MoE's sigmoid gate [h, 1]; router [h, E] without bias"))
 def moe_layer_parameters() -> sp.Expr:
-    return layer(moe_layout("gqa", shared=True, gate=True), moe=True).numel()
+    return layer_parameters(moe_layout("gqa", shared=True, gate=True), True).numel()
 
 
 @identity("MLA = r_q(h + a(k_nope + k_rope) + 1) + r_kv(h + a(k_nope + k_v) + 1) + h k_rope + a k_v h",

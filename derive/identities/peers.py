@@ -25,17 +25,10 @@ from derive.accounts.framework_placements import (
     SUB_GROUP_SIZE,
 )
 from derive.accounts.placement import placement_bytes, placement_ledger
-from derive.architectures.families import (
-    gpt_edges,
-    gpt_layer,
-    llama_edges,
-    llama_layer,
-    llama_layer_gemms,
-    model_parameters,
-    parameter_count,
-)
+from derive.architectures.decoder import GPT, LLAMA
 from derive.architectures.gemms import attention_score_gemms, flops
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.tables import edge_parameters, layer_gemms, layer_parameters, model_parameters, parameter_count
 from derive.conventions import CONVENTIONS, palm
 from derive.identities import Sided, identity
 from derive.symbols import LATEX_NAMES, N, V, a, b, f, h, s
@@ -148,37 +141,37 @@ LLM_ANALYSIS = "llm_analysis/analysis.py LLMAnalysis (0.2.2)"
 
 departure(PeerDeparture(
     "MLP counted as two h x f matrices", "llm-analysis",
-    lambda: (2 * h * f, llama_layer().where("mlp", "gemm").numel()),
+    lambda: (2 * h * f, layer_parameters(LLAMA).where("mlp", "gemm").numel()),
     LLM_ANALYSIS + " get_num_params_per_layer_mlp: 2 hidden_dim ffn_embed_dim",
     ("Llama layer: SwiGLU's gate, up and down are three h x f matrices", "parameters per layer")))
 departure(PeerDeparture(
     "input embedding and output head counted once (tied)", "llm-analysis",
-    lambda: (V * h, llama_edges().without("norm").numel()),
+    lambda: (V * h, edge_parameters(LLAMA).without("norm").numel()),
     LLM_ANALYSIS + " get_num_params_embedding(shared_embedding=True): hidden_dim vocab_size",
     ("Llama 3: untied input embedding and output head", "parameters")))
 departure(PeerDeparture(
     "attention biases not counted", "llm-analysis",
-    lambda: (4 * h**2, gpt_layer().where("attention").without("norm").numel()),
+    lambda: (4 * h**2, layer_parameters(GPT).where("attention").without("norm").numel()),
     LLM_ANALYSIS + " get_num_params_per_layer_attn: 2 h^2 + 2 h (h n_kv / n_head)",
     ("GPT layer: fused QKV and projection biases", "parameters per layer")))
 departure(PeerDeparture(
     "MLP biases not counted", "llm-analysis",
-    lambda: (2 * h * f, gpt_layer().where("mlp").without("norm").numel()),
+    lambda: (2 * h * f, layer_parameters(GPT).where("mlp").without("norm").numel()),
     LLM_ANALYSIS + " get_num_params_per_layer_mlp: 2 hidden_dim ffn_embed_dim",
     ("GPT layer: fc1 and fc2 biases", "parameters per layer")))
 departure(PeerDeparture(
     "LayerNorm bias not counted", "llm-analysis",
-    lambda: (h, gpt_layer().where("norm", "attention").numel()),
+    lambda: (h, layer_parameters(GPT).where("norm", "attention").numel()),
     LLM_ANALYSIS + " get_num_params_per_layer_layernorm: 2 hidden_dim (two norms), last: hidden_dim",
     ("GPT: LayerNorm has a scale and a bias", "parameters per norm")))
 departure(PeerDeparture(
     "learned position embedding not counted", "llm-analysis",
-    lambda: (V * h, gpt_edges().without("norm").numel()),
+    lambda: (V * h, edge_parameters(GPT).without("norm").numel()),
     LLM_ANALYSIS + " get_num_params_embedding: hidden_dim vocab_size (tied)",
     ("GPT: s learned position rows of width h beside the tied word embedding", "parameters")))
 departure(PeerDeparture(
     "MLP FLOPs taken as 16 h^2 (two matrices at f = 4h)", "llm-analysis",
-    lambda: (16 * h**2, flops(llama_layer_gemms("none").where("mlp"), "forward")),
+    lambda: (16 * h**2, flops(layer_gemms(LLAMA, "none").where("mlp"), "forward")),
     LLM_ANALYSIS + " get_num_flops_fwd_per_layer_mlp: 16 batch_size seq_len hidden_dim^2",
     ("Llama layer: gate, up, down GEMMs of width f", "forward FLOPs per token per layer")))
 
@@ -189,12 +182,12 @@ ACCELERATE = "accelerate/commands/estimate.py (1.15.0)"
 
 departure(PeerDeparture(
     "AutoModel has no lm_head", "accelerate",
-    lambda: (model_parameters("llama").numel() - V * h, parameter_count("llama")),
+    lambda: (model_parameters(LLAMA).numel() - V * h, parameter_count(LLAMA)),
     ACCELERATE + " create_empty_model: AutoModel.from_config (LlamaModel, no output head)",
     ("Llama 3: the untied output head (h x V) is trained too", "parameters")))
 departure(PeerDeparture(
     "rotary inv_freq buffers counted as weights", "accelerate",
-    lambda: (parameter_count("llama") + 2 * (h / a) / 2, parameter_count("llama")),
+    lambda: (parameter_count(LLAMA) + 2 * (h / a) / 2, parameter_count(LLAMA)),
     "accelerate/utils/modeling.py compute_module_sizes (named_module_tensors: buffers included); "
     "transformers LlamaRotaryEmbedding inv_freq and original_inv_freq (head_dim / 2 fp32 each)",
     ("non-persistent buffers are not trained state", "parameters")))
@@ -232,7 +225,7 @@ departure(PeerDeparture(
     ELEMENTWISE + ("GPT: F.layer_norm over [b, s, h]", "forward FLOPs per token per norm")))
 departure(PeerDeparture(
     "addmm bias counted once per call", "calflops",
-    lambda: (gpt_layer().where("bias").without("norm").numel(), _no_gemm()),
+    lambda: (layer_parameters(GPT).where("bias").without("norm").numel(), _no_gemm()),
     CALFLOPS + " _addmm_flops_compute: 2 macs + prod(input.shape) (the bias vector, once per call)",
     ELEMENTWISE + ("GPT-2 Conv1D: torch.addmm(bias, x, W) for QKV, projection, fc1, fc2",
                    "forward FLOPs per layer per call")))

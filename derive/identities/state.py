@@ -6,7 +6,7 @@ import sympy as sp
 from derive.accounts.experts import model_parallel_share, moe_resident_bytes
 from derive.accounts.state import resident_bytes, state_bytes
 from derive.architectures.decoder import Layout
-from derive.architectures.moe_model import model_parameters
+from derive.architectures.tables import model_parameters
 from derive.conventions.megatron import distributed_optimizer_bytes_per_parameter
 from derive.identities import identity
 from derive.identities.experts import GQA, MEMORY, MLA_MTP

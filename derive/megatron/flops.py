@@ -21,8 +21,8 @@ import sympy as sp
 from derive.accounts.flops import packed_flops
 from derive.architectures.gemms import flops, weight_gemms
 from derive.architectures.moe import active_rows
-from derive.architectures.moe_model import layer_count, model_parameters, mtp_logit_gemms, score_gemms
 from derive.architectures.parameters import DTYPE
+from derive.architectures.tables import layer_count, model_parameters, mtp_logit_gemms, score_gemms
 from derive.megatron.tables import Reading
 from derive.symbols import Q, T, a, h, k
 from derive.tensors import Ledger, Tensor

@@ -1,7 +1,7 @@
 """The parameter table as Megatron-LM's estimators read it, dense and MoE alike.
 
 A :class:`Reading` is a record's switches: the MoE switches of
-``derive.architectures.moe_model.moe_layout`` (GQA or MLA, router bias, shared experts and
+``derive.architectures.decoder.moe_layout`` (GQA or MLA, router bias, shared experts and
 their gate, MTP, the last layer's type) plus Megatron's own (SwiGLU or GELU MLP, RMSNorm or
 LayerNorm, untied embeddings, experts at all). A dense model is the reading with no
 experts, GQA attention and no MTP module. Under Megatron's convention
@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from derive.architectures.decoder import Layout, edge_rows, layer_rows
-from derive.architectures.moe_model import moe_layout
+from derive.architectures.decoder import Layout, moe_layout
+from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.inputs import choose
 from derive.symbols import t
 from derive.tensors import Ledger
@@ -75,12 +75,12 @@ def normalized(table: Ledger, normalization: str) -> Ledger:
 
 def layer(reading: Reading) -> Ledger:
     """One (dense) layer as Megatron counts it: derive's table at head width k, no linear biases."""
-    return normalized(layer_rows(reading.layout).without("buffer"), reading.normalization)
+    return normalized(layer_parameters(reading.layout).without("buffer"), reading.normalization)
 
 
 def edges(reading: Reading) -> Ledger:
     """Embedding, final norm and (untied) output head; no learned positions (Megatron's count)."""
-    return normalized(edge_rows(reading.layout), reading.normalization)
+    return normalized(edge_parameters(reading.layout), reading.normalization)
 
 
 def moe_reading(layout: Layout) -> Reading:

@@ -17,7 +17,7 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.experts import model_parallel_share, moe_resident_bytes
-from derive.architectures.moe_model import model_parameters
+from derive.architectures.tables import model_parameters
 from derive.conventions.megatron import MEGATRON_RECIPES
 from derive.megatron.tables import Reading, normalized
 from derive.symbols import p

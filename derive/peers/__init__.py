@@ -15,7 +15,8 @@ from fractions import Fraction
 
 import sympy as sp
 
-from derive.architectures.families import model_parameters
+from derive.architectures.decoder import FAMILIES
+from derive.architectures.tables import model_parameters
 from derive.identities.peers import DEPARTURES
 from derive.model import Model
 from derive.presets import MODELS
@@ -82,7 +83,7 @@ def _module(tensor_name: str) -> str:
 def module_sizes(model: Model, top_level: bool = False, without: tuple[str, ...] = ()) -> dict[str, int]:
     """Parameters per module of ``model``'s table (one layer's modules, or with ``top_level`` one whole layer), rows tagged ``without`` left out."""
     sizes: dict[str, sp.Expr] = {}
-    for row in model_parameters(model.family).without(*without):
+    for row in model_parameters(FAMILIES[model.family]).without(*without):
         key = "layer" if top_level and row.has("layer") else _module(row.name)
         sizes[key] = sizes.get(key, 0) + sp.Mul(*row.shape)
     return {key: int(model.subs(size)) for key, size in sizes.items()}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.placement import placement_ledger
-from derive.architectures.families import parameter_count
+from derive.architectures.decoder import FAMILIES
+from derive.architectures.tables import parameter_count
 from derive.dtypes import dtype_bytes
 from derive.peers import Reproduction, model_of, module_sizes
 from derive.symbols import N
@@ -45,7 +46,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     """Each number of one accelerate record, as derive reproduces it."""
     model = model_of(record["model"], models)
     values = tuple(model.values.items())
-    count = parameter_count(model.family)
+    count = parameter_count(FAMILIES[model.family])
     automodel = _automodel(model.family)
     call = record["call"].split(".")[-1]
 

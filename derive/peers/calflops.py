@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derive.architectures.families import LAYOUTS, model_gemms, parameter_count
+from derive.architectures.decoder import FAMILIES
 from derive.architectures.gemms import flops
+from derive.architectures.tables import model_gemms, parameter_count
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, b, s
 
@@ -43,7 +44,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     batch, seq = record["kwargs"]["input_ids"]
     tokens = batch * seq
     values = tuple((model.values | {s: seq, b: batch}).items())
-    gemms = model_gemms(LAYOUTS[family], "full")
+    gemms = model_gemms(FAMILIES[family], "full")
     forward = tokens * flops(gemms, "forward")
     if record["call"].startswith("calflops"):
         extras = _calflops_extras(family, eager, tokens)
@@ -56,7 +57,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
             "macs": Reproduction("convention derive-full, forward multiply-adds x (1 + compute_bp_factor)",
                                  forward / 2, tuple((name, count / 2) for name, count in macs), values,
                                  scale=scale),
-            "params": Reproduction("parameter table (N)", parameter_count(family), (), values),
+            "params": Reproduction("parameter table (N)", parameter_count(FAMILIES[family]), (), values),
         }
     missing = ((SDPA_COUNTER, L * tokens),) if not eager and family in FLASH_ON_CPU else ()
     weights = tokens * flops(gemms.where("weight"))

@@ -12,7 +12,8 @@ import sympy as sp
 from derive.accounts.host import GPUS_PER_NODE, NODES, RANKS
 from derive.accounts.framework_placements import MODULE_PARAMS
 from derive.accounts.placement import placement_ledger
-from derive.architectures.families import parameter_count
+from derive.architectures.decoder import FAMILIES
+from derive.architectures.tables import parameter_count
 from derive.identities.peers import (
     BUFFER_FACTOR,
     ESTIMATOR_KNOBS,
@@ -34,7 +35,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     model = model_of(record["model"], models)
     call, kw = record["call"], record["kwargs"]
     if "estimate_zero" not in call:
-        counts = {"total_params": Reproduction("parameter table (N)", model.subs(parameter_count(model.family))),
+        counts = {"total_params": Reproduction("parameter table (N)", model.subs(parameter_count(FAMILIES[model.family]))),
                   "largest_layer_params": Reproduction("largest module of the parameter table",
                                                        sp.Integer(largest_module(model)))}
         return {key: counts[key] for key in record["result"]}

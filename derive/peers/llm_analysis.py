@@ -12,8 +12,9 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activations, logits_bytes
 from derive.accounts.state import state_bytes
-from derive.architectures.families import FAMILIES, LAYOUTS, model_gemms, model_parameters
+from derive.architectures.decoder import FAMILIES
 from derive.architectures.gemms import flops
+from derive.architectures.tables import edge_parameters, layer_parameters, model_gemms, model_parameters
 from derive.peers import Reproduction, model_of
 from derive.symbols import L, N, b, d, s
 
@@ -26,7 +27,7 @@ GPT = {"attention": "attention biases not counted", "mlp": "MLP biases not count
 
 def _subsets(family: str) -> dict[str, tuple[sp.Expr, tuple[tuple[str, sp.Expr], ...]]]:
     """Parameter subsets llm-analysis counts: derive's count and the departures (name, times) from it."""
-    layer, edges = (table() for table in FAMILIES[family])
+    layer, edges = layer_parameters(FAMILIES[family]), edge_parameters(FAMILIES[family])
     attention = layer.where("attention").without("norm").numel()
     mlp = layer.where("mlp").without("norm").numel()
     norms = layer.where("norm").numel()
@@ -36,12 +37,12 @@ def _subsets(family: str) -> dict[str, tuple[sp.Expr, tuple[tuple[str, sp.Expr],
         return {"attn": (attention, ()), "mlp": (mlp, per_layer), "layernorm": (norms, ()),
                 "layer": (layer.numel(), per_layer), "embedding": (embedding, ((LLAMA["embedding"], 1),)),
                 "last_layernorm": (final, ()),
-                "total": (model_parameters(family).numel(), ((LLAMA["mlp"], L), (LLAMA["embedding"], 1)))}
+                "total": (model_parameters(FAMILIES[family]).numel(), ((LLAMA["mlp"], L), (LLAMA["embedding"], 1)))}
     layer_departures = ((GPT["attention"], 1), (GPT["mlp"], 1), (GPT["norm"], 2))
     return {"attn": (attention, ((GPT["attention"], 1),)), "mlp": (mlp, ((GPT["mlp"], 1),)),
             "layernorm": (norms, ((GPT["norm"], 2),)), "layer": (layer.numel(), layer_departures),
             "embedding": (embedding, ((GPT["embedding"], 1),)), "last_layernorm": (final, ((GPT["norm"], 1),)),
-            "total": (model_parameters(family).numel(),
+            "total": (model_parameters(FAMILIES[family]).numel(),
                       tuple((name, L * times) for name, times in layer_departures)
                       + ((GPT["embedding"], 1), (GPT["norm"], 1)))}
 
@@ -87,7 +88,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     passes = ("dgrad", "wgrad") if backward else ("forward",)
     departures = ((LLAMA["flops"], L * tokens * (2 if backward else 1)),) if family == "llama" else ()
     return {"": Reproduction("convention derive-full, " + ("backward" if backward else "forward"),
-                             tokens * flops(model_gemms(LAYOUTS[family], "full"), *passes), departures, tuple(seq))}
+                             tokens * flops(model_gemms(FAMILIES[family], "full"), *passes), departures, tuple(seq))}
 
 
 

@@ -1,7 +1,8 @@
 """torchtitan 0.3.0's get_nparams_and_flops: derive's N, and derive-full less one departure (= the ``torchtitan`` convention)."""
 from __future__ import annotations
 
-from derive.architectures.families import parameter_count
+from derive.architectures.decoder import LLAMA
+from derive.architectures.tables import parameter_count
 from derive.conventions import CONVENTIONS
 from derive.model import Model
 from derive.peers import Reproduction
@@ -22,7 +23,7 @@ def reproduce(record: dict, models: dict[str, dict]) -> dict[str, Reproduction]:
     """nparams = derive's N; num_flops_per_token = the ``torchtitan`` convention at the record's seq_len."""
     model = model_of(record["shape"], record["kwargs"]["seq_len"])
     return {
-        "nparams": Reproduction("parameter table (N)", model.subs(parameter_count("llama"))),
+        "nparams": Reproduction("parameter table (N)", model.subs(parameter_count(LLAMA))),
         "num_flops_per_token": Reproduction(
             "convention derive-full (the departure gives convention torchtitan = palm - 6Vh)",
             CONVENTIONS["derive-full"]("llama"), ((NORMS, 1),), tuple(model.values.items())),

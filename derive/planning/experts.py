@@ -33,8 +33,9 @@ from derive.accounts.budget import usable_bytes
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
-from derive.architectures.moe_model import model_parameters
+from derive.architectures.tables import model_parameters
 from derive.architectures.saved import eager_edges, fused_mtp
+from derive.evaluation import substitute
 from derive.evaluation.vectorised import compile
 from derive.hf import published_model
 from derive.inputs import exact_count
@@ -116,10 +117,10 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
     features = entry.layout
     table = model_parameters(features)
     placed = stage_placements(PLACEMENT)[zero]
-    values = {symbol: sp.Integer(n) for symbol, n in entry.values.items() if symbol.name not in SIZES}
+    values = {symbol: n for symbol, n in entry.values.items() if symbol.name not in SIZES}
 
     def model(expr: sp.Expr) -> sp.Expr:
-        return sp.sympify(expr).xreplace(CONTEXT).xreplace(values)
+        return substitute(sp.sympify(expr).xreplace(CONTEXT), values)
 
     def split(rows: Ledger, one: dict | None = None) -> tuple[sp.Expr, sp.Expr]:
         share = model_parallel_share(rows)

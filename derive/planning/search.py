@@ -48,6 +48,7 @@ from derive.accounts.framework_placements import stage_placements
 from derive.accounts.prediction import tensor_cores
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
 from derive.accounts.step_layout import LINEAR_DTYPE
+from derive.evaluation import by_name
 from derive.inputs import choose, exact_count
 from derive.model import Model
 from derive.planning.experts import expert_plan, refuse_dense_options
@@ -114,7 +115,7 @@ def plan(entry: Model, gpus: int, tokens: int, hardware_name: str = "h100", seq:
                                hardware_name=hardware_name, mfu=mfu, placement_name=placed,
                                names=tuple(f"{rank}_rank_bytes" for rank in ranks) or ("memory_per_gpu",),
                                balanced=bool(balanced), recipe=recipe)
-            values = {symbol.name: number for symbol, number in entry.values.items()} | layout
+            values = by_name(entry.values) | layout
             if not balanced:
                 memory[rows] = figures["memory_per_gpu"] + rounding_bytes(
                     entry, recompute, int(zero), profile, placed, values, recipe=recipe)

@@ -18,8 +18,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 import sympy as sp  # noqa: E402
 import torch  # noqa: E402
 
-from derive.architectures.decoder import Layout  # noqa: E402
-from derive.architectures.moe_model import moe_layout  # noqa: E402
+from derive.architectures.decoder import Layout, moe_layout  # noqa: E402
 from derive.architectures.operations.experts import group_routing_rows  # noqa: E402
 from derive.architectures.saved import eager_edges, eager_layer  # noqa: E402
 from derive.symbols import (E, k_E, V, a, b, k_nope, k_rope, k_v, f, f_E, f_S, g, h,  # noqa: E402

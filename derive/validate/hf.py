@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import sympy as sp
 
-from derive.architectures.decoder import model_rows
+from derive.architectures.tables import model_rows
 from derive.hf import from_config, published_config
 from derive.model import Model
 from derive.tensors import Tensor

@@ -12,9 +12,10 @@ from typing import Callable, Mapping
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token
-from derive.architectures.families import LAYOUTS, gemm_parameter_count, parameter_count
+from derive.architectures.decoder import FAMILIES
 from derive.architectures.operations.edges import hf_edges_saved, llama_edges_saved
 from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.tables import gemm_parameter_count, parameter_count
 from derive.inputs import choose, divides, positive_int
 from derive.symbols import BY_NAME, N_GEMM, L, N, b, s
 from derive.tensors import Ledger
@@ -128,8 +129,8 @@ def predicted_saved_bytes(kind: str, shape: Mapping[str, int]) -> int:
 
 def _per_token(family: str, mask: str) -> sp.Expr:
     """FLOPs per token with N and N_GEMM written out as parameter-table sums."""
-    expr = sp.sympify(flops_per_token(LAYOUTS[family], mask))
-    return expr.subs({N: parameter_count(family), N_GEMM: gemm_parameter_count(family)})
+    expr = sp.sympify(flops_per_token(FAMILIES[family], mask))
+    return expr.subs({N: parameter_count(FAMILIES[family]), N_GEMM: gemm_parameter_count(FAMILIES[family])})
 
 
 def predicted_flops(kind: str, shape: Mapping[str, int], mask: str | None = None) -> int:

@@ -27,13 +27,18 @@ from derive.architectures.gemms import attention_score_gemms
 from derive.architectures.operations import attention, edges, experts, latent, mlp, mtp, norm
 from derive.architectures.operations.rows import ACTIVATION, residual_dropout
 from derive.inputs import choose
-from derive.symbols import a, b, h, s
+from derive.symbols import a, b, h, k_nope, k_rope, k_v, s
 from derive.tensors import Ledger, Tensor
 
 
 def _scores(mask: str, options: dict[str, object]) -> Ledger:
     """QK^T and PV of one layer, a query heads of the step's ``head_dim`` (derive.architectures.gemms)."""
     return attention_score_gemms(mask, a, options["head_dim"])
+
+
+def _latent_scores(mask: str, options: dict[str, object]) -> Ledger:
+    """MLA's QK^T (query/key width k_nope + k_rope) and PV (value width k_v) of one layer, a query heads."""
+    return attention_score_gemms(mask, a, k_nope + k_rope, k_v)
 
 
 def _hf_rms_norm(prefix: str, shape: tuple[sp.Expr, ...], tags: tuple[str, ...] = (),
@@ -72,7 +77,7 @@ REGISTRY: dict[str, Operation] = {op.name: op for op in (
         "hf_mla": latent.hf_mla, "te_mla": latent.te_mla},
         parameters={"projections": blocks.attention, "megatron": blocks.megatron_attention,
                     "sinks": blocks.sinks, "mla": latent.mla_attention},
-        gemms={"projections": _scores, "megatron": _scores}),
+        gemms={"projections": _scores, "megatron": _scores, "mla": _latent_scores}),
     Operation("mlp", saved={
         "megatron_gelu": mlp.megatron_gelu_mlp, "neox_gelu": mlp.neox_gelu_mlp,
         "gpt2_gelu_new": mlp.gpt2_gelu_new_mlp, "gated": mlp.gated_mlp,

@@ -15,7 +15,8 @@ from derive.accounts.budget import (
     usable_bytes,
 )
 from derive.accounts.state import resident_bytes
-from derive.architectures.families import model_parameters
+from derive.architectures.decoder import LLAMA
+from derive.architectures.tables import model_parameters
 from derive.presets import HARDWARE, LLAMA3_MODELS, MODELS, model
 from derive.render.sheet import (
     Cell,
@@ -118,7 +119,7 @@ def self_test_table() -> Table:
 def rounding_comparison() -> list[dict[str, object]]:
     """Worked comparison: where 512-byte rounding matters (tiny tensors) and where it does not (GEMM weights)."""
     llama = model("llama3-8b")
-    weights = model_parameters("llama")
+    weights = model_parameters(LLAMA)
     tensor_count = sum(sp.sympify(t.count).subs(llama.values) for t in weights)
     step_counters = Ledger([Tensor("Adam state['step'] (fp32 scalar per parameter tensor; on the "
                                    "GPU with fused=True or capturable=True)", (), "fp32",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.experts import REPLICATED, moe_layer_activations
-from derive.architectures.moe_model import layer
+from derive.architectures.tables import layer_parameters
 from derive.identities.experts import DEPARTURES, LAYOUT, sizes
 from derive.presets import MODELS, MOE_PRESETS
 from derive.render.quantities import flop_cell
@@ -68,7 +68,7 @@ def parameter_table() -> Table:
     """DeepSeek-V3's MoE layer, tensor by tensor: shape, copies, elements and how a rank shards it."""
     model = MODELS["deepseek-v3"]
     rows = []
-    for row in layer(model.layout, moe=True).without("buffer"):
+    for row in layer_parameters(model.layout, True).without("buffer"):
         rows.append({"tensor": text_cell(row.name), "shape": math_cell(sp.Mul(*row.shape)),
                      "count": math_cell(row.count), "numel": int_cell(model.subs(row.numel)),
                      "sharded": text_cell(_sharding(row))})

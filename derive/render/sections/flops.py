@@ -4,7 +4,8 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.flops import flops_per_token, step_time_lower_bound
-from derive.architectures.families import LAYER_GEMMS, LAYOUTS, LLAMA, model_gemms, output_gemms
+from derive.architectures.decoder import FAMILIES, LLAMA
+from derive.architectures.tables import layer_gemms, model_gemms, output_gemms
 from derive.architectures.gemms import Gemm, attention_score_gemms, flops
 from derive.conventions import CONVENTIONS, six_n, six_n_gemm
 from derive.identities import proof
@@ -33,7 +34,7 @@ from derive.tensors import Ledger
 EXAMPLE = ARTICLE_EXAMPLE
 EXAMPLE_MODEL = EXAMPLE.model
 PASSES = ("forward", "dgrad", "wgrad")
-FAMILIES = {"llama": "Llama layer", "gpt": "GPT layer"}
+LAYER_TITLES = {"llama": "Llama layer", "gpt": "GPT layer"}
 
 
 def _shape(gemm: Gemm) -> Cell:
@@ -59,13 +60,14 @@ def pass_columns(width: str = "") -> tuple[Column, ...]:
 def gemm_table(family: str) -> Table:
     """Every GEMM of one layer (causal scores) and the output head: shape, copies, FLOPs of each pass."""
     rows = []
-    for where, ledger in (("layer", LAYER_GEMMS[family]("causal")), ("model", output_gemms(family))):
+    for where, ledger in (("layer", layer_gemms(FAMILIES[family], "causal")),
+                          ("model", output_gemms(FAMILIES[family]))):
         for gemm in ledger:
             rows.append({"gemm": text_cell(gemm.name), "where": text_cell(where),
                          "shape": _shape(gemm), "count": math_cell(gemm.count),
                          **_passes(Ledger([gemm]))})
     return Table(
-        f"flops_gemms_{family}", f"GEMMs of the {FAMILIES[family]} and the output head, per token",
+        f"flops_gemms_{family}", f"GEMMs of the {LAYER_TITLES[family]} and the output head, per token",
         (Column("gemm", "GEMM", width="0.2\\linewidth"), Column("where", "per"),
          Column("shape", "m x n x k"), Column("count", "copies"), *pass_columns()),
         tuple(rows),
@@ -78,20 +80,20 @@ def gemm_table(family: str) -> Table:
 #: subtotal -> (GEMMs, key of the identity whose claim is the closed form), per family.
 def _subtotals(family: str) -> tuple[tuple[str, Ledger, str | None], ...]:
     return (
-        ("one layer: weight GEMMs", LAYER_GEMMS[family]("none"), None),
+        ("one layer: weight GEMMs", layer_gemms(FAMILIES[family], "none"), None),
         ("one layer: scores, causal", attention_score_gemms("causal"), "flops.scores_causal"),
         ("one layer: scores, full", attention_score_gemms("full"), "flops.scores_full"),
-        ("model: weight GEMMs (L layers + head)", model_gemms(LAYOUTS[family], "none"),
+        ("model: weight GEMMs (L layers + head)", model_gemms(FAMILIES[family], "none"),
          f"flops.{family}.weight_gemms"),
-        ("model: causal", model_gemms(LAYOUTS[family], "causal"), f"flops.{family}.causal"),
-        ("model: full attention", model_gemms(LAYOUTS[family], "full"), f"flops.{family}.full"),
+        ("model: causal", model_gemms(FAMILIES[family], "causal"), f"flops.{family}.causal"),
+        ("model: full attention", model_gemms(FAMILIES[family], "full"), f"flops.{family}.full"),
     )
 
 
 def subtotal_table() -> Table:
     """Sums over the GEMM tables beside the closed forms the registry proves them equal to."""
     rows = []
-    for family in FAMILIES:
+    for family in LAYER_TITLES:
         for name, ledger, identity in _subtotals(family):
             closed = proof(identity) if identity else None
             rows.append({

@@ -26,8 +26,7 @@ def published_models_table() -> Table:
                "active_N": int_cell(model.active_parameters)}
         for precision, optimizer, _ in RESIDENT_RECIPES:
             row[precision] = bytes_cell(model.at(state_bytes(precision, optimizer).total))
-        row["flops"] = (flop_cell(model.at(flops_per_token(model.architecture, "causal")), digits=1)
-                        if model.dense else text_cell("MoE / MLA: not modelled yet"))
+        row["flops"] = flop_cell(model.at(flops_per_token(model.architecture, "causal")), digits=1)
         rows.append(row)
     return Table(
         "published_models", "Published models, from their config.json", tuple(columns),
@@ -36,7 +35,9 @@ def published_models_table() -> Table:
              "(derive/configs, provenance in derive/configs/SOURCES.md) and validated tensor by "
              "tensor against transformers 5.23 (python -m derive.validate --hf). Active N: every "
              "parameter but the routed experts, plus top-k of them per MoE layer. FLOPs: "
-             "6 N_GEMM + 6 L s a k (causal) at the config's context length.",
+             "6 N_GEMM + 6 L s a k (causal) at the config's context length; in an MoE model N_GEMM "
+             "counts the routed experts at top-k (the router included), under MLA the scores are "
+             "3 L s a (k_nope + k_rope + k_v).",
     )
 
 

@@ -10,7 +10,7 @@ from derive.accounts.flops import (
     mfu,
     recompute_factor,
 )
-from derive.architectures.families import LLAMA
+from derive.architectures.decoder import LLAMA
 from derive.identities import proof
 from derive.presets import HARDWARE, hardware, model
 from derive.render.quantities import (
