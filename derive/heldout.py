@@ -15,6 +15,7 @@ from typing import Sequence
 
 from derive.accounts.efficiency import Efficiency
 from derive.accounts.prediction import ledger_precision
+from derive.accounts.schedule import DEFAULT_OVERLAP
 from derive.calibration_fit import FIELDS, PublishedRun, error_spread, residuals
 from derive.names import named_model
 from derive.parallelism import Parallelism
@@ -68,6 +69,23 @@ HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 ov
 MTP = "the run trains an MTP module; derive's step model counts none"
 HELDOUT_MISSING = {"DeepSeekV3 (w/ MTP)": MTP, "DeepSeekV3": MTP, "DeepSeekV3 (dropless)": MTP,
                    "DeepSeekV3 (tokendrop)": MTP}
+#: Rows whose recipe leaves Megatron's EP all-to-all overlap off where derive's default assumes it across
+#: nodes (derive.accounts.schedule, "ep-a2a-overlap-across-nodes"): (release, model, system) -> the recipe.
+#: Megatron-Bridge's scripts/performance turn it on only with moe_a2a_overlap = True (utils/overrides.py,
+#: _set_moe_a2a_overlap_overrides: comm_overlap.overlap_moe_expert_parallel_comm = True), default False
+#: (utils/utils.py, WorkloadBaseConfig.moe_a2a_overlap); each recipe's EP, p, micro-batch and GBS equal the row's.
+#: Releases: 26.02 is r0.3.0 (docs/releases/known-issues.md), 26.04 r0.4.0 (docker/common/README.md).
+_GPT_OSS = ("NVIDIA-NeMo/Megatron-Bridge v0.3.0 (r0.3.0), scripts/performance/configs/gpt_oss/"
+            "gpt_oss_workload_base_configs.py, GPT_OSS_120B_PRETRAIN_CONFIG_{}_BF16_V2: EP 64, b 4, GBS 1280, "
+            "no moe_a2a_overlap")
+_QWEN3_H100 = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen/qwen3_workload_base_configs.py, "
+               "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1: EP 16, p 1, GBS 1024, moe_a2a_overlap=False "
+               "(the same cell at v0.3.1, v0.4.0, v0.4.1 and v0.5.0)")
+HELDOUT_EP_OVERLAP_OFF = {("26.02", "GPT OSS 120B", "DGX-B300"): _GPT_OSS.format("B300"),
+                          ("26.02", "GPT OSS 120B", "DGX-B200"): _GPT_OSS.format("B200"),
+                          ("26.04", "Qwen3_30B_a3B", "DGX-H100"): _QWEN3_H100,
+                          ("26.04.01", "Qwen3_30B_a3B", "DGX-H100"): _QWEN3_H100,
+                          ("26.06", "Qwen3_30B_a3B", "DGX-H100"): _QWEN3_H100}
 TOKEN_DROP = ("token drop: capacity factor 1 with expert inputs padded to capacity (Megatron-Bridge "
               "apply_moe_token_drop): every expert computes T k_E / E rows, the dropless count under uniform routing")
 
@@ -125,10 +143,12 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
                          or (row["model"] in HELDOUT_BALANCED and pp > 1))
     layout.check(entry)
     seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
+    recipe = HELDOUT_EP_OVERLAP_OFF.get((release, row["model"], row["system"]))
     assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]),
-                                          drop and TOKEN_DROP)))
+                                          drop and TOKEN_DROP, recipe and f"EP all-to-all not overlapped: {recipe}")))
+    overlap = DEFAULT_OVERLAP - {"ep-a2a-overlap-across-nodes"} if recipe else DEFAULT_OVERLAP
     return PublishedRun(release, label, entry, layout, system(HELDOUT_SYSTEMS[row["system"]]), seconds,
-                        f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, precision=precision)
+                        f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, overlap, precision)
 
 
 def _gib(size: float | None) -> float | None:
