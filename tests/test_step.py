@@ -355,3 +355,34 @@ def test_moe_router_runs_in_bf16_under_fp8():
     fp8 = replace(bf16, precision="fp8-current")
     assert _gemm_seconds(router, work, fp8, H100, ETA, 4096) == _gemm_seconds(router, work, bf16, H100, ETA, 4096)
     assert _gemm_seconds(expert, work, fp8, H100, ETA, 4096)[0] < _gemm_seconds(expert, work, bf16, H100, ETA, 4096)[0]
+
+
+def test_ring_attention_merge_bytes_by_hand():
+    # Llama 3 405B, one layer per token: Q and the attention output 128 heads x 128 x 2 B = 32768 B, K and V
+    # 2 x 8 x 128 x 2 B = 4096 B. TE's ring (AttnFuncWithCPAndKVP2P) at c = 4: the output rescaled at step 0
+    # (read 1, write 1) and merged at 3 later steps (read 2, write 1): 2 + 9 = 11 moves; dQ the same; K/V into
+    # the ring buffer (2), dK/dV copied at step 0 (2) and added at 3 steps (9): 13 moves
+    from derive.accounts.compute_time import ring_merge_bytes
+    from derive.accounts.step_layout import Layout
+    from derive.accounts.workload import workload
+    work = workload(model("llama3-405b"))
+    assert work.ring_bytes == (32768.0, 4096.0, 32768.0)
+    lay = Layout(4, 16, 8, 4, 1, 64, 4, 1, 32, True, 1, "none", "bf16", True)
+    assert ring_merge_bytes(work, lay) == 11 * 32768 + 11 * 32768 + 13 * 4096 == 774144
+    # selective recompute re-runs core attention and its forward merge: 11 x 32768 more
+    assert ring_merge_bytes(work, replace(lay, recompute="selective")) == 774144 + 11 * 32768
+    assert ring_merge_bytes(work, replace(lay, c=1)) == 0
+    assert ring_merge_bytes(work, replace(lay, cp_comm="all_gather")) == 0
+
+
+def test_ring_attention_merges_are_element_wise_time_by_hand():
+    # Llama 3 8B, t = p = 1, c = 2, m = 4: the p2p ring's merges over all 32 layers of 4096 tokens per micro-batch,
+    # at eta_memory x HBM bandwidth; q, out 32 x 128 x 2 B = 8192 B, K and V 2 x 8 x 128 x 2 B = 4096 B:
+    # out 2 + 3, dQ 2 + 3, K/V 2 + 2 + 3 moves
+    entry = model("llama3-8b")
+    ring = Parallelism(cp=2, dp=4, global_batch=16)
+    gathered = replace(ring, cp_comm="all_gather")
+    merged = predict(entry, ring, H100, eta=ETA).breakdown["memory_bound"]
+    plain = predict(entry, gathered, H100, eta=ETA).breakdown["memory_bound"]
+    per_token = 5 * 8192 + 5 * 8192 + 7 * 4096
+    assert math.isclose(merged - plain, 4 * 4096 * 32 * per_token / (0.9 * H100.hbm_bandwidth), rel_tol=1e-9)

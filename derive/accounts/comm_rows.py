@@ -13,14 +13,14 @@ from functools import lru_cache
 from derive.accounts.comm_data_parallel import data_parallel, grad_bytes
 from derive.accounts.comm_row import MEGATRON_LINEAR, MEGATRON_TP, MOE_DISPATCH, TE_CP, Collective, LayoutTerms, RowBuilder
 from derive.accounts.fp8_comm import routed_payload
+from derive.accounts.workload import ring_tensors
 from derive.architectures.decoder import Layout, require_layout
 from derive.architectures.operations.edges import output_saved
 from derive.architectures.operations.norm import layer_input
-from derive.architectures.operations.rows import HEAD, STATISTICS
-from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
+from derive.architectures.operations.rows import STATISTICS
 from derive.architectures.tables import edge_parameters, layer_parameters
 from derive.parallelism import Parallelism
-from derive.symbols import k, k_E
+from derive.symbols import k_E
 from derive.tensors import Ledger, Tensor
 
 
@@ -30,15 +30,6 @@ def _tables(architecture: Layout) -> tuple[Ledger, Ledger | None, Ledger]:
     require_layout(architecture, "architecture")
     moe = layer_parameters(architecture, True) if architecture.moe is not None else None
     return layer_parameters(architecture), moe, edge_parameters(architecture)
-
-
-def _kv(architecture: Layout) -> Ledger:
-    """K and V of one layer, one micro-batch, from the saved tables (Megatron + TE fused profile)."""
-    if architecture.family == "gpt":
-        table = gpt_layer_saved("fused")
-        return Ledger([table["K"], table["V"]])
-    table = llama_layer_saved("fused", HEAD if architecture.family else k)
-    return Ledger([table["k"], table["v"]])
 
 
 def rows(architecture: Layout, terms: LayoutTerms, layout: Parallelism,
@@ -178,7 +169,7 @@ def _context_parallel(build: RowBuilder, architecture: Layout) -> None:
     terms, layout = build.terms, build.layout
     if not terms.active(terms.c):
         return
-    kv = _kv(architecture)
+    kv = ring_tensors(architecture)[1]
     chunk = kv.bytes() / (terms.c * terms.t)
     tensor = " and ".join(kv.names) + " [s/c, b, g/t, k]"
     per_step = terms.m * terms.layers

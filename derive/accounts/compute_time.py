@@ -120,6 +120,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
     routing = routing_elements(work, lay) * ROUTED_BYTES / lay.t
+    ring = ring_merge_bytes(work, lay) / lay.t
     slowest: dict[str, Any] = {}
     most: Any = 0.0
     for layers, heads, there in stage_loads(work.layers, lay):
@@ -133,7 +134,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
             backward_gemms += backward * weight
             if lay.recompute in row.recomputed:
                 seconds["recompute"] += forward * weight
-        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing) + share * cast
+        element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing + ring) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
         total = sum(seconds.values())
         seconds["backward"] = backward_gemms  # of the GEMM kinds above: the window the DP rules overlap with
@@ -194,6 +195,61 @@ def routing_elements(work: Workload, lay: Layout) -> Any:
                   for kernel in DISPATCH_KERNELS) * work.hidden
     passes = 3 if lay.recompute == "full" else 2
     return passes * forward * work.moe_layers / work.layers
+
+
+@dataclass(frozen=True)
+class MergeKernel:
+    """One element-wise kernel of Transformer Engine's ring attention: what it reads and writes of which tensor.
+
+    ``tensor`` is ``"out"`` (the attention output), ``"q"`` (dQ, Q's size) or ``"kv"`` (K and V, or their
+    gradients); ``reads`` / ``writes`` count that tensor's elements per token at its size on the rank;
+    ``every_step``: it runs at each of the c - 1 ring steps after the first, else once;
+    ``backward``: it runs in the backward (else in the forward, again when core attention is recomputed).
+    """
+
+    name: str
+    tensor: str
+    reads: int
+    writes: int
+    every_step: bool
+    backward: bool
+
+
+#: The kernels of TE's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/
+#: context_parallel.py, BF16, sbhd / bshd) that merge the c ring steps' partial results, on the rank whose
+#: queries meet full-sized blocks at every step (the last CP rank under the causal split into 2c chunks).
+#: The attention kernels themselves are the score GEMMs (compute-bound, their FLOPs balanced over the ranks).
+CP_MERGE_KERNELS = (
+    MergeKernel("flash_attn_fwd_out_correction_init (step 0's partial output rescaled into out)", "out", 1, 1,
+                False, False),
+    MergeKernel("flash_attn_fwd_out_correction (out.add_(out_per_step x exp(lse_step - lse)))", "out", 2, 1,
+                True, False),
+    MergeKernel("dq.copy_(dq_) (step 0's dQ)", "q", 1, 1, False, True),
+    MergeKernel("dq.add_(dq_) (a step's dQ accumulated)", "q", 2, 1, True, True),
+    MergeKernel("p2p_comm_buffers[0][0].copy_(kv) (K and V into the backward's ring buffer)", "kv", 1, 1,
+                False, True),
+    MergeKernel("dk.copy_(dk_), dv.copy_(dv_) (step 0's dK, dV)", "kv", 1, 1, False, True),
+    MergeKernel("dk.add_(dk_), dv.add_(dv_) (a step's dK, dV added to those travelling the ring)", "kv", 2, 1,
+                True, True),
+)
+
+
+def ring_merge_bytes(work: Workload, lay: Layout) -> Any:
+    """HBM bytes per token of a layer that ring attention's merge kernels move on one rank at t = 1 (0 when c = 1).
+
+    The sum over :data:`CP_MERGE_KERNELS` of the elements each reads and writes (c - 1 times for those
+    that run at every later ring step) times the tensor's bytes per token (``Workload.ring_bytes``:
+    Q, K + V, the attention output from the saved tables); the forward's kernels again when core attention is
+    recomputed (selective or full: Megatron's _checkpointed_attention_forward re-runs the ring). Split over
+    t by the caller (heads). Only Megatron's default ring (cp_comm ``p2p``); the all-gather variant's
+    copies are not counted.
+    """
+    size = dict(zip(("q", "kv", "out"), work.ring_bytes))
+    steps = lay.c - 1
+    forward_passes = 1 if lay.recompute == "none" else 2
+    total = sum((kernel.reads + kernel.writes) * size[kernel.tensor] * (steps if kernel.every_step else 1)
+                * (1 if kernel.backward else forward_passes) for kernel in CP_MERGE_KERNELS)
+    return np.where((np.asarray(lay.c) > 1) & (lay.cp_comm == "p2p"), total, 0.0)
 
 
 #: Projections Transformer Engine runs as one GEMM on one input, so their input is cast once:

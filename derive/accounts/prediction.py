@@ -204,7 +204,7 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
     lay = Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
                  parallelism.dp, parallelism.etp, parallelism.micro_batch, parallelism.micro_batches,
                  parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision,
-                 parallelism.balanced)
+                 parallelism.balanced, parallelism.cp_comm)
     replicas = parallelism.dp * parallelism.cp if parallelism.zero else 1
     return step_time(workload(model), lay, system, rows, eta, overlap,
                      state_bytes_per_parameter(model, precision, parallelism.zero, replicas,
@@ -256,7 +256,7 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     floats = tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_))
     rows = template_rows(model, counted, floats, bool(whole.all()))
     lay = Layout(t, p_, v_, c_, e_, d_, etp, b_, m_, flags.sequence_parallel, flags.zero, flags.recompute,
-                 precision, flags.balanced)
+                 precision, flags.balanced, flags.cp_comm)
     replicas = d_ * c_ if flags.zero else np.ones_like(d_)
     distinct, where = np.unique(replicas, return_inverse=True)
     states = np.array([state_bytes_per_parameter(model, precision, flags.zero, int(count), flags.fp8_param_gather)

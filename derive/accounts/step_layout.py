@@ -45,6 +45,7 @@ class Layout:
     recompute: str
     precision: str
     balanced: bool = False
+    cp_comm: str = "p2p"
 
 
 def local_parameters(work: Workload, lay: Layout) -> float:

@@ -18,7 +18,10 @@ import sympy as sp
 
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.flops import RECOMPUTED_GEMMS
+from derive.architectures.decoder import Layout
 from derive.architectures.gemms import FLOP_PER_MULTIPLY_ADD, Gemm, weight_gemms
+from derive.architectures.operations.rows import HEAD
+from derive.architectures.saved import gpt_layer_saved, llama_layer_saved
 from derive.architectures.tables import active_parameters, model_gemms, score_gemms
 from derive.model import Model
 from derive.symbols import E, L, L_E, L_w, b, f, f_E, f_S, k, k_E, s, t
@@ -69,6 +72,8 @@ class Workload:
     saved: tuple[tuple[str, float, float], ...]  # (recompute policy, A, B): A + B/t bytes per layer per token
     saved_sp: tuple[tuple[str, float, float], ...]  # the same under sequence parallelism
     attention_kernel: str = "materialised"  # "fused" (flash: scores stay on chip) or "materialised"
+    #: bytes per token of one layer's Q, K + V and attention output at t = 1 (``ring_tensors``)
+    ring_bytes: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def saved_bytes(self, recompute: str, sequence_parallel: bool, tensor_parallel: int) -> float:
         """Bytes one layer saves per token on one TP rank: A + B / t (B: the rows the table shards)."""
@@ -81,6 +86,19 @@ class Workload:
     def moe(self) -> bool:
         """Whether any layer routes tokens to experts."""
         return self.experts > 0
+
+
+def ring_tensors(architecture: Layout) -> tuple[Ledger, Ledger, Ledger]:
+    """(Q, K and V, the attention output) of one layer, one micro-batch, from the saved tables (Megatron + TE fused
+    profile): what context parallel's ring attention passes around and merges step by step."""
+    if architecture.family == "gpt":
+        table = gpt_layer_saved("fused")
+        names = ("Q", "K", "V")
+    else:
+        table = llama_layer_saved("fused", HEAD if architecture.family else k)
+        names = ("q", "k", "v")
+    return (Ledger([table[names[0]]]), Ledger([table[names[1]], table[names[2]]]),
+            Ledger([table["attention output"]]))
 
 
 def _kind(gemm: Gemm) -> str:
@@ -186,4 +204,5 @@ def workload(entry: Model) -> Workload:
         entry.name, tuple(rows), **sizes, parameters=parameters, expert_parameters=expert_parameters,
         experts=int(values[E]) if moe else 0, active_experts=int(values[k_E]) if moe else 0,
         moe_layers=int(values.get(L_E, values.get(L, 0))) if moe else 0,
-        saved=_saved(entry, False), saved_sp=_saved(entry, True), attention_kernel=attention_kernel(entry))
+        saved=_saved(entry, False), saved_sp=_saved(entry, True), attention_kernel=attention_kernel(entry),
+        ring_bytes=tuple(_number(entry, ledger.bytes() / (s * b)) for ledger in ring_tensors(entry.architecture)))
