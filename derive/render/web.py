@@ -34,6 +34,11 @@ from derive.render.page_config import PASTED, config_forms, config_messages, pyt
 from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, refused_profiles
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
 from derive.render.page_models import dense_configs, moe_data, page_names
+from derive.render.page_comm import LEGEND, comm_data
+from derive.render.page_layout import (DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, layout_field_messages,
+                                       layout_parser, layout_rules)
+from derive.parallelism import Parallelism
+from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
 from derive.options.report import DEFAULT_SEQ, FIELD_OPTIONS, SHAPE_OPTIONS, build_parser
@@ -45,7 +50,7 @@ from derive.report import (
     FASTER_FORMATS,
     OVERFLOW_FIELDS,
 )
-from derive.symbols import BY_NAME, b, d, k, meaning
+from derive.symbols import BY_NAME, b, d, k, meaning, s
 from derive.units import BINARY_STEPS, BYTE_UNITS, DECIMAL_STEPS
 from derive.verdicts import TABLES as VERDICTS
 
@@ -56,7 +61,7 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
-                CALCULATOR)
+                ROOT / "templates" / "html" / "layout.js", CALCULATOR)
 PAGE = "index.html"
 
 #: Each figure's label on the page, by its --json key.
@@ -92,6 +97,8 @@ LABELS: dict[str, str] = {
 SHAPE_GROUP = "Custom shape"
 #: The heading of the MoE report's figures.
 MOE_GROUP = "Mixture of Experts"
+#: The heading of derive comm's figures.
+COMM_GROUP = "Layout and communication per rank"
 #: Each field's label in words; the CLI's flag follows it.
 FIELD_LABELS: dict[str, str] = {
     "model": "Model", "layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads",
@@ -102,6 +109,8 @@ FIELD_LABELS: dict[str, str] = {
     "etp": "Expert tensor parallel (ETP)", "moe-profile": "MoE activation profile",
     "gpu": "GPU type", "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
     "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
+    "cp": "Context parallel (CP)", "vp": "Virtual pipeline stages", "global-batch": "Global batch (sequences)",
+    "sequence-parallel": "Sequence parallel", "recompute": "Activation recompute",
 }
 #: The command the page's "copy as command" button writes, and the characters a shell word keeps unquoted
 #: (Python's shlex.quote, Lib/shlex.py: anything else goes in single quotes, a ' as '"'"').
@@ -128,6 +137,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "ep": ("count", "Layout"),
     "etp": ("count", "Layout"),
     "moe-profile": ("choice", "Layout"),
+    **{option: (kind, "Layout") for option, kind in LAYOUT_FIELDS.items()},
     "gpu": ("gpu", "Hardware"),
     "budget": ("budget", "Hardware"),
     "peak": ("peak", "Hardware"),
@@ -141,6 +151,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
     "model": tuple(page_names()), "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
+    "recompute": tuple(RECOMPUTE_POLICIES),
 }
 
 #: Bounds of the numeric kinds, as the CLI checks them (inputs.positive_int, report._fraction,
@@ -185,11 +196,13 @@ INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction"
 
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
-    parser = build_parser()
+    parser, layout = build_parser(), layout_parser()
     specs = []
     for option, (kind, group) in FIELDS.items():
-        default = parser.get_default(option.replace("-", "_"))
-        messages = field_messages(option, kind)
+        default = (layout if option in LAYOUT_FIELDS else parser).get_default(option.replace("-", "_"))
+        if kind == "flag":
+            default = None
+        messages = layout_field_messages(option, kind) if option in LAYOUT_FIELDS else field_messages(option, kind)
         specs.append({"option": option, "kind": kind, "group": group,
                       "default": "" if default is None else str(default),
                       "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
@@ -251,6 +264,32 @@ def page_code() -> tuple[str, list[dict[str, object]], dict[str, object]]:
     return "\n".join(lines) + "\n", formulas, moe
 
 
+@lru_cache(maxsize=1)
+def layout_code() -> tuple[str, dict[str, object]]:
+    """(the layout's generated script, its data): derive comm's ledger and the layout's rules, each expression printed once."""
+    functions: dict[str, int] = {}
+    printed: dict[sp.Expr, dict[str, object]] = {}
+
+    def print_once(expr: sp.Expr) -> dict[str, object]:
+        expr = sp.sympify(expr)
+        if expr not in printed:
+            printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
+                             "tex": tex(expr), "args": sorted(symbol.name for symbol in expr.free_symbols)}
+        return dict(printed[expr])
+
+    data = {"rules": layout_rules(print_once), "comm": comm_data(print_once), "one": Parallelism().tp,
+            "dp_before": DP_BEFORE, "seq": s.name,
+            "ignored": list(DENSE_ONLY_SHARED), "fields": list(LAYOUT_FIELDS)}
+    legend = {name: LEGEND.get(name) or {"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])}
+              for entry in printed.values() for name in entry["args"]}
+    data["legend"] = dict(sorted(legend.items()))
+    lines = ["// Generated by derive.render.web from derive.accounts.comm's ledger and derive.parallelism's rules.",
+             "const DERIVE_LAYOUT_FUNCTIONS = ["]
+    lines += [f"  {code}," for code in functions]
+    lines.append("];")
+    return "\n".join(lines) + "\n", data
+
+
 def symbol_legend() -> dict[str, dict[str, str]]:
     """Every symbol a formula uses -> its LaTeX and meaning, for the 'where' list under each formula."""
     symbols = {formula.symbol for formula in FORMULAS if formula.symbol is not None}
@@ -264,6 +303,8 @@ def symbol_legend() -> dict[str, dict[str, str]]:
 def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
     code, formulas, moe = page_code()
+    layout_script, layout = layout_code()
+    code += layout_script
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
@@ -319,7 +360,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "byte_unit_suffix": DECIMAL_STEPS[0],
         "binary_steps": list(BINARY_STEPS),
         "display": DISPLAY,
-        "legend": symbol_legend(),
+        "legend": {**layout["legend"], **symbol_legend()},
+        "layout": layout,
         "zero_stages": list(ZERO_STAGES),
         "shown": SHOWN,
         "hardware": list(HARDWARE),
@@ -347,7 +389,9 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
                     if any(key == prefix or (prefix.endswith(".") and key.startswith(prefix))
                            for prefix in prefixes))
     return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
-            for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]}]
+            for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]},
+                                          {"name": COMM_GROUP, "formulas": layout_code()[1]["comm"]["layout_figures"]
+                                           + layout_code()[1]["comm"]["formulas"]}]
 
 
 def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:
