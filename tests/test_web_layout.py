@@ -101,6 +101,9 @@ LINKS = [
     {"model": "mixtral-8x7b", "gpus": "64", "tp": "2", "ep": "8", "zero": "1", "sequence-parallel": "1",
      "precision": "fp8-delayed", "global-batch": "128"},
     {"model": "8b", "gpus": "64", "pp": "4", "vp": "2", "global-batch": "64", "zero": "2"},
+    # --gpus without --tokens and --dp without --zero: the layout's, not refused (the report reads neither)
+    {"model": "llama3-8b", "gpus": "8"},
+    {"model": "llama3-8b", "dp": "8"},
     {"model": "405b", "gpus": "16384", "tp": "8", "pp": "16", "cp": "1", "global-batch": "2048", "seq": "8192",
      "recompute": "full", "sequence-parallel": "1"},
 ]

@@ -479,13 +479,28 @@
 
   // The CLI command of the form: the options the link carries (a paste as --config pasted.json; the
   // page's own model named where the form names none).
+  // The report takes the options configuration() reads: not the layout's own, --gpus only with --tokens,
+  // --dp (given or --gpus / (tp pp cp)) with --zero or for an MoE model, --tp --pp --ep --etp for an MoE model.
   function command(texts) {
     const words = [DATA.command.prefix];
     const params = new URLSearchParams(query(texts));
+    const { parsed } = parseAll(texts);
+    const moe = texts.config === "" && parsed.model && DATA.kinds[parsed.model] === "moe";
+    const skip = new Set([...LAYOUT_ONLY, "dp"]);
+    if (moe) for (const option of DATA.layout.ignored) skip.add(option);
+    else {
+      for (const option of Object.keys(DATA.moe.messages.dense_only)) if (option in DATA.layout.rules.symbols) skip.add(option);
+      if (!params.has("tokens")) skip.add("gpus");
+    }
     const shaped = Object.keys(DATA.shape).some((option) => params.has(option));
     if (!params.has("model") && !params.has("config") && !shaped) words.push(quote("--model=" + DATA.page_model));
     for (const [option, text] of params) {
+      if (skip.has(option)) continue;
       words.push(quote("--" + option + "=" + (option === "config" ? DATA.command.config : text)));
+    }
+    if (moe || (params.has("zero") && parsed.zero)) {
+      const dp = params.has("dp") ? params.get("dp") : LAYOUT.dataParallel(parsed);
+      if (dp !== null) words.push(quote("--dp=" + dp));
     }
     return words.join(" ");
   }
