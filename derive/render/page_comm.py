@@ -167,7 +167,7 @@ def comm_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, obje
         "sizes": {"ell": printed(most_layers(False, L, p, v)), "ell_E": printed(sp.Min(ELL, L_E)),
                   "gpus": printed(WORLD * d), "dp": printed(DATA_PARALLEL), "dp_given": printed(d),
                   "micro_batches": printed(MICRO_BATCHES), "global_batch": printed(b * d)},
-        "ell": [ELL.name, ELL_E.name],
+        "ell": {"layers": ELL.name, "moe_layers": ELL_E.name},
         "micro_batches": m.name,
         "flags": list(FLAGS),
     }

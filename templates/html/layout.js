@@ -84,8 +84,8 @@ function DeriveLayout(DATA, PARSE) {
       }
     }
     values[COMM.micro_batches] = call(COMM.sizes.micro_batches, values);
-    values[COMM.ell[0]] = call(COMM.sizes.ell, values);
-    if (model.experts) values[COMM.ell[1]] = call(COMM.sizes.ell_E, values);
+    values[COMM.ell.layers] = call(COMM.sizes.ell, values);
+    if (model.experts) values[COMM.ell.moe_layers] = call(COMM.sizes.ell_E, values);
     const choices = { ...flags, single: values[SYMBOLS.pp] === LAYOUT.one };
     return { errors: {}, values, choices, form: model.form, derived };
   }
