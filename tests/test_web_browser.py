@@ -308,19 +308,22 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
 
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
-    assert len(summaries) == 24       # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions)
+    # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions) + the layout's 3 sizes and 5 groups' bytes
+    assert len(summaries) == 32
     browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
     # each click opens its details; the toggle event that typesets the formula follows the clicks
     WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
-        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 24)
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 32)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
         " e.querySelector('annotation').textContent]);")
-    assert len(rendered) == 24 and all(ok for _, ok, _ in rendered)
+    assert len(rendered) == 32 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
     # the sheet's LaTeX (derive/printing/latex.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
+    # the layout's: 1024 GPUs over t = p = c = 1 (derive.parallelism.Parallelism.gpus = t p c d)
+    assert annotations["comm:layout.dp"] == r"\frac{G}{c p t}"
     assert annotations["state.resident"] == r"M_{\mathrm{state}} = 16 N"
     assert annotations["fit.gpus_for_state"] == \
         r"\left\lceil{\frac{M_{\mathrm{state}}}{M_{\mathrm{GPU}}}}\right\rceil"
