@@ -194,3 +194,103 @@ def test_a_bad_layout_marks_its_field_and_greys_only_the_layouts_figures(browser
     if option in ("cp", "recompute", "gpus", "vp", "global-batch", "sequence-parallel") and "two" not in options.values():
         # the report's figures stay live: it reads none of these (its --gpus only with --tokens)
         assert_same(shown, report_json(options), options)
+
+
+# ---- layout.js in Node, on hand values ----
+
+def layout_js(cases: list[tuple[str, dict[str, str]]], tmp_path) -> list[dict]:
+    """layout.js's answer for each (model, field texts): {errors} or the sizes and figures it derives."""
+    import subprocess
+
+    from test_web import node
+    from derive.render.web import HAND_WRITTEN, calculator_data
+
+    code, data = calculator_data()
+    parse, layout = HAND_WRITTEN[0], next(path for path in HAND_WRITTEN if path.name == "layout.js")
+    script = tmp_path / "layout.js"
+    script.write_text(code.replace("const DERIVE_FUNCTIONS", "var DERIVE_FUNCTIONS") + parse.read_text()
+                      + layout.read_text() + """
+const [data, cases] = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const parse = DeriveParse(data);
+const layout = DeriveLayout(data, parse);
+console.log(JSON.stringify(cases.map(([name, texts]) => {
+  const parsed = {};
+  for (const field of data.fields) parsed[field.option] = parse.parseField(field, texts[field.option] || "").value;
+  const flags = { sequence_parallel: parsed["sequence-parallel"] === true, zero: parsed.zero ?? 0,
+                  precision: parsed.precision ?? "bf16", recompute: parsed.recompute ?? "none" };
+  const config = layout.configuration(texts, parsed, data.layout.comm.models[name], flags);
+  if (Object.keys(config.errors).length) return config.errors;
+  return Object.fromEntries(layout.evaluate(config).map((figure) => [figure.formula.key, figure.value]));
+})));
+""")
+    (tmp_path / "cases.json").write_text(json.dumps([data, cases]))
+    run = subprocess.run([node(), str(script), str(tmp_path / "cases.json")], capture_output=True, text=True,
+                         timeout=120, check=True)
+    return json.loads(run.stdout)
+
+
+def test_the_layout_checks_and_sizes_on_hand_values(tmp_path):
+    cases = [
+        ("llama3-70b", {"gpus": "1024", "tp": "8", "pp": "4"}),
+        ("llama3-70b", {"gpus": "100", "tp": "8"}),
+        ("llama3-70b", {"gpus": "64", "dp": "4", "tp": "8"}),
+        ("llama3-70b", {"dp": "8", "global-batch": "12"}),
+        ("llama3-70b", {"pp": "4", "vp": "2", "dp": "2", "global-batch": "6"}),
+        ("llama3-70b", {"cp": "3"}),
+        ("deepseek-v3", {"ep": "8", "tp": "2", "dp": "8"}),
+        ("llama3-70b", {"pp": "4", "global-batch": "8"}),
+        ("llama3-70b", {"etp": "2"}),
+    ]
+    got = layout_js(cases, tmp_path)
+    # 1024 GPUs over t p c = 8 x 4 x 1: 32 data-parallel ranks; one micro-batch of one sequence each
+    assert (got[0]["layout.dp"], got[0]["layout.gpus"], got[0]["layout.micro_batches"]) == (32, 1024, 1)
+    assert got[1] == {"gpus": "--gpus: 100 is not a multiple of tp x pp x cp = 8"}
+    assert got[2] == {"gpus": "--gpus: 64 GPUs disagree with tp x pp x cp x dp = 32"}
+    assert got[3] == {"global-batch": "--global-batch: 12 is not a whole number of micro-batches of micro_batch x "
+                                      "dp = 1 x 8 sequences (megatron/core/num_microbatches_calculator.py)"}
+    # 6 sequences over 2 replicas of micro-batches of 1: m = 3, not a multiple of p = 4
+    assert got[4] == {"vp": "--vp: the interleaved schedule needs the 3 micro-batches to be a multiple of pp = 4 "
+                            "(megatron/core/pipeline_parallel/schedules.py)"}
+    assert got[5]["cp"].startswith("--cp: 2 x cp = 6 does not divide seq = 8192 (")
+    assert got[6] == {"sequence-parallel": "--sequence-parallel: expert parallelism with tensor parallelism needs "
+                                           "sequence parallelism (megatron/training/arguments.py validate_args)"}
+    # Llama 3 70B, h = 8192, s = 8192, b = 1 in bf16: a stage boundary sends s b h 2 = 2^27 bytes, once per
+    # micro-batch forward and once backward; 8 micro-batches: 2 x 8 x 2^27 = 2^31 bytes (Narayanan et al. 2021, 3.2)
+    assert got[7]["per_rank_bytes_per_step.pp"] == 2 * 8 * 8192 * 8192 * 2
+    assert got[7]["per_rank_bytes_per_step.tp"] == 0 and got[7]["per_rank_bytes_per_step.dp"] == 0
+    assert got[8] == {"etp": "--etp: llama3-70b has no routed experts"}
+
+
+#: (options, the report's field): a bad report field greys the report's figures only; the layout's stay.
+BAD_REPORT_FIELDS = [
+    ({"model": "70b", "gpus": "64", "tp": "8", "budget": "80"}, "budget"),
+    ({"model": "70b", "gpus": "64", "tp": "8", "zero": "1", "mfu": "0.5"}, "mfu"),
+    ({"model": "deepseek-v3", "gpus": "256", "ep": "8", "tp": "2", "sequence-parallel": "1", "optimizer": "lion"},
+     "optimizer"),
+]
+
+
+@pytest.mark.parametrize("options, option", BAD_REPORT_FIELDS, ids=range(len(BAD_REPORT_FIELDS)))
+def test_a_bad_report_field_leaves_the_layouts_figures_live(browser, calculator, options, option):
+    open_page(browser, calculator, options)
+    assert list(errors(browser)) == [option]
+    assert browser.find_element("name", option).get_attribute("aria-invalid") == "true"
+    shown = page_values(browser)
+    assert all(key.startswith(("per_rank_bytes_per_step.", "layout.")) for key in shown), shown
+    comm = comm_json(options)
+    assert {key for key in comm if key.startswith("per_rank_bytes_per_step.")} <= set(shown)
+    assert_same(shown, {key: value for key, value in comm.items() if key in shown}, options)
+
+
+def test_the_bytes_by_group_are_a_bar(browser, calculator):
+    options = {**ISSUE, "sequence-parallel": "1"}
+    open_page(browser, calculator, options)
+    comm = comm_json(options)
+    groups = {key.split(".")[1]: value for key, value in comm.items() if key.startswith("per_rank_bytes_per_step.")}
+    shown = browser.execute_script(
+        "const bar = document.getElementById('comm-bar'); const width = bar.getBoundingClientRect().width;"
+        "return {parts: [...bar.querySelectorAll('.segment')].map((s) => s.getBoundingClientRect().width / width),"
+        " label: bar.getAttribute('aria-label'), role: bar.getAttribute('role')};")
+    total = sum(groups.values())
+    assert shown["parts"] == pytest.approx([value / total for value in groups.values()], abs=0.01)
+    assert shown["role"] == "img" and "Tensor parallel (TP)" in shown["label"]
