@@ -294,3 +294,21 @@ def test_the_bytes_by_group_are_a_bar(browser, calculator):
     total = sum(groups.values())
     assert shown["parts"] == pytest.approx([value / total for value in groups.values()], abs=0.01)
     assert shown["role"] == "img" and "Tensor parallel (TP)" in shown["label"]
+
+
+@pytest.mark.parametrize("options", LINKS[:5], ids=range(5))
+def test_the_layouts_copy_as_command_runs_to_the_pages_figures(browser, calculator, options):
+    import shlex
+
+    from derive.comm import build_parser
+    from derive.render.page_layout import COMM_COMMAND
+
+    assert build_parser().prog == COMM_COMMAND
+    open_page(browser, calculator, options)
+    words = shlex.split(browser.find_element("id", "comm-command").text)
+    assert words[:3] == ["python", "-m", "derive.comm"]
+    data = flattened(json.loads(comm_run([*words[3:], "--json"])))
+    shown = page_values(browser)
+    layout = [key for key in shown if key.startswith(("per_rank_bytes_per_step.", "layout."))]
+    assert layout and all(key in data for key in layout)
+    assert_same(shown, {key: data[key] for key in layout}, words)

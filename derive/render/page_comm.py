@@ -28,8 +28,9 @@ from derive.names import named_model
 from derive.parallelism import Parallelism
 from derive.printing.javascript import javascript
 from derive.printing.latex import tex
-from derive.render.page_layout import (DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, MICRO_BATCHES, WORLD,
-                                       layout_rules)
+from derive.options.layout import LAYOUT_OPTIONS
+from derive.render.page_layout import (COMM_COMMAND, DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, LAYOUT_PAGE,
+                                       MICRO_BATCHES, WORLD, layout_rules)
 from derive.render.page_models import page_names
 from derive.symbols import BY_NAME, L, L_E, b, c, d, e, m, meaning, p, s, t, t_E, v
 
@@ -191,7 +192,8 @@ def layout_code() -> tuple[str, dict[str, object]]:
 
     data = {"rules": layout_rules(print_once), "comm": comm_data(print_once), "one": Parallelism().tp,
             "dp_before": DP_BEFORE, "seq": s.name,
-            "ignored": list(DENSE_ONLY_SHARED), "fields": list(LAYOUT_FIELDS)}
+            "ignored": list(DENSE_ONLY_SHARED), "fields": list(LAYOUT_FIELDS), "command": COMM_COMMAND,
+            "options": [option[2:] for option in LAYOUT_OPTIONS.values() if option[2:] in LAYOUT_PAGE]}
     legend = {name: LEGEND.get(name) or {"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])}
               for entry in printed.values() for name in entry["args"]}
     data["legend"] = dict(sorted(legend.items()))

@@ -74,6 +74,11 @@ RULES: dict[str, tuple[str, tuple[object, ...], sp.Symbol | None, dict[str, obje
 }
 
 
+#: The command the layout's "copy as command" writes (derive.comm's parser's prog).
+COMM_COMMAND = "python -m derive.comm"
+#: The layout options the page has fields for (derive comm's others keep their defaults).
+LAYOUT_PAGE = ("tp", "pp", "vp", "cp", "ep", "etp", "dp", "gpus", "micro-batch", "global-batch", "precision", "zero",
+               "sequence-parallel", "recompute")
 #: The rule before which the data-parallel size is known (the world size's rules come first).
 DP_BEFORE = "global_batch"
 #: The MoE report's refused options that another part of the page reads (the layout; derive.predict's

@@ -505,12 +505,27 @@
     return words.join(" ");
   }
 
+  // derive comm's command of the layout part: --model (the page's own where the form names none), --seq
+  // and the layout options the link carries; --sequence-parallel as the flag it is.
+  function commCommand(texts) {
+    const words = [DATA.layout.command];
+    const params = new URLSearchParams(query(texts));
+    const options = new Set([...DATA.layout.options, "model", "seq"]);
+    if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
+    for (const [option, text] of params) {
+      if (!options.has(option)) continue;
+      words.push(quote("--" + option + (FIELDS.get(option).kind === "flag" ? "" : "=" + text)));
+    }
+    return words.join(" ");
+  }
+
   function update() {
     const start = performance.now();
     const texts = readForm();
     show(texts);
     performance.measure("derive-figures", { start });
     document.getElementById("command").textContent = command(texts);
+    document.getElementById("comm-command").textContent = commCommand(texts);
     const link = query(texts);
     SHARE.setAttribute("href", link);
     try {
@@ -538,12 +553,14 @@
     if (PASTE.value !== "") FORM.elements.model.value = "";
   });
   FORM.addEventListener("input", update);
-  document.getElementById("copy-command").addEventListener("click", () => {
-    const text = document.getElementById("command").textContent;
-    const select = () => window.getSelection().selectAllChildren(document.getElementById("command"));
-    if (navigator.clipboard) navigator.clipboard.writeText(text).catch(select);
-    else select();
-  });
+  for (const [button, id] of [["copy-command", "command"], ["copy-comm-command", "comm-command"]]) {
+    document.getElementById(button).addEventListener("click", () => {
+      const text = document.getElementById(id).textContent;
+      const select = () => window.getSelection().selectAllChildren(document.getElementById(id));
+      if (navigator.clipboard) navigator.clipboard.writeText(text).catch(select);
+      else select();
+    });
+  }
   FORM.addEventListener("submit", (event) => event.preventDefault());
   for (const row of FIGURES.querySelectorAll(".figure")) {
     row.querySelector("details").addEventListener("toggle", () => showFormula(row));
