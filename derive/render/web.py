@@ -35,6 +35,7 @@ from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, 
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
 from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.render.page_comm import layout_code
+from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import LAYOUT_FIELDS, layout_field_messages, layout_parser
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
@@ -106,7 +107,7 @@ FIELD_LABELS: dict[str, str] = {
     "tp": "Tensor parallel (TP)", "pp": "Pipeline parallel (PP)", "ep": "Expert parallel (EP)",
     "etp": "Expert tensor parallel (ETP)", "moe-profile": "MoE activation profile",
     "gpu": "GPU type", "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
-    "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
+    "gpus": "GPUs in all", "mfu": "Target MFU", "step-time": "Observed step time (s)",
     "cp": "Context parallel (CP)", "vp": "Virtual pipeline stages", "global-batch": "Global batch (sequences)",
     "sequence-parallel": "Sequence parallel", "recompute": "Activation recompute",
 }
@@ -127,7 +128,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "precision": ("choice", "Training"),
     "optimizer": ("choice", "Training"),
     "zero": ("stage", "Training"),
-    "dp": ("count", "Training"),
+    "dp": ("count", "Layout"),
     "micro-batch": ("count", "Training"),
     "profile": ("choice", "Training"),
     "tp": ("count", "Layout"),
@@ -140,7 +141,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "budget": ("budget", "Hardware"),
     "peak": ("peak", "Hardware"),
     "tokens": ("count", "Step"),
-    "gpus": ("count", "Step"),
+    "gpus": ("count", "Layout"),
     "mfu": ("fraction", "Step"),
     "step-time": ("seconds", "Step"),
 }
@@ -349,6 +350,10 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
                  "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
                                                      else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
+    # the layout's fields in derive comm's order (derive.options.layout.LAYOUT_OPTIONS), the MoE report's own last
+    order = [option[2:] for option in LAYOUT_OPTIONS.values()]
+    groups[FIELDS["tp"][1]].sort(key=lambda field: order.index(field["option"]) if field["option"] in order
+                                 else len(order))
     return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP,
              "config": name == FIELDS["model"][1], "families": ", ".join(DENSE)}
             for name, members in groups.items()]
