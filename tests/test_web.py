@@ -25,6 +25,7 @@ from derive.hf_families import DENSE
 from derive.render.__main__ import ROOT
 from derive.render.page_config import PASTED
 from cli_lines import cli_message
+from derive.comm import main as comm_main
 from derive.render.page_forms import FORMULAS, page_models
 from derive.render.web import (
     CALCULATOR,
@@ -235,7 +236,8 @@ def test_the_page_allows_its_own_scripts_and_no_network(fresh):
     page = Page()
     page.feed((fresh / "index.html").read_text())
     executed = [text for kind, text in page.scripts if kind == "classic"]
-    assert len(executed) == 6  # KaTeX, the generated functions, parse.js, config.js, moe.js, calculator.js
+    assert len(executed) == 7  # KaTeX, the generated functions, parse.js, config.js, moe.js, layout.js,
+    # calculator.js
     directives = dict(d.strip().split(" ", 1) for d in page.csp.split(";"))
     assert directives["default-src"] == "'none'" and directives["base-uri"] == "'none'"
     assert directives["script-src"].split() == [csp_hash(text) for text in executed]
@@ -267,6 +269,9 @@ PIECES = ["0", "1", "7", "-3", "+4", "12", "3.5", ".5", "5.", "1e3", "2E-2", "1_
           "9007199254740.993", "9007199254740.992", "0.99999999999999999999", "8192"]
 
 
+COMM_PREFIX = "python -m derive.comm: error: "
+
+
 def random_texts(rng: random.Random, count: int) -> list[str]:
     return [("".join(rng.choice(PIECES) for _ in range(rng.randint(1, 3))) or "0")
             for _ in range(count)]
@@ -281,11 +286,14 @@ def test_the_page_parses_every_field_as_the_cli_does(tmp_path):
     partners = {"tokens": ["--gpus=8"], "gpus": ["--tokens=8"], "mfu": ["--tokens=8", "--gpus=8"],
                 "step-time": ["--tokens=1", f"--gpus={2**53}"], "dp": ["--zero=1"],
                 "zero": ["--dp=8"]}
+    layout = [field for field in data["fields"] if field["option"] in data["layout"]["fields"]]
     cases = [(field, text) for field in data["fields"]
-             if field["option"] not in ("model", "heads", "kv-heads")
+             if field["option"] not in ("model", "heads", "kv-heads") and field not in layout
              for text in random_texts(rng, 100)]
     cases += [(next(f for f in data["fields"] if f["option"] == "model"), text)
               for text in random_texts(rng, 100)]
+    # the layout's own options (derive comm's), after the report's: a set flag takes any text
+    cases += [(field, text) for field in layout if field["kind"] != "flag" for text in random_texts(rng, 100)]
     script = tmp_path / "parse.js"
     script.write_text(HAND_WRITTEN[0].read_text() + """
 const [data, cases] = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
@@ -306,11 +314,16 @@ console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields
         if field["option"] == "hidden":  # one head of any width: only --hidden's own text can fail
             argv += ["--heads=1", "--kv-heads=1"]
         try:
-            cli = cli_message(argv, {})
+            if field["option"] in data["layout"]["fields"]:  # the layout's own options: derive comm's
+                cli = cli_message([f"--{field['option']}={text}", *base], {}, comm_main, COMM_PREFIX)
+            else:
+                cli = cli_message(argv, {})
         except ValueError:
             cli = None  # the CLI took it
         if moe and cli is not None and " does not divide the " in cli:
             cli = None  # the field reads; the model's sizes refuse the layout (moe.js, the browser test)
+        if field["option"] in data["layout"]["fields"] and cli is not None and not cli.startswith("argument "):
+            cli = None  # the field reads; the layout's rules refuse the size (layout.js, test_web_layout.py)
         if field["option"] == "zero" and cli is not None and cli.startswith("--dp:"):
             cli = None  # stage 0 took, and then refused the partner --dp
         overflow = [f["messages"]["overflow"] for f in data["fields"] if "overflow" in f["messages"]]

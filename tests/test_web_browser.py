@@ -148,14 +148,19 @@ def open_page(browser, page: Path, options: dict[str, str]) -> None:
     browser.get(page.as_uri() + ("?" + urlencode(options) if options else ""))
 
 
+#: The layout's figures (derive comm's keys, held to it in test_web_layout.py): left out here.
+LAYOUT_KEYS = ("per_rank_bytes_per_step.", "layout.")
+
+
 def shown_figures(browser) -> dict[str, float]:
-    """data-key -> data-value of every figure on the page; exactly those rows are visible."""
+    """data-key -> data-value of every report figure on the page; exactly those rows are visible."""
     pairs = browser.execute_script(
         "return [...document.querySelectorAll('output[data-key][data-value]')]"
+        ".filter((e) => !e.closest('.figure').dataset.figure.startsWith('comm:'))"
         ".map((e) => [e.dataset.key, e.dataset.value]);")
     visible = browser.execute_script(
         "return [...document.querySelectorAll('.figure')].filter((row) => row.offsetParent !== null)"
-        ".map((row) => row.dataset.figure);")
+        ".map((row) => row.dataset.figure).filter((key) => !key.startsWith('comm:'));")
     assert sorted(visible) == sorted(key for key, _ in pairs)
     return {key: float(value) for key, value in pairs}
 
@@ -215,12 +220,9 @@ def test_the_form_shows_the_reports_figures(browser, calculator):
 #: (options, the field the CLI names): rules between fields (derive.report.Request, derive.cli.models).
 PAIRED = [
     ({"model": "llama3-8b", "tokens": "4096"}, "tokens"),
-    ({"model": "llama3-8b", "gpus": "8"}, "gpus"),
     ({"model": "llama3-8b", "mfu": "0.5"}, "mfu"),
     ({"model": "llama3-8b", "step-time": "3"}, "step-time"),
     ({"model": "llama3-8b", "zero": "3"}, "zero"),
-    ({"model": "llama3-8b", "dp": "8"}, "dp"),
-    ({"model": "llama3-8b", "zero": "0", "dp": "8"}, "dp"),
     ({"model": "gpt3-175b", "kv-heads": "8"}, "kv-heads"),
     ({"model": "llama3-8b", "budget": "B200"}, "budget"),
     ({"model": "llama3-8b", "budget": "0.0001KB"}, "budget"),
@@ -290,8 +292,8 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 7  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
-    # calculator.js
+    assert state["scripts"] == 8  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
+    # layout.js, calculator.js
     assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1
@@ -306,19 +308,22 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
 
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
-    assert len(summaries) == 24       # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions)
+    # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions) + the layout's 3 sizes and 5 groups' bytes
+    assert len(summaries) == 32
     browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
     # each click opens its details; the toggle event that typesets the formula follows the clicks
     WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
-        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 24)
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 32)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
         " e.querySelector('annotation').textContent]);")
-    assert len(rendered) == 24 and all(ok for _, ok, _ in rendered)
+    assert len(rendered) == 32 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
     # the sheet's LaTeX (derive/printing/latex.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
+    # the layout's: 1024 GPUs over t = p = c = 1 (derive.parallelism.Parallelism.gpus = t p c d)
+    assert annotations["comm:layout.dp"] == r"\frac{G}{c p t}"
     assert annotations["state.resident"] == r"M_{\mathrm{state}} = 16 N"
     assert annotations["fit.gpus_for_state"] == \
         r"\left\lceil{\frac{M_{\mathrm{state}}}{M_{\mathrm{GPU}}}}\right\rceil"
@@ -411,7 +416,7 @@ def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, nam
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
     open_page(browser, calculator, options)
     paste(browser, text)
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 7, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 8, "injected": 0}
     monkeypatch.chdir(tmp_path)
     if field is None:
         assert errors(browser) == {}
@@ -441,7 +446,7 @@ def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypa
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 7, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 8, "injected": 0}
     assert shown_figures(browser) == {}
 
 

@@ -34,6 +34,10 @@ from derive.render.page_config import PASTED, config_forms, config_messages, pyt
 from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, refused_profiles
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
 from derive.render.page_models import dense_configs, moe_data, page_names
+from derive.render.page_comm import layout_code
+from derive.options.layout import LAYOUT_OPTIONS
+from derive.render.page_layout import LAYOUT_FIELDS, layout_field_messages, layout_parser
+from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
 from derive.options.report import DEFAULT_SEQ, FIELD_OPTIONS, SHAPE_OPTIONS, build_parser
@@ -56,7 +60,7 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
-                CALCULATOR)
+                ROOT / "templates" / "html" / "layout.js", CALCULATOR)
 PAGE = "index.html"
 
 #: Each figure's label on the page, by its --json key.
@@ -92,6 +96,8 @@ LABELS: dict[str, str] = {
 SHAPE_GROUP = "Custom shape"
 #: The heading of the MoE report's figures.
 MOE_GROUP = "Mixture of Experts"
+#: The heading of derive comm's figures.
+COMM_GROUP = "Layout and communication per rank"
 #: Each field's label in words; the CLI's flag follows it.
 FIELD_LABELS: dict[str, str] = {
     "model": "Model", "layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads",
@@ -101,7 +107,9 @@ FIELD_LABELS: dict[str, str] = {
     "tp": "Tensor parallel (TP)", "pp": "Pipeline parallel (PP)", "ep": "Expert parallel (EP)",
     "etp": "Expert tensor parallel (ETP)", "moe-profile": "MoE activation profile",
     "gpu": "GPU type", "budget": "Memory budget per GPU", "peak": "Peak FLOP/s per GPU", "tokens": "Tokens per step",
-    "gpus": "GPUs", "mfu": "Target MFU", "step-time": "Observed step time (s)",
+    "gpus": "GPUs in all", "mfu": "Target MFU", "step-time": "Observed step time (s)",
+    "cp": "Context parallel (CP)", "vp": "Virtual pipeline stages", "global-batch": "Global batch (sequences)",
+    "sequence-parallel": "Sequence parallel", "recompute": "Activation recompute",
 }
 #: The command the page's "copy as command" button writes, and the characters a shell word keeps unquoted
 #: (Python's shlex.quote, Lib/shlex.py: anything else goes in single quotes, a ' as '"'"').
@@ -120,7 +128,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "precision": ("choice", "Training"),
     "optimizer": ("choice", "Training"),
     "zero": ("stage", "Training"),
-    "dp": ("count", "Training"),
+    "dp": ("count", "Layout"),
     "micro-batch": ("count", "Training"),
     "profile": ("choice", "Training"),
     "tp": ("count", "Layout"),
@@ -128,11 +136,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "ep": ("count", "Layout"),
     "etp": ("count", "Layout"),
     "moe-profile": ("choice", "Layout"),
+    **{option: (kind, "Layout") for option, kind in LAYOUT_FIELDS.items()},
     "gpu": ("gpu", "Hardware"),
     "budget": ("budget", "Hardware"),
     "peak": ("peak", "Hardware"),
     "tokens": ("count", "Step"),
-    "gpus": ("count", "Step"),
+    "gpus": ("count", "Layout"),
     "mfu": ("fraction", "Step"),
     "step-time": ("seconds", "Step"),
 }
@@ -141,6 +150,7 @@ FIELDS: dict[str, tuple[str, str]] = {
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
     "model": tuple(page_names()), "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
+    "recompute": tuple(RECOMPUTE_POLICIES),
 }
 
 #: Bounds of the numeric kinds, as the CLI checks them (inputs.positive_int, report._fraction,
@@ -185,11 +195,13 @@ INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction"
 
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
-    parser = build_parser()
+    parser, layout = build_parser(), layout_parser()
     specs = []
     for option, (kind, group) in FIELDS.items():
-        default = parser.get_default(option.replace("-", "_"))
-        messages = field_messages(option, kind)
+        default = (layout if option in LAYOUT_FIELDS else parser).get_default(option.replace("-", "_"))
+        if kind == "flag":
+            default = None
+        messages = layout_field_messages(option, kind) if option in LAYOUT_FIELDS else field_messages(option, kind)
         specs.append({"option": option, "kind": kind, "group": group,
                       "default": "" if default is None else str(default),
                       "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
@@ -264,6 +276,8 @@ def symbol_legend() -> dict[str, dict[str, str]]:
 def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
     code, formulas, moe = page_code()
+    layout_script, layout = layout_code()
+    code += layout_script
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
@@ -319,7 +333,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "byte_unit_suffix": DECIMAL_STEPS[0],
         "binary_steps": list(BINARY_STEPS),
         "display": DISPLAY,
-        "legend": symbol_legend(),
+        "legend": {**layout["legend"], **symbol_legend()},
+        "layout": layout,
         "zero_stages": list(ZERO_STAGES),
         "shown": SHOWN,
         "hardware": list(HARDWARE),
@@ -335,6 +350,10 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
                  "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
                                                      else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
+    # the layout's fields in derive comm's order (derive.options.layout.LAYOUT_OPTIONS), the MoE report's own last
+    order = [option[2:] for option in LAYOUT_OPTIONS.values()]
+    groups[FIELDS["tp"][1]].sort(key=lambda field: order.index(field["option"]) if field["option"] in order
+                                 else len(order))
     return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP,
              "config": name == FIELDS["model"][1], "families": ", ".join(DENSE)}
             for name, members in groups.items()]
@@ -347,7 +366,9 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
                     if any(key == prefix or (prefix.endswith(".") and key.startswith(prefix))
                            for prefix in prefixes))
     return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
-            for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]}]
+            for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]},
+                                          {"name": COMM_GROUP, "formulas": layout_code()[1]["comm"]["layout_figures"]
+                                           + layout_code()[1]["comm"]["formulas"]}]
 
 
 def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:

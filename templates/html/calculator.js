@@ -13,19 +13,24 @@
   const PARSE = DeriveParse(DATA);
   const CONFIG = DeriveConfig(DATA, PARSE);
   const MOE_REPORT = DeriveMoE(DATA, PARSE);
+  const LAYOUT = DeriveLayout(DATA, PARSE);
+  const LAYOUT_ONLY = new Set(DATA.layout.fields);
   const PASTE = FORM.elements.config;
   const parseField = PARSE.parseField;
   const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
 
   function readForm() {
     const texts = {};
-    for (const field of DATA.fields) texts[field.option] = FORM.elements[field.option].value;
+    for (const field of DATA.fields) {
+      const element = FORM.elements[field.option];
+      texts[field.option] = field.kind === "flag" ? (element.checked ? DATA.layout.rules.flag_on : "") : element.value;
+    }
     texts.config = PASTE.value;
     return texts;
   }
 
-  // The form -> {errors, model, values, choices, given}, checked in the CLI's order.
-  function configuration(texts) {
+  // Every field parsed: {errors, parsed}.
+  function parseAll(texts) {
     const errors = {};
     const parsed = {};
     for (const field of DATA.fields) {
@@ -33,19 +38,30 @@
       if ("error" in result) errors[field.option] = result.error;
       else parsed[field.option] = result.value;
     }
+    return { errors, parsed };
+  }
+
+  // The form -> {errors, model, values, choices, given}: the report's part, checked in the CLI's order.
+  // The layout's own options (DATA.layout.fields) are not the report's; --gpus is its only with --tokens,
+  // --dp (or --gpus / (tp pp cp)) only with --zero, and --tp --pp --ep --etp only an MoE report's.
+  function configuration(texts) {
+    const { errors, parsed } = parseAll(texts);
+    for (const option of LAYOUT_ONLY) delete errors[option];
+    const layoutDp = errors.tp || errors.pp || errors.cp || errors.gpus || errors.dp ? null : LAYOUT.dataParallel(parsed);
     // An MoE name runs the MoE report (derive.report_moe), which reads --precision itself.
     const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
     if (kind === "moe") delete errors.precision;
     if (Object.keys(errors).length) return { errors };
-    if (kind === "moe") return MOE_REPORT.configuration(texts, parsed, FIELDS);
+    if (kind === "moe") return MOE_REPORT.configuration(texts, { ...parsed, dp: layoutDp }, FIELDS);
     for (const [option, line] of Object.entries(DATA.moe.messages.dense_only)) {
-      if (parsed[option] !== null) return { errors: { [option]: line } };
+      if (parsed[option] !== null && !(option in DATA.layout.rules.symbols)) return { errors: { [option]: line } };
     }
     const alone = (option, values) => ({ errors: { [option]: message(option, "alone", values || {}) } });
     // The request's rules between fields (derive.report.Request), in its order.
-    if ((parsed.tokens === null) !== (parsed.gpus === null)) return alone(parsed.gpus === null ? "tokens" : "gpus");
+    if (parsed.tokens !== null && parsed.gpus === null) return alone("tokens");
+    if (parsed.tokens === null) parsed.gpus = null;
     for (const option of ["mfu", "step-time"]) if (parsed[option] !== null && parsed.tokens === null) return alone(option);
-    if (parsed.dp !== null && !parsed.zero) return alone("dp");
+    parsed.dp = parsed.zero ? layoutDp : null;
     if (parsed.zero && parsed.dp === null) return alone("zero", { zero: String(parsed.zero) });
     const shapeGiven = Object.keys(DATA.shape).filter((option) => parsed[option] !== null);
     const values = {};
@@ -119,6 +135,29 @@
       if (gpu && (texts[option] === "" || texts[option] === FIELDS.get(option).default)) values[DATA.inputs[option]] = gpu[option];
     }
     return { errors: {}, name, values, choices, given, gpu: parsed.gpu };
+  }
+
+  // The layout's part: `derive comm --model NAME` with the layout options; null where the page has no
+  // ledger for the model (a pasted config, a custom shape, a name the report refuses).
+  function layoutConfiguration(texts) {
+    const { errors, parsed } = parseAll(texts);
+    const shaped = Object.keys(DATA.shape).some((option) => option !== "seq" && texts[option] !== "");
+    if (texts.config !== "" || shaped) return null;
+    const name = parsed.model !== undefined ? (parsed.model || DATA.page_model) : null;
+    const model = name !== null ? DATA.layout.comm.models[name] : undefined;
+    if (errors.model) return null;
+    if (model === undefined) return null;
+    const options = new Set([...Object.keys(DATA.layout.rules.symbols), ...LAYOUT_ONLY, "seq", "precision", "zero"]);
+    const own = Object.fromEntries(Object.entries(errors).filter(([option]) => options.has(option)));
+    if (Object.keys(own).length) return { errors: own };
+    const flags = {};
+    for (const flag of DATA.layout.comm.flags) {
+      const option = flag.replace("_", "-");
+      if (!FIELDS.has(option)) continue;
+      const field = FIELDS.get(option);
+      flags[flag] = field.kind === "flag" ? parsed[option] === true : (parsed[option] !== null ? parsed[option] : field.default);
+    }
+    return LAYOUT.configuration(texts, parsed, model, flags);
   }
 
   // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
@@ -207,6 +246,7 @@
       case "tokens/s": return scaled(value, " tokens/s");
       case "s": return String(Number(value.toPrecision(display.significant))) + " s";
       case "fraction": return PERCENT.format(value);
+      case "B/step": return scaled(value, DATA.byte_unit_suffix);
       case "GPUs": return (Number.isSafeInteger(value) ? String(value) : approximate(value)) + " GPUs";
     }
     return String(value) + " " + unit;
@@ -242,8 +282,14 @@
       config.errors = refused;
       shown = [];
     }
+    // the layout's figures stand apart: a bad report field greys the report's, a bad layout the layout's
+    const layout = layoutConfiguration(texts);
+    const comm = layout && !Object.keys(layout.errors).length ? LAYOUT.evaluate(layout) : [];
+    const errors = { ...(layout ? layout.errors : {}), ...config.errors };
+    const report = shown;
+    shown = [...report, ...comm];
     for (const option of [...DATA.fields.map((field) => field.option), "config"]) {
-      const error = config.errors[option];
+      const error = errors[option];
       const box = document.getElementById("error-" + option);
       box.textContent = error || "";
       box.hidden = !error;
@@ -272,6 +318,8 @@
       group.hidden = shown.length > 0 && !group.querySelector(".figure:not([hidden])");
     }
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
+    showComm(comm);
+    shown = report;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
     showFacts(config, shown);
@@ -387,6 +435,33 @@
     bar.setAttribute("aria-label", "Memory per GPU: " + parts.map((figure) => figure.formula.label + " " + format(figure.value, "B")).join(", ") + ". " + verdict);
   }
 
+  // The bytes each rank sends per step as a bar by group (derive comm's per_rank_bytes_per_step).
+  function showComm(comm) {
+    const box = document.getElementById("comm");
+    const bar = document.getElementById("comm-bar");
+    const legend = document.getElementById("comm-legend");
+    bar.replaceChildren();
+    legend.replaceChildren();
+    const groups = comm.filter((figure) => figure.formula.group !== undefined);
+    box.hidden = !groups.length;
+    const total = groups.reduce((sum, figure) => sum + figure.value, 0);
+    groups.forEach((figure, index) => {
+      const text = figure.formula.label + ": " + format(figure.value, figure.formula.unit);
+      const segment = document.createElement("span");
+      segment.className = "segment part-" + index;
+      segment.style.width = (total ? figure.value / total * DATA.python_format.percent : 0) + "%";
+      segment.title = text;
+      bar.append(segment);
+      const item = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch part-" + index;
+      item.append(swatch, document.createTextNode(text));
+      legend.append(item);
+    });
+    bar.setAttribute("aria-label", "Bytes each rank sends per step: " + groups.map((figure) =>
+      figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", "));
+  }
+
   function query(texts) {
     const params = new URLSearchParams();
     for (const field of DATA.fields) {
@@ -404,13 +479,42 @@
 
   // The CLI command of the form: the options the link carries (a paste as --config pasted.json; the
   // page's own model named where the form names none).
+  // The report takes the options configuration() reads: not the layout's own, --gpus only with --tokens,
+  // --dp (given or --gpus / (tp pp cp)) with --zero or for an MoE model, --tp --pp --ep --etp for an MoE model.
   function command(texts) {
     const words = [DATA.command.prefix];
     const params = new URLSearchParams(query(texts));
+    const { parsed } = parseAll(texts);
+    const moe = texts.config === "" && parsed.model && DATA.kinds[parsed.model] === "moe";
+    const skip = new Set([...LAYOUT_ONLY, "dp"]);
+    if (moe) for (const option of DATA.layout.ignored) skip.add(option);
+    else {
+      for (const option of Object.keys(DATA.moe.messages.dense_only)) if (option in DATA.layout.rules.symbols) skip.add(option);
+      if (!params.has("tokens")) skip.add("gpus");
+    }
     const shaped = Object.keys(DATA.shape).some((option) => params.has(option));
     if (!params.has("model") && !params.has("config") && !shaped) words.push(quote("--model=" + DATA.page_model));
     for (const [option, text] of params) {
+      if (skip.has(option)) continue;
       words.push(quote("--" + option + "=" + (option === "config" ? DATA.command.config : text)));
+    }
+    if (moe || (params.has("zero") && parsed.zero)) {
+      const dp = params.has("dp") ? params.get("dp") : LAYOUT.dataParallel(parsed);
+      if (dp !== null) words.push(quote("--dp=" + dp));
+    }
+    return words.join(" ");
+  }
+
+  // derive comm's command of the layout part: --model (the page's own where the form names none), --seq
+  // and the layout options the link carries; --sequence-parallel as the flag it is.
+  function commCommand(texts) {
+    const words = [DATA.layout.command];
+    const params = new URLSearchParams(query(texts));
+    const options = new Set([...DATA.layout.options, "model", "seq"]);
+    if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
+    for (const [option, text] of params) {
+      if (!options.has(option)) continue;
+      words.push(quote("--" + option + (FIELDS.get(option).kind === "flag" ? "" : "=" + text)));
     }
     return words.join(" ");
   }
@@ -421,6 +525,7 @@
     show(texts);
     performance.measure("derive-figures", { start });
     document.getElementById("command").textContent = command(texts);
+    document.getElementById("comm-command").textContent = commCommand(texts);
     const link = query(texts);
     SHARE.setAttribute("href", link);
     try {
@@ -436,7 +541,8 @@
     for (const field of DATA.fields) {
       let text = params.has(field.option) ? params.get(field.option) : field.default;
       if (field.option === "model" && !params.has("model") && !shapeInQuery && !params.has("config")) text = DATA.page_model;
-      FORM.elements[field.option].value = text;
+      if (field.kind === "flag") FORM.elements[field.option].checked = params.has(field.option);
+      else FORM.elements[field.option].value = text;
     }
     PASTE.value = params.has("config") ? params.get("config") : "";
     update();
@@ -447,12 +553,14 @@
     if (PASTE.value !== "") FORM.elements.model.value = "";
   });
   FORM.addEventListener("input", update);
-  document.getElementById("copy-command").addEventListener("click", () => {
-    const text = document.getElementById("command").textContent;
-    const select = () => window.getSelection().selectAllChildren(document.getElementById("command"));
-    if (navigator.clipboard) navigator.clipboard.writeText(text).catch(select);
-    else select();
-  });
+  for (const [button, id] of [["copy-command", "command"], ["copy-comm-command", "comm-command"]]) {
+    document.getElementById(button).addEventListener("click", () => {
+      const text = document.getElementById(id).textContent;
+      const select = () => window.getSelection().selectAllChildren(document.getElementById(id));
+      if (navigator.clipboard) navigator.clipboard.writeText(text).catch(select);
+      else select();
+    });
+  }
   FORM.addEventListener("submit", (event) => event.preventDefault());
   for (const row of FIGURES.querySelectorAll(".figure")) {
     row.querySelector("details").addEventListener("toggle", () => showFormula(row));

@@ -15,6 +15,7 @@ function DeriveMoE(DATA, PARSE) {
   function configuration(texts, parsed, fields) {
     // derive.cli.run: a dense-only option given (not its default) is refused, in DENSE_ONLY's order
     for (const [option, line] of Object.entries(MOE.messages.refused)) {
+      if (DATA.layout.ignored.includes(option)) continue;  // another part of the page reads it
       const field = fields.get(option);
       if (field && texts[option] !== "" && texts[option] !== field.default) return { errors: { [option]: line } };
     }

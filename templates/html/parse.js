@@ -128,6 +128,8 @@ function DeriveParse(DATA) {
         return { value: DATA.aliases[text] || text };
       case "choice":
         return field.choices.includes(text) ? { value: text } : fail("unknown");
+      case "flag":
+        return { value: true };  // a store_true option: set by any text, as the checkbox sets it
       case "gpu":
         return field.choices.includes(name) ? { value: name } : fail("unknown");
       case "count": {

@@ -1,0 +1,204 @@
+"""The bytes each rank sends per step by group on the page: ``derive comm --json``'s per_rank_bytes_per_step.
+
+The communication ledger (derive.accounts.comm_rows) is built once per architecture and layout
+flags with its sizes as symbols: t, p, v, c, d, e, t_E, m, b, the model's sizes, and the layers
+on the most loaded rank (:data:`ELL`, derive.accounts.pipeline_split.most_layers; :data:`ELL_E`
+of them MoE layers, as derive.accounts.comm._numeric_terms counts them). Each group's total is
+ceil(sum of sent x count), as derive.comm.report rounds it; each distinct expression is printed
+once, and a group's variants are keyed only by the flags that change it.
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from typing import Callable
+
+import sympy as sp
+
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.comm import GROUPS
+from derive.accounts.comm_row import LayoutTerms
+from derive.accounts.comm_rows import rows
+from derive.accounts.pipeline_split import most_layers
+from derive.accounts.state import PRECISIONS
+from derive.evaluation import by_name
+from derive.formulas import ZERO_STAGES
+from derive.model import Model
+from derive.names import named_model
+from derive.parallelism import Parallelism
+from derive.printing.javascript import javascript
+from derive.printing.latex import tex
+from derive.options.layout import LAYOUT_OPTIONS
+from derive.render.page_layout import (COMM_COMMAND, DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, LAYOUT_PAGE,
+                                       MICRO_BATCHES, WORLD, layout_rules)
+from derive.render.page_models import page_names
+from derive.symbols import BY_NAME, L, L_E, b, c, d, e, m, meaning, p, s, t, t_E, v
+
+#: Layers on the most loaded rank, and the MoE layers among them.
+ELL = sp.Symbol("ell", positive=True, integer=True)
+ELL_E = sp.Symbol("ell_E", nonnegative=True, integer=True)
+#: What the 'where' list says of them.
+LEGEND: dict[str, dict[str, str]] = {
+    ELL.name: {"tex": r"\ell", "meaning": "layers on the most loaded rank: min(v ceil(L / (p v)), L) "
+                                          "(derive.accounts.pipeline_split.most_layers)"},
+    ELL_E.name: {"tex": r"\ell_{E}", "meaning": "MoE layers among them: min(ell, L_E)"},
+}
+#: The group with routed experts only.
+EXPERT_GROUP = "edp"
+#: Each group's label (derive comm's groups).
+GROUP_LABELS: dict[str, str] = {"dp": "Data parallel (DP)", "tp": "Tensor parallel (TP)", "pp": "Pipeline parallel (PP)",
+                                "cp": "Context parallel (CP)", "ep": "Expert parallel (EP)",
+                                "edp": "Expert data parallel (EDP)"}
+#: The figure key of each group's bytes (derive comm --json, dotted).
+KEY = "per_rank_bytes_per_step"
+#: The layout's sizes comm's JSON shows: key -> (label, unit).
+LAYOUT_FIGURES: dict[str, tuple[str, str]] = {"layout.gpus": ("GPUs in all (t p c d)", "GPUs"),
+                                              "layout.dp": ("Data parallel size (DP)", "ranks"),
+                                              "layout.micro_batches": ("Micro-batches per step (m)", "micro-batches")}
+#: The flags that change a ledger's rows, with their values; "single": p = 1 (every edge on the rank).
+FLAGS: dict[str, tuple[object, ...]] = {"sequence_parallel": (False, True), "zero": tuple(ZERO_STAGES),
+                                        "precision": tuple(PRECISIONS), "recompute": tuple(RECOMPUTE_POLICIES),
+                                        "single": (False, True)}
+
+
+def flag_text(value: object) -> str:
+    """A flag's value as the page writes it in a variant key."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@lru_cache(maxsize=1)
+def comm_models() -> dict[str, Model]:
+    """Every name derive comm's --model takes (the page's names the report does not refuse), as it reads them."""
+    return {name: named_model(name, moe=True)[0] for name, kind in page_names().items() if kind != "refused"}
+
+
+def comm_forms() -> dict[str, str]:
+    """Name -> the name of its form: the first name with the same architecture and routed experts."""
+    first: dict[object, str] = {}
+    return {name: first.setdefault((m.architecture, _experts(m)), name) for name, m in comm_models().items()}
+
+
+def _experts(model: Model) -> bool:
+    return bool(dict(model.sizes).get("E"))
+
+
+def _mla(model: Model) -> bool:
+    return not model.dense and model.layout is not None and model.layout.mla is not None
+
+
+def group_expressions(model: Model, flags: dict[str, object]) -> dict[str, sp.Expr]:
+    """Each group's bytes one rank sends per step, ceil'd, in symbols (derive.comm.report's per_rank_bytes_per_step)."""
+    single = bool(flags["single"])
+    experts = _experts(model)
+    layout = Parallelism(**{name: value for name, value in flags.items() if name != "single"})
+    one = sp.Integer(1)
+    terms = LayoutTerms(t=t, p=one if single else p, v=one if single else v, c=c, d=d, e=e, t_E=t_E, m=m,
+                        dense_layers=ELL - ELL_E if experts else ELL,
+                        moe_layers=ELL_E if experts else sp.Integer(0), capacity=None)
+    found = rows(model.architecture, terms, layout, single)
+    groups = GROUPS + ((EXPERT_GROUP,) if experts else ())
+    return {group: _ceiling(sp.Add(*(row.sent * row.count for row in found if row.group == group)))
+            for group in groups}
+
+
+@lru_cache(maxsize=4096)
+def _ceiling(total: sp.Expr) -> sp.Expr:
+    """ceil(``total``), once per distinct sum (many flag values give the same)."""
+    return sp.ceiling(total)
+
+
+def _uses(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
+    """The positions of the flags whose value changes some expression of ``table`` (keyed by every flag)."""
+    uses = set()
+    for index in range(len(FLAGS)):
+        seen: dict[tuple[object, ...], sp.Expr] = {}
+        for key, expr in table.items():
+            if seen.setdefault(key[:index] + key[index + 1:], expr) != expr:
+                uses.add(index)
+                break
+    return uses
+
+
+def _table(model: Model, combos: list[tuple[object, ...]]) -> dict[str, dict[tuple[object, ...], sp.Expr]]:
+    """group -> flag values -> its expression, at each of ``combos`` (values in FLAGS order)."""
+    table: dict[str, dict[tuple[object, ...], sp.Expr]] = {}
+    for values in combos:
+        for group, expr in group_expressions(model, dict(zip(FLAGS, values))).items():
+            table.setdefault(group, {})[values] = expr
+    return table
+
+
+def comm_formulas(printed: Callable[[sp.Expr], dict[str, object]]) -> tuple[list[dict[str, object]],
+                                                                           list[dict[str, object]]]:
+    """(the groups' figures, each variant an index into the second, the printed expressions)."""
+    models, forms = comm_models(), comm_forms()
+    names = list(FLAGS)
+    every = list(itertools.product(*FLAGS.values()))
+    tables = {form: _table(models[form], every) for form in dict.fromkeys(forms.values())}
+    uses = {group: set().union(*(_uses(table[group]) for table in tables.values() if group in table))
+            for group in (*GROUPS, EXPERT_GROUP)}
+    shared: dict[sp.Expr, int] = {}
+    expressions: list[dict[str, object]] = []
+    formulas = []
+    for group in (*GROUPS, EXPERT_GROUP):
+        positions = sorted(uses[group])
+        variants = {}
+        for form, table in tables.items():
+            for values, expr in table.get(group, {}).items():
+                key = "|".join([form, *(flag_text(values[index]) for index in positions)])
+                if expr not in shared:
+                    shared[expr] = len(expressions)
+                    expressions.append(printed(expr))
+                variants[key] = shared[expr]
+        formulas.append({"key": f"{KEY}.{group}", "row": f"comm:{KEY}.{group}", "unit": "B/step",
+                         "label": GROUP_LABELS[group], "symbol": None, "group": group,
+                         "uses": [names[index] for index in positions], "variants": variants})
+    return formulas, expressions
+
+
+def comm_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, object]:
+    """What layout.js needs for derive comm's figures: models, formulas, the sizes it derives, the layout figures."""
+    models, forms = comm_models(), comm_forms()
+    formulas, expressions = comm_formulas(printed)
+    layout = [{"key": key, "row": f"comm:{key}", "unit": unit, "label": label, "symbol": None}
+              for key, (label, unit) in LAYOUT_FIGURES.items()]
+    return {
+        "models": {name: {"form": forms[name], "name": m.name, "experts": _experts(m), "mla": _mla(m),
+                          "values": by_name(m.values)} for name, m in models.items()},
+        "formulas": formulas,
+        "expressions": expressions,
+        "layout_figures": layout,
+        "sizes": {"ell": printed(most_layers(False, L, p, v)), "ell_E": printed(sp.Min(ELL, L_E)),
+                  "gpus": printed(WORLD * d), "dp": printed(DATA_PARALLEL), "dp_given": printed(d),
+                  "micro_batches": printed(MICRO_BATCHES), "global_batch": printed(b * d)},
+        "ell": {"layers": ELL.name, "moe_layers": ELL_E.name},
+        "micro_batches": m.name,
+        "flags": list(FLAGS),
+    }
+
+
+@lru_cache(maxsize=1)
+def layout_code() -> tuple[str, dict[str, object]]:
+    """(the layout's generated script, its data): derive comm's ledger and the layout's rules, each expression printed once."""
+    functions: dict[str, int] = {}
+    printed: dict[sp.Expr, dict[str, object]] = {}
+
+    def print_once(expr: sp.Expr) -> dict[str, object]:
+        expr = sp.sympify(expr)
+        if expr not in printed:
+            printed[expr] = {"function": functions.setdefault(javascript(expr), len(functions)),
+                             "tex": tex(expr), "args": sorted(symbol.name for symbol in expr.free_symbols)}
+        return dict(printed[expr])
+
+    data = {"rules": layout_rules(print_once), "comm": comm_data(print_once), "one": Parallelism().tp,
+            "dp_before": DP_BEFORE, "seq": s.name,
+            "ignored": list(DENSE_ONLY_SHARED), "fields": list(LAYOUT_FIELDS), "command": COMM_COMMAND,
+            "options": [option[2:] for option in LAYOUT_OPTIONS.values() if option[2:] in LAYOUT_PAGE]}
+    legend = {name: LEGEND.get(name) or {"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])}
+              for entry in printed.values() for name in entry["args"]}
+    data["legend"] = dict(sorted(legend.items()))
+    lines = ["// Generated by derive.render.web from derive.accounts.comm's ledger and derive.parallelism's rules.",
+             "const DERIVE_LAYOUT_FUNCTIONS = ["]
+    lines += [f"  {code}," for code in functions]
+    lines.append("];")
+    return "\n".join(lines) + "\n", data
