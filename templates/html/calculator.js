@@ -48,7 +48,7 @@
     const { errors, parsed } = parseAll(texts);
     for (const option of LAYOUT_ONLY) delete errors[option];
     const layoutDp = errors.tp || errors.pp || errors.cp || errors.gpus || errors.dp ? null : LAYOUT.dataParallel(parsed);
-    // An MoE name runs the MoE report (derive.report_moe), which reads --precision itself.
+    // An MoE name runs the report's MoE figures (derive.report.moe_figures), which reads --precision itself.
     const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
     if (kind === "moe") delete errors.precision;
     if (Object.keys(errors).length) return { errors };

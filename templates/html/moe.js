@@ -1,6 +1,6 @@
 // The MoE report on the page (hand-written; derive.render.web inlines it before calculator.js):
 // `derive report --model NAME` for an MoE name, its layout (--tp --ep --etp --pp --dp), profile and
-// precision checked in the CLI's order (derive.cli.run, derive.report_moe), its figures from the
+// precision checked in the CLI's order (derive.cli.run, derive.report), its figures from the
 // generated functions. Every rule and line is DATA.moe's, from derive and the CLI.
 "use strict";
 function DeriveMoE(DATA, PARSE) {
@@ -25,7 +25,7 @@ function DeriveMoE(DATA, PARSE) {
     for (const [option, symbol] of Object.entries(MOE.layout)) {
       values[symbol] = parsed[option] !== null ? parsed[option] : MOE.layout_default;
     }
-    // derive.report_moe.moe_recipe: bf16 or an FP8 recipe, the recipes on the fused profile only
+    // derive.report.moe_recipe: bf16 or an FP8 recipe, the recipes on the fused profile only
     const precision = texts.precision !== "" ? texts.precision : fields.get("precision").default;
     const profile = parsed[MOE.profile_option] !== null ? parsed[MOE.profile_option] : MOE.default_profile;
     if (!MOE.precisions.includes(precision)) {
@@ -34,7 +34,7 @@ function DeriveMoE(DATA, PARSE) {
     if (precision !== MOE.precisions[0] && profile !== MOE.default_profile) {
       return { errors: { precision: fill(MOE.messages.fp8_profile, { precision, profile }) } };
     }
-    // derive.report_moe.MoELayout.check: each size divides what it splits, in its order
+    // derive.report.MoELayout.check: each size divides what it splits, in its order
     for (const rule of MOE.divides) {
       const divisor = call(rule.divisor, values);
       const dividend = call(rule.dividend, values);
