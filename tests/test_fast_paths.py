@@ -86,3 +86,17 @@ def test_first_stage_activations_built_once() -> None:
     fresh = first_stage_activation_bytes.__wrapped__(**kwargs)
     assert first_stage_activation_bytes(**kwargs) == fresh
     assert sp.expand(fresh.xreplace({f: 4 * h}) - L * (34 * s * b * h + 5 * a * s**2 * b)) == 0
+
+
+def test_monomial_degree_is_polys() -> None:
+    """A monomial's degree is read off its exponents as Poly reads it; other forms still go through Poly."""
+    from derive.printing.latex import _poly_degree, degree
+    from derive.symbols import L, V, a, b, s, t
+
+    # by hand: 34 s b h has degree 3, 5 a s^2 b degree 4, 12 L h^2 degree 3; ceiling(V/128t) a generator of degree 1
+    cases = {34 * s * b * h: 3, 5 * a * s**2 * b: 4, 12 * L * h**2: 3,
+             sp.ceiling(V / (128 * t)) * h: 2, L * (h + 2): 2, s**2 * (b + 1) ** 2: 4}
+    for expr, by_hand in cases.items():
+        assert _poly_degree(expr) == by_hand == sp.Poly(expr).total_degree()
+    assert _poly_degree(sp.Integer(7)) == 0
+    assert degree(2 * N / d) == 0 and degree(14 * N / d**2) == -1
