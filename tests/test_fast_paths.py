@@ -100,3 +100,70 @@ def test_monomial_degree_is_polys() -> None:
         assert _poly_degree(expr) == by_hand == sp.Poly(expr).total_degree()
     assert _poly_degree(sp.Integer(7)) == 0
     assert degree(2 * N / d) == 0 and degree(14 * N / d**2) == -1
+
+
+@pytest.fixture
+def print_store(tmp_path, monkeypatch):
+    """derive.printing.cache writing into ``tmp_path``, starting empty."""
+    from derive.printing import cache
+
+    monkeypatch.setattr(cache, "FOLDER", tmp_path)
+    monkeypatch.setattr(cache, "STORE", cache._Store())
+    return cache
+
+
+def _reloaded(cache, monkeypatch) -> None:
+    """Save the store and start a new one from its file, as the next run does."""
+    cache.STORE.save()
+    monkeypatch.setattr(cache, "STORE", cache._Store())
+
+
+def test_printed_text_kept_equals_a_fresh_print(print_store, monkeypatch) -> None:
+    """A text read back from the cache file is the printer's own: LaTeX in both term orders and JavaScript, by hand."""
+    from derive.printing.javascript import javascript
+    from derive.printing.latex import SheetLatexPrinter
+    from derive.symbols import a, b, s
+
+    cache = print_store
+    layer = 34 * s * b * h + 5 * a * s**2 * b
+    per_sbh = 34 + 5 * a * s / h
+    script = sp.Max(N / d, h) + sp.ceiling(N / (2 * h))
+    by_hand = {("degree", layer): "5 a b s^{2} + 34 b h s", ("constants-first", per_sbh): r"34 + \frac{5 a s}{h}"}
+    js = "function (N, d, h) { return Math.ceil((1/2)*N/h) + Math.max(h, N/d); }"
+    for round_ in range(2):  # printed and written, then read back from the file (nothing new printed)
+        for (terms, expr), text in by_hand.items():
+            assert SheetLatexPrinter(terms).doprint(expr) == text
+        assert javascript(script) == js
+        assert len(cache.STORE.load()) == 3 and len(cache.STORE.new) == (3 if round_ == 0 else 0)
+        _reloaded(cache, monkeypatch)
+    monkeypatch.setattr(cache, "FOLDER", None)  # no cache: the same texts printed afresh
+    assert [SheetLatexPrinter(terms).doprint(expr) for terms, expr in by_hand] == list(by_hand.values())
+    assert javascript(script) == js
+
+
+def test_numpy_code_kept_keeps_its_imports(print_store, monkeypatch) -> None:
+    """numpy code read back from the cache brings the imports lambdify needs: it computes what a fresh compile does."""
+    import numpy as np
+
+    from derive.printing.python import numpy_function
+
+    cache = print_store
+    expr = sp.Max(sp.ceiling(N / (2 * h)), h) + sp.Piecewise((N, N > h), (h, True))
+    at_n, at_h = np.array([10, 7, 3]), np.array([4, 8, 1])
+    for round_ in range(2):  # compiled and written, then compiled from the file's text (nothing new printed)
+        # by hand: max(ceil(10/8), 4) + 10 = 14; max(ceil(7/16), 8) + 8 = 16; max(ceil(3/2), 1) + 3 = 5
+        assert numpy_function.__wrapped__(expr)(at_n, at_h).tolist() == [14, 16, 5]
+        assert cache.STORE.load() and bool(cache.STORE.new) == (round_ == 0)
+        _reloaded(cache, monkeypatch)
+
+
+def test_print_cache_file_named_by_its_sources(print_store, tmp_path, monkeypatch) -> None:
+    """An edit to a printing source names another file: nothing printed by the old source is read."""
+    cache = print_store
+    source = tmp_path / "printer.py"
+    source.write_text("A = 1\n")
+    monkeypatch.setattr(cache, "SOURCES", (source,))
+    before = cache.sources_tag()
+    source.write_text("A = 2\n")
+    assert cache.sources_tag() != before
+    assert cache.sources_tag() == cache.sources_tag()

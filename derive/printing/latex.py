@@ -6,6 +6,7 @@ from functools import lru_cache
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
+from derive.printing.cache import Cached
 from derive.printing.factored import Factored
 from derive.symbols import LATEX_NAMES, s
 
@@ -56,12 +57,17 @@ def constants_first(term: sp.Expr) -> tuple[bool, bool, object]:
 TERM_ORDERS = {"degree": by_degree, "constants-first": constants_first}
 
 
-class SheetLatexPrinter(LatexPrinter):
+class SheetLatexPrinter(Cached, LatexPrinter):
     """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); the terms of a sum in one of :data:`TERM_ORDERS`."""
 
     def __init__(self, terms: str = "degree") -> None:
         super().__init__()
+        self.terms = terms
         self.term_order = TERM_ORDERS[terms]
+
+    def cache_tag(self) -> str:
+        """The class, settings and term order (derive.printing.cache)."""
+        return f"{super().cache_tag()} {self.terms}"
 
     def _print_Symbol(self, expr: sp.Symbol, style: str = "plain") -> str:
         name = LATEX_NAMES.get(expr)
