@@ -167,3 +167,30 @@ def test_print_cache_file_named_by_its_sources(print_store, tmp_path, monkeypatc
     source.write_text("A = 2\n")
     assert cache.sources_tag() != before
     assert cache.sources_tag() == cache.sources_tag()
+
+
+def test_page_data_does_not_read_the_sections() -> None:
+    """derive.render computes the page's data apart from the sections: page_context only passes them and the SVGs on."""
+    from derive.render.web import page_context
+
+    alone = page_context((), {})
+    given = page_context(("a section",), {"a.svg": "<svg/>"})
+    assert given["sections"] == ["a section"] and given["svgs"] == {"a.svg": "<svg/>"}
+    assert {**given, "sections": [], "svgs": {}} == alone
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_background_result_is_the_work(cpus: int, monkeypatch) -> None:
+    """A forked child's result (two CPUs) or the work done here (one CPU, or a failed child) is the work's value."""
+    from derive.render import background
+
+    monkeypatch.setattr(background, "cpus", lambda: cpus)
+    work = background.Background(lambda: {"x": [1, 2, 3]})
+    assert (work.child is not None) == (cpus > 1)
+    assert work.result() == {"x": [1, 2, 3]}
+
+    def failing() -> int:
+        raise ValueError("work: refused")
+
+    with pytest.raises(ValueError, match="work: refused"):
+        background.Background(failing).result()  # the child's failure is raised here, as without a child
