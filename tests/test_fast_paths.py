@@ -182,7 +182,7 @@ def test_page_data_does_not_read_the_sections() -> None:
 @pytest.mark.parametrize("cpus", [1, 2])
 def test_background_result_is_the_work(cpus: int, monkeypatch) -> None:
     """A forked child's result (two CPUs) or the work done here (one CPU, or a failed child) is the work's value."""
-    from derive.render import background
+    from derive import background
 
     monkeypatch.setattr(background, "cpus", lambda: cpus)
     work = background.Background(lambda: {"x": [1, 2, 3]})
@@ -194,3 +194,21 @@ def test_background_result_is_the_work(cpus: int, monkeypatch) -> None:
 
     with pytest.raises(ValueError, match="work: refused"):
         background.Background(failing).result()  # the child's failure is raised here, as without a child
+
+
+def test_proofs_apart_are_the_proofs(monkeypatch) -> None:
+    """The check's proofs with every other topic module in a forked child equal the proofs done in turn, each one."""
+    import derive.identities as identities
+
+    monkeypatch.setattr(identities, "_PROOFS", {})
+    apart = identities.prove_all(apart=True)
+    monkeypatch.setattr(identities, "_PROOFS", {})
+    serial = identities.prove_all()
+    assert [p.identity.key for p in apart] == [p.identity.key for p in serial]
+    for one, other in zip(apart, serial):
+        assert (one.claim, one.derived, one.difference) == (other.claim, other.derived, other.difference)
+        assert sp.srepr(one.difference) == sp.srepr(other.difference)
+    # a comm identity (proved in the child): ZeRO-3 sends 3 Psi to ZeRO-2's 2 Psi (Rajbhandari et al. 2020, 7.2.2)
+    zero3 = next(p for p in apart if p.identity.key == "comm.zero3_vs_zero2")
+    assert zero3.derived == sp.Rational(3, 2) and zero3.passed
+    assert all(p.passed for p in apart)

@@ -57,7 +57,7 @@ def environment(templates: Path = TEMPLATES) -> Environment:
 def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
     # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
-    from derive.render.background import Background
+    from derive.background import Background
     from derive.render.context import sheet_context
     from derive.render.web import PAGE, page_context
 

@@ -1,4 +1,4 @@
-"""Work done in a second process while the render goes on (issue 28): the web page's data beside the sheet's sections.
+"""Work done in a second process meanwhile (issue 28): the web page's data beside the sheet's sections, half the proofs of the check.
 
 With more than one CPU, :class:`Background` forks a child that computes ``work()`` and sends
 its pickled result back through a pipe; :meth:`Background.result` waits for it. With one CPU, or
