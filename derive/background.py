@@ -28,6 +28,7 @@ class Background(Generic[T]):
     def __init__(self, work: Callable[[], T]) -> None:
         self.work = work
         self.child: tuple[int, int] | None = None
+        self.value: T
         if cpus() > 1 and hasattr(os, "fork"):
             read, write = os.pipe()
             pid = os.fork()
@@ -38,7 +39,7 @@ class Background(Generic[T]):
             self.child = pid, read
 
     def result(self) -> T:
-        """The work's result: the child's, or computed here (one CPU, or the child failed)."""
+        """The work's result (once): the child's, or computed here (one CPU, or the child failed)."""
         if self.child is not None:
             pid, read = self.child
             self.child = None
@@ -46,8 +47,10 @@ class Background(Generic[T]):
                 data = stream.read()
             _, status = os.waitpid(pid, 0)
             if status == 0 and data:
-                return pickle.loads(data)
-        return self.work()
+                self.value = pickle.loads(data)
+        if not hasattr(self, "value"):
+            self.value = self.work()
+        return self.value
 
 
 def _child(work: Callable[[], object], write: int) -> None:
