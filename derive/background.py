@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 from typing import Callable, Generic, TypeVar
 
 from derive.printing.cache import STORE
@@ -37,6 +38,15 @@ class Background(Generic[T]):
                 _child(work, write)
             os.close(write)
             self.child = pid, read
+
+    def close(self) -> None:
+        """End a child whose result was not asked for (the render failed first)."""
+        if self.child is not None:
+            pid, read = self.child
+            self.child = None
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read)
 
     def result(self) -> T:
         """The work's result (once): the child's, or computed here (one CPU, or the child failed)."""

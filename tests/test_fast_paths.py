@@ -194,6 +194,9 @@ def test_background_result_is_the_work(cpus: int, monkeypatch) -> None:
 
     with pytest.raises(ValueError, match="work: refused"):
         background.Background(failing).result()  # the child's failure is raised here, as without a child
+    unwanted = background.Background(lambda: __import__("time").sleep(60))
+    unwanted.close()  # a render that failed first ends its child at once
+    assert unwanted.child is None
 
 
 def test_proofs_apart_are_the_proofs(monkeypatch) -> None:

@@ -69,9 +69,10 @@ class _Store:
             handle, staging = tempfile.mkstemp(dir=self.path.parent, prefix=".printed-", suffix=".json")
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 json.dump(merged, stream, separators=(",", ":"))
+            os.chmod(staging, 0o644)
             os.replace(staging, self.path)
-            for other in self.path.parent.glob("*.json"):
-                if other != self.path:
+            for other in self.path.parent.glob("*.json"):  # earlier sources' files (not another run's staging)
+                if other != self.path and not other.name.startswith("."):
                     other.unlink(missing_ok=True)
         except OSError:
             pass  # a read-only checkout prints again next time

@@ -67,19 +67,22 @@ def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     # builds the other sections
     checkout = _checkout()
     child = Background(lambda: ([build() for build in APART], page_context((), {}) if checkout else None))
-    context = sheet_context(lambda: child.result()[0])
-    files = {name: env.get_template(template).render(**context)
-             for name, template in DOCUMENTS.items()}
-    for section in context["sections"]:
-        for figure in section.figures:
-            if figure.filename in files or figure.filename == TABLES:
-                raise ValueError(f"figure: {figure.filename!r} is written twice")
-            files[figure.filename] = env.get_template(figure.template).render(**figure.context)
-    # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
-    if checkout:
-        svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
-        files[PAGE] = env.get_template(WEB_PAGE).render(
-            **{**child.result()[1], "sections": list(context["sections"]), "svgs": svgs})
+    try:
+        context = sheet_context(lambda: child.result()[0])
+        files = {name: env.get_template(template).render(**context)
+                 for name, template in DOCUMENTS.items()}
+        for section in context["sections"]:
+            for figure in section.figures:
+                if figure.filename in files or figure.filename == TABLES:
+                    raise ValueError(f"figure: {figure.filename!r} is written twice")
+                files[figure.filename] = env.get_template(figure.template).render(**figure.context)
+        # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
+        if checkout:
+            svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
+            files[PAGE] = env.get_template(WEB_PAGE).render(
+                **{**child.result()[1], "sections": list(context["sections"]), "svgs": svgs})
+    finally:
+        child.close()
     tables = {**context["tables"], SHEET_FILES: sorted({*files, PAGE, TABLES})}
     files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files
