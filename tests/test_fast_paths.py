@@ -215,3 +215,14 @@ def test_proofs_apart_are_the_proofs(monkeypatch) -> None:
     zero3 = next(p for p in apart if p.identity.key == "comm.zero3_vs_zero2")
     assert zero3.derived == sp.Rational(3, 2) and zero3.passed
     assert all(p.passed for p in apart)
+
+
+def test_a_damaged_entry_is_printed_again(print_store, monkeypatch) -> None:
+    """An entry that is not [text, imports] (a damaged file) is not read: the text is printed afresh."""
+    from derive.printing.javascript import javascript
+
+    cache = print_store
+    assert javascript(N / d) == "function (N, d) { return N/d; }"
+    for key in cache.STORE.load():
+        cache.STORE.entries[key] = ["function () { return 0; }", {"numpy": 7}]
+    assert javascript(N / d) == "function (N, d) { return N/d; }"

@@ -88,6 +88,13 @@ def _read(path: Path) -> dict[str, list]:
     return data if isinstance(data, dict) else {}
 
 
+def _well_formed(entry: object) -> bool:
+    """Whether ``entry`` is [text, {module: [names]}] as :class:`Cached` writes it (anything else is printed again)."""
+    return (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], dict)
+            and all(isinstance(names, list) and all(isinstance(name, str) for name in names)
+                    for names in entry[1].values()))
+
+
 STORE = _Store()
 
 
@@ -112,8 +119,9 @@ class Cached:
         entries = STORE.load()
         key = hashlib.sha256(self.cache_tag().encode() + b"\0" + exact).hexdigest()
         imports = getattr(self, "module_imports", None)
-        if key in entries:
-            text, used = entries[key]
+        entry = entries.get(key)
+        if _well_formed(entry) and (imports is not None or not entry[1]):
+            text, used = entry
             for module, names in used.items():
                 imports[module].update(names)
             return text
