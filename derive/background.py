@@ -1,6 +1,6 @@
 """Work done in a second process meanwhile (issue 28): the web page's data beside the sheet's sections, half the proofs of the check.
 
-With more than one CPU, :class:`Background` forks a child that computes ``work()`` and sends
+With more than one CPU (on Linux), :class:`Background` forks a child that computes ``work()`` and sends
 its pickled result back through a pipe; :meth:`Background.result` waits for it. With one CPU, or
 where the child fails, the work runs in this process when its result is asked for, so a
 one-core render does the same work as before and an error is raised here, as without a child.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 from typing import Callable, Generic, TypeVar
 
 from derive.printing.cache import STORE
@@ -30,7 +31,7 @@ class Background(Generic[T]):
         self.work = work
         self.child: tuple[int, int] | None = None
         self.value: T
-        if cpus() > 1 and hasattr(os, "fork"):
+        if cpus() > 1 and sys.platform.startswith("linux"):  # fork without exec is safe on Linux (not macOS)
             read, write = os.pipe()
             pid = os.fork()
             if pid == 0:
