@@ -8,11 +8,17 @@ ratio of CPU time (user + system of the child), which load from other processes 
 than wall time (the targets are on wall time, measured on an idle machine). Targets:
 check <= 3x, render <= 6x, the report (``derive --model 70b``) <= 1.3x a bare
 ``python -c "import sympy"`` (issue 28). Sweep rates and memory: bench/sweep.py.
+
+derive keeps every printer's text in the checkout's ``.cache/printed`` (derive.printing.cache): a run
+after the first reads it. ``--cold`` removes it before every command, as after an edit of
+derive/printing or a new SymPy. With two CPUs the check and the render fork a second process
+(derive.background); the CPU ratio counts both.
 """
 from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,8 +42,15 @@ def wall_time(command: list[str]) -> float:
     return timed(command)[0]
 
 
+#: derive.printing.cache's folder in this checkout; ``--cold`` removes it before each command.
+PRINTED = ROOT / ".cache" / "printed"
+COLD = {"cold": False}
+
+
 def timed(command: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one run of ``command``."""
+    """(wall seconds, CPU seconds) of one run of ``command`` (``--cold``: with no printed text kept)."""
+    if COLD["cold"]:
+        shutil.rmtree(PRINTED, ignore_errors=True)
     cpu, start = _child_cpu(), time.perf_counter()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start, _child_cpu() - cpu
@@ -61,7 +74,10 @@ def paired_ratios(commands: dict[str, list[str]], rounds: int) -> tuple[dict[str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
+    parser.add_argument("--cold", action="store_true",
+                        help="remove .cache/printed before every command (derive.printing.cache)")
     args = parser.parse_args()
+    COLD["cold"] = args.cold
     if args.rounds < 1:
         parser.error("--rounds: must be a positive integer")
     with tempfile.TemporaryDirectory() as scratch:
@@ -74,7 +90,8 @@ def main() -> int:
         }
         wall_time(commands[BASE])                # warm the file cache once, untimed
         ratios, cpu_ratios = paired_ratios(commands, args.rounds)
-    print(f"{args.rounds} interleaved rounds; median of paired ratios to a bare `{BASE}` (wall; CPU beside)")
+    print(f"{args.rounds} interleaved rounds{' (cold: no printed text kept)' if args.cold else ''}; "
+          f"median of paired ratios to a bare `{BASE}` (wall; CPU beside)")
     for name, values in ratios.items():
         median = statistics.median(values)
         print(f"{name:20} {median:5.2f}x  (min {min(values):.2f}x, max {max(values):.2f}x; "

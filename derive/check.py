@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{'; '.join(documents())})", file=sys.stderr)
             return 2
         return claims_main(args.json, all_claims(args.document))
-    proofs = prove_all()
+    proofs = prove_all(apart=True)
     failed = [proof for proof in proofs if not proof.passed]
     if args.json:
         json.dump({"proofs": [proof.record() for proof in proofs],

@@ -70,8 +70,8 @@ def _render_fresh(out: Path) -> None:
 
     derived = context.sheet_context
 
-    def kept() -> dict:
-        _CONTEXTS.append(derived())
+    def kept(*apart) -> dict:
+        _CONTEXTS.append(derived(*apart))
         return _CONTEXTS[-1]
 
     try:

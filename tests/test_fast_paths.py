@@ -86,3 +86,143 @@ def test_first_stage_activations_built_once() -> None:
     fresh = first_stage_activation_bytes.__wrapped__(**kwargs)
     assert first_stage_activation_bytes(**kwargs) == fresh
     assert sp.expand(fresh.xreplace({f: 4 * h}) - L * (34 * s * b * h + 5 * a * s**2 * b)) == 0
+
+
+def test_monomial_degree_is_polys() -> None:
+    """A monomial's degree is read off its exponents as Poly reads it; other forms still go through Poly."""
+    from derive.printing.latex import _poly_degree, degree
+    from derive.symbols import L, V, a, b, s, t
+
+    # by hand: 34 s b h has degree 3, 5 a s^2 b degree 4, 12 L h^2 degree 3; ceiling(V/128t) a generator of degree 1
+    cases = {34 * s * b * h: 3, 5 * a * s**2 * b: 4, 12 * L * h**2: 3,
+             sp.ceiling(V / (128 * t)) * h: 2, L * (h + 2): 2, s**2 * (b + 1) ** 2: 4}
+    for expr, by_hand in cases.items():
+        assert _poly_degree(expr) == by_hand == sp.Poly(expr).total_degree()
+    assert _poly_degree(sp.Integer(7)) == 0
+    assert degree(2 * N / d) == 0 and degree(14 * N / d**2) == -1
+
+
+@pytest.fixture
+def print_store(tmp_path, monkeypatch):
+    """derive.printing.cache writing into ``tmp_path``, starting empty."""
+    from derive.printing import cache
+
+    monkeypatch.setattr(cache, "FOLDER", tmp_path)
+    monkeypatch.setattr(cache, "STORE", cache._Store())
+    return cache
+
+
+def _reloaded(cache, monkeypatch) -> None:
+    """Save the store and start a new one from its file, as the next run does."""
+    cache.STORE.save()
+    monkeypatch.setattr(cache, "STORE", cache._Store())
+
+
+def test_printed_text_kept_equals_a_fresh_print(print_store, monkeypatch) -> None:
+    """A text read back from the cache file is the printer's own: LaTeX in both term orders and JavaScript, by hand."""
+    from derive.printing.javascript import javascript
+    from derive.printing.latex import SheetLatexPrinter
+    from derive.symbols import a, b, s
+
+    cache = print_store
+    layer = 34 * s * b * h + 5 * a * s**2 * b
+    per_sbh = 34 + 5 * a * s / h
+    script = sp.Max(N / d, h) + sp.ceiling(N / (2 * h))
+    by_hand = {("degree", layer): "5 a b s^{2} + 34 b h s", ("constants-first", per_sbh): r"34 + \frac{5 a s}{h}"}
+    js = "function (N, d, h) { return Math.ceil((1/2)*N/h) + Math.max(h, N/d); }"
+    for round_ in range(2):  # printed and written, then read back from the file (nothing new printed)
+        for (terms, expr), text in by_hand.items():
+            assert SheetLatexPrinter(terms).doprint(expr) == text
+        assert javascript(script) == js
+        assert len(cache.STORE.load()) == 3 and len(cache.STORE.new) == (3 if round_ == 0 else 0)
+        _reloaded(cache, monkeypatch)
+    monkeypatch.setattr(cache, "FOLDER", None)  # no cache: the same texts printed afresh
+    assert [SheetLatexPrinter(terms).doprint(expr) for terms, expr in by_hand] == list(by_hand.values())
+    assert javascript(script) == js
+
+
+def test_numpy_code_kept_keeps_its_imports(print_store, monkeypatch) -> None:
+    """numpy code read back from the cache brings the imports lambdify needs: it computes what a fresh compile does."""
+    import numpy as np
+
+    from derive.printing.python import numpy_function
+
+    cache = print_store
+    expr = sp.Max(sp.ceiling(N / (2 * h)), h) + sp.Piecewise((N, N > h), (h, True))
+    at_n, at_h = np.array([10, 7, 3]), np.array([4, 8, 1])
+    for round_ in range(2):  # compiled and written, then compiled from the file's text (nothing new printed)
+        # by hand: max(ceil(10/8), 4) + 10 = 14; max(ceil(7/16), 8) + 8 = 16; max(ceil(3/2), 1) + 3 = 5
+        assert numpy_function.__wrapped__(expr)(at_n, at_h).tolist() == [14, 16, 5]
+        assert cache.STORE.load() and bool(cache.STORE.new) == (round_ == 0)
+        _reloaded(cache, monkeypatch)
+
+
+def test_print_cache_file_named_by_its_sources(print_store, tmp_path, monkeypatch) -> None:
+    """An edit to a printing source names another file: nothing printed by the old source is read."""
+    cache = print_store
+    source = tmp_path / "printer.py"
+    source.write_text("A = 1\n")
+    monkeypatch.setattr(cache, "SOURCES", (source,))
+    before = cache.sources_tag()
+    source.write_text("A = 2\n")
+    assert cache.sources_tag() != before
+    assert cache.sources_tag() == cache.sources_tag()
+
+
+def test_page_data_does_not_read_the_sections() -> None:
+    """derive.render computes the page's data apart from the sections: page_context only passes them and the SVGs on."""
+    from derive.render.web import page_context
+
+    alone = page_context((), {})
+    given = page_context(("a section",), {"a.svg": "<svg/>"})
+    assert given["sections"] == ["a section"] and given["svgs"] == {"a.svg": "<svg/>"}
+    assert {**given, "sections": [], "svgs": {}} == alone
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_background_result_is_the_work(cpus: int, monkeypatch) -> None:
+    """A forked child's result (two CPUs) or the work done here (one CPU, or a failed child) is the work's value."""
+    from derive import background
+
+    monkeypatch.setattr(background, "cpus", lambda: cpus)
+    work = background.Background(lambda: {"x": [1, 2, 3]})
+    assert (work.child is not None) == (cpus > 1 and __import__("sys").platform.startswith("linux"))
+    assert work.result() == {"x": [1, 2, 3]}
+
+    def failing() -> int:
+        raise ValueError("work: refused")
+
+    with pytest.raises(ValueError, match="work: refused"):
+        background.Background(failing).result()  # the child's failure is raised here, as without a child
+    unwanted = background.Background(lambda: __import__("time").sleep(60))
+    unwanted.close()  # a render that failed first ends its child at once
+    assert unwanted.child is None
+
+
+def test_proofs_apart_are_the_proofs(monkeypatch) -> None:
+    """The check's proofs with every other topic module in a forked child equal the proofs done in turn, each one."""
+    import derive.identities as identities
+
+    monkeypatch.setattr(identities, "_PROOFS", {})
+    apart = identities.prove_all(apart=True)
+    monkeypatch.setattr(identities, "_PROOFS", {})
+    serial = identities.prove_all()
+    assert [p.identity.key for p in apart] == [p.identity.key for p in serial]
+    for one, other in zip(apart, serial):
+        assert (one.claim, one.derived, one.difference) == (other.claim, other.derived, other.difference)
+        assert sp.srepr(one.difference) == sp.srepr(other.difference)
+    # a comm identity (proved in the child): ZeRO-3 sends 3 Psi to ZeRO-2's 2 Psi (Rajbhandari et al. 2020, 7.2.2)
+    zero3 = next(p for p in apart if p.identity.key == "comm.zero3_vs_zero2")
+    assert zero3.derived == sp.Rational(3, 2) and zero3.passed
+    assert all(p.passed for p in apart)
+
+
+def test_a_damaged_entry_is_printed_again(print_store, monkeypatch) -> None:
+    """An entry that is not [text, imports] (a damaged file) is not read: the text is printed afresh."""
+    from derive.printing.javascript import javascript
+
+    cache = print_store
+    assert javascript(N / d) == "function (N, d) { return N/d; }"
+    for key in cache.STORE.load():
+        cache.STORE.entries[key] = ["function () { return 0; }", {"numpy": 7}]
+    assert javascript(N / d) == "function (N, d) { return N/d; }"

@@ -19,8 +19,9 @@ CHAIN: dict[str, tuple[str, ...]] = {
     # source); every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node
     # (derive.printing imports only the symbols); the one evaluator (derive.evaluation: the symbol -> value
     # map, exact SymPy and Python backends, numpy columns in derive.evaluation.vectorised; it reads the
-    # symbols, derive.inputs and derive.printing.python)
-    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing", "evaluation"),
+    # symbols, derive.inputs and derive.printing.python); work forked to a second CPU (derive.background)
+    "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing", "evaluation",
+             "background"),
     # tensor ledgers and FP8 recipes as data (block shapes, scale dtypes, cached copies)
     "tables": ("tensors", "recipes"),
     # the layer's operations and their tables: parameters, GEMMs, saved tensors per profile

@@ -50,7 +50,7 @@ def test_rendering_twice_gives_the_same_bytes(tmp_path, fresh):
 
 
 def test_a_failing_template_leaves_the_previous_sheet_intact(tmp_path, fresh, fresh_context, monkeypatch):
-    monkeypatch.setattr(sheet_contexts, "sheet_context", lambda: fresh_context)  # the session's derivations
+    monkeypatch.setattr(sheet_contexts, "sheet_context", lambda *apart: fresh_context)  # the session's derivations
     out = tmp_path / "formulas"
     shutil.copytree(fresh, out)
     before = snapshot(out)

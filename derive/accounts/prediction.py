@@ -30,6 +30,7 @@ from derive.accounts.workload import workload
 from derive.inputs import choose
 from derive.model import Model
 from derive.parallelism import Parallelism
+from derive.printing.python import LAMBDIFY_SETTINGS, NumPyCodePrinter
 from derive.recipes import RECIPES
 from derive.symbols import b, c, d, e, m, p, t, t_E, v
 from derive.systems import System
@@ -103,7 +104,8 @@ def _numpy_fields(fields: list[sp.Expr]) -> tuple[tuple[Callable[..., list], int
     """Each ledger expression as numpy of TEMPLATE_SIZES (one layout's sizes or columns): new ones in one lambdify."""
     new = [field for field in fields if field not in _COMPILED_FIELDS]
     if new:
-        function = sp.lambdify(TEMPLATE_SIZES, new, "numpy", docstring_limit=0)
+        function = sp.lambdify(TEMPLATE_SIZES, new, "numpy", docstring_limit=0,
+                              printer=NumPyCodePrinter(LAMBDIFY_SETTINGS))
         _COMPILED_FIELDS.update((field, (function, position)) for position, field in enumerate(new))
     return tuple(_COMPILED_FIELDS[field] for field in fields)
 

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy as sp
 
-from derive.printing.python import arguments, numpy_function, ratio, upper_bound
+from derive.printing.python import LAMBDIFY_SETTINGS, MathPrinter, arguments, numpy_function, ratio, upper_bound
 
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
 INT64_LIMIT = 2**62
@@ -129,7 +129,8 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the evaluator's name: der
     names = tuple(symbol.name for symbol in arguments(expr))
     bound_expr = upper_bound(numerator) + upper_bound(denominator)
     bound_names = {symbol.name for symbol in arguments(bound_expr)}
-    bound = sp.lambdify(arguments(bound_expr), bound_expr, "math", docstring_limit=0)
+    bound = sp.lambdify(arguments(bound_expr), bound_expr, "math", docstring_limit=0,
+                        printer=MathPrinter(LAMBDIFY_SETTINGS))
     picks = [index for index, name in enumerate(names) if name in bound_names]
 
     def bound_at(*maxima: int) -> int:

@@ -25,6 +25,8 @@ from typing import Callable, Mapping
 
 import sympy as sp
 
+from derive.background import Background
+
 
 class Sided:
     """A departure whose ``sides()`` (claimed, derived) are derived once per process, as :attr:`pair`.
@@ -168,9 +170,30 @@ def all_identities() -> list[Identity]:
     return sorted(REGISTRY.values(), key=lambda entry: rank.get(entry.derive.__module__, len(rank)))
 
 
-def prove_all() -> list[Proof]:
-    """Prove every identity in registration order."""
-    return [prove(entry) for entry in all_identities()]
+def prove_all(apart: bool = False) -> list[Proof]:
+    """Prove every identity in registration order.
+
+    ``apart``: with a second CPU, every other topic module's identities are proved in a forked child
+    (derive.background) while this process proves the rest; the same proofs, each done once.
+    """
+    entries = all_identities()
+    if apart:
+        _prove_apart(entries)
+    return [prove(entry) for entry in entries]
+
+
+def _prove_apart(entries: list[Identity]) -> None:
+    """Prove ``entries``, those of every other module (in registration order) in the background."""
+    modules = list(dict.fromkeys(entry.derive.__module__ for entry in entries))
+    theirs = [entry for entry in entries
+              if modules.index(entry.derive.__module__) % 2 and id(entry) not in _PROOFS]
+    child = Background(lambda: [(p.claim, p.derived, p.difference) for p in map(prove, theirs)])
+    apart = {id(entry) for entry in theirs}
+    for entry in entries:
+        if id(entry) not in apart:
+            prove(entry)
+    for entry, (claim, derived, diff) in zip(theirs, child.result()):
+        _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
 
 
 def proof(key: str) -> Proof:

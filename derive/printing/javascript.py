@@ -4,8 +4,10 @@ from __future__ import annotations
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
+from derive.printing.cache import Cached
 
-class JavascriptPrinter(JavascriptCodePrinter):
+
+class JavascriptPrinter(Cached, JavascriptCodePrinter):
     """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
 
     def _print_NaN(self, expr: sp.Expr) -> str:

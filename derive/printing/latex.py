@@ -6,6 +6,7 @@ from functools import lru_cache
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
+from derive.printing.cache import Cached
 from derive.printing.factored import Factored
 from derive.symbols import LATEX_NAMES, s
 
@@ -18,8 +19,28 @@ def degree(term: sp.Expr) -> int:
 
 
 def _poly_degree(expr: sp.Expr) -> int:
-    """Total degree, with any non-polynomial factor (ceiling(V/128t), say) as a generator of its own."""
-    return sp.Poly(expr).total_degree() if expr.free_symbols else 0
+    """Total degree, with any non-polynomial factor (ceiling(V/128t), say) as a generator of its own.
+
+    A monomial (rational coefficient times symbols to positive integer powers) is read off its
+    exponents, as ``Poly`` reads it; anything else goes through ``Poly``.
+    """
+    if not expr.free_symbols:
+        return 0
+    exponents = [_monomial_exponent(factor) for factor in sp.Mul.make_args(expr)]
+    if None not in exponents:
+        return sum(exponents)
+    return sp.Poly(expr).total_degree()
+
+
+def _monomial_exponent(factor: sp.Expr) -> int | None:
+    """The degree of one factor of a monomial: 0 for a rational, k for a symbol to the k; None for anything else."""
+    if factor.is_Rational:
+        return 0
+    if factor.is_Symbol:
+        return 1
+    if factor.is_Pow and factor.base.is_Symbol and factor.exp.is_Integer and factor.exp > 0:
+        return int(factor.exp)
+    return None
 
 
 def by_degree(term: sp.Expr) -> tuple[int, bool]:
@@ -36,12 +57,17 @@ def constants_first(term: sp.Expr) -> tuple[bool, bool, object]:
 TERM_ORDERS = {"degree": by_degree, "constants-first": constants_first}
 
 
-class SheetLatexPrinter(LatexPrinter):
+class SheetLatexPrinter(Cached, LatexPrinter):
     """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); the terms of a sum in one of :data:`TERM_ORDERS`."""
 
     def __init__(self, terms: str = "degree") -> None:
         super().__init__()
+        self.terms = terms
         self.term_order = TERM_ORDERS[terms]
+
+    def cache_tag(self) -> str:
+        """The class, settings and term order (derive.printing.cache)."""
+        return f"{super().cache_tag()} {self.terms}"
 
     def _print_Symbol(self, expr: sp.Symbol, style: str = "plain") -> str:
         name = LATEX_NAMES.get(expr)

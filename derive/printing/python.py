@@ -19,6 +19,8 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from derive.printing.cache import Cached
+
 
 @lru_cache(maxsize=4096)
 def ratio(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
@@ -123,7 +125,7 @@ class _RatioPrinting:
         return code
 
 
-class ExactPrinter(_RatioPrinting, PythonCodePrinter):
+class ExactPrinter(Cached, _RatioPrinting, PythonCodePrinter):
     """Python code with ints and ``Fraction`` only: the exact value of a rational expression."""
 
     def _divide(self, numerator: str, denominator: str) -> str:
@@ -142,7 +144,7 @@ class ExactPrinter(_RatioPrinting, PythonCodePrinter):
         return self._divide(str(expr.p), str(expr.q))
 
 
-class VectorPrinter(_RatioPrinting, NumPyPrinter):
+class VectorPrinter(Cached, _RatioPrinting, NumPyPrinter):
     """numpy code: true division once at the end, integer floor division for ceilings."""
 
     def _divide(self, numerator: str, denominator: str) -> str:
@@ -166,6 +168,19 @@ class VectorPrinter(_RatioPrinting, NumPyPrinter):
 
     def _print_Rational(self, expr: sp.Rational) -> str:
         return self._divide(str(expr.p), str(expr.q))
+
+
+#: The settings lambdify gives the printer it makes for a module name (sympy/utilities/lambdify.py, ``lambdify``).
+LAMBDIFY_SETTINGS = {"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                     "user_functions": {}}
+
+
+class MathPrinter(Cached, PythonCodePrinter):
+    """The printer ``lambdify(..., "math")`` makes, its text kept (derive.printing.cache)."""
+
+
+class NumPyCodePrinter(Cached, NumPyPrinter):
+    """The printer ``lambdify(..., "numpy")`` makes, its text kept (derive.printing.cache)."""
 
 
 def arguments(expr: sp.Expr) -> tuple[sp.Symbol, ...]:

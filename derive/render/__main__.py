@@ -57,22 +57,32 @@ def environment(templates: Path = TEMPLATES) -> Environment:
 def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
     # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
-    from derive.render.context import sheet_context
+    from derive.background import Background
+    from derive.render.context import APART, sheet_context
     from derive.render.web import PAGE, page_context
 
     env = environment(templates)
-    context = sheet_context()
-    files = {name: env.get_template(template).render(**context)
-             for name, template in DOCUMENTS.items()}
-    for section in context["sections"]:
-        for figure in section.figures:
-            if figure.filename in files or figure.filename == TABLES:
-                raise ValueError(f"figure: {figure.filename!r} is written twice")
-            files[figure.filename] = env.get_template(figure.template).render(**figure.context)
-    # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
-    if _checkout():
-        svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
-        files[PAGE] = env.get_template(WEB_PAGE).render(**page_context(context["sections"], svgs))
+    # the page's data (its calculator) does not read the sections or SVGs it is given, only passes them
+    # on (tests/test_fast_paths.py): a second process computes it and the APART sections while this one
+    # builds the other sections
+    checkout = _checkout()
+    child = Background(lambda: ([build() for build in APART], page_context((), {}) if checkout else None))
+    try:
+        context = sheet_context(lambda: child.result()[0])
+        files = {name: env.get_template(template).render(**context)
+                 for name, template in DOCUMENTS.items()}
+        for section in context["sections"]:
+            for figure in section.figures:
+                if figure.filename in files or figure.filename == TABLES:
+                    raise ValueError(f"figure: {figure.filename!r} is written twice")
+                files[figure.filename] = env.get_template(figure.template).render(**figure.context)
+        # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
+        if checkout:
+            svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
+            files[PAGE] = env.get_template(WEB_PAGE).render(
+                **{**child.result()[1], "sections": list(context["sections"]), "svgs": svgs})
+    finally:
+        child.close()
     tables = {**context["tables"], SHEET_FILES: sorted({*files, PAGE, TABLES})}
     files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files

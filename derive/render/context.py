@@ -1,7 +1,7 @@
 """What the sheet shows, section by section in the article's order; every value is computed here."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from derive.render.sections.activations import activations_section
 from derive.render.sections.budget import budget_section
@@ -50,16 +50,24 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
 )
 
 
-def sheet_sections() -> list[Section]:
-    """Every section, built."""
-    sections = [build() for build in SECTIONS]
+#: Sections derive.render builds in its second process (derive.background) beside the page's data: the held-out
+#: runs' predictions share little work with the other sections.
+APART: tuple[Callable[[], Section], ...] = (step_time_section,)
+
+
+def sheet_sections(apart: Callable[[], Sequence[Section]] | None = None) -> list[Section]:
+    """Every section, built; ``apart`` gives those of :data:`APART`, built elsewhere (asked for after the others)."""
+    built = {build: build() for build in SECTIONS if apart is None or build not in APART}
+    if apart is not None:
+        built.update(zip(APART, apart(), strict=True))
+    sections = [built[build] for build in SECTIONS]
     keys = [section.key for section in sections]
     if len(set(keys)) != len(keys):
         raise ValueError(f"section: keys repeat in {keys}")
     return sections
 
 
-def sheet_context() -> dict[str, object]:
-    """Everything the templates and tables.json need."""
-    sections = sheet_sections()
+def sheet_context(apart: Callable[[], Sequence[Section]] | None = None) -> dict[str, object]:
+    """Everything the templates and tables.json need (``apart``: as :func:`sheet_sections` takes it)."""
+    sections = sheet_sections(apart)
     return {"sections": sections, "tables": tables_json(sections, BYTE_UNITS)}
