@@ -21,7 +21,7 @@ from derive.options.layout import add_layout_options, option_error, parallelism_
 from derive.options.messages import UsageError, template
 from derive.options.models import custom_model
 from derive.options.values import POSITIVE
-from derive.symbols import (E, G, L, B, a, b, c, d, e, f, f_E, g, m, p, s, t, t_E, v)
+from derive.symbols import (E, G, L, B, a, b, c, d, e, f, f_E, g, p, s, t, t_E, v)
 
 #: The page's layout fields the report has not: option -> kind (calculator.js parses the kinds).
 LAYOUT_FIELDS: dict[str, str] = {"cp": "count", "vp": "count", "global-batch": "count",
