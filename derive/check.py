@@ -16,6 +16,7 @@ import sympy as sp
 
 from derive.identities import prove_all
 from derive.inputs import OneLineParser
+from derive.options.messages import writes_stdout
 
 if TYPE_CHECKING:
     from derive.claims import Claim, Verdict
@@ -59,6 +60,7 @@ def claims_main(as_json: bool, entries: list["Claim"]) -> int:
     return 1 if errors else 0
 
 
+@writes_stdout("python -m derive.check")
 def main(argv: Sequence[str] | None = None) -> int:
     """Print one line per identity and a summary; return the exit status."""
     parser = OneLineParser(prog="python -m derive.check", description=__doc__)

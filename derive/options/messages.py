@@ -8,6 +8,7 @@ same words. ``ARGUMENT`` and ``INVALID_CHOICE`` are argparse's own wording
 """
 from __future__ import annotations
 
+import functools
 import os
 import string
 import sys
@@ -85,9 +86,32 @@ def serve(run: Callable[[Sequence[str] | None], str], argv: Sequence[str] | None
         sys.stdout.write(text)
         sys.stdout.flush()
     except OSError as error:
-        # Point stdout at /dev/null so the interpreter's final flush cannot fail a second time.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.stderr.write(ERROR_LINE.format(prog=prog, message="stdout: cannot write the report "
-                                           f"({error.strerror or error})") + "\n")
-        return 2
+        return stdout_lost(prog, error)
     return 0
+
+
+def stdout_lost(prog: str, error: OSError) -> int:
+    """One error line naming stdout (a closed pipe: ``| head``, a full disk) and exit status 2.
+
+    stdout is pointed at /dev/null so that the interpreter's final flush cannot fail a second time
+    (the ``signal`` module's documentation, "Note on SIGPIPE").
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.stderr.write(ERROR_LINE.format(prog=prog, message="stdout: cannot write the report "
+                                       f"({error.strerror or error})") + "\n")
+    return 2
+
+
+def writes_stdout(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """A front end's ``main`` whose prints may meet a closed stdout: :func:`stdout_lost`'s line, not a traceback."""
+    def wrap(main: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(main)
+        def guarded(*args: object, **kwargs: object) -> int:
+            try:
+                code = main(*args, **kwargs)
+                sys.stdout.flush()
+                return code
+            except BrokenPipeError as error:
+                return stdout_lost(prog, error)
+        return guarded
+    return wrap

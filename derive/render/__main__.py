@@ -17,6 +17,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from derive.inputs import OneLineParser
+from derive.options.messages import writes_stdout
 from derive.render.escape import (
     escape_latex,
     escape_markdown,
@@ -175,6 +176,7 @@ def _refused(prog: str, out: Path, error: Exception) -> int:
     return 2
 
 
+@writes_stdout("python -m derive.render")
 def main(argv: list[str] | None = None) -> int:
     """Entry point: write the sheet, or one error line and exit status 2."""
     parser = OneLineParser(prog="python -m derive.render", description=__doc__)

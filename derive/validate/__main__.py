@@ -8,6 +8,7 @@ from dataclasses import asdict
 from difflib import SequenceMatcher
 from typing import Sequence
 
+from derive.options.messages import writes_stdout
 from derive.validate import NO_TORCH, measuring
 
 try:
@@ -198,6 +199,7 @@ def _main_hf(as_json: bool, samples: int, seed: int, replay: str | None,
     return 1 if failed or failed_draws else 0
 
 
+@writes_stdout("python -m derive.validate")
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the comparison table (or JSON) and a summary; return the exit status."""
     parser = argparse.ArgumentParser(prog="python -m derive.validate", description=__doc__)
