@@ -173,22 +173,27 @@ def test_the_planner_judges_the_405b_paper_layout_on_its_middle_rank():
     assert 0 <= c["memory_per_gpu"][none][0] - float(middle) < 8 * 2**20
     assert c["reason"][none][0] == "memory" and c["memory_per_gpu"][none][0] > result.usable[1]
     assert c["feasible"][full][0]
-    # issue 32 asks for the top ten; since the step model keeps flash attention's scores on chip (held-out
-    # dense error 15 -> 8.5 %) the paper's layout ranks 12th, 3 % behind the best: at ZeRO-2 (Megatron-FSDP's
+    # issue 32 asks for the top ten; the paper's layout ranks 19th, 9 % behind the best, since a ring over
+    # NVLink domains runs over the domain's NICs (NCCL: one NET per channel), which speeds the DP traffic of
+    # t = 4 layouts, and the best halve the bubble with c = 2-4 (m = 32): at ZeRO-2 (Megatron-FSDP's
     # optim_grads: the paper's FSDP shards gradients and optimizer states) without recompute, tight
     runs = ((c["t"] == 8) & (c["p"] == 16) & (c["c"] == 1) & (c["d"] == 128)) & c["feasible"]
     ranks, order = result.ranks(), result.order()
     best = next(row for row in order if runs[row])
-    assert ranks[best] <= 12 and c["zero"][best] == 2 and c["recompute"][best] == "none"
-    assert c["step_time"][best] <= 1.04 * c["step_time"][order[0]]
+    assert ranks[best] <= 19 and c["zero"][best] == 2 and c["recompute"][best] == "none"
+    assert c["step_time"][best] <= 1.09 * c["step_time"][order[0]]
     assert result.tight()[best] and result.usable[0] < c["memory_per_gpu"][best] <= result.usable[1]
     # what ranks above it is explained by its breakdown, which sums to its step time: the layout's own
-    # parts (bubble, exposed tp / cp / dp / pp communication) win more than the step difference, so no
-    # layout ranks above the paper's by computing less
+    # parts (bubble, exposed tp / cp / dp / pp communication) win more than the step difference, or the
+    # layout has no pipeline (p = 1) and so no slowest stage: the paper's busiest stage holds 8 of the
+    # 126 layers (7.875 a stage) and the head, so its compute is above an even share by that much
     layout_parts = ("bubble", "tp", "cp", "ep", "dp", "pp")
     paper_parts = sum(c["breakdown"][best][part] for part in layout_parts)
     for row in order[:list(order).index(best)]:
         gain = paper_parts - sum(c["breakdown"][row][part] for part in layout_parts)
-        assert gain >= c["step_time"][best] - c["step_time"][row] - 1e-9
+        if gain < c["step_time"][best] - c["step_time"][row] - 1e-9:
+            assert c["p"][row] == 1
+            even_share = c["breakdown"][best]["compute"] * 7.875 / 8
+            assert even_share * 0.97 < c["breakdown"][row]["compute"] < even_share
         assert sum(c["breakdown"][row].values()) == pytest.approx(c["step_time"][row], rel=1e-12)
         assert c["step_time"][row] <= c["step_time"][best]
