@@ -18,10 +18,11 @@ imports every one, so adding a module is enough to add it to the check.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 import sympy as sp
 
@@ -173,8 +174,8 @@ def all_identities() -> list[Identity]:
 def prove_all(apart: bool = False) -> list[Proof]:
     """Prove every identity in registration order.
 
-    ``apart``: with a second CPU, every other topic module's identities are proved in a forked child
-    (derive.background) while this process proves the rest; the same proofs, each done once.
+    ``apart``: with a second CPU, a forked child (derive.background) and this process share the
+    topic modules, each taking the next one until none is left; the same proofs, each done once.
     """
     entries = all_identities()
     if apart:
@@ -183,17 +184,36 @@ def prove_all(apart: bool = False) -> list[Proof]:
 
 
 def _prove_apart(entries: list[Identity]) -> None:
-    """Prove ``entries``, those of every other module (in registration order) in the background."""
+    """Prove ``entries`` in two processes, module by module, each taking the next module from one queue.
+
+    The queue is a pipe holding one byte per topic module (its index); a read of one byte takes it,
+    so each module is proved by exactly one process. Modules the child took but did not send back
+    (it failed) are proved here by :func:`prove_all`.
+    """
     modules = list(dict.fromkeys(entry.derive.__module__ for entry in entries))
-    theirs = [entry for entry in entries
-              if modules.index(entry.derive.__module__) % 2 and id(entry) not in _PROOFS]
-    child = Background(lambda: [(p.claim, p.derived, p.difference) for p in map(prove, theirs)])
-    apart = {id(entry) for entry in theirs}
-    for entry in entries:
-        if id(entry) not in apart:
-            prove(entry)
-    for entry, (claim, derived, diff) in zip(theirs, child.result()):
-        _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
+    groups = [[entry for entry in entries if entry.derive.__module__ == module and id(entry) not in _PROOFS]
+              for module in modules]
+    read, write = os.pipe()
+    os.write(write, bytes(range(len(groups))))  # fewer than 256 topic modules
+    os.close(write)
+
+    def taken() -> Iterator[int]:
+        """Indices of the modules this process takes, until the queue is empty."""
+        while token := os.read(read, 1):
+            yield token[0]
+
+    child = Background(lambda: [(index, [(p.claim, p.derived, p.difference) for p in map(prove, groups[index])])
+                                for index in taken()])
+    try:
+        for index in taken():
+            for entry in groups[index]:
+                prove(entry)
+        for index, proved in child.result():
+            for entry, (claim, derived, diff) in zip(groups[index], proved):
+                _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
+    finally:
+        child.close()
+        os.close(read)
 
 
 def proof(key: str) -> Proof:
