@@ -237,3 +237,18 @@ def test_a_damaged_entry_is_printed_again(print_store, monkeypatch) -> None:
     for key in cache.STORE.load():
         cache.STORE.entries[key] = ["function () { return 0; }", {"numpy": 7}]
     assert javascript(N / d) == "function (N, d) { return N/d; }"
+
+
+def test_a_departure_claims_its_first_side_when_proved() -> None:
+    """A departure registers itself as its claim (no sides derived on import); the claim read is its pair's first side."""
+    import derive.identities as identities
+    from derive.accounts.framework_placements import MODULE_PARAMS
+    from derive.accounts.host import RANKS
+    from derive.identities.peers import DEPARTURES
+
+    entry = DEPARTURES["ZeRO-3 GPU estimate leaves out the bf16 gradient partition"]
+    registered = identities.REGISTRY[entry.key]
+    assert registered.claimed is entry
+    # DeepSpeed's estimate_zero3_model_states_mem_needs: largest layer (4 bytes) + 18 bytes per parameter per GPU
+    assert registered.claim == 4 * MODULE_PARAMS + 18 * N / RANKS
+    assert identities.prove(registered).claim == registered.claim and not identities.prove(registered).zero

@@ -50,12 +50,17 @@ class Identity:
     key: str
     name: str
     topic: str
-    claim: sp.Expr
+    claimed: "sp.Expr | Sided"
     derive: Callable[[], sp.Expr]
     source: str
     assumptions: tuple[str, ...] = ()
     where: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
     holds: bool = True
+
+    @cached_property
+    def claim(self) -> sp.Expr:
+        """The claimed closed form; a departure's (:class:`Sided`) is its pair's first side, derived on first use."""
+        return self.claimed.pair[0] if isinstance(self.claimed, Sided) else self.claimed
 
     def sides(self) -> tuple[sp.Expr, sp.Expr]:
         """(claim, derived), both under the identity's substitutions."""
@@ -114,14 +119,15 @@ class Proof:
 REGISTRY: dict[str, Identity] = {}
 
 
-def identity(name: str, *, topic: str, claim: sp.Expr, source: str,
+def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
              assumptions: tuple[str, ...] = (), where: Mapping[sp.Symbol, sp.Expr] | None = None,
              holds: bool = True, key: str | None = None
              ) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
     """Register the decorated function as the derived side of identity ``name``.
 
     ``key`` (default: the defining module's last name and the function's, ``flops.scores_causal``)
-    is what code looks an identity up by; ``name`` is only displayed.
+    is what code looks an identity up by; ``name`` is only displayed. A departure's ``claim`` may be
+    the :class:`Sided` itself: its sides are then derived when proved, not on import.
     """
 
     def register(derive: Callable[[], sp.Expr]) -> Callable[[], sp.Expr]:
