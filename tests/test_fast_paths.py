@@ -252,3 +252,20 @@ def test_a_departure_claims_its_first_side_when_proved() -> None:
     # DeepSpeed's estimate_zero3_model_states_mem_needs: largest layer (4 bytes) + 18 bytes per parameter per GPU
     assert registered.claim == 4 * MODULE_PARAMS + 18 * N / RANKS
     assert identities.prove(registered).claim == registered.claim and not identities.prove(registered).zero
+
+
+def test_comm_quotients_are_cancel_of_the_quotient() -> None:
+    """The ZeRO ratios from SymPy's cancel of the (numerator, denominator) pair are cancel's reduced quotient, term for term.
+
+    At one micro-batch ZeRO-3 sends 3 Psi to ZeRO-2's 2 Psi (Rajbhandari et al. 2020, 7.2.2); with fp32
+    gradients reduced the ratio departs to 4/3 (the identity's name).
+    """
+    from derive.identities import comm
+    from derive.symbols import m
+
+    for precision, at_one in (("bf16", sp.Rational(3, 2)), ("bf16-fp32grad", sp.Rational(4, 3))):
+        top, bottom = comm._dp_step(zero=3, precision=precision), comm._dp_step(zero=2, precision=precision)
+        quotient = comm._quotient(top, bottom)
+        assert sp.srepr(quotient) == sp.srepr(sp.cancel(top / bottom))
+        assert quotient.xreplace({m: 1}) == at_one
+    assert comm._dp_step(zero=2) is comm._dp_step(zero=2)  # built once
