@@ -199,10 +199,21 @@ def test_background_result_is_the_work(cpus: int, monkeypatch) -> None:
     assert unwanted.child is None
 
 
-def test_proofs_apart_are_the_proofs(monkeypatch) -> None:
-    """The check's proofs with every other topic module in a forked child equal the proofs done in turn, each one."""
+@pytest.mark.parametrize("cpus, child_fails", [(1, False), (2, False), (2, True)])
+def test_proofs_apart_are_the_proofs(cpus: int, child_fails: bool, monkeypatch) -> None:
+    """The check's proofs, topic modules shared with a forked child (two CPUs) or all here (one), equal the proofs done in turn.
+
+    A child that fails after taking modules from the queue sends nothing back: those are proved here.
+    """
+    from derive import background
     import derive.identities as identities
 
+    monkeypatch.setattr(background, "cpus", lambda: cpus)
+    if child_fails:
+        def refused(*args: object, **kwargs: object) -> bytes:
+            raise RuntimeError("pickle: refused")
+
+        monkeypatch.setattr(background.pickle, "dumps", refused)  # only the child pickles
     monkeypatch.setattr(identities, "_PROOFS", {})
     apart = identities.prove_all(apart=True)
     monkeypatch.setattr(identities, "_PROOFS", {})
@@ -211,7 +222,7 @@ def test_proofs_apart_are_the_proofs(monkeypatch) -> None:
     for one, other in zip(apart, serial):
         assert (one.claim, one.derived, one.difference) == (other.claim, other.derived, other.difference)
         assert sp.srepr(one.difference) == sp.srepr(other.difference)
-    # a comm identity (proved in the child): ZeRO-3 sends 3 Psi to ZeRO-2's 2 Psi (Rajbhandari et al. 2020, 7.2.2)
+    # a comm identity: ZeRO-3 sends 3 Psi to ZeRO-2's 2 Psi (Rajbhandari et al. 2020, 7.2.2)
     zero3 = next(p for p in apart if p.identity.key == "comm.zero3_vs_zero2")
     assert zero3.derived == sp.Rational(3, 2) and zero3.passed
     assert all(p.passed for p in apart)
@@ -226,3 +237,35 @@ def test_a_damaged_entry_is_printed_again(print_store, monkeypatch) -> None:
     for key in cache.STORE.load():
         cache.STORE.entries[key] = ["function () { return 0; }", {"numpy": 7}]
     assert javascript(N / d) == "function (N, d) { return N/d; }"
+
+
+def test_a_departure_claims_its_first_side_when_proved() -> None:
+    """A departure registers itself as its claim (no sides derived on import); the claim read is its pair's first side."""
+    import derive.identities as identities
+    from derive.accounts.framework_placements import MODULE_PARAMS
+    from derive.accounts.host import RANKS
+    from derive.identities.peers import DEPARTURES
+
+    entry = DEPARTURES["ZeRO-3 GPU estimate leaves out the bf16 gradient partition"]
+    registered = identities.REGISTRY[entry.key]
+    assert registered.claimed is entry
+    # DeepSpeed's estimate_zero3_model_states_mem_needs: largest layer (4 bytes) + 18 bytes per parameter per GPU
+    assert registered.claim == 4 * MODULE_PARAMS + 18 * N / RANKS
+    assert identities.prove(registered).claim == registered.claim and not identities.prove(registered).zero
+
+
+def test_comm_quotients_are_cancel_of_the_quotient() -> None:
+    """The ZeRO ratios from SymPy's cancel of the (numerator, denominator) pair are cancel's reduced quotient, term for term.
+
+    At one micro-batch ZeRO-3 sends 3 Psi to ZeRO-2's 2 Psi (Rajbhandari et al. 2020, 7.2.2); with fp32
+    gradients reduced the ratio departs to 4/3 (the identity's name).
+    """
+    from derive.identities import comm
+    from derive.symbols import m
+
+    for precision, at_one in (("bf16", sp.Rational(3, 2)), ("bf16-fp32grad", sp.Rational(4, 3))):
+        top, bottom = comm._dp_step(zero=3, precision=precision), comm._dp_step(zero=2, precision=precision)
+        quotient = comm._quotient(top, bottom)
+        assert sp.srepr(quotient) == sp.srepr(sp.cancel(top / bottom))
+        assert quotient.xreplace({m: 1}) == at_one
+    assert comm._dp_step(zero=2) is comm._dp_step(zero=2)  # built once

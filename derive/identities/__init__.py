@@ -18,10 +18,11 @@ imports every one, so adding a module is enough to add it to the check.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 import sympy as sp
 
@@ -49,12 +50,17 @@ class Identity:
     key: str
     name: str
     topic: str
-    claim: sp.Expr
+    claimed: "sp.Expr | Sided"
     derive: Callable[[], sp.Expr]
     source: str
     assumptions: tuple[str, ...] = ()
     where: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
     holds: bool = True
+
+    @cached_property
+    def claim(self) -> sp.Expr:
+        """The claimed closed form; a departure's (:class:`Sided`) is its pair's first side, derived on first use."""
+        return self.claimed.pair[0] if isinstance(self.claimed, Sided) else self.claimed
 
     def sides(self) -> tuple[sp.Expr, sp.Expr]:
         """(claim, derived), both under the identity's substitutions."""
@@ -113,14 +119,15 @@ class Proof:
 REGISTRY: dict[str, Identity] = {}
 
 
-def identity(name: str, *, topic: str, claim: sp.Expr, source: str,
+def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
              assumptions: tuple[str, ...] = (), where: Mapping[sp.Symbol, sp.Expr] | None = None,
              holds: bool = True, key: str | None = None
              ) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
     """Register the decorated function as the derived side of identity ``name``.
 
     ``key`` (default: the defining module's last name and the function's, ``flops.scores_causal``)
-    is what code looks an identity up by; ``name`` is only displayed.
+    is what code looks an identity up by; ``name`` is only displayed. A departure's ``claim`` may be
+    the :class:`Sided` itself: its sides are then derived when proved, not on import.
     """
 
     def register(derive: Callable[[], sp.Expr]) -> Callable[[], sp.Expr]:
@@ -173,8 +180,8 @@ def all_identities() -> list[Identity]:
 def prove_all(apart: bool = False) -> list[Proof]:
     """Prove every identity in registration order.
 
-    ``apart``: with a second CPU, every other topic module's identities are proved in a forked child
-    (derive.background) while this process proves the rest; the same proofs, each done once.
+    ``apart``: with a second CPU, a forked child (derive.background) and this process share the
+    topic modules, each taking the next one until none is left; the same proofs, each done once.
     """
     entries = all_identities()
     if apart:
@@ -183,17 +190,36 @@ def prove_all(apart: bool = False) -> list[Proof]:
 
 
 def _prove_apart(entries: list[Identity]) -> None:
-    """Prove ``entries``, those of every other module (in registration order) in the background."""
+    """Prove ``entries`` in two processes, module by module, each taking the next module from one queue.
+
+    The queue is a pipe holding one byte per topic module (its index); a read of one byte takes it,
+    so each module is proved by exactly one process. Modules the child took but did not send back
+    (it failed) are proved here by :func:`prove_all`.
+    """
     modules = list(dict.fromkeys(entry.derive.__module__ for entry in entries))
-    theirs = [entry for entry in entries
-              if modules.index(entry.derive.__module__) % 2 and id(entry) not in _PROOFS]
-    child = Background(lambda: [(p.claim, p.derived, p.difference) for p in map(prove, theirs)])
-    apart = {id(entry) for entry in theirs}
-    for entry in entries:
-        if id(entry) not in apart:
-            prove(entry)
-    for entry, (claim, derived, diff) in zip(theirs, child.result()):
-        _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
+    groups = [[entry for entry in entries if entry.derive.__module__ == module and id(entry) not in _PROOFS]
+              for module in modules]
+    read, write = os.pipe()
+    os.write(write, bytes(range(len(groups))))  # fewer than 256 topic modules
+    os.close(write)
+
+    def taken() -> Iterator[int]:
+        """Indices of the modules this process takes, until the queue is empty."""
+        while token := os.read(read, 1):
+            yield token[0]
+
+    child = Background(lambda: [(index, [(p.claim, p.derived, p.difference) for p in map(prove, groups[index])])
+                                for index in taken()])
+    try:
+        for index in taken():
+            for entry in groups[index]:
+                prove(entry)
+        for index, proved in child.result():
+            for entry, (claim, derived, diff) in zip(groups[index], proved):
+                _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
+    finally:
+        child.close()
+        os.close(read)
 
 
 def proof(key: str) -> Proof:

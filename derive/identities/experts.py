@@ -168,7 +168,7 @@ def sizes(values: dict[sp.Symbol, int], features: Layout) -> dict[str, sp.Expr |
 
 
 def _register(entry: Departure) -> None:
-    @identity(f"Megatron MoE: {entry.name}", topic=TOPIC, claim=entry.pair[0],
+    @identity(f"Megatron MoE: {entry.name}", topic=TOPIC, claim=entry,
               key="experts." + re.sub(r"\W+", "_", entry.name).strip("_"),
               source=entry.source, assumptions=entry.assumptions, holds=False)
     def derived() -> sp.Expr:

@@ -225,7 +225,7 @@ DEPARTURES: tuple[Departure, ...] = (
 
 def _register(entry: Departure) -> None:
     kind = "weights" if entry.topic == TOPIC else "activations"
-    @identity(f"Megatron {kind}: {entry.name}", topic=entry.topic, claim=entry.pair[0],
+    @identity(f"Megatron {kind}: {entry.name}", topic=entry.topic, claim=entry,
               key=f"megatron.{entry.sides.__name__}",
               source=entry.source, assumptions=entry.assumptions, where=entry.where, holds=False)
     def derived() -> sp.Expr:

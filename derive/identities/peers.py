@@ -98,7 +98,7 @@ def departure(entry: PeerDeparture) -> PeerDeparture:
         raise ValueError(f"peer departure {entry.name!r} is registered twice")
     DEPARTURES[entry.name] = entry
 
-    @identity(f"{entry.peer}: {entry.name}", topic=TOPIC, claim=entry.pair[0], source=entry.source,
+    @identity(f"{entry.peer}: {entry.name}", topic=TOPIC, claim=entry, source=entry.source,
               assumptions=entry.assumptions, where=entry.where, holds=False, key=entry.key)
     def derived() -> sp.Expr:
         return entry.pair[1]
