@@ -89,13 +89,16 @@ def test_first_stage_activations_built_once() -> None:
 
 
 def test_monomial_degree_is_polys() -> None:
-    """A monomial's degree is read off its exponents as Poly reads it; other forms still go through Poly."""
+    """A monomial's (or a product of sums') degree is read off its factors as Poly reads it; other forms still go through Poly."""
     from derive.printing.latex import _poly_degree, degree
-    from derive.symbols import L, V, a, b, s, t
+    from derive.symbols import L, V, a, b, c, m, s, t
 
-    # by hand: 34 s b h has degree 3, 5 a s^2 b degree 4, 12 L h^2 degree 3; ceiling(V/128t) a generator of degree 1
+    # by hand: 34 s b h has degree 3, 5 a s^2 b degree 4, 12 L h^2 degree 3; ceiling(V/128t) a generator of degree 1;
+    # m (c^2 t (a h + h) + c t (h + 1)): one top term, m c^2 t a h, degree 6; s (b + 1) - s b cancels to s, degree 1
     cases = {34 * s * b * h: 3, 5 * a * s**2 * b: 4, 12 * L * h**2: 3,
-             sp.ceiling(V / (128 * t)) * h: 2, L * (h + 2): 2, s**2 * (b + 1) ** 2: 4}
+             sp.ceiling(V / (128 * t)) * h: 2, L * (h + 2): 2, s**2 * (b + 1) ** 2: 4,
+             m * sp.ceiling(V * h / t - V * h / (c * t)): 2, m * (c**2 * t * (a * h + h) + c * t * (h + 1)): 6,
+             sp.Add(s * (b + 1), -s * b, evaluate=False): 1}
     for expr, by_hand in cases.items():
         assert _poly_degree(expr) == by_hand == sp.Poly(expr).total_degree()
     assert _poly_degree(sp.Integer(7)) == 0
