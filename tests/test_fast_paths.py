@@ -229,3 +229,25 @@ def test_a_damaged_entry_is_printed_again(print_store, monkeypatch) -> None:
     for key in cache.STORE.load():
         cache.STORE.entries[key] = ["function () { return 0; }", {"numpy": 7}]
     assert javascript(N / d) == "function (N, d) { return N/d; }"
+
+
+def test_ledger_parts_kept_equal_fresh_ones() -> None:
+    """rows with its parts kept across layouts (the page's flag values) equals fresh rows; the loss all-reduces count 3 m by hand."""
+    from derive.accounts.comm_row import LayoutTerms
+    from derive.accounts.comm_rows import rows
+    from derive.names import named_model
+    from derive.parallelism import Parallelism
+    from derive.symbols import L, c, e, m, p, t, t_E, v
+
+    architecture = named_model("8b", moe=True)[0].architecture
+    terms = LayoutTerms(t=t, p=p, v=v, c=c, d=d, e=e, t_E=t_E, m=m, dense_layers=L, moe_layers=sp.Integer(0),
+                        capacity=None)
+    seen: dict = {}
+    for sequence_parallel, zero, precision, recompute in itertools.product(
+            (False, True), (0, 1, 3), ("bf16", "fp32"), ("none", "full")):
+        layout = Parallelism(sequence_parallel=sequence_parallel, zero=zero, precision=precision, recompute=recompute)
+        kept = rows(architecture, terms, layout, False, seen)
+        assert kept == rows(architecture, terms, layout, False)
+        # Megatron's vocabulary-parallel cross entropy: max, predicted logit, sum of exp: three per micro-batch
+        assert [row.count for row in kept if row.name == "tp.loss.all-reduce"] == [3 * m]
+    assert any(len(entries) < 24 for entries in seen.values())  # some part was reused
