@@ -89,13 +89,16 @@ def test_first_stage_activations_built_once() -> None:
 
 
 def test_monomial_degree_is_polys() -> None:
-    """A monomial's degree is read off its exponents as Poly reads it; other forms still go through Poly."""
+    """A monomial's (or a product of sums') degree is read off its factors as Poly reads it; other forms still go through Poly."""
     from derive.printing.latex import _poly_degree, degree
-    from derive.symbols import L, V, a, b, s, t
+    from derive.symbols import L, V, a, b, c, m, s, t
 
-    # by hand: 34 s b h has degree 3, 5 a s^2 b degree 4, 12 L h^2 degree 3; ceiling(V/128t) a generator of degree 1
+    # by hand: 34 s b h has degree 3, 5 a s^2 b degree 4, 12 L h^2 degree 3; ceiling(V/128t) a generator of degree 1;
+    # m (c^2 t (a h + h) + c t (h + 1)): one top term, m c^2 t a h, degree 6; s (b + 1) - s b cancels to s, degree 1
     cases = {34 * s * b * h: 3, 5 * a * s**2 * b: 4, 12 * L * h**2: 3,
-             sp.ceiling(V / (128 * t)) * h: 2, L * (h + 2): 2, s**2 * (b + 1) ** 2: 4}
+             sp.ceiling(V / (128 * t)) * h: 2, L * (h + 2): 2, s**2 * (b + 1) ** 2: 4,
+             m * sp.ceiling(V * h / t - V * h / (c * t)): 2, m * (c**2 * t * (a * h + h) + c * t * (h + 1)): 6,
+             sp.Add(s * (b + 1), -s * b, evaluate=False): 1}
     for expr, by_hand in cases.items():
         assert _poly_degree(expr) == by_hand == sp.Poly(expr).total_degree()
     assert _poly_degree(sp.Integer(7)) == 0
@@ -269,3 +272,25 @@ def test_comm_quotients_are_cancel_of_the_quotient() -> None:
         assert sp.srepr(quotient) == sp.srepr(sp.cancel(top / bottom))
         assert quotient.xreplace({m: 1}) == at_one
     assert comm._dp_step(zero=2) is comm._dp_step(zero=2)  # built once
+
+
+def test_ledger_parts_kept_equal_fresh_ones() -> None:
+    """rows with its parts kept across layouts (the page's flag values) equals fresh rows; the loss all-reduces count 3 m by hand."""
+    from derive.accounts.comm_row import LayoutTerms
+    from derive.accounts.comm_rows import rows
+    from derive.names import named_model
+    from derive.parallelism import Parallelism
+    from derive.symbols import L, c, e, m, p, t, t_E, v
+
+    architecture = named_model("8b", moe=True)[0].architecture
+    terms = LayoutTerms(t=t, p=p, v=v, c=c, d=d, e=e, t_E=t_E, m=m, dense_layers=L, moe_layers=sp.Integer(0),
+                        capacity=None)
+    seen: dict = {}
+    for sequence_parallel, zero, precision, recompute in itertools.product(
+            (False, True), (0, 1, 3), ("bf16", "fp32"), ("none", "full")):
+        layout = Parallelism(sequence_parallel=sequence_parallel, zero=zero, precision=precision, recompute=recompute)
+        kept = rows(architecture, terms, layout, False, seen)
+        assert kept == rows(architecture, terms, layout, False)
+        # Megatron's vocabulary-parallel cross entropy: max, predicted logit, sum of exp: three per micro-batch
+        assert [row.count for row in kept if row.name == "tp.loss.all-reduce"] == [3 * m]
+    assert any(len(entries) < 24 for entries in seen.values())  # some part was reused

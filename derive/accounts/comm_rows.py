@@ -33,18 +33,50 @@ def _tables(architecture: Layout) -> tuple[Ledger, Ledger | None, Ledger]:
 
 
 def rows(architecture: Layout, terms: LayoutTerms, layout: Parallelism,
-         whole_model: bool) -> list[Collective]:
-    """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge)."""
+         whole_model: bool, seen: dict[tuple, list] | None = None) -> list[Collective]:
+    """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge).
+
+    ``seen``: a part's rows kept from an earlier call with the same architecture and terms, reused
+    when the layout agrees on every attribute the part read then (the page's many flag values).
+    """
     build = RowBuilder(terms, layout)
     dense_layer, moe_layer, edges = _tables(architecture)
     shared = moe_layer is None or len(moe_layer.where("shared_expert")) > 0
-    _tensor_parallel(build, shared, whole_model)
-    _pipeline(build, edges)
-    _context_parallel(build, architecture)
+    parts = [(_tensor_parallel, (shared, whole_model)), (_pipeline, (edges,)), (_context_parallel, (architecture,))]
     if moe_layer is not None:
-        _expert_parallel(build)
-    data_parallel(build, dense_layer, moe_layer, edges, whole_model)
+        parts.append((_expert_parallel, ()))
+    parts.append((data_parallel, (dense_layer, moe_layer, edges, whole_model)))
+    for part, args in parts:
+        if seen is None:
+            part(build, *args)
+        else:
+            _part_once(seen, (part.__name__, architecture, terms, whole_model), part, build, args)
     return build.found
+
+
+class _Watched:
+    """A layout that notes each attribute read from it, with its value."""
+
+    def __init__(self, layout: Parallelism) -> None:
+        self._layout, self.reads = layout, {}
+
+    def __getattr__(self, name: str) -> object:
+        value = getattr(self._layout, name)
+        self.reads[name] = value
+        return value
+
+
+def _part_once(seen: dict[tuple, list], key: tuple, part, build: RowBuilder, args: tuple) -> None:
+    """``part``'s rows: kept ones where the layout agrees on all the part read (a part reads nothing else), else built."""
+    for reads, found in seen.get(key, ()):
+        if all(getattr(build.layout, name) == value for name, value in reads.items()):
+            build.found.extend(found)
+            return
+    watched = _Watched(build.layout)
+    own = RowBuilder(build.terms, watched)
+    part(own, *args)
+    seen.setdefault(key, []).append((watched.reads, own.found))
+    build.found.extend(own.found)
 
 
 def _activation(terms: LayoutTerms) -> Tensor:

@@ -21,15 +21,59 @@ def degree(term: sp.Expr) -> int:
 def _poly_degree(expr: sp.Expr) -> int:
     """Total degree, with any non-polynomial factor (ceiling(V/128t), say) as a generator of its own.
 
-    A monomial (rational coefficient times symbols to positive integer powers) is read off its
-    exponents, as ``Poly`` reads it; anything else goes through ``Poly``.
+    A product of monomials and sums of monomials (4m(bchst - bchs)) is read off its factors, as
+    ``Poly`` reads it expanded (the degree of a product is the sum of its factors' degrees; a sum of
+    distinct monomials has its highest one's); anything else goes through ``Poly``.
     """
     if not expr.free_symbols:
         return 0
-    exponents = [_monomial_exponent(factor) for factor in sp.Mul.make_args(expr)]
-    if None not in exponents:
-        return sum(exponents)
-    return sp.Poly(expr).total_degree()
+    found = _product_degree(expr)
+    return found if found is not None else sp.Poly(expr).total_degree()
+
+
+def _product_degree(expr: sp.Expr) -> int | None:
+    """The degree of a product of monomials and sums of monomials (to positive integer powers), else None."""
+    total = 0
+    for factor in sp.Mul.make_args(expr):
+        power = 1
+        if factor.is_Pow and factor.base.is_Add and factor.exp.is_Integer and factor.exp > 0:
+            factor, power = factor.base, int(factor.exp)
+        if factor.is_Add:
+            found = _sum_degree(factor)
+            if found is None:
+                return None
+            total += power * found
+            continue
+        exponent = 1 if _rounded_laurent(factor) else _monomial_exponent(factor)
+        if exponent is None:
+            return None
+        total += exponent
+    return total
+
+
+def _rounded_laurent(factor: sp.Expr) -> bool:
+    """Whether ``factor`` is ceiling or floor of a sum of monomials (negative powers too): one generator to ``Poly``.
+
+    Its argument is already expanded, so ``Poly``'s ``expand`` would only build it again.
+    """
+    if not isinstance(factor, (sp.ceiling, sp.floor)) or not factor.free_symbols:
+        return False
+    return all(side.is_Rational or side.is_Symbol or (side.is_Pow and side.base.is_Symbol and side.exp.is_Integer)
+               for term in sp.Add.make_args(factor.args[0]) for side in sp.Mul.make_args(term))
+
+
+def _sum_degree(expr: sp.Add) -> int | None:
+    """The highest degree of the terms when nothing can cancel there, else None.
+
+    Distinct monomials cannot cancel (SymPy collects equal ones); nor can a single term of the
+    highest degree (a product's leading part is the product of its factors' leading parts).
+    """
+    monomials = all(_monomial_exponent(side) is not None for term in expr.args for side in sp.Mul.make_args(term))
+    degrees = [_product_degree(term) for term in expr.args]
+    if None in degrees:
+        return None
+    top = max(degrees)
+    return top if monomials or degrees.count(top) == 1 else None
 
 
 def _monomial_exponent(factor: sp.Expr) -> int | None:

@@ -86,8 +86,11 @@ def _mla(model: Model) -> bool:
     return not model.dense and model.layout is not None and model.layout.mla is not None
 
 
-def group_expressions(model: Model, flags: dict[str, object]) -> dict[str, sp.Expr]:
-    """Each group's bytes one rank sends per step, ceil'd, in symbols (derive.comm.report's per_rank_bytes_per_step)."""
+def group_expressions(model: Model, flags: dict[str, object], seen: dict[tuple, list] | None = None) -> dict[str, sp.Expr]:
+    """Each group's bytes one rank sends per step, ceil'd, in symbols (derive.comm.report's per_rank_bytes_per_step).
+
+    ``seen``: ledger parts kept between calls (derive.accounts.comm_rows.rows).
+    """
     single = bool(flags["single"])
     experts = _experts(model)
     layout = Parallelism(**{name: value for name, value in flags.items() if name != "single"})
@@ -95,7 +98,7 @@ def group_expressions(model: Model, flags: dict[str, object]) -> dict[str, sp.Ex
     terms = LayoutTerms(t=t, p=one if single else p, v=one if single else v, c=c, d=d, e=e, t_E=t_E, m=m,
                         dense_layers=ELL - ELL_E if experts else ELL,
                         moe_layers=ELL_E if experts else sp.Integer(0), capacity=None)
-    found = rows(model.architecture, terms, layout, single)
+    found = rows(model.architecture, terms, layout, single, seen)
     groups = GROUPS + ((EXPERT_GROUP,) if experts else ())
     return {group: _ceiling(sp.Add(*(row.sent * row.count for row in found if row.group == group)))
             for group in groups}
@@ -122,8 +125,9 @@ def _uses(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
 def _table(model: Model, combos: list[tuple[object, ...]]) -> dict[str, dict[tuple[object, ...], sp.Expr]]:
     """group -> flag values -> its expression, at each of ``combos`` (values in FLAGS order)."""
     table: dict[str, dict[tuple[object, ...], sp.Expr]] = {}
+    seen: dict[tuple, list] = {}
     for values in combos:
-        for group, expr in group_expressions(model, dict(zip(FLAGS, values))).items():
+        for group, expr in group_expressions(model, dict(zip(FLAGS, values)), seen).items():
             table.setdefault(group, {})[values] = expr
     return table
 
