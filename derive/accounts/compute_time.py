@@ -151,29 +151,36 @@ ROUTED_BYTES = DTYPE_BYTES["bf16"]
 
 
 @dataclass(frozen=True)
-class DispatchKernel:
-    """One forward kernel of Megatron's MoE token dispatcher: the hidden vectors it reads and writes per token.
+class Kernel:
+    """One element-wise kernel timed from the HBM traffic it causes: the tensors it reads and the ones it writes.
 
-    ``reads`` / ``writes`` count a token's hidden vectors of width h: ``"routed"`` is its k_E routed
-    copies, ``"token"`` the token itself; ``local_experts`` marks the kernels that run only when a rank
-    holds more than one expert (megatron/core/transformer/moe/token_dispatcher.py,
-    MoEAlltoAllTokenDispatcher: ``sort_chunks_by_idxs`` around the experts).
+    ``reads`` / ``writes`` name one tensor per element-sized pass over it (``out.add_(x)`` reads out and x,
+    writes out: ``("out", "out"), ("out",)``); a table's sum prices each name by its size per token.
+    ``runs``: when the kernel runs beyond once a pass — ``"every step"`` (at each of the c - 1 ring steps
+    after the first), ``"local experts"`` (only when a rank holds more than one expert); ``backward``: it
+    runs in the backward (else in the forward).
     """
 
     name: str
-    reads: str
-    writes: str
-    local_experts: bool = False
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    runs: str = "once"
+    backward: bool = False
+
+    def moved(self, size: dict[str, Any]) -> Any:
+        """What one run moves: the sizes of the tensors it reads and writes, summed."""
+        return sum(size[tensor] for tensor in self.reads + self.writes)
 
 
-#: The dispatcher's forward kernels, in order (MoEAlltoAllTokenDispatcher.token_permutation /
-#: token_unpermutation; moe_utils.permute, sort_chunks_by_idxs, unpermute). The all-to-all between them is
-#: communication (derive.accounts.comm_rows).
+#: The dispatcher's forward kernels, in order (megatron/core/transformer/moe/token_dispatcher.py,
+#: MoEAlltoAllTokenDispatcher.token_permutation / token_unpermutation; moe_utils.permute,
+#: sort_chunks_by_idxs, unpermute): "routed" is a token's k_E routed copies, "token" the token itself.
+#: The all-to-all between them is communication (derive.accounts.comm_rows).
 DISPATCH_KERNELS = (
-    DispatchKernel("permutation 1 (permute)", reads="routed", writes="routed"),
-    DispatchKernel("permutation 2 (sort_chunks_by_idxs)", reads="routed", writes="routed", local_experts=True),
-    DispatchKernel("unpermutation 2 (sort_chunks_by_idxs)", reads="routed", writes="routed", local_experts=True),
-    DispatchKernel("unpermutation 1 (unpermute: the weighted sum)", reads="routed", writes="token"),
+    Kernel("permutation 1 (permute)", ("routed",), ("routed",)),
+    Kernel("permutation 2 (sort_chunks_by_idxs)", ("routed",), ("routed",), runs="local experts"),
+    Kernel("unpermutation 2 (sort_chunks_by_idxs)", ("routed",), ("routed",), runs="local experts"),
+    Kernel("unpermutation 1 (unpermute: the weighted sum)", ("routed",), ("token",)),
 )
 
 
@@ -189,56 +196,38 @@ def routing_elements(work: Workload, lay: Layout) -> Any:
     """
     if not work.moe:
         return 0.0
-    vectors = {"routed": work.active_experts, "token": 1}
+    size = {"routed": work.active_experts * work.hidden, "token": work.hidden}
     several = work.experts / lay.e > 1
-    forward = sum(np.where(several | (not kernel.local_experts), vectors[kernel.reads] + vectors[kernel.writes], 0)
-                  for kernel in DISPATCH_KERNELS) * work.hidden
+    forward = sum(np.where(several | (kernel.runs != "local experts"), kernel.moved(size), 0)
+                  for kernel in DISPATCH_KERNELS)
     passes = 3 if lay.recompute == "full" else 2
     return passes * forward * work.moe_layers / work.layers
 
 
-@dataclass(frozen=True)
-class MergeKernel:
-    """One element-wise kernel of Transformer Engine's ring attention: what it reads and writes of which tensor.
-
-    ``tensor`` is ``"out"`` (the attention output), ``"q"`` (dQ, Q's size) or ``"kv"`` (K and V, or their
-    gradients); ``reads`` / ``writes`` count that tensor's elements per token at its size on the rank;
-    ``every_step``: it runs at each of the c - 1 ring steps after the first, else once;
-    ``backward``: it runs in the backward (else in the forward, again when core attention is recomputed).
-    """
-
-    name: str
-    tensor: str
-    reads: int
-    writes: int
-    every_step: bool
-    backward: bool
-
-
 #: The kernels of TE's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/
 #: context_parallel.py, BF16, sbhd / bshd) that merge the c ring steps' partial results, on the rank whose
-#: queries meet full-sized blocks at every step (the last CP rank under the causal split into 2c chunks).
-#: The attention kernels themselves are the score GEMMs (compute-bound, their FLOPs balanced over the ranks).
+#: queries meet full-sized blocks at every step (the last CP rank under the causal split into 2c chunks):
+#: "out" is the attention output, "q" Q (dQ's size), "kv" K and V (or their gradients). The attention
+#: kernels themselves are the score GEMMs (compute-bound, their FLOPs balanced over the ranks).
 CP_MERGE_KERNELS = (
-    MergeKernel("flash_attn_fwd_out_correction_init (step 0's partial output rescaled into out)", "out", 1, 1,
-                False, False),
-    MergeKernel("flash_attn_fwd_out_correction (out.add_(out_per_step x exp(lse_step - lse)))", "out", 2, 1,
-                True, False),
-    MergeKernel("dq.copy_(dq_) (step 0's dQ)", "q", 1, 1, False, True),
-    MergeKernel("dq.add_(dq_) (a step's dQ accumulated)", "q", 2, 1, True, True),
-    MergeKernel("p2p_comm_buffers[0][0].copy_(kv) (K and V into the backward's ring buffer)", "kv", 1, 1,
-                False, True),
-    MergeKernel("dk.copy_(dk_), dv.copy_(dv_) (step 0's dK, dV)", "kv", 1, 1, False, True),
-    MergeKernel("dk.add_(dk_), dv.add_(dv_) (a step's dK, dV added to those travelling the ring)", "kv", 2, 1,
-                True, True),
+    Kernel("flash_attn_fwd_out_correction_init (step 0's partial output rescaled into out)", ("out",), ("out",)),
+    Kernel("flash_attn_fwd_out_correction (out.add_(out_per_step x exp(lse_step - lse)))", ("out", "out"),
+           ("out",), runs="every step"),
+    Kernel("dq.copy_(dq_) (step 0's dQ)", ("q",), ("q",), backward=True),
+    Kernel("dq.add_(dq_) (a step's dQ accumulated)", ("q", "q"), ("q",), runs="every step", backward=True),
+    Kernel("p2p_comm_buffers[0][0].copy_(kv) (K and V into the backward's ring buffer)", ("kv",), ("kv",),
+           backward=True),
+    Kernel("dk.copy_(dk_), dv.copy_(dv_) (step 0's dK, dV)", ("kv",), ("kv",), backward=True),
+    Kernel("dk.add_(dk_), dv.add_(dv_) (a step's dK, dV added to those travelling the ring)", ("kv", "kv"),
+           ("kv",), runs="every step", backward=True),
 )
 
 
 def ring_merge_bytes(work: Workload, lay: Layout) -> Any:
     """HBM bytes per token of a layer that ring attention's merge kernels move on one rank at t = 1 (0 when c = 1).
 
-    The sum over :data:`CP_MERGE_KERNELS` of the elements each reads and writes (c - 1 times for those
-    that run at every later ring step) times the tensor's bytes per token (``Workload.ring_bytes``:
+    The sum over :data:`CP_MERGE_KERNELS` of the tensors each reads and writes (c - 1 times for those
+    that run at every later ring step), each at its bytes per token (``Workload.ring_bytes``:
     Q, K + V, the attention output from the saved tables); the forward's kernels again when core attention is
     recomputed (selective or full: Megatron's _checkpointed_attention_forward re-runs the ring). Split over
     t by the caller (heads). Only Megatron's default ring (cp_comm ``p2p``); the all-gather variant's
@@ -247,7 +236,7 @@ def ring_merge_bytes(work: Workload, lay: Layout) -> Any:
     size = dict(zip(("q", "kv", "out"), work.ring_bytes))
     steps = lay.c - 1
     forward_passes = 1 if lay.recompute == "none" else 2
-    total = sum((kernel.reads + kernel.writes) * size[kernel.tensor] * (steps if kernel.every_step else 1)
+    total = sum(kernel.moved(size) * (steps if kernel.runs == "every step" else 1)
                 * (1 if kernel.backward else forward_passes) for kernel in CP_MERGE_KERNELS)
     return np.where((np.asarray(lay.c) > 1) & (lay.cp_comm == "p2p"), total, 0.0)
 
