@@ -1,8 +1,11 @@
 """Seconds of the communication rows on their links, and what each overlap rule leaves exposed.
 
 Communication rows (``derive.accounts.comm``) cross the link their group spans at eta_network x its
-bandwidth plus a latency per ring step, and keep what their overlap rule leaves exposed
-(``derive.accounts.schedule``): per micro-batch for tp, cp, ep; per step for dp and pp.
+bandwidth plus the latency of each NCCL call they are issued in (``call_latency``: NCCL's ring model,
+NVLink steps and domain crossings apart; a data-parallel row in buckets or per-layer FSDP units,
+``derive.accounts.schedule.data_parallel_calls``), and keep what their overlap rule leaves exposed
+(``derive.accounts.schedule``): per micro-batch for tp, cp, ep (the context ring per pass, ``ring_exposed``);
+per step for dp and pp.
 """
 from __future__ import annotations
 
@@ -150,11 +153,17 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     total = {group: 0.0 for group in ("tp", "tp-async", "cp-forward", "cp-backward", "ep", "pp")}
     data: dict[tuple[str, str], list[Any]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
     one = {"pp": 0.0}
-    # a data-parallel row's bytes go in buckets (ZeRO 0-1) or per-layer FSDP units (ZeRO 2-3), each a call
-    calls = data_parallel_calls(local_parameters(work, lay), lay.d * lay.c, lay.zero, held_layers(work, lay))
+    # a data-parallel row's bytes go in buckets of its own parameters (ZeRO 0-1; the expert buffers take the
+    # dense ones' bucket size, set from d c: megatron/core/distributed/distributed_data_parallel.py) or per-layer
+    # FSDP units (ZeRO 2-3), each bucket or unit a call
+    layers = held_layers(work, lay)
+    dense = (work.parameters - work.expert_parameters) / (lay.t * lay.p)
+    experts = work.expert_parameters / (lay.etp * lay.e * lay.p)
+    calls = {group: data_parallel_calls(held, lay.d * lay.c, lay.zero, layers)
+             for group, held in (("dp", dense), ("edp", experts))}
     for row in rows:
+        seconds = collective_seconds(row, sizes, gpu, eta, calls.get(row.group, 1))
         group = "dp" if row.group == "edp" else row.group
-        seconds = collective_seconds(row, sizes, gpu, eta, calls if group == "dp" else 1)
         if group == "dp":
             kind = "gather" if row.collective == "all-gather" else "reduce"
             bucket = data.setdefault((kind, "backward" if row.pass_ == "backward" else "forward"), [0.0, 0.0])
