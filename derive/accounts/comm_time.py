@@ -107,20 +107,21 @@ def ring_exposed(forward: Any, backward: Any, lay: Layout, compute: dict[str, An
     """What context parallel's ring leaves exposed of one micro-batch: ``forward`` and ``backward`` seconds of transfers.
 
     Transformer Engine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/
-    context_parallel.py) runs c attention steps per layer and pass, each on one block of K/V; before step i it
-    waits for step i's K/V and launches the transfer of step i + 1's, so each of the c - 1 transfers runs beside
-    one step's attention and the last step's attention hides nothing. The steps do equal work (the causal split
-    into 2c chunks), so a pass hides its transfers behind (c - 1)/c of its own attention: the forward's K/V
-    behind the forward's (and a recomputed forward's behind its rerun, Megatron's _checkpointed_attention_forward),
-    the backward's K/V and dK/dV (one buffer, launched at a step's start and waited for at its end) behind the
-    backward's. Off (``on`` False): every transfer exposed.
+    context_parallel.py) runs c attention steps per layer and pass, of equal work (the causal split into 2c
+    chunks). Forward: before step i it waits for step i's K/V and launches the transfer of step i + 1's, so the
+    c - 1 transfers run beside c - 1 of the c steps and the last step's attention hides nothing: the forward's
+    K/V hide behind (c - 1)/c of the forward's attention (a recomputed forward's behind its rerun, Megatron's
+    _checkpointed_attention_forward). Backward: each of the c steps launches one transfer at its start (step 0
+    K/V, the middle steps K/V with the dK/dV accumulated so far, the last step dK/dV) and waits for it at its
+    end, so the backward's transfers hide behind all of the backward's attention. Each pass's transfers are
+    set against its own attention, not pooled over both. Off (``on`` False): every transfer exposed.
     """
     steps = np.asarray(lay.c, dtype=float)
     share = np.where(steps > 1, (steps - 1) / np.maximum(steps, 1), 0.0) if on else 0.0
     attention_backward = compute["attention_backward"]
     forward_passes = 1 if lay.recompute == "none" else 2
     return (exposed(forward, share * forward_passes * (compute["attention"] - attention_backward))
-            + exposed(backward, share * attention_backward))
+            + exposed(backward, attention_backward if on else 0.0))
 
 
 def held_layers(work: Workload, lay: Layout) -> Any:

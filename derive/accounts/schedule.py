@@ -46,8 +46,9 @@ OVERLAP_RULES: dict[str, str] = {
                          "LinearWithGradAccumulationAndAsyncCommunication.backward) hide behind one "
                          "GEMM pass; the ledger marks them with an overlap other than 'none'",
     "cp-ring-with-attention": "context parallel's K/V ring passes run beside the attention of the "
-                              "previous block (Megatron / TE ring attention): each pass's transfers behind "
-                              "(c - 1)/c of that pass's own attention (derive.accounts.comm_time.ring_exposed)",
+                              "previous block (Megatron / TE ring attention): the forward's transfers behind "
+                              "(c - 1)/c of the forward's attention, the backward's behind the backward's "
+                              "(derive.accounts.comm_time.ring_exposed)",
     "pp-send-with-compute": "pipeline sends of the steady state overlap the next micro-batch; only "
                             "the 2(p - 1) hops of warm-up and cool-down are exposed",
     "ep-a2a-overlap": "expert-parallel dispatch / combine hidden behind the other micro-batch's "
