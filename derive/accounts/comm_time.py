@@ -16,7 +16,8 @@ import numpy as np
 from derive.accounts.efficiency import Efficiency
 from derive.accounts.compute_time import stage_loads
 from derive.accounts.schedule import data_parallel_calls, exposed, last_bucket_share, span
-from derive.accounts.step_layout import Layout, Size, local_parameters
+from derive.accounts.step_layout import (Layout, Size, local_dense_parameters, local_expert_parameters,
+                                         local_parameters)
 from derive.accounts.workload import Workload
 from derive.systems import System
 
@@ -158,10 +159,8 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     # dense ones' bucket size, set from d c: megatron/core/distributed/distributed_data_parallel.py) or per-layer
     # FSDP units (ZeRO 2-3), each bucket or unit a call
     layers = held_layers(work, lay)
-    dense = (work.parameters - work.expert_parameters) / (lay.t * lay.p)
-    experts = work.expert_parameters / (lay.etp * lay.e * lay.p)
-    calls = {group: data_parallel_calls(held, lay.d * lay.c, lay.zero, layers)
-             for group, held in (("dp", dense), ("edp", experts))}
+    calls = {group: data_parallel_calls(held(work, lay), lay.d * lay.c, lay.zero, layers)
+             for group, held in (("dp", local_dense_parameters), ("edp", local_expert_parameters))}
     for row in rows:
         seconds = collective_seconds(row, sizes, gpu, eta, calls.get(row.group, 1))
         group = "dp" if row.group == "edp" else row.group
