@@ -1,8 +1,11 @@
 """Seconds of the communication rows on their links, and what each overlap rule leaves exposed.
 
 Communication rows (``derive.accounts.comm``) cross the link their group spans at eta_network x its
-bandwidth plus a latency per ring step, and keep what their overlap rule leaves exposed
-(``derive.accounts.schedule``): per micro-batch for tp, cp, ep; per step for dp and pp.
+bandwidth plus the latency of each NCCL call they are issued in (``call_latency``: NCCL's ring model,
+NVLink steps and domain crossings apart; a data-parallel row in buckets or per-layer FSDP units,
+``derive.accounts.schedule.data_parallel_calls``), and keep what their overlap rule leaves exposed
+(``derive.accounts.schedule``): per micro-batch for tp, cp, ep (the context ring per pass, ``ring_exposed``);
+per step for dp and pp.
 """
 from __future__ import annotations
 
@@ -11,8 +14,10 @@ from typing import Any, Iterable
 import numpy as np
 
 from derive.accounts.efficiency import Efficiency
-from derive.accounts.schedule import exposed, last_bucket_share, span
-from derive.accounts.step_layout import Layout, Size, local_parameters
+from derive.accounts.compute_time import stage_loads
+from derive.accounts.schedule import data_parallel_calls, exposed, last_bucket_share, span
+from derive.accounts.step_layout import (Layout, Size, local_dense_parameters, local_expert_parameters,
+                                         local_parameters)
 from derive.accounts.workload import Workload
 from derive.systems import System
 
@@ -22,6 +27,9 @@ from derive.systems import System
 RING_STEPS = {"all-reduce": lambda n: 2 * (n - 1), "reduce-scatter": lambda n: n - 1,
               "all-gather": lambda n: n - 1, "all-to-all": lambda n: 1,
               "send-recv": lambda n: 1, "broadcast": lambda n: n - 1}
+#: Passes a ring collective makes around its ring (NCCL's nInterSteps: nNodes - 1 per pass, an all-reduce
+#: a reduce-scatter pass and an all-gather pass: src/graph/tuning.cc).
+RING_PASSES = {"all-reduce": 2, "reduce-scatter": 1, "all-gather": 1}
 
 
 def remote_share(ranks: Size, group_span: Size, gpu: System) -> Any:
@@ -55,16 +63,36 @@ def ring_bandwidth(ranks: Size, group_span: Size, gpu: System) -> Any:
     return np.where(inside, gpu.nvlink_bandwidth, across)
 
 
-def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Efficiency) -> Any:
-    """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus ring-step latency.
+def call_latency(collective: str, ranks: Size, group_span: Size, gpu: System) -> Any:
+    """Latency of one NCCL call of ``collective`` over ``ranks`` spread over ``group_span`` consecutive GPUs.
+
+    NCCL's own model of a ring (src/graph/tuning.cc, ncclTopoTuneModel: ``(nsteps - nInterSteps) x intraLat
+    + nInterSteps x interLat``, nsteps = n - 1 for all-gather and reduce-scatter, 2(n - 1) for all-reduce,
+    nInterSteps = nNodes - 1, doubled for all-reduce): of a ring's steps, those that cross from one NVLink
+    domain to the next pay the NIC's latency, the rest NVLink's. A ring of n ranks over D domains
+    (``ranks_per_domain`` of them in each) crosses D - 1 domain boundaries per pass. A send or an all-to-all
+    is one step at the latency of the link its group spans.
+    """
+    link_latency = gpu.link(group_span)[1]
+    steps = RING_STEPS[collective](ranks)
+    if collective not in RING_PASSES:
+        return steps * link_latency
+    domains = np.ceil(ranks / ranks_per_domain(ranks, group_span, gpu))
+    crossing = np.where(np.less_equal(group_span, gpu.nvlink_domain), 0.0, RING_PASSES[collective] * (domains - 1))
+    return (steps - crossing) * gpu.nvlink_latency + crossing * gpu.nic_latency
+
+
+def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Efficiency, calls: Any = 1) -> Any:
+    """Seconds a rank spends in one ledger row over a step: bytes at the link its group spans, plus each call's latency.
 
     A ring collective spanning NVLink domains runs at ``ring_bandwidth`` (its ranks' NICs in each
-    domain); an all-to-all sends its remote share over the NIC and the rest over NVLink at once.
+    domain); an all-to-all sends its remote share over the NIC and the rest over NVLink at once. ``calls``:
+    the NCCL calls each of the row's ``count`` issues is split into (its bytes in buckets or per-layer
+    units: ``derive.accounts.schedule.data_parallel_calls``), each paying ``call_latency``.
     """
     group_span = span(row.group, sizes)
-    link, latency = gpu.link(group_span)
+    link = gpu.link(group_span)[0]
     ranks = np.maximum(np.trunc(np.asarray(row.ranks, dtype=float)), 2)
-    steps = RING_STEPS[row.collective](ranks)
     sent = np.asarray(row.sent, dtype=float)
     # a pipeline send goes from one rank to one rank: its own link, no ring over the domain's NICs
     bandwidth = link if row.collective == "send-recv" else ring_bandwidth(ranks, group_span, gpu)
@@ -73,7 +101,36 @@ def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Effic
         remote = remote_share(ranks, group_span, gpu)
         split = np.maximum(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
         wire = np.where(group_span > gpu.nvlink_domain, split / eta.network, wire)
-    return np.asarray(row.count, dtype=float) * (wire + steps * latency)
+    return np.asarray(row.count, dtype=float) * (wire + calls * call_latency(row.collective, ranks, group_span, gpu))
+
+
+def ring_exposed(forward: Any, backward: Any, lay: Layout, compute: dict[str, Any], on: bool) -> Any:
+    """What context parallel's ring leaves exposed of one micro-batch: ``forward`` and ``backward`` seconds of transfers.
+
+    Transformer Engine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/
+    context_parallel.py) runs c attention steps per layer and pass, of equal work (the causal split into 2c
+    chunks). Forward: before step i it waits for step i's K/V and launches the transfer of step i + 1's, so the
+    c - 1 transfers run beside c - 1 of the c steps and the last step's attention hides nothing: the forward's
+    K/V hide behind (c - 1)/c of the forward's attention (a recomputed forward's behind its rerun, Megatron's
+    _checkpointed_attention_forward). Backward: each of the c steps launches one transfer at its start (step 0
+    K/V, the middle steps K/V with the dK/dV accumulated so far, the last step dK/dV) and waits for it at its
+    end, so the backward's transfers hide behind all of the backward's attention. Each pass's transfers are
+    set against its own attention, not pooled over both. Off (``on`` False): every transfer exposed.
+    """
+    steps = np.asarray(lay.c, dtype=float)
+    share = np.where(steps > 1, (steps - 1) / np.maximum(steps, 1), 0.0) if on else 0.0
+    attention_backward = compute["attention_backward"]
+    forward_passes = 1 if lay.recompute == "none" else 2
+    return (exposed(forward, share * forward_passes * (compute["attention"] - attention_backward))
+            + exposed(backward, attention_backward if on else 0.0))
+
+
+def held_layers(work: Workload, lay: Layout) -> Any:
+    """Transformer layers on the most loaded pipeline rank (derive.accounts.compute_time.stage_loads)."""
+    most: Any = 0
+    for layers, _, there in stage_loads(work.layers, lay):
+        most = np.where(there, np.maximum(most, layers), most)
+    return most
 
 
 def ep_overlap_window(lay: Layout, gpu: System, compute: dict[str, Any], rules: frozenset[str]) -> Any:
@@ -95,11 +152,17 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
                   compute: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
     sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
-    total = {group: 0.0 for group in ("tp", "tp-async", "cp", "ep", "pp")}
+    total = {group: 0.0 for group in ("tp", "tp-async", "cp-forward", "cp-backward", "ep", "pp")}
     data: dict[tuple[str, str], list[Any]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
     one = {"pp": 0.0}
+    # a data-parallel row's bytes go in buckets of its own parameters (ZeRO 0-1; the expert buffers take the
+    # dense ones' bucket size, set from d c: megatron/core/distributed/distributed_data_parallel.py) or per-layer
+    # FSDP units (ZeRO 2-3), each bucket or unit a call
+    layers = held_layers(work, lay)
+    calls = {group: data_parallel_calls(held(work, lay), lay.d * lay.c, lay.zero, layers)
+             for group, held in (("dp", local_dense_parameters), ("edp", local_expert_parameters))}
     for row in rows:
-        seconds = collective_seconds(row, sizes, gpu, eta)
+        seconds = collective_seconds(row, sizes, gpu, eta, calls.get(row.group, 1))
         group = "dp" if row.group == "edp" else row.group
         if group == "dp":
             kind = "gather" if row.collective == "all-gather" else "reduce"
@@ -109,6 +172,8 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
             continue
         if group == "tp" and row.overlap != "none":
             group = "tp-async"
+        if group == "cp":  # a recomputed forward's ring runs beside the recomputed attention: forward-like
+            group = "cp-backward" if row.pass_ == "backward" else "cp-forward"
         if group == "pp":
             count = np.asarray(row.count, dtype=float)
             one["pp"] = np.maximum(one["pp"], np.where(count > 0, seconds / np.where(count > 0, count, 1), 0.0))
@@ -118,7 +183,8 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     hidden = exposed(total["tp-async"] / m, linear / 3 if "tp-async-backward" in rules else 0.0)
     per_micro = {
         "tp": hidden + exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
-        "cp": exposed(total["cp"] / m, compute["attention"] if "cp-ring-with-attention" in rules else 0.0),
+        "cp": ring_exposed(total["cp-forward"] / m, total["cp-backward"] / m, lay, compute,
+                           "cp-ring-with-attention" in rules),
         "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
     }
     # the GEMMs' own backward and forward seconds (compute_time's per-pass rooflines: a memory-bound

@@ -112,7 +112,8 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind.
 
     ``backward`` is the share of the GEMM kinds (linear, expert, attention, head) their data- and
-    weight-gradient passes take (not a further kind: it is inside them). The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
+    weight-gradient passes take, ``attention_backward`` attention's own (neither a further kind: they are inside
+    them). The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
     """
     tokens = lay.b * work.seq / lay.c
     timed = timed_rows(work, gpu, eta, lay, tokens)
@@ -126,18 +127,21 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     for layers, heads, there in stage_loads(work.layers, lay):
         share = layers / work.layers
         seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
-        backward_gemms = 0.0
+        backward_gemms = attention_backward = 0.0
         for row, forward, backward in timed:
             weight = heads if row.kind == "head" else share
             kind = {"layer": "linear", "router": "linear", "score": "attention"}.get(row.kind, row.kind)
             seconds[kind] += (forward + backward) * weight
             backward_gemms += backward * weight
+            if kind == "attention":
+                attention_backward += backward * weight
             if lay.recompute in row.recomputed:
                 seconds["recompute"] += forward * weight
         element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing + ring) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
         total = sum(seconds.values())
         seconds["backward"] = backward_gemms  # of the GEMM kinds above: the window the DP rules overlap with
+        seconds["attention_backward"] = attention_backward  # of "attention": the context ring's backward window
         slower = there & (total > most)
         slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
         most = np.where(slower, total, most)

@@ -46,7 +46,9 @@ OVERLAP_RULES: dict[str, str] = {
                          "LinearWithGradAccumulationAndAsyncCommunication.backward) hide behind one "
                          "GEMM pass; the ledger marks them with an overlap other than 'none'",
     "cp-ring-with-attention": "context parallel's K/V ring passes run beside the attention of the "
-                              "previous block (Megatron / TE ring attention)",
+                              "previous block (Megatron / TE ring attention): the forward's transfers behind "
+                              "(c - 1)/c of the forward's attention, the backward's behind the backward's "
+                              "(derive.accounts.comm_time.ring_exposed)",
     "pp-send-with-compute": "pipeline sends of the steady state overlap the next micro-batch; only "
                             "the 2(p - 1) hops of warm-up and cool-down are exposed",
     "ep-a2a-overlap": "expert-parallel dispatch / combine hidden behind the other micro-batch's "
@@ -108,6 +110,23 @@ def last_bucket_share(local_parameters: float | np.ndarray, data_parallel: int |
     bucket = np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
     held = local_parameters > 0
     return np.where(held, np.minimum(1.0, bucket / np.where(held, local_parameters, 1)), 1.0)
+
+
+def data_parallel_calls(local_parameters: float | np.ndarray, data_parallel: int | np.ndarray, zero: int,
+                        layers: float | np.ndarray) -> float | np.ndarray:
+    """NCCL calls a data-parallel collective of a rank's gradients or parameters is issued in, each time it runs.
+
+    ZeRO 0 and 1 (Megatron's DDP and distributed optimizer): one call per bucket of
+    max(40,000,000, 1,000,000 x dp) parameters (``BUCKET_PARAMETERS``; the last one partly full).
+    ZeRO 2 and 3 (Megatron-FSDP's optim_grads and optim_grads_params, FSDP2): one call per FSDP unit, a
+    transformer layer (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py: ``fsdp_unit_modules`` defaults
+    to TransformerLayer, "FSDP unit modules control the granularity of FSDP communications"; FSDP2's
+    fully_shard per block), ``layers`` of them on the rank. Numbers or numpy columns.
+    """
+    if zero >= 2:
+        return np.maximum(layers, 1)
+    bucket = np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
+    return np.maximum(np.ceil(local_parameters / bucket), 1)
 
 
 def exposed(seconds: float | np.ndarray, window: float | np.ndarray,

@@ -48,8 +48,17 @@ class Layout:
     cp_comm: str = "p2p"
 
 
+def local_dense_parameters(work: Workload, lay: Layout) -> float:
+    """Parameters one rank holds outside the routed experts: over t p."""
+    return (work.parameters - work.expert_parameters) / (lay.t * lay.p)
+
+
+def local_expert_parameters(work: Workload, lay: Layout) -> float:
+    """Routed-expert parameters one rank holds: over etp e p."""
+    return work.expert_parameters / (lay.etp * lay.e * lay.p)
+
+
 def local_parameters(work: Workload, lay: Layout) -> float:
     """Parameters one rank holds: dense ones over t p, routed experts over etp e p."""
-    dense = work.parameters - work.expert_parameters
-    return dense / (lay.t * lay.p) + work.expert_parameters / (lay.etp * lay.e * lay.p)
+    return local_dense_parameters(work, lay) + local_expert_parameters(work, lay)
 
