@@ -75,8 +75,9 @@ def render_text(result: Plan, top: int = 10) -> str:
 
 def render_json(result: Plan) -> str:
     """Every layout in rank order: its fields (FIELDS; an MoE model's EXPERT_FIELDS), memory_per_gpu, step_time,
-    breakdown, feasible, rank, tight, reason."""
-    c, ranks, tight = result.columns, result.ranks(), result.tight()
+    breakdown, feasible, rank (none where it does not fit or is dominated), tight, dominated (another recompute /
+    ZeRO variant of the layout is no slower with no more memory), reason."""
+    c, ranks, tight, dominated = result.columns, result.ranks(), result.tight(), result.dominated()
     experts = "e" in c
     layouts = []
     for row in result.order():
@@ -89,6 +90,7 @@ def render_json(result: Plan) -> str:
             "step_time": float(c["step_time"][row]) if timed else None,
             "breakdown": c["breakdown"][row] if timed else None,
             "feasible": bool(c["feasible"][row]), "rank": int(ranks[row]) or None, "tight": bool(tight[row]),
+            "dominated": bool(dominated[row]),
             "reason": REASONS.get(str(c["reason"][row]), ""),
         })
     return json.dumps({

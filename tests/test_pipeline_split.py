@@ -173,9 +173,11 @@ def test_the_planner_judges_the_405b_paper_layout_on_its_middle_rank():
     assert 0 <= c["memory_per_gpu"][none][0] - float(middle) < 8 * 2**20
     assert c["reason"][none][0] == "memory" and c["memory_per_gpu"][none][0] > result.usable[1]
     assert c["feasible"][full][0]
-    # issue 32 asks for the top ten; the paper's layout ranks 12th, 7 % behind the best, at ZeRO-2 (Megatron-FSDP's
-    # optim_grads: the paper's FSDP shards gradients and optimizer states) without recompute, tight. It was 19th
-    # before each NCCL call paid its ring latency (derive.accounts.comm_time.call_latency): FSDP over d c = 8,192
+    # issue 32 asks for the top ten; the paper's layout ranks 8th, 7 % behind the best, at ZeRO-2 (Megatron-FSDP's
+    # optim_grads: the paper's FSDP shards gradients and optimizer states) without recompute, tight. Four of the
+    # eleven layouts once above it were selective-recompute twins of others, slower with the same memory (flash
+    # attention saves no score matrix to spare): the planner no longer ranks such dominated variants
+    # (derive.planning.ranking.Plan.dominated). It was 19th before each NCCL call paid its ring latency (derive.accounts.comm_time.call_latency): FSDP over d c = 8,192
     # ranks with no pipeline (t 2, c 4, d 2,048, ZeRO-3) gathers once per layer, 126 calls of 51 ms each, and
     # fell out of the top twenty. What stays above it halves the bubble with c = 2-8 (m = 32) or halves the
     # exposed tensor-parallel bytes with t = 4; the context ring there stays hidden behind (c - 1)/c of each
@@ -183,9 +185,12 @@ def test_the_planner_judges_the_405b_paper_layout_on_its_middle_rank():
     runs = ((c["t"] == 8) & (c["p"] == 16) & (c["c"] == 1) & (c["d"] == 128)) & c["feasible"]
     ranks, order = result.ranks(), result.order()
     best = next(row for row in order if runs[row])
-    assert ranks[best] <= 12 and c["zero"][best] == 2 and c["recompute"][best] == "none"
+    assert ranks[best] <= 10 and c["zero"][best] == 2 and c["recompute"][best] == "none"
     assert c["step_time"][best] <= 1.07 * c["step_time"][order[0]]
     above = order[:list(order).index(best)]
+    twin = (runs & (c["v"] == c["v"][best]) & (c["b"] == c["b"][best]) & (c["zero"] == c["zero"][best])
+            & (c["balanced"] == c["balanced"][best]) & (c["recompute"] == "selective"))
+    assert not result.dominated()[above].any() and twin.any() and result.dominated()[twin].all()
     assert all(c["p"][row] > 1 and (c["c"][row] > 1 or c["t"][row] < 8) for row in above)
     # the no-pipeline FSDP layouts: each pays its per-layer gather latency, more than a second behind the paper's
     fsdp = c["feasible"] & (c["p"] == 1) & (c["zero"] == 3) & (c["c"] == 4) & (c["t"] == 2)

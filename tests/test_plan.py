@@ -123,14 +123,16 @@ def test_the_top_layouts_fit_and_are_ranked_by_step_time(result):
     order = result.order()
     feasible = int(c["feasible"].sum())
     assert feasible > 0 and all(c["feasible"][order[:feasible]])
-    times = c["step_time"][order[:feasible]]
+    ranked = result.ranked()
+    times = c["step_time"][ranked]
     assert np.all(np.diff(times) >= 0)
     # equal predicted steps share a rank; the next distinct time takes the next rank; no rank unless it fits
+    # and no variant of the same layout beats it
     ranks = result.ranks()
-    assert ranks[order[0]] == 1 and np.all(ranks[order[feasible:]] == 0)
-    steps = np.diff(ranks[order[:feasible]])
+    assert ranks[order[0]] == 1 and np.all(ranks[order[ranked.size:]] == 0)
+    steps = np.diff(ranks[ranked])
     assert np.array_equal(steps, (np.diff(times) > 1e-9 * times[1:]).astype(int))
-    assert steps.sum() < feasible - 1    # some layouts are alike (c and b traded at equal tokens per GPU)
+    assert steps.sum() < ranked.size - 1    # some layouts are alike (c and b traded at equal tokens per GPU)
     assert sum(result.failures().values()) == len(order) - feasible
 
 
@@ -156,8 +158,10 @@ def test_json_lists_every_layout_with_its_fields(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["communication_modelled"] is True
     fields = {"t", "p", "v", "c", "d", "b", "m", "recompute", "zero", "balanced", "memory_per_gpu", "step_time",
-              "breakdown", "feasible", "rank", "tight", "reason"}
+              "breakdown", "feasible", "rank", "tight", "dominated", "reason"}
     assert data["layouts"] and all(set(layout) == fields for layout in data["layouts"])
+    # a dominated variant fits but has no rank; every other fitting layout has one
+    assert all((layout["rank"] is None) == (not layout["feasible"] or layout["dominated"]) for layout in data["layouts"])
     assert any(layout["feasible"] for layout in data["layouts"])
     assert {layout["zero"] for layout in data["layouts"]} == {0, 1, 2, 3}
 
@@ -167,6 +171,7 @@ def test_text_names_the_step_model_and_shows_breakdowns(capsys):
     out = capsys.readouterr().out
     assert "step time predicted by derive.accounts.prediction" in out
     assert "#1 breakdown (s): compute" in out
+    assert "not ranked:" in out and "variants that another recompute / ZeRO choice of the same layout beats" in out
 
 
 @pytest.mark.parametrize("argv, option", [

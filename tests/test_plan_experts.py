@@ -97,7 +97,8 @@ def test_most_loaded_rank_by_hand():
     pick = layout & (c["recompute"] == "full")
     assert pick.sum() == 1 and c["m"][pick][0] == 2
     assert memory["full"][0] == pytest.approx(max(first, last), abs=1)
-    assert c["feasible"][pick][0] and result.ranks()[pick][0] >= 1
+    # it fits; it is ranked exactly when no other recompute / ZeRO variant of the layout beats it
+    assert c["feasible"][pick][0] and (result.ranks()[pick][0] >= 1) != result.dominated()[pick][0]
     # selective recompute keeps every row of the fused table (flash attention: no score matrix), full keeps less
     assert memory["none"][0] == memory["selective"][0] > memory["full"][0]
 
@@ -148,7 +149,8 @@ def test_moe_presets_plan_and_rank_by_predicted_time(name, gpus, tokens):
     for axis in ("v", "c", "zero"):          # the whole space is reached, not only its 1F1B, c = 1 corner
         assert np.any(c[axis][c["feasible"]] > 1)
     assert set(c["recompute"][c["feasible"]]) == {"none", "selective", "full"}
-    times = c["step_time"][order[:feasible]]
+    ranked = result.ranked()
+    times = c["step_time"][ranked]
     assert np.all(np.diff(times) >= 0) and np.all(np.isfinite(times))
     best = order[0]
     assert sum(c["breakdown"][best].values()) == pytest.approx(c["step_time"][best])
@@ -157,8 +159,9 @@ def test_moe_presets_plan_and_rank_by_predicted_time(name, gpus, tokens):
     assert np.array_equal(result.tight(), c["feasible"] & (c["memory_per_gpu"] > low))
     assert np.all(c["memory_per_gpu"][c["reason"] == "memory"] > high)
     assert np.all(c["m"][c["feasible"] & (c["v"] > 1)] % c["p"][c["feasible"] & (c["v"] > 1)] == 0)
-    ranks = result.ranks()[order[:feasible]]
+    ranks = result.ranks()[ranked]
     assert ranks[0] == 1 and set(np.diff(ranks)) <= {0, 1}
+    assert np.all(result.ranks()[order[ranked.size:]] == 0)
 
 
 def test_one_row_is_predict_of_its_layout():
@@ -207,8 +210,9 @@ def test_json_lists_every_layout_in_rank_order_and_exits_1_when_none_fits(capsys
                  "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     layouts = document["layouts"]
-    fitting = [layout for layout in layouts if layout["feasible"]]
+    fitting = [layout for layout in layouts if layout["feasible"] and not layout["dominated"]]
     assert layouts[0]["rank"] == 1 and fitting and all(layout["rank"] for layout in fitting)
+    assert all(layout["rank"] is None for layout in layouts if layout["dominated"])
     assert [layout["step_time"] for layout in fitting] == sorted(layout["step_time"] for layout in fitting)
     assert {"t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero", "memory_per_gpu",
             "breakdown", "tight", "reason"} <= set(layouts[0])

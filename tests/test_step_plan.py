@@ -101,9 +101,30 @@ def test_interleaving_is_checked_against_p_not_v(small):
 
 def test_feasible_layouts_ranked_by_predicted_time(small):
     c, order = small.columns, small.order()
-    feasible = int(c["feasible"].sum())
-    times = c["step_time"][order[:feasible]]
+    ranked = small.ranked()
+    times = c["step_time"][ranked]
     assert np.all(np.diff(times) >= 0) and np.all(np.isfinite(times))
+    # the dominated variants follow the ranked rows, in time order too, then the layouts that do not fit
+    feasible = int(c["feasible"].sum())
+    assert np.all(np.diff(c["step_time"][order[ranked.size:feasible]]) >= 0)
     for row in order[:3]:
         assert sum(c["breakdown"][row].values()) == pytest.approx(c["step_time"][row])
     assert np.all(np.isnan(c["step_time"][~c["feasible"]]))
+
+
+def test_dominated_variants_by_brute_force(small):
+    """A row is unranked exactly when another recompute / ZeRO variant of its layout is no slower and needs no
+    more memory, strictly better in one (every pair compared in plain Python)."""
+    c = small.columns
+    keys = [name for name in ("t", "p", "v", "c", "d", "b", "balanced") if name in c]
+    feasible = [int(row) for row in np.flatnonzero(c["feasible"])]
+    variants: dict[tuple, list[int]] = {}
+    for row in feasible:
+        variants.setdefault(tuple(int(c[key][row]) for key in keys), []).append(row)
+    def beats(i: int, j: int) -> bool:
+        ti, tj, mi, mj = c["step_time"][i], c["step_time"][j], c["memory_per_gpu"][i], c["memory_per_gpu"][j]
+        return ti <= tj and mi <= mj and (ti < tj or mi < mj)
+    expected = {row for rows in variants.values() for row in rows if any(beats(other, row) for other in rows)}
+    assert set(np.flatnonzero(small.dominated()).tolist()) == expected and expected
+    ranks = small.ranks()
+    assert all(ranks[row] == 0 for row in expected) and all(ranks[row] > 0 for row in set(feasible) - expected)

@@ -9,6 +9,7 @@ t_E columns) and ranked by that predicted time; layouts the step model cannot te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -32,6 +33,8 @@ SYSTEM_NAMES = {"h100": "h100", "a100": "a100-80gb"}
 
 #: Where a layout's most loaded rank must land in the usable range (derive.accounts.budget).
 FITS = {"low": "at or under the usable range's low end", "high": "at or under its high end"}
+#: The columns a dominated variant may differ in (the rest name the layout; :meth:`Plan.dominated`).
+VARIANTS = ("recompute", "zero")
 #: Predicted step times within this relative difference are one rank (the model cannot order them).
 TIE = 1e-9
 
@@ -60,32 +63,71 @@ class Plan:
     TIEBREAK = ("balanced", "b", "etp", "e", "c", "v", "p", "t")
 
     def order(self) -> np.ndarray:
-        """Row indices: feasible layouts by step time (then memory, then the TIEBREAK columns), then the rest."""
+        """Row indices: ranked layouts by step time (then memory, then the TIEBREAK columns), then the dominated
+        ones (:meth:`dominated`) in the same order, then those that do not fit."""
         c = self.columns
         time = np.where(np.isnan(c["step_time"]), np.inf, c["step_time"])
         memory = np.where(np.isnan(c["memory_per_gpu"]), np.inf, c["memory_per_gpu"])
-        return np.lexsort((*(c[name] for name in self.TIEBREAK if name in c), memory, time, ~c["feasible"]))
+        return np.lexsort((*(c[name] for name in self.TIEBREAK if name in c), memory, time, self.dominated(),
+                           ~c["feasible"]))
+
+    def dominated(self) -> np.ndarray:
+        """:attr:`_dominated`, worked out once per plan."""
+        return self._dominated
+
+    @cached_property
+    def _dominated(self) -> np.ndarray:
+        """Feasible rows that another feasible variant of the same layout (only VARIANTS differ) beats: no slower
+        and no more memory, strictly better in one of the two (each layout's variants side by side in a padded
+        grid, one row per layout)."""
+        c = self.columns
+        rows = np.flatnonzero(c["feasible"] & ~np.isnan(c["step_time"]))
+        beaten = np.zeros(c["feasible"].size, dtype=bool)
+        if not rows.size:
+            return beaten
+        names = [name for name in c if name in self.TIEBREAK + ("d",) and name not in VARIANTS]
+        _, layout = np.unique(np.stack([c[name][rows].astype(np.int64) for name in names]), axis=1,
+                              return_inverse=True)
+        layout = layout.reshape(-1)
+        by_layout = np.argsort(layout, kind="stable")
+        starts = np.searchsorted(layout[by_layout], layout[by_layout])
+        slot = np.arange(rows.size) - starts
+        grid = np.full((2, layout.max() + 1, slot.max() + 1), np.inf)
+        grid[:, layout[by_layout], slot] = c["step_time"][rows[by_layout]], c["memory_per_gpu"][rows[by_layout]]
+        time, memory = grid[0][:, :, None], grid[1][:, :, None]
+        beats = ((time <= time.transpose(0, 2, 1)) & (memory <= memory.transpose(0, 2, 1))
+                 & ((time < time.transpose(0, 2, 1)) | (memory < memory.transpose(0, 2, 1))))
+        beaten[rows[by_layout]] = beats.any(axis=1)[layout[by_layout], slot]
+        return beaten
+
     def failures(self) -> dict[str, int]:
         """How many layouts failed for each reason."""
         reasons = self.columns["reason"]
         return {key: int(np.sum(reasons == key)) for key in REASONS if np.any(reasons == key)}
 
     def leaders(self, top: int) -> tuple[list[int], dict[int, int]]:
-        """The feasible rows of ranks 1 .. ``top`` in order, and each rank's first row."""
-        order, ranks = self.order(), self.ranks()
-        shown = [row for row in order[:int(self.columns["feasible"].sum())] if ranks[row] <= top]
+        """The ranked rows of ranks 1 .. ``top`` in order, and each rank's first row."""
+        ranks = self.ranks()
+        shown = [row for row in self.ranked() if ranks[row] <= top]
         return shown, {int(ranks[row]): row for row in reversed(shown)}
+
+    def ranked(self) -> np.ndarray:
+        """The ranked rows (feasible, not dominated) in rank order."""
+        return self.order()[:int((self.columns["feasible"] & ~self.dominated()).sum())]
 
     def summary_lines(self, first: dict[int, int]) -> list[str]:
         """The breakdown of the best BREAKDOWNS ranks (``first``: each rank's first row), then the failures."""
         lines = [f"  #{rank} breakdown (s): " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in
                                                         self.columns["breakdown"][row].items() if seconds)
                  for rank, row in sorted(first.items())[:BREAKDOWNS]]
-        return lines + [f"  failed: {count:6d}  {REASONS[key]}" for key, count in self.failures().items()]
+        dominated = int(self.dominated().sum())
+        return lines + ([f"  not ranked: {dominated:6d}  variants that another recompute / ZeRO choice of the same "
+                         "layout beats (no slower, no more memory)"] if dominated else []) + [
+            f"  failed: {count:6d}  {REASONS[key]}" for key, count in self.failures().items()]
 
     def ranks(self) -> np.ndarray:
-        """Each row's rank by predicted step time (:func:`shared_ranks`)."""
-        return shared_ranks(self.columns["step_time"], self.order(), self.columns["feasible"])
+        """Each row's rank by predicted step time (:func:`shared_ranks`), 0 where it does not fit or is dominated."""
+        return shared_ranks(self.columns["step_time"], self.order(), self.columns["feasible"] & ~self.dominated())
 
     def tight(self) -> np.ndarray:
         """Feasible rows whose most loaded rank lies above the usable range's low end."""

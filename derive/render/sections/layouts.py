@@ -30,7 +30,7 @@ def top_table(result: Plan, top: int = TOP) -> Table:
     """The ``top`` ranks' first layouts (least memory), with the number of alike layouts (the same predicted step)."""
     c, tight, ranks = result.columns, result.tight(), result.ranks()
     rows = []
-    for row in result.order()[:int(c["feasible"].sum())]:
+    for row in result.ranked():
         if ranks[row] > top:
             break
         if rows and rows[-1]["rank"].value == ranks[row]:
