@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Sequence
 
 from derive.accounts.efficiency import Efficiency
-from derive.accounts.prediction import ledger_precision
+from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
-from derive.calibration_fit import FIELDS, PublishedRun, error_spread, residuals
+from derive.calibration_fit import FIELDS, PublishedRun, error_spread
 from derive.names import named_model
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
@@ -160,10 +160,13 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
     """Every held-out row's predicted and published tokens/s per GPU, the groups' errors (all rows and each release's), the rows not run.
 
     Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
-    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
+    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3);
+    ``breakdown`` each part of the predicted step (derive.accounts.step.StepTime.breakdown) as a share of it.
     """
     rows = []
-    for run, error in zip(runs, residuals(runs, eta)):
+    for run in runs:
+        step = predict(run.model, run.parallelism, run.gpu, run.precision, eta=eta, overlap=run.overlap)
+        error = step.step_time_s / run.seconds - 1  # derive.calibration_fit.residuals' figure
         tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
         predicted = tokens / (1 + error)  # throughput scales as 1 / step time
         rows.append({"run": run.label, "release": run.table, "gpu": run.gpu.name, "precision": run.precision,
@@ -171,7 +174,9 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
                      "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
                      "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
                      "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
-                     "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions})
+                     "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions,
+                     "breakdown": {part: round(seconds / step.step_time_s, 4)
+                                   for part, seconds in step.breakdown.items()}})
     releases = {}
     for data in heldout_releases(paths):
         mine = [row for row in rows if row["release"] == data["container"]]

@@ -36,11 +36,41 @@ def test_bubble_by_hand():
 
 
 def test_rank_order_spans_by_hand():
+    # the expert group on Megatron's expert grid: t_E e = 8 x 4 (t_E defaults to t)
     sizes = {"tp": 8, "cp": 2, "ep": 4, "dp": 16, "pp": 4}
-    assert [span(g, sizes) for g in ("tp", "cp", "ep", "dp", "edp", "pp")] == [8, 16, 64, 256, 256, 1024]
+    assert [span(g, sizes) for g in ("tp", "cp", "ep", "dp", "edp", "pp")] == [8, 16, 32, 256, 256, 1024]
     assert H100.link(span("tp", sizes)) == (450e9, H100.nvlink_latency)
     assert H100.link(span("cp", sizes))[0] == 50e9           # 16 GPUs: two HGX boards, over the NIC
     assert system("gb200").link(span("ep", sizes))[0] == 900e9  # 64 GPUs inside one NVL72 rack
+
+
+def megatron_expert_group(rank: int, etp: int, ep: int) -> list[int]:
+    """The expert-parallel group of ``rank`` on Megatron's expert grid, enumerated as its RankGenerator does.
+
+    megatron/core/parallel_state.py: RankGenerator(tp=etp, ep=e, dp=edp, pp=p, cp=1), order tp-ep-dp-pp,
+    so a rank is i_tp + etp (i_ep + e rest); the EP group varies i_ep with the others held.
+    """
+    i_tp, rest = rank % etp, rank // (etp * ep)
+    return [i_tp + etp * (j + ep * rest) for j in range(ep)]
+
+
+def test_expert_groups_span_megatrons_expert_grid():
+    from collections import Counter
+    from derive.accounts.comm_time import ranks_per_domain, remote_share
+    # Qwen3-235B on 256 H100 at t = 2, t_E = 1, e = 32 (the held-out tables' layout): rank 40's EP group is
+    # GPUs 32..63, eight on each of four HGX boards; the dense grid's t c e = 64 would put four on each of eight
+    group = megatron_expert_group(40, 1, 32)
+    assert group == list(range(32, 64))
+    sizes = {"tp": 2, "cp": 1, "ep": 32, "etp": 1}
+    assert span("ep", sizes) == 32 == max(group) - min(group) + 1
+    boards = Counter(rank // 8 for rank in group)
+    assert ranks_per_domain(32, span("ep", sizes), H100) == 8 == max(boards.values()) == min(boards.values())
+    # a rank sends 24 of its 31 peers' shares over the NIC
+    assert remote_share(32, span("ep", sizes), H100) == pytest.approx(24 / 31)
+    # t_E = 2, e = 16: the group strides 2 GPUs over 32, four on each board
+    group = megatron_expert_group(1, 2, 16)
+    assert group == list(range(1, 32, 2)) and span("ep", {"tp": 4, "ep": 16, "etp": 2}) == 32
+    assert ranks_per_domain(16, 32, H100) == 4 == max(Counter(rank // 8 for rank in group).values())
 
 
 def test_wave_quantization_by_hand():
@@ -295,8 +325,8 @@ def test_flash_attention_costs_only_its_flops_in_the_step():
 
 def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     # Qwen3-30B-A3B at e = 32 over 32 H100s (four HGX boards): the dispatch / combine leave the NVLink
-    # domain, so the default rule (Megatron-Bridge's moe_a2a_overlap on H100) hides them behind one
-    # micro-batch's GEMMs and element-wise work; at e = 8 (one board) they stay exposed
+    # domain, so the default rule (Megatron-Bridge's moe_a2a_overlap on H100) hides each behind the other
+    # micro-batch's computation Megatron pairs it with; at e = 8 (one board) they stay exposed
     from derive.accounts.comm_time import ep_overlap_window
     from derive.accounts.compute_time import compute_per_micro_batch
     from derive.accounts.step_layout import Layout
@@ -311,8 +341,35 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     compute = compute_per_micro_batch(workload(entry), lay, H100, ETA)
     window = sum(float(compute[k]) for k in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
     assert float(ep_overlap_window(lay, H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
-    assert ep_hidden == pytest.approx(max(0.0, ep_exposed - 2 * window), rel=1e-9)  # m = 2 micro-batches
-    assert ep_hidden < ep_exposed
+    # one all-to-all of one layer by hand: 4096 tokens x 8 copies x 2048 x 2 B, 31/32 of it to the peers; the group
+    # (32 GPUs on Megatron's expert grid) has 8 ranks a board, so 24 of the 31 peers are over the NIC (50 GB/s)
+    sent = 4096 * 8 * 2048 * 2 * 31 / 32
+    a2a = max(24 / 31 * sent / 50e9, 7 / 31 * sent / 450e9) / 0.8 + H100.nic_latency
+    assert ep_exposed == pytest.approx(2 * 48 * 4 * a2a, rel=1e-9)  # m = 2 micro-batches, 48 MoE layers
+    # Megatron's per-layer schedule (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run; one event
+    # per micro-batch, pipeline_parallel/utils.py ScheduleNode), simulated node by node: comm stream C_b, D_f, D_b,
+    # C_f; compute stream A_f, M_b (data gradient, then the weight gradient outside the event: the recipes'
+    # delay_wgrad_compute), M_f, A_b; each node after its stream's previous node and its micro-batch's
+    gemm = float(compute["linear"] + compute["attention"] + compute["expert"])
+    scale = 1 + float(compute["memory_bound"]) / gemm  # the element-wise seconds over the pieces by GEMM share
+    side_b = float(compute["backward"] - compute["backward expert"] - compute["backward head"])
+    a_f, a_b = (float(compute["linear"] + compute["attention"]) - side_b) / 48 * scale, side_b / 48 * scale
+    m_w = float(compute["wgrad expert"]) / 48 * scale
+    m_d = float(compute["backward expert"]) / 48 * scale - m_w
+    m_f = float(compute["expert"]) / 48 * scale - m_d - m_w
+    assert 0 < m_w < m_d + m_w and m_f > 0
+    c_b = a2a                          # comm: starts at 0
+    f_a = a_f                          # compute: starts at 0
+    f_md = max(c_b, f_a) + m_d         # compute: after A_f (stream) and C_b (its micro-batch)
+    f_mw = f_md + m_w                  # compute: after M_d on the stream, no event
+    c_df = max(f_a, c_b) + a2a         # comm: after C_b (stream) and A_f (its micro-batch)
+    c_db = max(c_df, f_md) + a2a       # comm: after D_f (stream) and M_d (its micro-batch)
+    f_mf = max(f_mw, c_df) + m_f       # compute: after M_w (stream) and D_f (its micro-batch)
+    end = max(max(c_db, f_mf) + a2a, max(f_mf, c_db) + a_b)  # C_f after D_b and M_f; A_b after M_f and D_b
+    pair = end - (a_f + a_b + m_f + m_d + m_w)
+    assert ep_hidden == pytest.approx(2 * 48 * pair, rel=1e-9)
+    # the pairing hides less than the whole micro-batch would, and never more than the all-to-alls take
+    assert max(0.0, ep_exposed - 2 * window) < ep_hidden < ep_exposed
     assert predict(entry, inside, H100, eta=ETA).breakdown["ep"] == predict(
         entry, inside, H100, eta=ETA, overlap=off).breakdown["ep"] > 0
     # Megatron refuses the overlap under full recompute, and with p > 1 without interleaving

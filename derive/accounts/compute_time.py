@@ -64,8 +64,8 @@ def stage_loads(layers: int, lay: Layout) -> tuple[tuple[Size, int, Any], ...]:
 
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
-                  tokens: float) -> tuple[float, float]:
-    """(forward seconds, backward seconds) of a GEMM row over ``tokens`` tokens of one rank.
+                  tokens: float) -> tuple[float, float, float]:
+    """(forward seconds, backward seconds, the backward's weight-gradient part) of a GEMM row over ``tokens`` tokens of one rank.
 
     The three passes of ``derive.architectures.gemms.Gemm.passes`` (forward, dgrad, wgrad), each on
     its own roofline (``derive.accounts.roofline.pass_seconds``): the layer matrices at the
@@ -78,7 +78,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         m, n, k = tokens, row.n, row.k
         flash = work.attention_kernel == "fused"
         times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in PASSES]
-        return work.layers * times[0], work.layers * (times[1] + times[2])
+        return work.layers * times[0], work.layers * (times[1] + times[2]), work.layers * times[2]
     # the head and an MoE router stay in BF16 under an FP8 recipe (derive.conventions.fp8.gemm_dtype: Megatron's
     # router is a plain parameter, router.py Router.gating, outside Transformer Engine's fp8_autocast)
     dtype = "bf16" if row.kind in ("head", "router") else LINEAR_DTYPE[lay.precision]
@@ -89,19 +89,19 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
         copies = row.count * tokens / m
     times = [pass_seconds(m, n, k, name, dtype, **rate) for name in PASSES]
-    return copies * times[0], copies * (times[1] + times[2])
+    return copies * times[0], copies * (times[1] + times[2]), copies * times[2]
 
 
 @lru_cache(maxsize=4096)
 def _timed_rows(work: Workload, gpu: System, eta: Efficiency, t: int, etp: int, e: int, precision: str,
-                tokens: float) -> tuple[tuple[GemmRow, float, float], ...]:
-    """(row, forward s, backward s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
+                tokens: float) -> tuple[tuple[GemmRow, float, float, float], ...]:
+    """(row, forward s, backward s, its weight-gradient s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
     lay = Layout(t, 1, 1, 1, e, 1, etp, 1, 1, False, 0, "none", precision)
     return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
 
 
 def timed_rows(work: Workload, gpu: System, eta: Efficiency, lay: Layout,
-               tokens: Any) -> tuple[tuple[GemmRow, Any, Any], ...]:
+               tokens: Any) -> tuple[tuple[GemmRow, Any, Any, Any], ...]:
     """``_timed_rows`` of one layout (cached), or of columns of layouts (each row's passes over the columns)."""
     if any(np.ndim(size) for size in (lay.t, lay.etp, lay.e, tokens)):
         return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
@@ -112,7 +112,11 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     """Seconds of one micro-batch (forward + backward + recompute) on the slowest stage, by kind.
 
     ``backward`` is the share of the GEMM kinds (linear, expert, attention, head) their data- and
-    weight-gradient passes take (not a further kind: it is inside them). The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
+    weight-gradient passes take (not a further kind: it is inside them), ``backward expert`` and
+    ``backward head`` the parts of it of those kinds, ``wgrad expert`` the experts' weight-gradient part;
+    ``layers`` the transformer layers the stage holds
+    (what the EP overlap's per-layer schedule reads: derive.accounts.comm_time.ep_paired_seconds). The
+    slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
     """
     tokens = lay.b * work.seq / lay.c
     timed = timed_rows(work, gpu, eta, lay, tokens)
@@ -126,18 +130,22 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     for layers, heads, there in stage_loads(work.layers, lay):
         share = layers / work.layers
         seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
-        backward_gemms = 0.0
-        for row, forward, backward in timed:
+        backward_gemms = {"expert": 0.0, "head": 0.0, "linear": 0.0, "attention": 0.0}
+        expert_wgrad = 0.0
+        for row, forward, backward, wgrad in timed:
             weight = heads if row.kind == "head" else share
             kind = {"layer": "linear", "router": "linear", "score": "attention"}.get(row.kind, row.kind)
             seconds[kind] += (forward + backward) * weight
-            backward_gemms += backward * weight
+            backward_gemms[kind] += backward * weight
+            expert_wgrad = expert_wgrad + (wgrad * weight if row.kind == "expert" else 0.0)
             if lay.recompute in row.recomputed:
                 seconds["recompute"] += forward * weight
         element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing + ring) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
         total = sum(seconds.values())
-        seconds["backward"] = backward_gemms  # of the GEMM kinds above: the window the DP rules overlap with
+        seconds["backward"] = sum(backward_gemms.values())  # of the GEMM kinds above: the window the DP rules overlap with
+        seconds["backward expert"], seconds["backward head"] = backward_gemms["expert"], backward_gemms["head"]
+        seconds["wgrad expert"], seconds["layers"] = expert_wgrad, layers
         slower = there & (total > most)
         slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
         most = np.where(slower, total, most)
