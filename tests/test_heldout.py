@@ -167,12 +167,13 @@ def test_recipes_without_ep_overlap_expose_the_all_to_all(result):
         assert (row["ep"], row["pp"], row["micro_batch"], row["global_batch"]) == expected
     # GPT-OSS 120B BF16 on 64 DGX B300 (26.02, 8,359 tokens/s per GPU): EP 64 spans 8 boards, the all-to-all
     # crosses the NICs; without the overlap rule its seconds stay in the step (with it, Megatron's per-layer
-    # per-layer schedule leaves each all-to-all's excess over the computation paired with it: 0.69 of 3.10 s)
+    # per-layer schedule leaves each all-to-all's excess over the computation paired with it and the SMs the
+    # dispatcher holds beside that computation: 0.78 of 3.10 s)
     run = next(r for r in heldout_runs()[0] if r.label == "26.02 GPT OSS 120B BF16 64 DGX-B300")
     assert run.overlap == DEFAULT_OVERLAP - {"ep-a2a-overlap-across-nodes"}
     hidden = predict(run.model, run.parallelism, run.gpu, run.precision)
     shown = predict(run.model, run.parallelism, run.gpu, run.precision, overlap=run.overlap)
-    assert shown.breakdown["ep"] > 4 * hidden.breakdown["ep"] and shown.breakdown["ep"] > 1.0
+    assert shown.breakdown["ep"] > 3.5 * hidden.breakdown["ep"] and shown.breakdown["ep"] > 1.0
     assert shown.step_time_s - hidden.step_time_s == pytest.approx(
         shown.breakdown["ep"] - hidden.breakdown["ep"], rel=1e-9)
     row = next(r for r in result["rows"] if r["run"] == run.label)
@@ -324,20 +325,20 @@ def test_rows_not_run_are_listed_with_the_reason(result):
 #: 0.86, network 0.77; per-GEMM roofline, flash attention's scores on chip, balanced stages where Megatron
 #: needs them, EP all-to-all across nodes overlapped unless the row's recipe leaves it off
 #: (HELDOUT_EP_OVERLAP_OFF) and then only behind the computation Megatron's combined 1F1B pairs each
-#: all-to-all with (comm_time.ep_paired_seconds), the EP group over t_E e GPUs of Megatron's expert grid,
-#: ring collectives across NVLink domains over each domain's NICs, the MoE dispatcher's permutations from
-#: their kernels' bytes, routers in BF16): all 20.5 % (222 rows); dense 11.7 %, MoE 26.3 %; bf16 35.5 %,
-#: fp8-current 17.0 %, mxfp8 19.2 %, nvfp4 17.7 %; h100 22.7 %, b200 31.6 %, b300 27.4 %, gb200 18.6 %,
-#: gb300 14.2 %; by release 25.09 19.0 %, 25.11 24.1 %, 26.02 26.3 %, 26.02.01 19.7 %, 26.04 15.4 %,
-#: 26.04.01 16.8 %, 26.06 16.7 %, 26.06.01 35.9 %, 26.08 18.8 %. The largest misses: Qwen3-30B-A3B
+#: all-to-all with, on the SMs the dispatcher leaves (comm_time.ep_paired_seconds), the EP group over t_E e
+#: GPUs of Megatron's expert grid, ring collectives across NVLink domains over each domain's NICs, the MoE
+#: dispatcher's permutations from their kernels' bytes, routers in BF16): all 20.3 % (222 rows); dense
+#: 11.7 %, MoE 26.1 %; bf16 35.5 %, fp8-current 16.5 %, mxfp8 19.2 %, nvfp4 17.7 %; h100 21.7 %, b200 31.6 %,
+#: b300 27.4 %, gb200 18.6 %, gb300 14.2 %; by release 25.09 18.9 %, 25.11 23.9 %, 26.02 26.1 %, 26.02.01
+#: 19.5 %, 26.04 15.3 %, 26.04.01 16.6 %, 26.06 16.7 %, 26.06.01 35.9 %, 26.08 18.8 %. The largest misses: Qwen3-30B-A3B
 #: dropless on B200 / H100 at b = 1 or 2 (25.11, 26.02: up to +168 %, the all-to-all dispatcher at b = 1
 #: on B200: docs/moe_host.md), Qwen3-235B-A22B on B300 at b = 1 (26.02, 26.02.01: +103 %, +107 %), GPT-OSS
 #: 120B (every one of its 31 rows over, +38 % on average; 26.06.01's MXFP8 rows carry the page's note of a
 #: known GPT-OSS regression), NVFP4 (every row over). Llama 3.1 405B FP8-CS on 128 GB200 at t = 2 with
 #: FSDP 64 (25.09) had been -86 % with its FSDP traffic on one NIC per rank.
 BOUNDS = {"all": 0.21, "kind dense": 0.13, "kind MoE": 0.27, "precision bf16": 0.37,
-          "precision fp8-current": 0.175, "precision mxfp8": 0.205, "precision nvfp4": 0.19,
-          "gpu h100": 0.23, "gpu b200": 0.325, "gpu b300": 0.285, "gpu gb200": 0.195, "gpu gb300": 0.155,
+          "precision fp8-current": 0.17, "precision mxfp8": 0.205, "precision nvfp4": 0.19,
+          "gpu h100": 0.225, "gpu b200": 0.325, "gpu b300": 0.285, "gpu gb200": 0.195, "gpu gb300": 0.155,
           "release 25.09": 0.20, "release 25.11": 0.25, "release 26.02": 0.27, "release 26.02.01": 0.205,
           "release 26.04": 0.16, "release 26.04.01": 0.175, "release 26.06": 0.175, "release 26.06.01": 0.37,
           "release 26.08": 0.20}

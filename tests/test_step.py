@@ -367,6 +367,9 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     f_mf = max(f_mw, c_df) + m_f       # compute: after M_w (stream) and D_f (its micro-batch)
     end = max(max(c_db, f_mf) + a2a, max(f_mf, c_db) + a_b)  # C_f after D_b and M_f; A_b after M_f and D_b
     pair = end - (a_f + a_b + m_f + m_d + m_w)
+    # each transfer outlasts the computation beside it even on the SMs the dispatcher leaves (20 of 132), so
+    # sharing the SMs costs nothing here (test_ep_overlap_shares_the_sms_by_hand prices it where it binds)
+    assert max(a_f, a_b) + a2a * 20 / 132 < a2a and m_f + m_d + m_w + 2 * a2a * 20 / 132 < 2 * a2a
     assert ep_hidden == pytest.approx(2 * 48 * pair, rel=1e-9)
     # the pairing hides less than the whole micro-batch would, and never more than the all-to-alls take
     assert max(0.0, ep_exposed - 2 * window) < ep_hidden < ep_exposed
@@ -376,6 +379,29 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     assert float(ep_overlap_window(replace(lay, recompute="full"), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2, v=2), H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
+
+
+def test_ep_overlap_shares_the_sms_by_hand():
+    # one MoE layer pair of Megatron's EP overlap with the stage's seconds per micro-batch over 48 MoE layers:
+    # A_f 1, A_b 2, M_f 2, M_d 2, M_w 2 ms a layer; the dispatcher holds 20 of an H100's 132 SMs while it runs
+    from derive.accounts.comm_time import DISPATCHER_SMS, ep_paired_seconds
+    from derive.accounts.workload import workload
+    work = workload(published_model("qwen3-30b-a3b", seq=4096))
+    assert work.layers == work.moe_layers == 48 and DISPATCHER_SMS == 20
+    ms = 1e-3
+    compute = {"layers": 48, "linear": 48 * 2 * ms, "attention": 48 * 1 * ms, "expert": 48 * 6 * ms, "head": 0.0,
+               "recompute": 0.0, "memory_bound": 0.0, "backward": 48 * (2 + 4) * ms, "backward expert": 48 * 4 * ms,
+               "backward head": 0.0, "wgrad expert": 48 * 2 * ms}
+    steps = [(step, pass_) for step in ("dispatch", "combine") for pass_ in ("forward", "backward")]
+    # computation outlasts every transfer: each transfer hides, but the computation beside it loses 20/132 of
+    # the SMs for as long as it runs: the four transfers' 2 ms x 20 / 132 exposed
+    short = dict.fromkeys(steps, 0.5 * ms)
+    assert ep_paired_seconds(short, work, compute, 132) == pytest.approx(4 * 0.5 * ms * 20 / 132, rel=1e-9)
+    # transfers of 5 ms outlast every piece: combine_bwd 5 (A_f beside it), the dispatches
+    # max(max(5, 2) + 5, max(5, 2 + 2) + 2) = 10 (the experts' 6 ms beside them), combine_fwd 5 (A_b beside it):
+    # 20 ms for 9 ms of computation
+    long = dict.fromkeys(steps, 5 * ms)
+    assert ep_paired_seconds(long, work, compute, 132) == pytest.approx(11 * ms, rel=1e-9)
 
 
 def test_moe_dispatcher_permutations_by_hand():

@@ -94,7 +94,14 @@ def ep_overlap_window(lay: Layout, gpu: System, compute: dict[str, Any], rules: 
     return np.where(on, work, 0.0)
 
 
-def ep_paired_seconds(a2a: dict[tuple[str, str], Any], work: Workload, compute: dict[str, Any]) -> Any:
+#: Streaming multiprocessors the token dispatcher's kernels hold while they run beside compute: DeepEP's, 20
+#: (Megatron core_v0.15.0 transformer_config.py, ``moe_deepep_num_sms: int = 20``; DeepSeek-V3, Liu et al. 2024,
+#: section 3.2.2: "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink"), taken for every
+#: dispatcher (a stated assumption: NCCL's all-to-all holds one SM per channel, a count not sourced here).
+DISPATCHER_SMS = 20
+
+
+def ep_paired_seconds(a2a: dict[tuple[str, str], Any], work: Workload, compute: dict[str, Any], sms: int) -> Any:
     """Exposed seconds per MoE layer per micro-batch of the four all-to-alls under Megatron's EP overlap.
 
     Megatron's combined 1F1B runs one MoE layer's forward (micro-batch i + 1) beside another's backward
@@ -118,7 +125,12 @@ def ep_paired_seconds(a2a: dict[tuple[str, str], Any], work: Workload, compute: 
     recompute's re-run), M one MoE layer's expert GEMMs (the stage's expert seconds over its MoE layers,
     L_E / L of its layers: M_d the data gradient, M_w the weight gradient, M_f the forward), each pass
     from ``compute_per_micro_batch``; the element-wise seconds are spread over them in proportion to
-    their GEMM seconds (stated assumption: the saved-tensor traffic is not split by block). Returns the
+    their GEMM seconds (stated assumption: the saved-tensor traffic is not split by block).
+
+    While an all-to-all runs, the dispatcher holds ``DISPATCHER_SMS`` of the GPU's ``sms``: computation
+    beside a transfer of C seconds runs on the rest, so a pair of C and W seconds of computation takes
+    max(C, W + C x DISPATCHER_SMS / sms) (W's progress during C is C (sms - DISPATCHER_SMS) / sms); the
+    experts' part is at least their computation plus (D_f + D_b) x DISPATCHER_SMS / sms. Returns the
     pair's time beyond its computation.
     """
     layers = np.maximum(compute["layers"], 1)
@@ -132,9 +144,13 @@ def ep_paired_seconds(a2a: dict[tuple[str, str], Any], work: Workload, compute: 
     mlp_d = compute["backward expert"] / moe * element - mlp_w
     mlp_f = (compute["expert"] - compute["backward expert"]) / moe * element
     dispatch_f, dispatch_b = a2a[("dispatch", "forward")], a2a[("dispatch", "backward")]
-    experts = np.maximum(np.maximum(dispatch_f, mlp_d) + dispatch_b, np.maximum(dispatch_f, mlp_d + mlp_w) + mlp_f)
-    paired = (np.maximum(attention_f, a2a[("combine", "backward")]) + experts
-              + np.maximum(a2a[("combine", "forward")], attention_b))
+    combine_f, combine_b = a2a[("combine", "forward")], a2a[("combine", "backward")]
+    held = DISPATCHER_SMS / sms  # the share of the SMs computation loses while a transfer runs beside it
+    experts = np.maximum(np.maximum(np.maximum(dispatch_f, mlp_d) + dispatch_b,
+                                    np.maximum(dispatch_f, mlp_d + mlp_w) + mlp_f),
+                         mlp_d + mlp_w + mlp_f + (dispatch_f + dispatch_b) * held)
+    paired = (np.maximum(combine_b, attention_f + combine_b * held) + experts
+              + np.maximum(combine_f, attention_b + combine_f * held))
     return paired - (attention_f + attention_b + mlp_f + mlp_d + mlp_w)
 
 
@@ -180,7 +196,7 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
         # under an EP overlap rule the all-to-alls hide behind the computation Megatron pairs them with
         held = np.where(moe_layers > 0, moe_layers, 1.0)
         per_layer = {key: seconds / held for key, seconds in a2a.items()}
-        paired = ep_paired_seconds(per_layer, work, compute) * moe_layers / m
+        paired = ep_paired_seconds(per_layer, work, compute, gpu.sms) * moe_layers / m
         on = ep_overlap_window(lay, gpu, compute, rules) > 0
         per_micro["ep"] = np.where(on, paired, per_micro["ep"])
     # the GEMMs' own backward and forward seconds (compute_time's per-pass rooflines: a memory-bound
