@@ -192,15 +192,35 @@ DISPATCH_KERNELS = (
 )
 
 
+#: The kernels of Megatron's ``TEGroupedMLP._apply_bias`` (megatron/core/transformer/moe/experts.py,
+#: core_v0.15.0 to core_v0.18.0), which adds the second expert linear's bias after the GEMM: linear_fc2 is
+#: built with ``skip_bias_add=True`` and returns its biases, and the method runs eagerly, per local expert,
+#: ``t + b * p`` (t the expert's output rows, b its bias, p the rows' routing probabilities) and ``torch.cat``
+#: of the pieces; autograd's backward of ``b * p`` forms ``grad * p`` and ``grad * b`` and sums each (the
+#: add's and the cat's gradients are the incoming gradient itself, and views). "routed" is the token's
+#: k_E expert outputs (b is one vector and p one number a row: their reads are left out; each gradient's
+#: product is written, then read by its sum). Only where the routed experts' second linear has a bias (GPT-OSS:
+#: ``Workload.expert_output_bias``); TE's GroupedLinear adds the first linear's bias in the GEMM and
+#: fuses its gradient into the weight-gradient GEMM (transformer_engine/pytorch/module/grouped_linear.py).
+EXPERT_BIAS_KERNELS = (
+    Kernel("b * p (each row's bias scaled by its probability)", (), ("routed",)),
+    Kernel("t + b * p", ("routed", "routed"), ("routed",)),
+    Kernel("torch.cat of the local experts' rows", ("routed",), ("routed",)),
+    Kernel("grad * p, summed over the rows (the bias's gradient)", ("routed", "routed"), ("routed",), backward=True),
+    Kernel("grad * b, summed over h (the probabilities' gradient)", ("routed", "routed"), ("routed",), backward=True),
+)
+
+
 def routing_elements(work: Workload, lay: Layout) -> Any:
-    """Elements per token of a stage's average layer the MoE dispatcher's kernels read and write, forward and backward.
+    """Elements per token of a stage's average layer the MoE dispatcher's and the expert bias's kernels read and write.
 
     The sum over :data:`DISPATCH_KERNELS` of the hidden vectors each reads and writes (k_E h for the
     routed copies, h for the token); the backward runs each in reverse with the same bytes (a gather's
     gradient is a scatter-add, a sum's gradient a gather), a full recompute runs the forward's once more.
     Each kernel reads its input and writes its output once (TE's fused moe_permute /
-    moe_sort_chunks_by_index with moe_permute_fusion move the same bytes); split over t by the caller
-    like the sequence-parallel layer input.
+    moe_sort_chunks_by_index with moe_permute_fusion move the same bytes). Where the experts' second
+    linear has a bias, :data:`EXPERT_BIAS_KERNELS` too: its forward kernels once a forward pass, its
+    backward ones once. Split over t by the caller like the sequence-parallel layer input.
     """
     if not work.moe:
         return 0.0
@@ -208,8 +228,10 @@ def routing_elements(work: Workload, lay: Layout) -> Any:
     several = work.experts / lay.e > 1
     forward = sum(np.where(several | (kernel.runs != "local experts"), kernel.moved(size), 0)
                   for kernel in DISPATCH_KERNELS)
-    passes = 3 if lay.recompute == "full" else 2
-    return passes * forward * work.moe_layers / work.layers
+    forward_passes = 2 if lay.recompute == "full" else 1
+    bias = sum(kernel.moved(size) * (1 if kernel.backward else forward_passes)
+               for kernel in EXPERT_BIAS_KERNELS) if work.expert_output_bias else 0
+    return ((forward_passes + 1) * forward + bias) * work.moe_layers / work.layers
 
 
 #: The kernels of TE's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/

@@ -74,6 +74,9 @@ class Workload:
     attention_kernel: str = "materialised"  # "fused" (flash: scores stay on chip) or "materialised"
     #: bytes per token of one layer's Q, K + V and attention output at t = 1 (``ring_tensors``)
     ring_bytes: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: whether the routed experts' second linear (down_proj, Megatron's linear_fc2) has a bias
+    #: (``expert_output_bias``: derive.accounts.compute_time.EXPERT_BIAS_KERNELS)
+    expert_output_bias: bool = False
 
     def saved_bytes(self, recompute: str, sequence_parallel: bool, tensor_parallel: int) -> float:
         """Bytes one layer saves per token on one TP rank: A + B / t (B: the rows the table shards)."""
@@ -185,6 +188,13 @@ def _saved(entry: Model, sequence_parallel: bool) -> tuple[tuple[str, float], ..
     return tuple(rows)
 
 
+def expert_output_bias(entry: Model) -> bool:
+    """Whether the routed experts' second linear has a bias: a parameter row tagged routed_expert and bias named
+    down_proj (GPT-OSS's mlp.experts.*.down_proj.bias; Megatron's linear_fc2 with add_bias_linear)."""
+    return any(row.name.endswith("down_proj.bias") for row in entry.parameter_rows.where("routed_expert")
+               if "bias" in row.tags)
+
+
 @lru_cache(maxsize=64)
 def workload(entry: Model) -> Workload:
     """The numbers of ``entry`` the step model times (cached per model)."""
@@ -205,4 +215,5 @@ def workload(entry: Model) -> Workload:
         experts=int(values[E]) if moe else 0, active_experts=int(values[k_E]) if moe else 0,
         moe_layers=int(values.get(L_E, values.get(L, 0))) if moe else 0,
         saved=_saved(entry, False), saved_sp=_saved(entry, True), attention_kernel=attention_kernel(entry),
-        ring_bytes=tuple(_number(entry, ledger.bytes() / (s * b)) for ledger in ring_tensors(entry.architecture)))
+        ring_bytes=tuple(_number(entry, ledger.bytes() / (s * b)) for ledger in ring_tensors(entry.architecture)),
+        expert_output_bias=expert_output_bias(entry))
