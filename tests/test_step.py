@@ -424,7 +424,7 @@ def test_moe_dispatcher_permutations_by_hand():
     assert routing_elements(workload(model("llama3-8b")), lay) == 0.0
 
 
-def test_moe_expert_output_bias_kernels_by_hand():
+def test_moe_expert_eager_bias_and_clamp_kernels_by_hand():
     # GPT-OSS 120B: h = 2880, k_E = 4 of E = 128 experts in all 36 layers, a bias on each expert's down_proj
     # (Megatron's linear_fc2, skip_bias_add=True): TEGroupedMLP._apply_bias runs t + b * p and torch.cat eagerly.
     # Per token per MoE layer, in units of its k h expert-output elements: forward b * p writes 1, the add reads 2
@@ -435,24 +435,36 @@ def test_moe_expert_output_bias_kernels_by_hand():
     from derive.accounts.workload import workload
     work = workload(published_model("gpt-oss-120b", seq=4096))
     assert work.expert_output_bias
-    assert not workload(published_model("qwen3-30b-a3b", seq=4096)).expert_output_bias
-    assert not workload(published_model("deepseek-v3", seq=4096)).expert_output_bias
+    for other in ("qwen3-30b-a3b", "deepseek-v3"):
+        assert not workload(published_model(other, seq=4096)).expert_output_bias
+        assert not workload(published_model(other, seq=4096)).clamped_glu
     lay = Layout(1, 1, 1, 1, 64, 64, 1, 4, 5, False, 1, "none", "bf16")
     h, k = 2880, 4
     dispatch = 2 * k * h + (k + 1) * h + 4 * k * h
-    assert routing_elements(work, lay) == 2 * dispatch + 12 * k * h == 305280
+    # GPT-OSS's recipe also clamps the GLU input (activation_func_clamp_value = 7.0): per routed copy of f_E = 2880
+    # per half, forward two clamps (read and write a half each) and a cat (read both halves, write both): 8 f;
+    # backward two clamp gradients (read the gradient and the input, write a half) and the chunk's gradient
+    # (read both halves, write both): 10 f
+    f = 2880
+    assert (work.expert_ffn, work.clamped_glu) == (f, True)
+    bias, clamp = 12 * k * h, 18 * k * f
+    assert routing_elements(work, lay) == 2 * dispatch + bias + clamp == 512640
     # a full recompute runs the forward kernels once more, the backward ones once
-    assert routing_elements(work, replace(lay, recompute="full")) == 3 * dispatch + (2 * 6 + 6) * k * h == 457920
-    # at BF16 on 16,384 tokens a rank, 36 layers: 163 GB a micro-batch, 23.7 ms at 0.86 x 8 TB/s (GB300)
-    bias_bytes = 12 * k * h * 2 * 16384 * 36
+    assert routing_elements(work, replace(lay, recompute="full")) == (
+        3 * dispatch + (2 * 6 + 6) * k * h + (2 * 8 + 10) * k * f) == 757440
+    assert routing_elements(replace(work, clamped_glu=False), lay) == 2 * dispatch + bias == 305280
+    # at BF16 on 16,384 tokens a rank, 36 layers: the bias 163 GB a micro-batch, 23.7 ms at 0.86 x 8 TB/s (GB300)
+    bias_bytes = bias * 2 * 16384 * 36
     assert bias_bytes == pytest.approx(163.1e9, rel=1e-3)
     assert bias_bytes / (0.86 * 8e12) == pytest.approx(23.7e-3, rel=2e-3)
-    # and the step model's element-wise seconds of a GB300 micro-batch grow by exactly that, nothing else moves
+    # and the step model's element-wise seconds of a GB300 micro-batch grow by exactly the two, nothing else moves
     from derive.accounts.compute_time import compute_per_micro_batch
     eta = Efficiency(gemm=0.77, memory=0.86, network=0.77, gemm_hopper=0.57)
     with_bias = compute_per_micro_batch(work, lay, system("gb300"), eta)
-    without = compute_per_micro_batch(replace(work, expert_output_bias=False), lay, system("gb300"), eta)
-    assert with_bias["memory_bound"] - without["memory_bound"] == pytest.approx(bias_bytes / (0.86 * 8e12), rel=1e-9)
+    without = compute_per_micro_batch(replace(work, expert_output_bias=False, clamped_glu=False), lay,
+                                      system("gb300"), eta)
+    eager_bytes = (bias + clamp) * 2 * 16384 * 36
+    assert with_bias["memory_bound"] - without["memory_bound"] == pytest.approx(eager_bytes / (0.86 * 8e12), rel=1e-9)
     assert {kind: value for kind, value in with_bias.items() if kind != "memory_bound"} == {
         kind: value for kind, value in without.items() if kind != "memory_bound"}
 

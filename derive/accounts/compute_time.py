@@ -211,27 +211,46 @@ EXPERT_BIAS_KERNELS = (
 )
 
 
+#: The kernels of the clamp Megatron applies to the experts' first-linear output before its fused GLU
+#: activation (``weighted_bias_quick_geglu_impl``, megatron/core/fusions/fused_bias_geglu.py, core_v0.15.0 to
+#: core_v0.18.0: ``x_glu, x_linear = input.chunk(2, -1)``; ``torch.cat((x_glu.clamp(max=v), x_linear.clamp(-v, v)),
+#: -1)``, eager, outside the jit-fused activation), where the model's recipe sets a clamp
+#: (``derive.accounts.workload.CLAMPED_GLU``). "half" is a token's k_E f_E elements of one GLU half, "glu" its
+#: 2 k_E f_E of both. Backward: each clamp's gradient is where(in range, grad, 0) (reads the gradient and the
+#: input), the cat's gradient two views, the chunk's gradient the two halves written into one tensor.
+EXPERT_CLAMP_KERNELS = (
+    Kernel("x_glu.clamp(max=v)", ("half",), ("half",)),
+    Kernel("x_linear.clamp(min=-v, max=v)", ("half",), ("half",)),
+    Kernel("torch.cat of the clamped halves", ("half", "half"), ("glu",)),
+    Kernel("clamp backward, x_glu", ("half", "half"), ("half",), backward=True),
+    Kernel("clamp backward, x_linear", ("half", "half"), ("half",), backward=True),
+    Kernel("chunk backward (the halves' gradients into one)", ("half", "half"), ("glu",), backward=True),
+)
+
+
 def routing_elements(work: Workload, lay: Layout) -> Any:
-    """Elements per token of a stage's average layer the MoE dispatcher's and the expert bias's kernels read and write.
+    """Elements per token of a stage's average layer the MoE dispatcher's and the experts' eager kernels read and write.
 
     The sum over :data:`DISPATCH_KERNELS` of the hidden vectors each reads and writes (k_E h for the
     routed copies, h for the token); the backward runs each in reverse with the same bytes (a gather's
     gradient is a scatter-add, a sum's gradient a gather), a full recompute runs the forward's once more.
     Each kernel reads its input and writes its output once (TE's fused moe_permute /
     moe_sort_chunks_by_index with moe_permute_fusion move the same bytes). Where the experts' second
-    linear has a bias, :data:`EXPERT_BIAS_KERNELS` too: its forward kernels once a forward pass, its
-    backward ones once. Split over t by the caller like the sequence-parallel layer input.
+    linear has a bias, :data:`EXPERT_BIAS_KERNELS` too, and where the recipe clamps their GLU input,
+    :data:`EXPERT_CLAMP_KERNELS`: their forward kernels once a forward pass, their backward ones once.
+    Split over t by the caller like the sequence-parallel layer input.
     """
     if not work.moe:
         return 0.0
-    size = {"routed": work.active_experts * work.hidden, "token": work.hidden}
+    half = work.active_experts * work.expert_ffn
+    size = {"routed": work.active_experts * work.hidden, "token": work.hidden, "half": half, "glu": 2 * half}
     several = work.experts / lay.e > 1
     forward = sum(np.where(several | (kernel.runs != "local experts"), kernel.moved(size), 0)
                   for kernel in DISPATCH_KERNELS)
     forward_passes = 2 if lay.recompute == "full" else 1
-    bias = sum(kernel.moved(size) * (1 if kernel.backward else forward_passes)
-               for kernel in EXPERT_BIAS_KERNELS) if work.expert_output_bias else 0
-    return ((forward_passes + 1) * forward + bias) * work.moe_layers / work.layers
+    eager = (EXPERT_BIAS_KERNELS if work.expert_output_bias else ()) + (EXPERT_CLAMP_KERNELS if work.clamped_glu else ())
+    extra = sum(kernel.moved(size) * (1 if kernel.backward else forward_passes) for kernel in eager)
+    return ((forward_passes + 1) * forward + extra) * work.moe_layers / work.layers
 
 
 #: The kernels of TE's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/
