@@ -19,7 +19,8 @@ from derive.options.messages import UsageError, serve
 
 
 def render_heldout(result: dict[str, object]) -> str:
-    """Each release's rows (tokens/s per GPU) and groups' errors, the groups over all releases, the rows not run and why."""
+    """Each release's rows (tokens/s per GPU, the predicted step's parts as shares of it) and groups' errors, the groups
+    over all releases, the rows not run and why."""
     lines = []
     for container, release in result["releases"].items():
         lines.append(f"held out (never fitted): {release['release']}, {release['source']} ({release['source_file']})")
@@ -27,8 +28,9 @@ def render_heldout(result: dict[str, object]) -> str:
             if row["release"] != container:
                 continue
             over = row["memory_gib"] is not None and row["memory_gib"] > row["hbm_gib"]
+            parts = " ".join(f"{part} {share:.0%}" for part, share in row["breakdown"].items() if share >= 0.005)
             lines.append(f"  {row['run']:50s} published {row['published_tokens']:7,d}  predicted "
-                         f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}"
+                         f"{row['predicted_tokens']:7,d} tokens/s/GPU  {row['error']:+7.1%}  [{parts}]"
                          + (f"  (derive's memory accounts: {row['memory_gib']} GiB > {row['hbm_gib']} GiB HBM)"
                             if over else ""))
         for name, errors in release["groups"].items():

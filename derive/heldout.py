@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Sequence
 
 from derive.accounts.efficiency import Efficiency
-from derive.accounts.prediction import ledger_precision
+from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import DEFAULT_OVERLAP
-from derive.calibration_fit import FIELDS, PublishedRun, error_spread, residuals
+from derive.calibration_fit import FIELDS, PublishedRun, error_spread
 from derive.names import named_model
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
@@ -86,6 +86,19 @@ HELDOUT_EP_OVERLAP_OFF = {("26.02", "GPT OSS 120B", "DGX-B300"): _GPT_OSS.format
                           ("26.04", "Qwen3_30B_a3B", "DGX-H100"): _QWEN3_H100,
                           ("26.04.01", "Qwen3_30B_a3B", "DGX-H100"): _QWEN3_H100,
                           ("26.06", "Qwen3_30B_a3B", "DGX-H100"): _QWEN3_H100}
+#: Rows whose recipe runs the experts as Transformer Engine's fused ops (Megatron's
+#: use_transformer_engine_op_fuser: predict's ``expert_op_fuser``, no eager expert bias or clamp kernels):
+#: (release, model, system) -> the recipe. Megatron-Bridge v0.5.0 and v0.5.1, scripts/performance/configs/gpt_oss/
+#: gpt_oss_workload_base_configs.py, GPT_OSS_120B_PRETRAIN_CONFIG_{GB300,GB200}_FP8_MX_V2: cutedsl_fused_grouped_mlp=True,
+#: which sets use_transformer_engine_op_fuser (scripts/performance/utils/overrides.py); v0.6.0,
+#: src/megatron/bridge/perf_recipes/gpt_oss/common.py, _apply_gpt_oss_120b_full_iter_fp8mx_configs; each recipe's EP
+#: (16 on GB300, 64 on GB200), micro-batch 4 and GBS 1280 equal the row's.
+_GPT_OSS_FUSED = ("NVIDIA-NeMo/Megatron-Bridge {}: GPT-OSS 120B {} FP8-MX, EP {}, b 4, GBS 1280, "
+                  "use_transformer_engine_op_fuser")
+HELDOUT_EXPERT_OP_FUSER = {
+    (release, "GPT OSS 120B", system): _GPT_OSS_FUSED.format(tag, system.removeprefix("DGX-"), ep)
+    for release, tag in (("26.06", "v0.5.0"), ("26.06.01", "v0.5.1"), ("26.08", "v0.6.0"))
+    for system, ep in (("DGX-GB300", 16), ("DGX-GB200", 64))}
 TOKEN_DROP = ("token drop: capacity factor 1 with expert inputs padded to capacity (Megatron-Bridge "
               "apply_moe_token_drop): every expert computes T k_E / E rows, the dropless count under uniform routing")
 
@@ -144,11 +157,14 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
     layout.check(entry)
     seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
     recipe = HELDOUT_EP_OVERLAP_OFF.get((release, row["model"], row["system"]))
+    fused = HELDOUT_EXPERT_OP_FUSER.get((release, row["model"], row["system"]))
     assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]),
-                                          drop and TOKEN_DROP, recipe and f"EP all-to-all not overlapped: {recipe}")))
+                                          drop and TOKEN_DROP, recipe and f"EP all-to-all not overlapped: {recipe}",
+                                          fused and f"experts as fused ops: {fused}")))
     overlap = DEFAULT_OVERLAP - {"ep-a2a-overlap-across-nodes"} if recipe else DEFAULT_OVERLAP
     return PublishedRun(release, label, entry, layout, system(HELDOUT_SYSTEMS[row["system"]]), seconds,
-                        f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, overlap, precision)
+                        f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, overlap, precision,
+                        expert_op_fuser=fused is not None)
 
 
 def _gib(size: float | None) -> float | None:
@@ -160,10 +176,14 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
     """Every held-out row's predicted and published tokens/s per GPU, the groups' errors (all rows and each release's), the rows not run.
 
     Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
-    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3).
+    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3);
+    ``breakdown`` each part of the predicted step (derive.accounts.step.StepTime.breakdown) as a share of it.
     """
     rows = []
-    for run, error in zip(runs, residuals(runs, eta)):
+    for run in runs:
+        step = predict(run.model, run.parallelism, run.gpu, run.precision, eta=eta, overlap=run.overlap,
+                       expert_op_fuser=run.expert_op_fuser)
+        error = step.step_time_s / run.seconds - 1  # derive.calibration_fit.residuals' figure
         tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
         predicted = tokens / (1 + error)  # throughput scales as 1 / step time
         rows.append({"run": run.label, "release": run.table, "gpu": run.gpu.name, "precision": run.precision,
@@ -171,7 +191,9 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
                      "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
                      "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
                      "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
-                     "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions})
+                     "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions,
+                     "breakdown": {part: round(seconds / step.step_time_s, 4)
+                                   for part, seconds in step.breakdown.items()}})
     releases = {}
     for data in heldout_releases(paths):
         mine = [row for row in rows if row["release"] == data["container"]]

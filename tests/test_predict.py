@@ -35,14 +35,15 @@ def test_architecture_and_moe_config(capsys):
     assert gpt["step_time_s"] > 0 and gpt["gpus"] == 8
     moe = _json(capsys, ["--config", str(CONFIGS / "qwen3-30b-a3b.json"), "--seq", "4096", "--gpu", "h200",
                          "--gpus", "32", "--tp", "2", "--ep", "8", "--global-batch", "128", "--json"])
-    # t 2 x e 8 = 16 GPUs: the all-to-all leaves the HGX board and hides behind the other micro-batch
-    # (ep-a2a-overlap-across-nodes, on by default); without that rule it is exposed
-    assert moe["breakdown"]["ep"] == 0
+    # t_E 2 x e 8 = 16 GPUs (t_E = t, Megatron's default): the all-to-all leaves the HGX board and hides behind
+    # the other micro-batch's computation Megatron pairs it with (ep-a2a-overlap-across-nodes, on by default),
+    # all but each all-to-all's excess over its pair; without that rule it is all exposed
+    assert moe["layout"]["etp"] == 2 and 0 < moe["breakdown"]["ep"]
     rules = "dp-reduce-with-backward,param-gather-with-forward,tp-async-backward,pp-send-with-compute"
     exposed = _json(capsys, ["--config", str(CONFIGS / "qwen3-30b-a3b.json"), "--seq", "4096", "--gpu", "h200",
                              "--gpus", "32", "--tp", "2", "--ep", "8", "--global-batch", "128",
                              "--overlap", rules, "--json"])
-    assert exposed["breakdown"]["ep"] > 0 and exposed["step_time_s"] > moe["step_time_s"]
+    assert exposed["breakdown"]["ep"] > 3 * moe["breakdown"]["ep"] and exposed["step_time_s"] > moe["step_time_s"]
     fp8 = _json(capsys, ["--model", "llama3-8b", "--gpu", "b200", "--gpus", "8", "--global-batch", "64",
                          "--precision", "fp8-current", "--json"])
     assert fp8["layout"]["precision"] == "fp8-current"

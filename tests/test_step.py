@@ -36,11 +36,41 @@ def test_bubble_by_hand():
 
 
 def test_rank_order_spans_by_hand():
+    # the expert group on Megatron's expert grid: t_E e = 8 x 4 (t_E defaults to t)
     sizes = {"tp": 8, "cp": 2, "ep": 4, "dp": 16, "pp": 4}
-    assert [span(g, sizes) for g in ("tp", "cp", "ep", "dp", "edp", "pp")] == [8, 16, 64, 256, 256, 1024]
+    assert [span(g, sizes) for g in ("tp", "cp", "ep", "dp", "edp", "pp")] == [8, 16, 32, 256, 256, 1024]
     assert H100.link(span("tp", sizes)) == (450e9, H100.nvlink_latency)
     assert H100.link(span("cp", sizes))[0] == 50e9           # 16 GPUs: two HGX boards, over the NIC
     assert system("gb200").link(span("ep", sizes))[0] == 900e9  # 64 GPUs inside one NVL72 rack
+
+
+def megatron_expert_group(rank: int, etp: int, ep: int) -> list[int]:
+    """The expert-parallel group of ``rank`` on Megatron's expert grid, enumerated as its RankGenerator does.
+
+    megatron/core/parallel_state.py: RankGenerator(tp=etp, ep=e, dp=edp, pp=p, cp=1), order tp-ep-dp-pp,
+    so a rank is i_tp + etp (i_ep + e rest); the EP group varies i_ep with the others held.
+    """
+    i_tp, rest = rank % etp, rank // (etp * ep)
+    return [i_tp + etp * (j + ep * rest) for j in range(ep)]
+
+
+def test_expert_groups_span_megatrons_expert_grid():
+    from collections import Counter
+    from derive.accounts.comm_time import ranks_per_domain, remote_share
+    # Qwen3-235B on 256 H100 at t = 2, t_E = 1, e = 32 (the held-out tables' layout): rank 40's EP group is
+    # GPUs 32..63, eight on each of four HGX boards; the dense grid's t c e = 64 would put four on each of eight
+    group = megatron_expert_group(40, 1, 32)
+    assert group == list(range(32, 64))
+    sizes = {"tp": 2, "cp": 1, "ep": 32, "etp": 1}
+    assert span("ep", sizes) == 32 == max(group) - min(group) + 1
+    boards = Counter(rank // 8 for rank in group)
+    assert ranks_per_domain(32, span("ep", sizes), H100) == 8 == max(boards.values()) == min(boards.values())
+    # a rank sends 24 of its 31 peers' shares over the NIC
+    assert remote_share(32, span("ep", sizes), H100) == pytest.approx(24 / 31)
+    # t_E = 2, e = 16: the group strides 2 GPUs over 32, four on each board
+    group = megatron_expert_group(1, 2, 16)
+    assert group == list(range(1, 32, 2)) and span("ep", {"tp": 4, "ep": 16, "etp": 2}) == 32
+    assert ranks_per_domain(16, 32, H100) == 4 == max(Counter(rank // 8 for rank in group).values())
 
 
 def test_wave_quantization_by_hand():
@@ -297,8 +327,8 @@ def test_flash_attention_costs_only_its_flops_in_the_step():
 
 def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     # Qwen3-30B-A3B at e = 32 over 32 H100s (four HGX boards): the dispatch / combine leave the NVLink
-    # domain, so the default rule (Megatron-Bridge's moe_a2a_overlap on H100) hides them behind one
-    # micro-batch's GEMMs and element-wise work; at e = 8 (one board) they stay exposed
+    # domain, so the default rule (Megatron-Bridge's moe_a2a_overlap on H100) hides each behind the other
+    # micro-batch's computation Megatron pairs it with; at e = 8 (one board) they stay exposed
     from derive.accounts.comm_time import ep_overlap_window
     from derive.accounts.compute_time import compute_per_micro_batch
     from derive.accounts.step_layout import Layout
@@ -313,14 +343,67 @@ def test_ep_all_to_all_across_nodes_hides_behind_the_other_micro_batch():
     compute = compute_per_micro_batch(workload(entry), lay, H100, ETA)
     window = sum(float(compute[k]) for k in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
     assert float(ep_overlap_window(lay, H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
-    assert ep_hidden == pytest.approx(max(0.0, ep_exposed - 2 * window), rel=1e-9)  # m = 2 micro-batches
-    assert ep_hidden < ep_exposed
+    # one all-to-all of one layer by hand: 4096 tokens x 8 copies x 2048 x 2 B, 31/32 of it to the peers; the group
+    # (32 GPUs on Megatron's expert grid) has 8 ranks a board, so 24 of the 31 peers are over the NIC (50 GB/s)
+    sent = 4096 * 8 * 2048 * 2 * 31 / 32
+    a2a = max(24 / 31 * sent / 50e9, 7 / 31 * sent / 450e9) / 0.8 + H100.nic_latency
+    assert ep_exposed == pytest.approx(2 * 48 * 4 * a2a, rel=1e-9)  # m = 2 micro-batches, 48 MoE layers
+    # Megatron's per-layer schedule (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run; one event
+    # per micro-batch, pipeline_parallel/utils.py ScheduleNode), simulated node by node: comm stream C_b, D_f, D_b,
+    # C_f; compute stream A_f, M_b (data gradient, then the weight gradient outside the event: the recipes'
+    # delay_wgrad_compute), M_f, A_b; each node after its stream's previous node and its micro-batch's
+    gemm = float(compute["linear"] + compute["attention"] + compute["expert"])
+    scale = 1 + float(compute["memory_bound"]) / gemm  # the element-wise seconds over the pieces by GEMM share
+    side_b = float(compute["backward"] - compute["backward expert"] - compute["backward head"])
+    a_f, a_b = (float(compute["linear"] + compute["attention"]) - side_b) / 48 * scale, side_b / 48 * scale
+    m_w = float(compute["wgrad expert"]) / 48 * scale
+    m_d = float(compute["backward expert"]) / 48 * scale - m_w
+    m_f = float(compute["expert"]) / 48 * scale - m_d - m_w
+    assert 0 < m_w < m_d + m_w and m_f > 0
+    c_b = a2a                          # comm: starts at 0
+    f_a = a_f                          # compute: starts at 0
+    f_md = max(c_b, f_a) + m_d         # compute: after A_f (stream) and C_b (its micro-batch)
+    f_mw = f_md + m_w                  # compute: after M_d on the stream, no event
+    c_df = max(f_a, c_b) + a2a         # comm: after C_b (stream) and A_f (its micro-batch)
+    c_db = max(c_df, f_md) + a2a       # comm: after D_f (stream) and M_d (its micro-batch)
+    f_mf = max(f_mw, c_df) + m_f       # compute: after M_w (stream) and D_f (its micro-batch)
+    end = max(max(c_db, f_mf) + a2a, max(f_mf, c_db) + a_b)  # C_f after D_b and M_f; A_b after M_f and D_b
+    pair = end - (a_f + a_b + m_f + m_d + m_w)
+    # each transfer outlasts the computation beside it even on the SMs the dispatcher leaves (20 of 132), so
+    # sharing the SMs costs nothing here (test_ep_overlap_shares_the_sms_by_hand prices it where it binds)
+    assert max(a_f, a_b) + a2a * 20 / 132 < a2a and m_f + m_d + m_w + 2 * a2a * 20 / 132 < 2 * a2a
+    assert ep_hidden == pytest.approx(2 * 48 * pair, rel=1e-9)
+    # the pairing hides less than the whole micro-batch would, and never more than the all-to-alls take
+    assert max(0.0, ep_exposed - 2 * window) < ep_hidden < ep_exposed
     assert predict(entry, inside, H100, eta=ETA).breakdown["ep"] == predict(
         entry, inside, H100, eta=ETA, overlap=off).breakdown["ep"] > 0
     # Megatron refuses the overlap under full recompute, and with p > 1 without interleaving
     assert float(ep_overlap_window(replace(lay, recompute="full"), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2), H100, compute, DEFAULT_OVERLAP)) == 0.0
     assert float(ep_overlap_window(replace(lay, p=2, v=2), H100, compute, DEFAULT_OVERLAP)) == pytest.approx(window)
+
+
+def test_ep_overlap_shares_the_sms_by_hand():
+    # one MoE layer pair of Megatron's EP overlap with the stage's seconds per micro-batch over 48 MoE layers:
+    # A_f 1, A_b 2, M_f 2, M_d 2, M_w 2 ms a layer; the dispatcher holds 20 of an H100's 132 SMs while it runs
+    from derive.accounts.comm_time import DISPATCHER_SMS, ep_paired_seconds
+    from derive.accounts.workload import workload
+    work = workload(published_model("qwen3-30b-a3b", seq=4096))
+    assert work.layers == work.moe_layers == 48 and DISPATCHER_SMS == 20
+    ms = 1e-3
+    compute = {"layers": 48, "linear": 48 * 2 * ms, "attention": 48 * 1 * ms, "expert": 48 * 6 * ms, "head": 0.0,
+               "recompute": 0.0, "memory_bound": 0.0, "backward": 48 * (2 + 4) * ms, "backward expert": 48 * 4 * ms,
+               "backward head": 0.0, "wgrad expert": 48 * 2 * ms}
+    steps = [(step, pass_) for step in ("dispatch", "combine") for pass_ in ("forward", "backward")]
+    # computation outlasts every transfer: each transfer hides, but the computation beside it loses 20/132 of
+    # the SMs for as long as it runs: the four transfers' 2 ms x 20 / 132 exposed
+    short = dict.fromkeys(steps, 0.5 * ms)
+    assert ep_paired_seconds(short, work, compute, 132) == pytest.approx(4 * 0.5 * ms * 20 / 132, rel=1e-9)
+    # transfers of 5 ms outlast every piece: combine_bwd 5 (A_f beside it), the dispatches
+    # max(max(5, 2) + 5, max(5, 2 + 2) + 2) = 10 (the experts' 6 ms beside them), combine_fwd 5 (A_b beside it):
+    # 20 ms for 9 ms of computation
+    long = dict.fromkeys(steps, 5 * ms)
+    assert ep_paired_seconds(long, work, compute, 132) == pytest.approx(11 * ms, rel=1e-9)
 
 
 def test_moe_dispatcher_permutations_by_hand():
@@ -341,6 +424,51 @@ def test_moe_dispatcher_permutations_by_hand():
     h, k = 7168, 8
     assert routing_elements(deepseek, lay) == pytest.approx(2 * (6 * k * h + (k + 1) * h) * 58 / 61)
     assert routing_elements(workload(model("llama3-8b")), lay) == 0.0
+
+
+def test_moe_expert_eager_bias_and_clamp_kernels_by_hand():
+    # GPT-OSS 120B: h = 2880, k_E = 4 of E = 128 experts in all 36 layers, a bias on each expert's down_proj
+    # (Megatron's linear_fc2, skip_bias_add=True): TEGroupedMLP._apply_bias runs t + b * p and torch.cat eagerly.
+    # Per token per MoE layer, in units of its k h expert-output elements: forward b * p writes 1, the add reads 2
+    # and writes 1, the cat reads 1 and writes 1 (6); backward grad * p and grad * b each read 2 (the product, then
+    # its sum) and write 1 (6). The dispatcher's kernels as for Qwen3 (two local experts at e = 64: the sorts run)
+    from derive.accounts.compute_time import routing_elements
+    from derive.accounts.step_layout import Layout
+    from derive.accounts.workload import workload
+    work = workload(published_model("gpt-oss-120b", seq=4096))
+    assert work.expert_output_bias
+    for other in ("qwen3-30b-a3b", "deepseek-v3"):
+        assert not workload(published_model(other, seq=4096)).expert_output_bias
+        assert not workload(published_model(other, seq=4096)).clamped_glu
+    lay = Layout(1, 1, 1, 1, 64, 64, 1, 4, 5, False, 1, "none", "bf16")
+    h, k = 2880, 4
+    dispatch = 2 * k * h + (k + 1) * h + 4 * k * h
+    # GPT-OSS's recipe also clamps the GLU input (activation_func_clamp_value = 7.0): per routed copy of f_E = 2880
+    # per half, forward two clamps (read and write a half each) and a cat (read both halves, write both): 8 f;
+    # backward two clamp gradients (read the gradient and the input, write a half) and the chunk's gradient
+    # (read both halves, write both): 10 f
+    f = 2880
+    assert (work.expert_ffn, work.clamped_glu) == (f, True)
+    bias, clamp = 12 * k * h, 18 * k * f
+    assert routing_elements(work, lay) == 2 * dispatch + bias + clamp == 512640
+    # a full recompute runs the forward kernels once more, the backward ones once
+    assert routing_elements(work, replace(lay, recompute="full")) == (
+        3 * dispatch + (2 * 6 + 6) * k * h + (2 * 8 + 10) * k * f) == 757440
+    assert routing_elements(replace(work, clamped_glu=False), lay) == 2 * dispatch + bias == 305280
+    # at BF16 on 16,384 tokens a rank, 36 layers: the bias 163 GB a micro-batch, 23.7 ms at 0.86 x 8 TB/s (GB300)
+    bias_bytes = bias * 2 * 16384 * 36
+    assert bias_bytes == pytest.approx(163.1e9, rel=1e-3)
+    assert bias_bytes / (0.86 * 8e12) == pytest.approx(23.7e-3, rel=2e-3)
+    # and the step model's element-wise seconds of a GB300 micro-batch grow by exactly the two, nothing else moves
+    from derive.accounts.compute_time import compute_per_micro_batch
+    eta = Efficiency(gemm=0.77, memory=0.86, network=0.77, gemm_hopper=0.57)
+    with_bias = compute_per_micro_batch(work, lay, system("gb300"), eta)
+    without = compute_per_micro_batch(replace(work, expert_output_bias=False, clamped_glu=False), lay,
+                                      system("gb300"), eta)
+    eager_bytes = (bias + clamp) * 2 * 16384 * 36
+    assert with_bias["memory_bound"] - without["memory_bound"] == pytest.approx(eager_bytes / (0.86 * 8e12), rel=1e-9)
+    assert {kind: value for kind, value in with_bias.items() if kind != "memory_bound"} == {
+        kind: value for kind, value in without.items() if kind != "memory_bound"}
 
 
 def test_moe_router_runs_in_bf16_under_fp8():

@@ -136,22 +136,85 @@ def held_layers(work: Workload, lay: Layout) -> Any:
 def ep_overlap_window(lay: Layout, gpu: System, compute: dict[str, Any], rules: frozenset[str]) -> Any:
     """Seconds of compute an expert-parallel all-to-all of one micro-batch may hide behind (0 when no rule applies).
 
+    Where it is not 0, ``ep_paired_seconds`` decides what stays exposed: each all-to-all hides only behind the
+    part of the other micro-batch's computation Megatron's schedule pairs it with.
+
     Under ``ep-a2a-overlap`` (or ``ep-a2a-overlap-across-nodes`` where the EP group leaves the NVLink
     domain, with p = 1 or v > 1 and no full recompute, Megatron's conditions) the dispatch and combine
     of one micro-batch run beside the other micro-batch's forward or backward: a whole micro-batch's
     GEMMs and element-wise work (``derive.accounts.schedule.OVERLAP_RULES``).
     """
     work = sum(compute[kind] for kind in ("linear", "expert", "attention", "head", "recompute", "memory_bound"))
-    across = (span("ep", {"tp": lay.t, "cp": lay.c, "ep": lay.e}) > gpu.nvlink_domain) & (
+    across = (span("ep", {"etp": lay.etp, "ep": lay.e}) > gpu.nvlink_domain) & (
         (np.asarray(lay.p) == 1) | (np.asarray(lay.v) > 1)) & (lay.recompute != "full")
     on = ("ep-a2a-overlap" in rules) | (("ep-a2a-overlap-across-nodes" in rules) & across)
     return np.where(on, work, 0.0)
 
 
+#: Streaming multiprocessors the token dispatcher's kernels hold while they run beside compute: DeepEP's, 20
+#: (Megatron core_v0.15.0 transformer_config.py, ``moe_deepep_num_sms: int = 20``; DeepSeek-V3, Liu et al. 2024,
+#: section 3.2.2: "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink"), taken for every
+#: dispatcher (a stated assumption: NCCL's all-to-all holds one SM per channel, a count not sourced here).
+DISPATCHER_SMS = 20
+
+
+def ep_paired_seconds(a2a: dict[tuple[str, str], Any], work: Workload, compute: dict[str, Any], sms: int) -> Any:
+    """Exposed seconds per MoE layer per micro-batch of the four all-to-alls under Megatron's EP overlap.
+
+    Megatron's combined 1F1B runs one MoE layer's forward (micro-batch i + 1) beside another's backward
+    (micro-batch i) on a compute and a communication stream, issued in the order of
+    ``TransformerLayerSchedulePlan.run`` (megatron/core/models/common/model_chunk_schedule_plan.py)::
+
+        comm stream:     combine_bwd       | dispatch_fwd, dispatch_bwd       | combine_fwd
+        compute stream:  pre_dispatch_fwd  | mlp_bwd, mlp_bwd_dw, mlp_fwd     | pre_dispatch_bwd
+
+    Each node waits for the event its micro-batch's previous node recorded and for its own stream
+    (``ScheduleNode.stream_acquire_context``, megatron/core/pipeline_parallel/utils.py: one event per
+    micro-batch); the experts' weight gradient (``backward_dw``, megatron/core/models/common/utils.py)
+    runs on the compute stream without that event, as the recipes' EP overlap sets
+    ``delay_wgrad_compute`` (Megatron-Bridge scripts/performance/utils/overrides.py,
+    ``_set_moe_a2a_overlap_overrides``). Working the starts through, one layer pair takes
+
+        max(A_f, C_b) + max(max(D_f, M_d) + D_b, max(D_f, M_d + M_w) + M_f) + max(C_f, A_b)
+
+    ``a2a`` holds D (dispatch) and C (combine) per (step, pass) for one layer and micro-batch; A is the
+    stage's average layer's attention side (its linear and score GEMMs, the router, a selective
+    recompute's re-run), M one MoE layer's expert GEMMs (the stage's expert seconds over its MoE layers,
+    L_E / L of its layers: M_d the data gradient, M_w the weight gradient, M_f the forward), each pass
+    from ``compute_per_micro_batch``; the element-wise seconds are spread over them in proportion to
+    their GEMM seconds (stated assumption: the saved-tensor traffic is not split by block).
+
+    While an all-to-all runs, the dispatcher holds ``DISPATCHER_SMS`` of the GPU's ``sms``: computation
+    beside a transfer of C seconds runs on the rest, so a pair of C and W seconds of computation takes
+    max(C, W + C x DISPATCHER_SMS / sms) (W's progress during C is C (sms - DISPATCHER_SMS) / sms); the
+    experts' part is at least their computation plus (D_f + D_b) x DISPATCHER_SMS / sms. Returns the
+    pair's time beyond its computation.
+    """
+    layers = np.maximum(compute["layers"], 1)
+    moe = np.maximum(layers * work.moe_layers / max(work.layers, 1), 1e-12)
+    side = compute["linear"] + compute["attention"]
+    side_backward = compute["backward"] - compute["backward expert"] - compute["backward head"]
+    element = 1 + compute["memory_bound"] / np.maximum(side + compute["expert"], 1e-300)
+    attention_b = (side_backward + compute["recompute"]) / layers * element
+    attention_f = (side - side_backward) / layers * element
+    mlp_w = compute["wgrad expert"] / moe * element
+    mlp_d = compute["backward expert"] / moe * element - mlp_w
+    mlp_f = (compute["expert"] - compute["backward expert"]) / moe * element
+    dispatch_f, dispatch_b = a2a[("dispatch", "forward")], a2a[("dispatch", "backward")]
+    combine_f, combine_b = a2a[("combine", "forward")], a2a[("combine", "backward")]
+    held = DISPATCHER_SMS / sms  # the share of the SMs computation loses while a transfer runs beside it
+    experts = np.maximum(np.maximum(np.maximum(dispatch_f, mlp_d) + dispatch_b,
+                                    np.maximum(dispatch_f, mlp_d + mlp_w) + mlp_f),
+                         mlp_d + mlp_w + mlp_f + (dispatch_f + dispatch_b) * held)
+    paired = (np.maximum(combine_b, attention_f + combine_b * held) + experts
+              + np.maximum(combine_f, attention_b + combine_f * held))
+    return paired - (attention_f + attention_b + mlp_f + mlp_d + mlp_w)
+
+
 def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                   compute: dict[str, Any], rules: frozenset[str]) -> dict[str, Any]:
     """Exposed seconds per group: per micro-batch for tp, cp, ep; per step for dp and pp."""
-    sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "dp": lay.d, "pp": lay.p}
+    sizes = {"tp": lay.t, "cp": lay.c, "ep": lay.e, "etp": lay.etp, "dp": lay.d, "pp": lay.p}
     total = {group: 0.0 for group in ("tp", "tp-async", "cp-forward", "cp-backward", "ep", "pp")}
     data: dict[tuple[str, str], list[Any]] = {}  # (reduce | gather, pass) -> [seconds, most per step]
     one = {"pp": 0.0}
@@ -161,9 +224,17 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
     layers = held_layers(work, lay)
     calls = {group: data_parallel_calls(held(work, lay), lay.d * lay.c, lay.zero, layers)
              for group, held in (("dp", local_dense_parameters), ("edp", local_expert_parameters))}
+    # the EP all-to-alls per (dispatch | combine, forward | backward), and the MoE layers they run in a step
+    a2a: dict[tuple[str, str], Any] = {(step, pass_): 0.0 for step in ("dispatch", "combine")
+                                       for pass_ in ("forward", "backward")}
+    moe_layers: Any = 0.0
     for row in rows:
         seconds = collective_seconds(row, sizes, gpu, eta, calls.get(row.group, 1))
         group = "dp" if row.group == "edp" else row.group
+        if group == "ep" and row.collective == "all-to-all":
+            key = ("dispatch" if ".dispatch." in row.name else "combine", "backward" if row.pass_ == "backward" else "forward")
+            a2a[key] = a2a[key] + seconds
+            moe_layers = np.maximum(moe_layers, np.asarray(row.count, dtype=float))
         if group == "dp":
             kind = "gather" if row.collective == "all-gather" else "reduce"
             bucket = data.setdefault((kind, "backward" if row.pass_ == "backward" else "forward"), [0.0, 0.0])
@@ -185,8 +256,15 @@ def communication(rows: Iterable[Any], work: Workload, lay: Layout, gpu: System,
         "tp": hidden + exposed(total["tp"] / m, linear if "tp-comm-overlap" in rules else 0.0),
         "cp": ring_exposed(total["cp-forward"] / m, total["cp-backward"] / m, lay, compute,
                            "cp-ring-with-attention" in rules),
-        "ep": exposed(total["ep"] / m, ep_overlap_window(lay, gpu, compute, rules)),
+        "ep": total["ep"] / m,
     }
+    if work.moe:
+        # under an EP overlap rule the all-to-alls hide behind the computation Megatron pairs them with
+        held = np.where(moe_layers > 0, moe_layers, 1.0)
+        per_layer = {key: seconds / held for key, seconds in a2a.items()}
+        paired = ep_paired_seconds(per_layer, work, compute, gpu.sms) * moe_layers / m
+        on = ep_overlap_window(lay, gpu, compute, rules) > 0
+        per_micro["ep"] = np.where(on, paired, per_micro["ep"])
     # the GEMMs' own backward and forward seconds (compute_time's per-pass rooflines: a memory-bound
     # weight gradient or a flash kernel's backward is not twice its forward)
     gemms = compute["linear"] + compute["expert"] + compute["attention"] + compute["head"]

@@ -64,8 +64,8 @@ def stage_loads(layers: int, lay: Layout) -> tuple[tuple[Size, int, Any], ...]:
 
 
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
-                  tokens: float) -> tuple[float, float]:
-    """(forward seconds, backward seconds) of a GEMM row over ``tokens`` tokens of one rank.
+                  tokens: float) -> tuple[float, float, float]:
+    """(forward seconds, backward seconds, the backward's weight-gradient part) of a GEMM row over ``tokens`` tokens of one rank.
 
     The three passes of ``derive.architectures.gemms.Gemm.passes`` (forward, dgrad, wgrad), each on
     its own roofline (``derive.accounts.roofline.pass_seconds``): the layer matrices at the
@@ -78,7 +78,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         m, n, k = tokens, row.n, row.k
         flash = work.attention_kernel == "fused"
         times = [pass_seconds(m, n, k, name, "bf16", batch=heads, on_chip=flash, **rate) for name in PASSES]
-        return work.layers * times[0], work.layers * (times[1] + times[2])
+        return work.layers * times[0], work.layers * (times[1] + times[2]), work.layers * times[2]
     # the head and an MoE router stay in BF16 under an FP8 recipe (derive.conventions.fp8.gemm_dtype: Megatron's
     # router is a plain parameter, router.py Router.gating, outside Transformer Engine's fp8_autocast)
     dtype = "bf16" if row.kind in ("head", "router") else LINEAR_DTYPE[lay.precision]
@@ -89,19 +89,19 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
         m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
         copies = row.count * tokens / m
     times = [pass_seconds(m, n, k, name, dtype, **rate) for name in PASSES]
-    return copies * times[0], copies * (times[1] + times[2])
+    return copies * times[0], copies * (times[1] + times[2]), copies * times[2]
 
 
 @lru_cache(maxsize=4096)
 def _timed_rows(work: Workload, gpu: System, eta: Efficiency, t: int, etp: int, e: int, precision: str,
-                tokens: float) -> tuple[tuple[GemmRow, float, float], ...]:
-    """(row, forward s, backward s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
+                tokens: float) -> tuple[tuple[GemmRow, float, float, float], ...]:
+    """(row, forward s, backward s, its weight-gradient s) of every GEMM row: they depend on t, t_E, e, the dtype and the tokens only."""
     lay = Layout(t, 1, 1, 1, e, 1, etp, 1, 1, False, 0, "none", precision)
     return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
 
 
 def timed_rows(work: Workload, gpu: System, eta: Efficiency, lay: Layout,
-               tokens: Any) -> tuple[tuple[GemmRow, Any, Any], ...]:
+               tokens: Any) -> tuple[tuple[GemmRow, Any, Any, Any], ...]:
     """``_timed_rows`` of one layout (cached), or of columns of layouts (each row's passes over the columns)."""
     if any(np.ndim(size) for size in (lay.t, lay.etp, lay.e, tokens)):
         return tuple((row, *_gemm_seconds(row, work, lay, gpu, eta, tokens)) for row in work.rows)
@@ -113,7 +113,10 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
 
     ``backward`` is the share of the GEMM kinds (linear, expert, attention, head) their data- and
     weight-gradient passes take, ``attention_backward`` attention's own (neither a further kind: they are inside
-    them). The slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
+    them), ``backward expert`` and ``backward head`` the parts of it of those kinds, ``wgrad expert`` the
+    experts' weight-gradient part; ``layers`` the transformer layers the stage holds
+    (what the EP overlap's per-layer schedule reads: derive.accounts.comm_time.ep_paired_seconds). The
+    slowest stage is the first of ``stage_loads`` whose seconds exceed every earlier one's.
     """
     tokens = lay.b * work.seq / lay.c
     timed = timed_rows(work, gpu, eta, lay, tokens)
@@ -127,21 +130,23 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     for layers, heads, there in stage_loads(work.layers, lay):
         share = layers / work.layers
         seconds = {"linear": 0.0, "attention": 0.0, "expert": 0.0, "head": 0.0, "recompute": 0.0}
-        backward_gemms = attention_backward = 0.0
-        for row, forward, backward in timed:
+        backward_gemms = {"expert": 0.0, "head": 0.0, "linear": 0.0, "attention": 0.0}
+        expert_wgrad = 0.0
+        for row, forward, backward, wgrad in timed:
             weight = heads if row.kind == "head" else share
             kind = {"layer": "linear", "router": "linear", "score": "attention"}.get(row.kind, row.kind)
             seconds[kind] += (forward + backward) * weight
-            backward_gemms += backward * weight
-            if kind == "attention":
-                attention_backward += backward * weight
+            backward_gemms[kind] += backward * weight
+            expert_wgrad = expert_wgrad + (wgrad * weight if row.kind == "expert" else 0.0)
             if lay.recompute in row.recomputed:
                 seconds["recompute"] += forward * weight
         element_bytes = tokens * layers * (MEMORY_CROSSINGS * saved + again + routing + ring) + share * cast
         seconds["memory_bound"] = element_bytes / (eta.memory * gpu.hbm_bandwidth)
         total = sum(seconds.values())
-        seconds["backward"] = backward_gemms  # of the GEMM kinds above: the window the DP rules overlap with
-        seconds["attention_backward"] = attention_backward  # of "attention": the context ring's backward window
+        seconds["backward"] = sum(backward_gemms.values())  # of the GEMM kinds above: the window the DP rules overlap with
+        seconds["attention_backward"] = backward_gemms["attention"]  # of "attention": the context ring's backward window
+        seconds["backward expert"], seconds["backward head"] = backward_gemms["expert"], backward_gemms["head"]
+        seconds["wgrad expert"], seconds["layers"] = expert_wgrad, layers
         slower = there & (total > most)
         slowest = {kind: np.where(slower, value, slowest.get(kind, 0.0)) for kind, value in seconds.items()}
         most = np.where(slower, total, most)
@@ -188,24 +193,65 @@ DISPATCH_KERNELS = (
 )
 
 
+#: The kernels of Megatron's ``TEGroupedMLP._apply_bias`` (megatron/core/transformer/moe/experts.py,
+#: core_v0.15.0 to core_v0.18.0), which adds the second expert linear's bias after the GEMM: linear_fc2 is
+#: built with ``skip_bias_add=True`` and returns its biases, and the method runs eagerly, per local expert,
+#: ``t + b * p`` (t the expert's output rows, b its bias, p the rows' routing probabilities) and ``torch.cat``
+#: of the pieces; autograd's backward of ``b * p`` forms ``grad * p`` and ``grad * b`` and sums each (the
+#: add's and the cat's gradients are the incoming gradient itself, and views). "routed" is the token's
+#: k_E expert outputs (b is one vector and p one number a row: their reads are left out; each gradient's
+#: product is written, then read by its sum). Only where the routed experts' second linear has a bias (GPT-OSS:
+#: ``Workload.expert_output_bias``); TE's GroupedLinear adds the first linear's bias in the GEMM and
+#: fuses its gradient into the weight-gradient GEMM (transformer_engine/pytorch/module/grouped_linear.py).
+EXPERT_BIAS_KERNELS = (
+    Kernel("b * p (each row's bias scaled by its probability)", (), ("routed",)),
+    Kernel("t + b * p", ("routed", "routed"), ("routed",)),
+    Kernel("torch.cat of the local experts' rows", ("routed",), ("routed",)),
+    Kernel("grad * p, summed over the rows (the bias's gradient)", ("routed", "routed"), ("routed",), backward=True),
+    Kernel("grad * b, summed over h (the probabilities' gradient)", ("routed", "routed"), ("routed",), backward=True),
+)
+
+
+#: The kernels of the clamp Megatron applies to the experts' first-linear output before its fused GLU
+#: activation (``weighted_bias_quick_geglu_impl``, megatron/core/fusions/fused_bias_geglu.py, core_v0.15.0 to
+#: core_v0.18.0: ``x_glu, x_linear = input.chunk(2, -1)``; ``torch.cat((x_glu.clamp(max=v), x_linear.clamp(-v, v)),
+#: -1)``, eager, outside the jit-fused activation), where the model's recipe sets a clamp
+#: (``derive.accounts.workload.CLAMPED_GLU``). "half" is a token's k_E f_E elements of one GLU half, "glu" its
+#: 2 k_E f_E of both. Backward: each clamp's gradient is where(in range, grad, 0) (reads the gradient and the
+#: input), the cat's gradient two views, the chunk's gradient the two halves written into one tensor.
+EXPERT_CLAMP_KERNELS = (
+    Kernel("x_glu.clamp(max=v)", ("half",), ("half",)),
+    Kernel("x_linear.clamp(min=-v, max=v)", ("half",), ("half",)),
+    Kernel("torch.cat of the clamped halves", ("half", "half"), ("glu",)),
+    Kernel("clamp backward, x_glu", ("half", "half"), ("half",), backward=True),
+    Kernel("clamp backward, x_linear", ("half", "half"), ("half",), backward=True),
+    Kernel("chunk backward (the halves' gradients into one)", ("half", "half"), ("glu",), backward=True),
+)
+
+
 def routing_elements(work: Workload, lay: Layout) -> Any:
-    """Elements per token of a stage's average layer the MoE dispatcher's kernels read and write, forward and backward.
+    """Elements per token of a stage's average layer the MoE dispatcher's and the experts' eager kernels read and write.
 
     The sum over :data:`DISPATCH_KERNELS` of the hidden vectors each reads and writes (k_E h for the
     routed copies, h for the token); the backward runs each in reverse with the same bytes (a gather's
     gradient is a scatter-add, a sum's gradient a gather), a full recompute runs the forward's once more.
     Each kernel reads its input and writes its output once (TE's fused moe_permute /
-    moe_sort_chunks_by_index with moe_permute_fusion move the same bytes); split over t by the caller
-    like the sequence-parallel layer input.
+    moe_sort_chunks_by_index with moe_permute_fusion move the same bytes). Where the experts' second
+    linear has a bias, :data:`EXPERT_BIAS_KERNELS` too, and where the recipe clamps their GLU input,
+    :data:`EXPERT_CLAMP_KERNELS`: their forward kernels once a forward pass, their backward ones once.
+    Split over t by the caller like the sequence-parallel layer input.
     """
     if not work.moe:
         return 0.0
-    size = {"routed": work.active_experts * work.hidden, "token": work.hidden}
+    half = work.active_experts * work.expert_ffn
+    size = {"routed": work.active_experts * work.hidden, "token": work.hidden, "half": half, "glu": 2 * half}
     several = work.experts / lay.e > 1
     forward = sum(np.where(several | (kernel.runs != "local experts"), kernel.moved(size), 0)
                   for kernel in DISPATCH_KERNELS)
-    passes = 3 if lay.recompute == "full" else 2
-    return passes * forward * work.moe_layers / work.layers
+    forward_passes = 2 if lay.recompute == "full" else 1
+    eager = (EXPERT_BIAS_KERNELS if work.expert_output_bias else ()) + (EXPERT_CLAMP_KERNELS if work.clamped_glu else ())
+    extra = sum(kernel.moved(size) * (1 if kernel.backward else forward_passes) for kernel in eager)
+    return ((forward_passes + 1) * forward + extra) * work.moe_layers / work.layers
 
 
 #: The kernels of TE's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/

@@ -194,10 +194,15 @@ def tensor_cores(precision: str, system: System) -> str:
 
 
 def predict(model: Model, parallelism: Parallelism, system: System, precision: str | None = None,
-            overlap: Iterable[str] | None = None, eta: Efficiency | None = None) -> StepTime:
+            overlap: Iterable[str] | None = None, eta: Efficiency | None = None,
+            expert_op_fuser: bool = False) -> StepTime:
     """The predicted step of ``model`` under ``parallelism`` on ``system`` GPUs.
 
     ``precision`` overrides the parallelism's (an FP8 recipe the state accounts may not hold);
+    ``expert_op_fuser``: the experts run as Transformer Engine's fused ops (Megatron's
+    ``use_transformer_engine_op_fuser``: ``TEGroupedMLP._fused_forward``, core_v0.18.0, te.ops GroupedLinear,
+    ScaledClampedQGeGLU, GroupedLinear), which add the bias and clamp inside them: no eager bias or clamp
+    kernels (derive.accounts.compute_time.EXPERT_BIAS_KERNELS, EXPERT_CLAMP_KERNELS).
     ValueError naming the field when the layout does not divide the model.
     """
     precision = tensor_cores(precision or parallelism.precision, system)
@@ -208,7 +213,10 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
                  parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision,
                  parallelism.balanced, parallelism.cp_comm)
     replicas = parallelism.dp * parallelism.cp if parallelism.zero else 1
-    return step_time(workload(model), lay, system, rows, eta, overlap,
+    work = workload(model)
+    if expert_op_fuser:
+        work = replace(work, expert_output_bias=False, clamped_glu=False)
+    return step_time(work, lay, system, rows, eta, overlap,
                      state_bytes_per_parameter(model, precision, parallelism.zero, replicas,
                                                parallelism.fp8_param_gather))
 

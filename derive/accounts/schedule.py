@@ -8,8 +8,9 @@ stage's time for one micro-batch (forward + backward): the bubble is
 
 Rank order (Megatron's default order string "tp-cp-ep-dp-pp",
 megatron/core/parallel_state.py initialize_model_parallel): tensor-parallel
-ranks are neighbours, then context, expert, data and pipeline. A group's ranks
-span ``SPAN[group]`` consecutive GPUs; a group inside one NVLink domain talks at
+ranks are neighbours, then context, data and pipeline; the expert layers' groups
+on Megatron's expert grid (t_E, e, expert data, pipeline: ``span``). A group's ranks
+span ``span(group)`` consecutive GPUs; a group inside one NVLink domain talks at
 NVLink bandwidth, a larger one over the NICs of its ranks in each domain
 (``derive.accounts.comm_time.ring_bandwidth``; a pipeline send over one NIC).
 
@@ -52,7 +53,8 @@ OVERLAP_RULES: dict[str, str] = {
     "pp-send-with-compute": "pipeline sends of the steady state overlap the next micro-batch; only "
                             "the 2(p - 1) hops of warm-up and cool-down are exposed",
     "ep-a2a-overlap": "expert-parallel dispatch / combine hidden behind the other micro-batch's "
-                      "independent computation, its GEMMs and element-wise work (DeepSeek-V3's DualPipe; "
+                      "independent computation, each all-to-all behind the part Megatron's layer schedule pairs "
+                      "it with (derive.accounts.comm_time.ep_paired_seconds; DeepSeek-V3's DualPipe; "
                       "Megatron's --overlap-moe-expert-parallel-comm, 'Overlap EP A2A communications with "
                       "independent computations of different micro-batches in 1f1b phase': "
                       "megatron/core/model_parallel_config.py, pipeline_parallel/combined_1f1b.py); "
@@ -81,17 +83,24 @@ def overlap_rules(names: frozenset[str] | set[str] | tuple[str, ...] | None) -> 
 
 
 def span(group: str, sizes: Mapping[str, int]) -> int:
-    """Consecutive GPUs one ``group`` spans under :data:`RANK_ORDER` (edp spans like dp)."""
+    """Consecutive GPUs one ``group`` spans under :data:`RANK_ORDER` (edp spans like dp).
+
+    The expert-parallel group spans t_E e GPUs (``sizes["etp"]``, Megatron's default t_E = t when absent):
+    Megatron builds the expert ranks on a grid of their own, ``expert_decoder_rank_generator =
+    RankGenerator(tp=expert_tensor_parallel_size, ep=expert_model_parallel_size, dp=expert_data_parallel_size,
+    pp=..., cp=1)`` (megatron/core/parallel_state.py, initialize_model_parallel), so e expert ranks t_E apart
+    fill t_E e consecutive GPUs whatever t and c the dense layers use.
+    """
     group = "dp" if group == "edp" else choose("group", group, RANK_ORDER)
+    if group == "ep":
+        return sizes.get("etp", sizes.get("tp", 1)) * sizes.get("ep", 1)
     inner = 1
     for name in RANK_ORDER:
         if name == "ep":
-            continue  # Megatron carves EP out of DP: e ranks are inside the dp span
+            continue  # the dense grid has no EP (tp-cp-dp-pp); the expert grid is ``span("ep")``'s
         inner *= sizes.get(name, 1)
         if name == group:
             return inner
-        if group == "ep" and name == "cp":
-            return inner * sizes.get("ep", 1)
     return inner
 
 

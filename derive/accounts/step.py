@@ -104,5 +104,6 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
          "mfu_full_square": "as mfu with the full s x s score square (Korthikanti et al. 2022, Appendix A)",
          "hfu_full_square": "as hfu with the full score square",
          "model_tflops_per_gpu": "mfu's FLOPs per second per GPU / 1e12",
-         "rank_order": "tp, cp, ep, dp, pp (Megatron's order string tp-cp-ep-dp-pp)",
+         "rank_order": "tp, cp, dp, pp (Megatron's order string tp-cp-ep-dp-pp); expert layers on Megatron's "
+                       "expert grid t_E, ep, edp, pp",
          "overlap": ", ".join(sorted(rules)) or "none"})

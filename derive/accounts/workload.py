@@ -74,6 +74,13 @@ class Workload:
     attention_kernel: str = "materialised"  # "fused" (flash: scores stay on chip) or "materialised"
     #: bytes per token of one layer's Q, K + V and attention output at t = 1 (``ring_tensors``)
     ring_bytes: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: whether the routed experts' second linear (down_proj, Megatron's linear_fc2) has a bias
+    #: (``expert_output_bias``: derive.accounts.compute_time.EXPERT_BIAS_KERNELS)
+    expert_output_bias: bool = False
+    #: the routed experts' intermediate width f_E, and whether Megatron clamps their GLU input eagerly
+    #: (``CLAMPED_GLU``: derive.accounts.compute_time.EXPERT_CLAMP_KERNELS)
+    expert_ffn: int = 0
+    clamped_glu: bool = False
 
     def saved_bytes(self, recompute: str, sequence_parallel: bool, tensor_parallel: int) -> float:
         """Bytes one layer saves per token on one TP rank: A + B / t (B: the rows the table shards)."""
@@ -185,6 +192,21 @@ def _saved(entry: Model, sequence_parallel: bool) -> tuple[tuple[str, float], ..
     return tuple(rows)
 
 
+#: Model types whose Megatron recipe clamps the experts' GLU input (``activation_func_clamp_value``), a step
+#: Megatron runs eagerly before its fused activation (megatron/core/fusions/fused_bias_geglu.py,
+#: ``weighted_bias_quick_geglu_impl``, core_v0.15.0 to core_v0.18.0: two clamps and a ``torch.cat``) -> the source.
+CLAMPED_GLU = {"gpt_oss": "Megatron-Bridge src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py (v0.4.0), "
+                          "provider_bridge: activation_func_clamp_value = 7.0 (the config's swiglu_limit), "
+                          "bias_activation_fusion = True, activation_func = quick_gelu"}
+
+
+def expert_output_bias(entry: Model) -> bool:
+    """Whether the routed experts' second linear has a bias: a parameter row tagged routed_expert and bias named
+    down_proj (GPT-OSS's mlp.experts.*.down_proj.bias; Megatron's linear_fc2 with add_bias_linear)."""
+    return any(row.name.endswith("down_proj.bias") for row in entry.parameter_rows.where("routed_expert")
+               if "bias" in row.tags)
+
+
 @lru_cache(maxsize=64)
 def workload(entry: Model) -> Workload:
     """The numbers of ``entry`` the step model times (cached per model)."""
@@ -205,4 +227,6 @@ def workload(entry: Model) -> Workload:
         experts=int(values[E]) if moe else 0, active_experts=int(values[k_E]) if moe else 0,
         moe_layers=int(values.get(L_E, values.get(L, 0))) if moe else 0,
         saved=_saved(entry, False), saved_sp=_saved(entry, True), attention_kernel=attention_kernel(entry),
-        ring_bytes=tuple(_number(entry, ledger.bytes() / (s * b)) for ledger in ring_tensors(entry.architecture)))
+        ring_bytes=tuple(_number(entry, ledger.bytes() / (s * b)) for ledger in ring_tensors(entry.architecture)),
+        expert_output_bias=expert_output_bias(entry), expert_ffn=int(values.get(f_E, 0)) if moe else 0,
+        clamped_glu=moe and entry.model_type in CLAMPED_GLU)

@@ -112,8 +112,8 @@ def step_time_section() -> Section:
                "ledger pass by pass on a roofline times one fitted efficiency per GPU generation (Ampere; Hopper, "
                "which Blackwell takes until a Blackwell run is calibrated) and the wave quantization of its "
                "output tiles, element-wise work from the saved-tensor bytes at HBM bandwidth, every row of the "
-               "communication ledger on the link its group spans (ranks ordered tp, cp, ep, dp, pp as Megatron "
-               "does) with a named overlap rule, the 1F1B / interleaved bubble (p - 1)/(v m) of the slowest "
+               "communication ledger on the link its group spans (ranks ordered tp, cp, dp, pp as Megatron "
+               "does, the expert layers' t_E, ep, expert dp, pp on its expert grid) with a named overlap rule, the 1F1B / interleaved bubble (p - 1)/(v m) of the slowest "
                "stage, and the optimizer's state bytes. Four constants are fitted on the runs below; the held-out "
                "runs after them are predicted with those constants and fitted to nothing.",),
         tables={"systems": systems_table(), "step_constants": constants_table(),
