@@ -193,13 +193,15 @@ def test_recipes_with_fused_experts_run_no_eager_bias_or_clamp(result):
         [row] = [r for r in RELEASES[release]["rows"] if (r["model"], r["system"]) == (name, gpu)]
         assert (row["ep"], row["micro_batch"], row["global_batch"], row["precision"]) == (*expected, "MXFP8")
     # 26.06's GB300 row: the fused path drops exactly the eager kernels' seconds (the bias's 12 k h and the
-    # clamp's 18 k f elements a token a MoE layer, BF16, at eta_memory x 8 TB/s), five micro-batches of 16,384 tokens
+    # clamp's 18 k f elements a token a MoE layer, BF16, at the shipped eta_memory x 8 TB/s), five micro-batches of
+    # 16,384 tokens
     run = next(r for r in heldout_runs()[0] if r.label == "26.06 GPT OSS 120B MXFP8 64 DGX-GB300")
     assert run.expert_op_fuser
     fused = predict(run.model, run.parallelism, run.gpu, run.precision, overlap=run.overlap, expert_op_fuser=True)
     eager = predict(run.model, run.parallelism, run.gpu, run.precision, overlap=run.overlap)
     k, h, f = 4, 2880, 2880
-    seconds = (12 * k * h + 18 * k * f) * 2 * 16384 * 36 * 5 / (0.86 * 8e12)
+    from derive.accounts.efficiency import calibrated
+    seconds = (12 * k * h + 18 * k * f) * 2 * 16384 * 36 * 5 / (calibrated().memory * 8e12)
     assert eager.breakdown["memory_bound"] - fused.breakdown["memory_bound"] == pytest.approx(seconds, rel=1e-9)
     row = next(r for r in result["rows"] if r["run"] == run.label)
     assert row["predicted_s"] == pytest.approx(fused.step_time_s, abs=1e-4)
