@@ -3,13 +3,14 @@
 One table of presets (:data:`MODELS`), dense and MoE alike, each a
 :class:`derive.model.Model`: the Llama 3 models read from their published
 configs, the GPT-3 shapes of the papers, and three MoE models (Mixtral 8x7B,
-DeepSeek-V3, Qwen3-30B-A3B) read from their shipped configs on first use, so a
-dense command never reads them.
+DeepSeek-V3, Qwen3-30B-A3B) read from their shipped configs. Each is built on
+first use, so a command reads and validates only the presets it names.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping
+from functools import partial
+from typing import Any, Callable, Iterator, Mapping
 
 import sympy as sp
 
@@ -29,19 +30,38 @@ def _llama3(name: str, config: str) -> Model:
                        source=LLAMA3.format(config=config))
 
 
-#: The dense presets, built on import.
-DENSE_MODELS: dict[str, Model] = {
-    model.name: model
-    for model in (
-        _llama3("llama3-8b", "meta-llama-3-8b"),
-        _llama3("llama3-70b", "meta-llama-3-70b"),
-        _llama3("llama3-405b", "llama-3.1-405b"),
-        Model("gpt3-175b", "gpt", 96, 12288, 96, 96, 4 * 12288, 50257, 2048,
-              "Brown et al. 2020 (GPT-3), Table 2.1"),
-        Model("gpt3-1.3b", "gpt", 24, 2048, 16, 16, 4 * 2048, 50257, 2048,
-              "Brown et al. 2020 (GPT-3), Table 2.1 (GPT-3 XL)"),
-    )
-}
+class Built(Mapping[str, Model]):
+    """name -> Model, each built by its function on first use (a command reads only the presets it names)."""
+
+    def __init__(self, makers: dict[str, Callable[[], Model]]) -> None:
+        self._makers = makers
+        self._built: dict[str, Model] = {}
+
+    def __getitem__(self, name: str) -> Model:
+        if name not in self._built:
+            self._built[name] = self._makers[name]()
+        return self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._makers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
+#: The dense presets, each built (its config read, its shape validated) when first used.
+DENSE_MODELS: Mapping[str, Model] = Built({
+    "llama3-8b": lambda: _llama3("llama3-8b", "meta-llama-3-8b"),
+    "llama3-70b": lambda: _llama3("llama3-70b", "meta-llama-3-70b"),
+    "llama3-405b": lambda: _llama3("llama3-405b", "llama-3.1-405b"),
+    "gpt3-175b": lambda: Model("gpt3-175b", "gpt", 96, 12288, 96, 96, 4 * 12288, 50257, 2048,
+                               "Brown et al. 2020 (GPT-3), Table 2.1"),
+    "gpt3-1.3b": lambda: Model("gpt3-1.3b", "gpt", 24, 2048, 16, 16, 4 * 2048, 50257, 2048,
+                               "Brown et al. 2020 (GPT-3), Table 2.1 (GPT-3 XL)"),
+})
 
 
 def moe_from_config(config: Mapping[str, Any], name: str | None = None, seq: int | None = None,
@@ -77,33 +97,15 @@ MOE_PRESETS: dict[str, tuple[str, str, int, str]] = {
 }
 
 
-class Presets(Mapping[str, Model]):
-    """Every preset by name: the dense ones, then the MoE ones, each MoE preset read from its config on first use."""
-
-    def __init__(self, dense: dict[str, Model], moe: dict[str, tuple[str, str, int, str]]) -> None:
-        self._dense, self._moe = dense, moe
-        self._read: dict[str, Model] = {}
-
-    def __getitem__(self, name: str) -> Model:
-        if name in self._dense:
-            return self._dense[name]
-        if name not in self._read:
-            config, shown, seq, source = self._moe[name]
-            self._read[name] = moe_from_config(published_config(config), shown, seq, source)
-        return self._read[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._dense or name in self._moe
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([*self._dense, *self._moe])
-
-    def __len__(self) -> int:
-        return len(self._dense) + len(self._moe)
+def _moe_preset(name: str) -> Model:
+    """An MoE preset read from its shipped config (:data:`MOE_PRESETS`)."""
+    config, shown, seq, source = MOE_PRESETS[name]
+    return moe_from_config(published_config(config), shown, seq, source)
 
 
-#: Every preset, dense and MoE, by name (a mapping; the MoE presets are read on first use).
-MODELS: Mapping[str, Model] = Presets(DENSE_MODELS, MOE_PRESETS)
+#: Every preset, dense and MoE, by name (a mapping; each read on first use, the dense ones from DENSE_MODELS).
+MODELS: Mapping[str, Model] = Built({**{name: partial(DENSE_MODELS.__getitem__, name) for name in DENSE_MODELS},
+                                     **{name: partial(_moe_preset, name) for name in MOE_PRESETS}})
 
 #: Short names the article's CLI uses.
 ALIASES: dict[str, str] = {"8b": "llama3-8b", "70b": "llama3-70b", "405b": "llama3-405b",

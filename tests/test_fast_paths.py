@@ -1,5 +1,8 @@
 """The fast constructions derive uses for speed give exactly what SymPy's slower general routes give (issue 28)."""
+import base64
 import itertools
+import pickle
+from types import SimpleNamespace
 
 import pytest
 import sympy as sp
@@ -58,6 +61,23 @@ def test_difference_departure_factored() -> None:
     diff = difference(1 / (x - 1) + 1 / (x + 1), sp.Integer(0))
     assert diff == 2 * x / ((x - 1) * (x + 1))
     assert diff.xreplace({x: 3}) == sp.Rational(3, 4)
+
+
+def test_departure_factored_form_kept_only_when_it_expands_back(print_store, monkeypatch) -> None:
+    """A Laurent difference's factored form is kept between runs; a kept form that is not the difference is refactored."""
+    from derive import identities
+
+    x, y, z = sp.symbols("x y z", positive=True)
+    derived, by_hand = x * z / y + 2 * z / y, z * (x + 2) / y
+    assert identities._laurent(sp.expand(derived)) and not identities._laurent(sp.expand(1 / (x + 1) - y))
+    assert identities.difference(derived, sp.Integer(0)) == by_hand and len(print_store.STORE.new) == 1
+    _reloaded(print_store, monkeypatch)
+    factored, factor = [], sp.factor
+    monkeypatch.setattr(sp, "factor", lambda expr: factored.append(expr) or factor(expr))
+    assert identities.difference(derived, sp.Integer(0)) == by_hand and not factored  # read back, not factored
+    (key,) = print_store.STORE.load()
+    print_store.STORE.load()[key] = [base64.b64encode(pickle.dumps(z * (x + 1) / y)).decode(), {}]  # not derived
+    assert identities.difference(derived, sp.Integer(0)) == by_hand and factored == [sp.expand(derived)]
 
 
 def test_numpy_function_once_per_expression() -> None:
@@ -216,7 +236,9 @@ def test_proofs_apart_are_the_proofs(cpus: int, child_fails: bool, monkeypatch) 
         def refused(*args: object, **kwargs: object) -> bytes:
             raise RuntimeError("pickle: refused")
 
-        monkeypatch.setattr(background.pickle, "dumps", refused)  # only the child pickles
+        # the child's pickling of its result (background's own name for pickle: the proofs pickle too)
+        monkeypatch.setattr(background, "pickle", SimpleNamespace(dumps=refused, loads=pickle.loads,
+                                                                  HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL))
     monkeypatch.setattr(identities, "_PROOFS", {})
     apart = identities.prove_all(apart=True)
     monkeypatch.setattr(identities, "_PROOFS", {})

@@ -138,10 +138,15 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
             computed[function] = function(*sizes)
     fields = [computed[function][position] for function, position in (compiled[index] for index in where)]
     shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
+    if shape:
+        def column(field: object) -> np.ndarray:
+            return np.broadcast_to(np.asarray(field, dtype=float), shape)
+    else:  # one layout: each field is one number already (broadcasting to () would only cost time)
+        def column(field: object) -> np.ndarray:
+            return np.asarray(field, dtype=float)
     found = []
     for index, (name, group, collective, overlap, pass_) in enumerate(names):
-        ranks, sent, count = (np.broadcast_to(np.asarray(field, dtype=float), shape)
-                              for field in fields[3 * index:3 * index + 3])
+        ranks, sent, count = map(column, fields[3 * index:3 * index + 3])
         moves = (ranks != 1) & (count != 0) & (sent != 0)
         if moves.any():
             found.append(Row(name, group, collective, overlap, pass_, ranks, sent, np.where(moves, count, 0.0)))

@@ -17,8 +17,11 @@ imports every one, so adding a module is enough to add it to the check.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
 import os
+import pickle
 import pkgutil
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,6 +30,7 @@ from typing import Callable, Iterator, Mapping
 import sympy as sp
 
 from derive.background import Background
+from derive.printing import cache
 
 
 class Sided:
@@ -152,8 +156,45 @@ def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
     """
     diff = sp.expand(derived - claim)
     if diff != 0 and diff.has(sp.Pow):
-        diff = sp.factor(diff)
+        diff = _factored(diff) if _laurent(diff) else sp.factor(diff)
     return diff
+
+
+def _laurent(expr: sp.Expr) -> bool:
+    """Whether ``expr`` is a sum of products of numbers and integer powers of symbols (its only denominators monomials).
+
+    Such an expression, expanded, is 0 exactly when it vanishes: its expanded form decides the verdict.
+    """
+    return all(isinstance(node, (sp.Add, sp.Mul, sp.Symbol, sp.Rational))
+               or (node.is_Pow and node.base.is_Symbol and node.exp.is_Integer)
+               for node in sp.preorder_traversal(expr))
+
+
+#: What the kept factored forms are filed under in derive.printing.cache's store (beside printed text).
+FACTORED_TAG = b"derive.identities.difference: sympy.factor\0"
+
+
+def _factored(diff: sp.Expr) -> sp.Expr:
+    """``sp.factor(diff)`` of a non-zero expanded Laurent difference, kept between runs of the checkout.
+
+    ``diff`` is already known non-zero (:func:`_laurent`); ``factor`` only shows it over one denominator,
+    and costs most of a departure's proof. The form is kept in derive.printing.cache's store, keyed by
+    the SHA-256 of ``diff``'s exact pickle (the store's file is named by SymPy's version), and a kept
+    form is used only if it expands back to ``diff`` exactly; otherwise it is factored again.
+    """
+    exact = pickle.dumps(diff, protocol=5)
+    key = hashlib.sha256(FACTORED_TAG + exact).hexdigest()
+    entry = cache.STORE.load().get(key)
+    if isinstance(entry, list) and entry and isinstance(entry[0], str):
+        try:
+            kept = pickle.loads(base64.b64decode(entry[0]))
+        except Exception:  # an unreadable entry is factored again
+            kept = None
+        if isinstance(kept, sp.Expr) and kept != 0 and sp.expand(kept) == diff:
+            return kept
+    factored = sp.factor(diff)
+    cache.STORE.add(key, [base64.b64encode(pickle.dumps(factored, protocol=5)).decode("ascii"), {}])
+    return factored
 
 
 _PROOFS: dict[int, Proof] = {}

@@ -7,7 +7,8 @@ so a row holds the buffer PyTorch really moved: the collective, the process grou
 (its label and size), the dtype and element count, the pass it ran in, and for
 an all-to-all the elements this rank kept for itself. ``spawn`` starts one gloo
 process per rank on localhost (torch.multiprocessing), runs a job in each, and
-returns every rank's rows; a run that does not finish in time is killed.
+returns every rank's rows (the processes forked from one fork server); a run that does not finish
+in time is killed.
 """
 from __future__ import annotations
 
@@ -169,11 +170,18 @@ def _worker(rank: int, world: int, jobs: list[tuple[Callable, tuple]], folder: s
         dist.destroy_process_group()
 
 
+#: What the rank processes need loaded: a fork server (multiprocessing's forkserver, a fresh interpreter
+#: that never ran a collective or a thread pool) imports them once and forks every rank of every
+#: world from itself, instead of each rank importing torch anew as a spawned process does.
+RANK_MODULES = ["derive.validate.comm_record", "derive.validate.comm_runs"]
+
+
 def spawn(world: int, jobs: list[tuple[Callable, tuple]]) -> list[list[Any]]:
     """Each ``job(rank, world, *args)`` in turn in ``world`` gloo processes: results[job][rank]."""
+    mp.get_context("forkserver").set_forkserver_preload(RANK_MODULES)
     with tempfile.TemporaryDirectory() as folder:
         context = mp.start_processes(_worker, args=(world, jobs, folder),
-                                     nprocs=world, join=False, start_method="spawn")
+                                     nprocs=world, join=False, start_method="forkserver")
         try:
             deadline = time.monotonic() + TIMEOUT_S * (len(jobs) + 1)
             while not context.join(timeout=1):
