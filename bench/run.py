@@ -13,10 +13,17 @@ derive keeps every printer's text in the checkout's ``.cache/printed`` (derive.p
 after the first reads it. ``--cold`` removes it before every command, as after an edit of
 derive/printing or a new SymPy. With two CPUs the check and the render fork a second process
 (derive.background); the CPU ratio counts both.
+
+Every command runs as Python runs by default, writing and reading its modules' bytecode: pip compiled
+SymPy's when it installed it, while an editable checkout's derive is compiled on its first import. So
+``PYTHONDONTWRITEBYTECODE`` (set on some machines, CI sandboxes among them) is dropped from the children's
+environment and each command runs once, untimed, before the rounds; otherwise every timed run would
+recompile derive's modules and compare that with a SymPy that never recompiles.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -42,6 +49,8 @@ def wall_time(command: list[str]) -> float:
     return timed(command)[0]
 
 
+#: The children's environment: this one, with bytecode written as by default (see the module's docstring).
+CHILD_ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 #: derive.printing.cache's folder in this checkout; ``--cold`` removes it before each command.
 PRINTED = ROOT / ".cache" / "printed"
 COLD = {"cold": False}
@@ -52,7 +61,7 @@ def timed(command: list[str]) -> tuple[float, float]:
     if COLD["cold"]:
         shutil.rmtree(PRINTED, ignore_errors=True)
     cpu, start = _child_cpu(), time.perf_counter()
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=CHILD_ENV)
     return time.perf_counter() - start, _child_cpu() - cpu
 
 
@@ -88,7 +97,8 @@ def main() -> int:
                               str(Path(scratch) / "formulas")],
             "derive --model 70b": [sys.executable, "-m", "derive", "report", "--model", "70b"],
         }
-        wall_time(commands[BASE])                # warm the file cache once, untimed
+        for command in commands.values():      # warm the file cache and compile the bytecode once, untimed
+            wall_time(command)
         ratios, cpu_ratios = paired_ratios(commands, args.rounds)
     print(f"{args.rounds} interleaved rounds{' (cold: no printed text kept)' if args.cold else ''}; "
           f"median of paired ratios to a bare `{BASE}` (wall; CPU beside)")
