@@ -4,6 +4,10 @@
 # make bench   -- print timings against a bare SymPy import
 # make fuzz    -- the fuzz harness ten times over (DERIVE_FUZZ_SCALE=10; make test runs it once)
 PYTHON ?= python3
+# Python's default: modules compiled once to __pycache__ and read back. A machine that sets
+# PYTHONDONTWRITEBYTECODE (some sandboxes and CI runners do) would make every process of the suite, and every
+# CLI run a test starts, compile derive's modules anew.
+unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
