@@ -192,6 +192,65 @@ def test_print_cache_file_named_by_its_sources(print_store, tmp_path, monkeypatc
     assert cache.sources_tag() == cache.sources_tag()
 
 
+@pytest.fixture
+def kept_store(tmp_path, monkeypatch):
+    """derive.render.kept reading and writing in ``tmp_path``, its tag taken over one source file there."""
+    from derive.render import kept
+
+    source = tmp_path / "sources" / "accounts.py"
+    source.parent.mkdir()
+    source.write_text("A = 1\n")
+    monkeypatch.setattr(kept, "FOLDER", tmp_path / "kept")
+    monkeypatch.setattr(kept, "ROOT", tmp_path)
+    monkeypatch.setattr(kept, "TAGGED", (source.parent,))
+    kept._tag.cache_clear()
+    yield kept, source
+    kept._tag.cache_clear()
+
+
+def test_a_kept_value_is_read_back_until_a_source_changes(kept_store) -> None:
+    """The value is computed once and read back equal; an edited source computes it afresh (the old file goes)."""
+    kept, source = kept_store
+    calls: list[int] = []
+
+    def compute() -> dict[str, object]:
+        calls.append(1)
+        return {"code": "const F = [];", "values": (1, 2.5, None), "order": ["b", "a"]}
+
+    assert not kept.is_kept("page")
+    first = kept.kept("page", compute)
+    assert kept.is_kept("page") and kept.kept("page", compute) == first == compute() and len(calls) == 2
+    source.write_text("A = 2\n")                     # an edit (the next run): another tag, the old file not read
+    kept._tag.cache_clear()
+    assert not kept.is_kept("page")
+    assert kept.kept("page", compute) == first and len(calls) == 3
+    assert len(list(kept.FOLDER.glob("page-*.pickle"))) == 1
+
+
+def test_a_damaged_kept_file_is_computed_again(kept_store) -> None:
+    """A kept file that does not unpickle is not read: the value is computed afresh and written again."""
+    kept, _ = kept_store
+    kept.kept("page", lambda: [1, 2])
+    (path,) = kept.FOLDER.glob("page-*.pickle")
+    path.write_bytes(b"not a pickle")
+    assert kept.kept("page", lambda: [3]) == [3]
+    assert kept.kept("page", lambda: [4]) == [3]
+
+
+def test_the_second_process_takes_the_proofs_only_when_the_rest_is_kept(kept_store) -> None:
+    """apart_sections: the page's data and the kept sections read back leave the proofs' sections to the second process."""
+    from derive.render import context
+
+    kept, _ = kept_store
+    names = ["page", *(build.__name__ for build in context.KEPT)]
+    for name in names[:-1]:
+        kept.kept(name, lambda: None)
+    assert context.apart_sections("page") == context.APART
+    kept.kept(names[-1], lambda: None)
+    assert context.apart_sections("page") == context.APART_KEPT
+    assert set(context.KEPT) <= set(context.APART_KEPT) <= set(context.SECTIONS)
+
+
 def test_page_data_does_not_read_the_sections() -> None:
     """derive.render computes the page's data apart from the sections: page_context only passes them and the SVGs on."""
     from derive.render.web import page_context
