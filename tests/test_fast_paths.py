@@ -1,5 +1,6 @@
 """The fast constructions derive uses for speed give exactly what SymPy's slower general routes give (issue 28)."""
 import itertools
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -178,6 +179,30 @@ def test_ceiling_kept_is_sympys_ceiling(print_store, monkeypatch) -> None:
     for key in cache.STORE.load():  # a damaged entry is taken again
         cache.STORE.entries[key] = ["not base64 of a pickle", {}]
     assert all(cache.ceiling(total) == by_hand for total, by_hand in cases.items())
+
+
+def test_text_kept_is_sympys_string(print_store, monkeypatch) -> None:
+    """tables.json's string of an expression read back from the cache is sp.sstr's, by hand."""
+    from derive.printing.text import text
+    from derive.symbols import b, s
+
+    cache = print_store
+    by_hand = {34 * s * b * h + 5 * s**2 * b: "34*b*h*s + 5*b*s**2", N / d + sp.ceiling(h / 2): "N/d + ceiling(h/2)"}
+    for round_ in range(2):  # printed and written, then read back (nothing new printed)
+        assert [text(expr) for expr in by_hand] == list(by_hand.values()) == [sp.sstr(expr) for expr in by_hand]
+        assert len(cache.STORE.new) == (2 if round_ == 0 else 0)
+        _reloaded(cache, monkeypatch)
+
+
+def test_compiled_templates_kept_by_the_sources(kept_store) -> None:
+    """Jinja's bytecode cache lies in a folder named by the sources' tag; an edit starts a new one, the old goes."""
+    kept, source = kept_store
+    first = kept.template_cache()
+    assert first is not None and Path(first.directory).name == f"templates-{kept.tree_tag()}"
+    source.write_text("A = 3\n")
+    kept._tag.cache_clear()
+    second = kept.template_cache()
+    assert second.directory != first.directory and not Path(first.directory).exists()
 
 
 def test_print_cache_file_named_by_its_sources(print_store, tmp_path, monkeypatch) -> None:

@@ -48,9 +48,12 @@ WEB_PAGE = "html/index.html.j2"
 
 def environment(templates: Path = TEMPLATES) -> Environment:
     """Jinja2 with StrictUndefined, the escaping filters md, tex, xml and mermaid, and HTML autoescaped under html/."""
+    from derive.render.kept import template_cache  # compiled templates kept in a checkout
+
     env = Environment(loader=FileSystemLoader(templates), undefined=StrictUndefined,
                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                      autoescape=lambda name: bool(name) and name.startswith("html/"))
+                      autoescape=lambda name: bool(name) and name.startswith("html/"),
+                      bytecode_cache=template_cache())
     env.filters.update(md=escape_markdown, tex=escape_latex, xml=escape_xml, mermaid=escape_mermaid)
     return env
 

@@ -10,12 +10,14 @@ templates/ (path and bytes) and those versions, taken once per process, so an ed
 derives the value afresh in the next run and replaces the file. The files lie beside the printed
 text (derive.printing.cache): ``bench/run.py --cold`` removes both; an installed package derives
 every time. The proofs are never kept: the sections that show them are built in every render.
+:func:`template_cache` keeps Jinja's compiled templates there too.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 from functools import lru_cache
@@ -24,6 +26,7 @@ from typing import Callable, TypeVar
 
 import numpy as np
 import sympy as sp
+from jinja2 import FileSystemBytecodeCache
 
 from derive.printing.cache import FOLDER, PACKAGE, ROOT
 
@@ -83,3 +86,22 @@ def kept(name: str, compute: Callable[[], T]) -> T:
     except OSError:
         pass  # a read-only checkout derives it again next time
     return value
+
+
+def template_cache() -> FileSystemBytecodeCache | None:
+    """Jinja's bytecode cache in ``.cache/printed/templates-<tag>`` (None: not a checkout).
+
+    Jinja reads a compiled template back only when its source's checksum and Jinja's and Python's
+    versions match; the tag (derive.render.__main__ holds the environment's settings) covers the rest.
+    """
+    if FOLDER is None:
+        return None
+    folder = FOLDER / f"templates-{tree_tag()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for other in FOLDER.glob("templates-*"):  # earlier sources' templates
+            if other != folder:
+                shutil.rmtree(other, ignore_errors=True)
+    except OSError:
+        return None  # a read-only checkout compiles every time
+    return FileSystemBytecodeCache(str(folder))
