@@ -58,8 +58,7 @@ APART: tuple[Callable[[], Section], ...] = (step_time_section,)
 #: alone, kept between runs of a checkout (derive.render.kept) like the page's data.
 KEPT: tuple[Callable[[], Section], ...] = (step_time_section, layouts_section)
 #: Where the page's data and the KEPT sections are read back, the second process builds the proofs' sections too.
-APART_KEPT: tuple[Callable[[], Section], ...] = (*KEPT, identities_section, megatron_section, moe_section,
-                                                  bytes_per_parameter_section)
+APART_KEPT: tuple[Callable[[], Section], ...] = (*KEPT, identities_section, megatron_section, moe_section)
 
 
 def built(build: Callable[[], Section]) -> Section:

@@ -147,9 +147,14 @@ FIELDS: dict[str, tuple[str, str]] = {
     "step-time": ("seconds", "Step"),
 }
 
-#: Options whose value is one of a list: option -> the names.
+def option_choices() -> dict[str, tuple[str, ...]]:
+    """Options whose value is one of a list: option -> the names (the page's model names found when asked, not on import)."""
+    return {"model": tuple(page_names()), **OPTION_CHOICES}
+
+
+#: Options whose value is one of a fixed list: option -> the names (the models' names: :func:`option_choices`).
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "model": tuple(page_names()), "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
     "recompute": tuple(RECOMPUTE_POLICIES),
 }
@@ -197,6 +202,7 @@ INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction"
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
     parser, layout = build_parser(), layout_parser()
+    choices = option_choices()
     specs = []
     for option, (kind, group) in FIELDS.items():
         default = (layout if option in LAYOUT_FIELDS else parser).get_default(option.replace("-", "_"))
@@ -206,7 +212,7 @@ def field_specs() -> list[dict[str, object]]:
         specs.append({"option": option, "kind": kind, "group": group,
                       "default": "" if default is None else str(default),
                       "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
-                      "choices": list(OPTION_CHOICES.get(option, ())),
+                      "choices": list(choices.get(option, ())),
                       "bounds": BOUNDS.get(kind, {}), "messages": messages})
     return specs
 
