@@ -273,7 +273,7 @@ def test_the_second_process_takes_the_proofs_only_when_the_rest_is_kept(kept_sto
     assert context.apart_sections("page") == context.APART
     kept.kept(names[-1], lambda: None)
     assert context.apart_sections("page") == context.APART_KEPT
-    assert set(context.KEPT) <= set(context.APART_KEPT) <= set(context.SECTIONS)
+    assert set(context.APART) <= set(context.APART_KEPT) <= set(context.SECTIONS) and set(context.KEPT) <= set(context.SECTIONS)
 
 
 def test_page_data_does_not_read_the_sections() -> None:

@@ -54,11 +54,15 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
 #: Sections derive.render builds in its second process (derive.background) beside the page's data: the held-out
 #: runs' predictions share little work with the other sections.
 APART: tuple[Callable[[], Section], ...] = (step_time_section,)
-#: Sections of numbers only, no proof (held-out predictions, the planner's layouts): a function of derive's sources
-#: alone, kept between runs of a checkout (derive.render.kept) like the page's data.
-KEPT: tuple[Callable[[], Section], ...] = (step_time_section, layouts_section)
-#: Where the page's data and the KEPT sections are read back, the second process builds the proofs' sections too.
-APART_KEPT: tuple[Callable[[], Section], ...] = (*KEPT, identities_section, megatron_section, moe_section)
+#: Sections of numbers only, no proof (held-out predictions, the planner's layouts, the state, communication
+#: and MoE tables, the published models): a function of derive's sources alone, kept between runs of a
+#: checkout (derive.render.kept) like the page's data. The sections that show a proof are built every time.
+KEPT: tuple[Callable[[], Section], ...] = (step_time_section, layouts_section, states_section, placement_section,
+                                           bytes_per_parameter_section, published_models_section, budget_section,
+                                           communication_section, moe_section, fp8_section)
+#: Where the page's data and the KEPT sections are read back, the second process builds the registry's proofs.
+APART_KEPT: tuple[Callable[[], Section], ...] = (step_time_section, layouts_section, identities_section,
+                                                 megatron_section)
 
 
 def built(build: Callable[[], Section]) -> Section:

@@ -1,16 +1,16 @@
 """Values of the render kept between runs of a checkout, keyed by every source they are derived from (issue 28).
 
-The calculator's generated script and data (:func:`derive.render.web.page_data`) and the sections of
-numbers only (derive.render.context.KEPT: the held-out predictions, the planner's layouts; no proof)
-are a function of derive's sources and data files alone, with Python, SymPy and numpy: no option, no
-environment, no file outside derive/ (the page's hand-written scripts, its CSS and KaTeX are read
-afresh by page_context; the templates are rendered afresh). :func:`kept` reads such a value from
-``.cache/printed/<name>-<tag>.pickle``, the tag being the SHA-256 of every file under derive/ and
-templates/ (path and bytes) and those versions, taken once per process, so an edit to any of them
-derives the value afresh in the next run and replaces the file. The files lie beside the printed
-text (derive.printing.cache): ``bench/run.py --cold`` removes both; an installed package derives
-every time. The proofs are never kept: the sections that show them are built in every render.
-:func:`template_cache` keeps Jinja's compiled templates there too.
+The calculator's generated script and data (:func:`derive.render.web.page_data`) and the sections
+of numbers only (derive.render.context.KEPT: the held-out predictions, the planner's layouts, the
+state, communication and MoE tables; no proof) are a function of derive's sources and data files
+alone, with Python, SymPy and numpy: no option, no environment, no file outside derive/ (the page's
+hand-written scripts, its CSS and KaTeX are read afresh by page_context; the templates are rendered
+afresh). :func:`kept` reads such a value from ``.cache/printed/<name>-<tag>.pickle``, the tag being
+the SHA-256 of every file under derive/ and templates/ (path and bytes) and those versions, taken
+once per process, so an edit to any of them derives the value afresh in the next run and replaces
+the file. The files lie beside the printed text (derive.printing.cache): ``bench/run.py --cold``
+removes both; an installed package derives every time. The proofs are never kept: the sections that
+show them are built in every render. :func:`template_cache` keeps Jinja's compiled templates there too.
 """
 from __future__ import annotations
 
