@@ -262,14 +262,20 @@ def test_a_damaged_kept_file_is_computed_again(kept_store) -> None:
     assert kept.kept("page", lambda: [4]) == [3]
 
 
-def test_the_second_process_takes_the_proofs_only_when_the_rest_is_kept(kept_store) -> None:
-    """apart_sections: the page's data and the kept sections read back leave the proofs' sections to the second process."""
+def test_the_second_process_takes_the_proofs_only_when_the_rest_is_kept(kept_store, monkeypatch) -> None:
+    """apart_sections: the page's data and the kept sections read back leave the proofs' sections to the second process.
+
+    With nothing printed before, printing the page's data is all the second process does.
+    """
     from derive.render import context
 
     kept, _ = kept_store
     names = ["page", *(build.__name__ for build in context.KEPT)]
     for name in names[:-1]:
         kept.kept(name, lambda: None)
+    monkeypatch.setattr(context, "printed_before", lambda: False)
+    assert context.apart_sections("page") == ()
+    monkeypatch.setattr(context, "printed_before", lambda: True)
     assert context.apart_sections("page") == context.APART
     kept.kept(names[-1], lambda: None)
     assert context.apart_sections("page") == context.APART_KEPT

@@ -22,6 +22,7 @@ from derive.render.sections.published_models import published_models_section
 from derive.render.sections.states import states_section
 from derive.render.sections.step_time import step_time_section
 from derive.render.sections.utilisation import utilisation_section
+from derive.printing.cache import printed_before
 from derive.render.kept import is_kept, kept
 from derive.render.sheet import Section, tables_json
 from derive.units import BYTE_UNITS
@@ -73,16 +74,19 @@ def built(build: Callable[[], Section]) -> Section:
 def apart_sections(page: str) -> tuple[Callable[[], Section], ...]:
     """The sections for the second process: :data:`APART_KEPT` when ``page`` and :data:`KEPT` are kept, else :data:`APART`.
 
-    Read back, they leave that process free; derived afresh, the page's data is its share.
+    Read back, they leave that process free; derived afresh, the page's data is its share, and with no
+    printed text kept either (a first run, a new SymPy: every expression printed afresh) its whole share.
     """
-    return APART_KEPT if all(is_kept(name) for name in (page, *(build.__name__ for build in KEPT))) else APART
+    if all(is_kept(name) for name in (page, *(build.__name__ for build in KEPT))):
+        return APART_KEPT
+    return APART if printed_before() else ()
 
 
 def sheet_sections(apart: Callable[[], Sequence[Section]] | None = None,
                    apart_builds: tuple[Callable[[], Section], ...] = APART) -> list[Section]:
     """Every section, built; ``apart`` gives those of ``apart_builds``, built elsewhere (asked for after the others)."""
     built_here = {build: built(build) for build in SECTIONS if apart is None or build not in apart_builds}
-    if apart is not None:
+    if apart is not None and apart_builds:  # none apart: the sheet goes on without waiting for that process
         built_here.update(zip(apart_builds, apart(), strict=True))
     sections = [built_here[build] for build in SECTIONS]
     keys = [section.key for section in sections]
