@@ -12,8 +12,8 @@ check <= 3x, render <= 6x, the report (``derive --model 70b``) <= 1.3x a bare
 derive keeps every printer's text in the checkout's ``.cache/printed`` (derive.printing.cache), and there
 too the render's page data and sections of numbers only, keyed by every file of derive/ and templates/
 (derive.render.kept): a run after the first reads them. ``--cold`` removes the folder before every command,
-as after an edit of derive/printing or a new SymPy (an edit anywhere in derive/ is cold for the kept values). With two CPUs the check and the render fork a second process
-(derive.background); the CPU ratio counts both.
+as after an edit of derive/printing or a new SymPy (an edit anywhere in derive/ is cold for the kept values).
+With two CPUs the check and the render fork a second process (derive.background); the CPU ratio counts both.
 """
 from __future__ import annotations
 
