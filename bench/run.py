@@ -9,10 +9,11 @@ than wall time (the targets are on wall time, measured on an idle machine). Targ
 check <= 3x, render <= 6x, the report (``derive --model 70b``) <= 1.3x a bare
 ``python -c "import sympy"`` (issue 28). Sweep rates and memory: bench/sweep.py.
 
-derive keeps every printer's text in the checkout's ``.cache/printed`` (derive.printing.cache): a run
-after the first reads it. ``--cold`` removes it before every command, as after an edit of
-derive/printing or a new SymPy. With two CPUs the check and the render fork a second process
-(derive.background); the CPU ratio counts both.
+derive keeps every printer's text in the checkout's ``.cache/printed`` (derive.printing.cache), and there
+too the render's page data and sections of numbers only, keyed by every file of derive/ and templates/
+(derive.render.kept): a run after the first reads them. ``--cold`` removes the folder before every command,
+as after an edit of derive/printing or a new SymPy (an edit anywhere in derive/ is cold for the kept values).
+With two CPUs the check and the render fork a second process (derive.background); the CPU ratio counts both.
 
 Every command runs as Python runs by default, writing and reading its modules' bytecode: pip compiled
 SymPy's when it installed it, while an editable checkout's derive is compiled on its first import. So

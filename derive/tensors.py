@@ -78,6 +78,7 @@ class Ledger:
 
     def __init__(self, tensors: Iterable[Tensor] = ()) -> None:
         self._tensors: tuple[Tensor, ...] = tuple(tensors)
+        self._numel: sp.Expr | None = None  # numel(), summed once (the ledger never changes)
 
     def __iter__(self) -> Iterator[Tensor]:
         return iter(self._tensors)
@@ -107,8 +108,10 @@ class Ledger:
         return sp.expand(sp.Add(*(t.bytes for t in self._tensors)))
 
     def numel(self) -> sp.Expr:
-        """Total elements, expanded."""
-        return sp.expand(sp.Add(*(t.numel for t in self._tensors)))
+        """Total elements, expanded (summed once per ledger)."""
+        if self._numel is None:
+            self._numel = sp.expand(sp.Add(*(t.numel for t in self._tensors)))
+        return self._numel
 
     def where(self, *tags: str) -> "Ledger":
         """Tensors that carry every one of ``tags``."""

@@ -67,13 +67,19 @@ def _rank_share(terms: LayoutTerms, dense_layer: Ledger, moe_layer: Ledger | Non
     return (share.without("routed_expert"), dense_n), (share.where("routed_expert"), experts_n)
 
 
+@lru_cache(maxsize=64)  # once per share (kept by _rank_share), so its gradients are summed once
+def _replicated(dense: Ledger) -> Ledger:
+    """The rows tensor parallelism replicates on every rank: norms and the router."""
+    return dense.filter(lambda w: w.has("norm") or w.has("router"))
+
+
 def data_parallel(build: RowBuilder, dense_layer: Ledger, moe_layer: Ledger | None, edges: Ledger,
                    whole_model: bool) -> None:
     """Gradient all-reduce, ZeRO-1/2 reduce-scatter + all-gather, ZeRO-3 / FSDP gathers; EDP for experts."""
     terms, layout = build.terms, build.layout
     (dense, dense_n), (experts, experts_n) = _rank_share(build.terms, dense_layer, moe_layer, edges, whole_model)
     if layout.sequence_parallel and terms.active(terms.t):
-        norms = dense.filter(lambda w: w.has("norm") or w.has("router"))
+        norms = _replicated(dense)
         build.add("tp.replicated-grads.all-reduce", "gradients of the replicated rows (norms, router)",
                   "all-reduce", "tp", terms.t, grad_bytes(norms, layout), 1, "backward", "none",
                   "megatron/core/distributed/finalize_model_grads.py _allreduce_layernorm_grads")

@@ -33,7 +33,7 @@ def _tables(architecture: Layout) -> tuple[Ledger, Ledger | None, Ledger]:
 
 
 def rows(architecture: Layout, terms: LayoutTerms, layout: Parallelism,
-         whole_model: bool, seen: dict[tuple, list] | None = None) -> list[Collective]:
+         whole_model: bool, seen: dict[tuple, dict] | None = None) -> list[Collective]:
     """Every collective row of the most loaded rank, in the order of a step (``whole_model``: p = 1, every edge).
 
     ``seen``: a part's rows kept from an earlier call with the same architecture and terms, reused
@@ -66,16 +66,21 @@ class _Watched:
         return value
 
 
-def _part_once(seen: dict[tuple, list], key: tuple, part, build: RowBuilder, args: tuple) -> None:
-    """``part``'s rows: kept ones where the layout agrees on all the part read (a part reads nothing else), else built."""
-    for reads, found in seen.get(key, ()):
-        if all(getattr(build.layout, name) == value for name, value in reads.items()):
+def _part_once(seen: dict[tuple, dict], key: tuple, part, build: RowBuilder, args: tuple) -> None:
+    """``part``'s rows: kept ones where the layout agrees on all the part read (a part reads nothing else), else built.
+
+    ``seen[key]``: the attribute names a build read -> their values -> the rows (looked up, not scanned).
+    """
+    kept = seen.setdefault(key, {})
+    for names, by_values in kept.items():
+        found = by_values.get(tuple(getattr(build.layout, name) for name in names))
+        if found is not None:
             build.found.extend(found)
             return
     watched = _Watched(build.layout)
     own = RowBuilder(build.terms, watched)
     part(own, *args)
-    seen.setdefault(key, []).append((watched.reads, own.found))
+    kept.setdefault(tuple(watched.reads), {})[tuple(watched.reads.values())] = own.found
     build.found.extend(own.found)
 
 

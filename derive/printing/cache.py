@@ -1,4 +1,4 @@
-"""Printed text kept between runs of a checkout, keyed by the exact expression and the printers' source (issue 28).
+"""Printed text (and SymPy's ceiling) kept between runs of a checkout, keyed by the exact expression and the printers' source (issue 28).
 
 A printer's text is a function of the expression, the printer's class and settings, derive's
 printing modules and SymPy. :class:`Cached` looks ``doprint(expr)`` up by the SHA-256 of the
@@ -6,11 +6,14 @@ printer's class, settings and the expression's pickle (an exact serialisation: e
 unpickle to the same tree, symbols with their assumptions); the file it reads is named by the
 SHA-256 of every source that prints (derive/printing/*.py, derive/symbols.py), SymPy's version
 and Python's, so an edit to any of them starts an empty file. The folder is the checkout's
-``.cache/printed`` (git-ignored); an installed package prints every time.
+``.cache/printed`` (git-ignored); an installed package prints every time. :func:`ceiling` keeps
+SymPy's ``ceiling(expr)`` the same way (the page's communication totals): a function of the
+expression and SymPy alone.
 """
 from __future__ import annotations
 
 import atexit
+import base64
 import hashlib
 import json
 import os
@@ -79,6 +82,11 @@ class _Store:
         self.new = {}
 
 
+def printed_before() -> bool:
+    """Whether this checkout holds printed text for the printing sources as they are (else every text is printed afresh)."""
+    return FOLDER is not None and (FOLDER / f"{sources_tag()}.json").is_file()
+
+
 def _read(path: Path) -> dict[str, list]:
     """The entries of ``path``, or none if it is missing or unreadable."""
     try:
@@ -138,3 +146,34 @@ class Cached:
             used = {module: sorted(names) for module, names in used.items() if names}
         STORE.add(key, [text, used])
         return text
+
+
+def ceiling(total: sp.Expr) -> sp.Expr:
+    """``sp.ceiling(total)``, read from :data:`STORE` when this checkout took the ceiling of the same expression before.
+
+    SymPy's ceiling asks the assumptions of every term to split off the whole ones (tens of
+    milliseconds on a ledger's total); it returns ``ipart + ceiling(spart)`` or an expression with
+    no ceiling. The store keeps (ipart, spart) pickled, and the value is rebuilt as SymPy builds it,
+    ``ipart + ceiling(spart, evaluate=False)``: kept only where that rebuilds the same tree.
+    """
+    if FOLDER is None or not isinstance(total, sp.Basic):
+        return sp.ceiling(total)
+    key = hashlib.sha256(b"sympy.ceiling\0" + pickle.dumps(total, protocol=5)).hexdigest()
+    entry = STORE.load().get(key)
+    if _well_formed(entry) and not entry[1]:
+        try:
+            ipart, spart = pickle.loads(base64.b64decode(entry[0]))
+            return _rebuilt(ipart, spart)
+        except Exception:  # a damaged entry: taken again
+            pass
+    value = sp.ceiling(total)
+    rounded = [term for term in sp.Add.make_args(value) if isinstance(term, sp.ceiling)]
+    ipart, spart = (value - rounded[0], rounded[0].args[0]) if len(rounded) == 1 else (value, None)
+    if _rebuilt(ipart, spart) == value:
+        STORE.add(key, [base64.b64encode(pickle.dumps((ipart, spart), protocol=5)).decode("ascii"), {}])
+    return value
+
+
+def _rebuilt(ipart: sp.Expr, spart: sp.Expr | None) -> sp.Expr:
+    """ipart + ceiling(spart) as SymPy's RoundFunction.eval returns it (spart None: no ceiling left)."""
+    return ipart if spart is None else ipart + sp.ceiling(spart, evaluate=False)

@@ -48,9 +48,12 @@ WEB_PAGE = "html/index.html.j2"
 
 def environment(templates: Path = TEMPLATES) -> Environment:
     """Jinja2 with StrictUndefined, the escaping filters md, tex, xml and mermaid, and HTML autoescaped under html/."""
+    from derive.render.kept import template_cache  # compiled templates kept in a checkout
+
     env = Environment(loader=FileSystemLoader(templates), undefined=StrictUndefined,
                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                      autoescape=lambda name: bool(name) and name.startswith("html/"))
+                      autoescape=lambda name: bool(name) and name.startswith("html/"),
+                      bytecode_cache=template_cache())
     env.filters.update(md=escape_markdown, tex=escape_latex, xml=escape_xml, mermaid=escape_mermaid)
     return env
 
@@ -59,17 +62,18 @@ def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
     # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
     from derive.background import Background
-    from derive.render.context import APART, sheet_context
-    from derive.render.web import PAGE, page_context
+    from derive.render.context import APART, apart_sections, built, sheet_context
+    from derive.render.web import KEPT_PAGE, PAGE, page_context
 
     env = environment(templates)
     # the page's data (its calculator) does not read the sections or SVGs it is given, only passes them
-    # on (tests/test_fast_paths.py): a second process computes it and the APART sections while this one
+    # on (tests/test_fast_paths.py): a second process computes it and the apart sections while this one
     # builds the other sections
     checkout = _checkout()
-    child = Background(lambda: ([build() for build in APART], page_context((), {}) if checkout else None))
+    apart = apart_sections(KEPT_PAGE) if checkout else APART
+    child = Background(lambda: ([built(build) for build in apart], page_context((), {}) if checkout else None))
     try:
-        context = sheet_context(lambda: child.result()[0])
+        context = sheet_context(lambda: child.result()[0], apart)
         files = {name: env.get_template(template).render(**context)
                  for name, template in DOCUMENTS.items()}
         for section in context["sections"]:

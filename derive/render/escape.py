@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 #: characters that are special to LaTeX, and characters outside ASCII that sources and meanings use.
 LATEX_TEXT: dict[str, str] = {
@@ -58,7 +59,13 @@ BREAK_EVERY = 12
 
 def escape_latex(text: object) -> str:
     """``text`` as LaTeX text mode (x^y raised); ValueError for a character pdflatex could not typeset."""
-    parts = SUPERSCRIPT.split(str(text))
+    return _escape_latex(str(text))
+
+
+@lru_cache(maxsize=None)
+def _escape_latex(text: str) -> str:
+    """escape_latex of a string, once per string (the sheet's templates repeat their labels and units)."""
+    parts = SUPERSCRIPT.split(text)
     return "".join(_escape_runs(part) if index % 2 == 0
                    else rf"\textsuperscript{{{_escape_latex_plain(part)}}}"
                    for index, part in enumerate(parts))

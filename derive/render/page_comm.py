@@ -27,6 +27,7 @@ from derive.model import Model
 from derive.names import named_model
 from derive.parallelism import Parallelism
 from derive.render.page_functions import PageFunctions
+from derive.printing.cache import ceiling
 from derive.printing.latex import tex
 from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import (COMM_COMMAND, DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, LAYOUT_PAGE,
@@ -86,10 +87,12 @@ def _mla(model: Model) -> bool:
     return not model.dense and model.layout is not None and model.layout.mla is not None
 
 
-def group_expressions(model: Model, flags: dict[str, object], seen: dict[tuple, list] | None = None) -> dict[str, sp.Expr]:
+def group_expressions(model: Model, flags: dict[str, object], seen: dict[tuple, dict] | None = None,
+                      totals: dict[tuple[int, ...], tuple] | None = None) -> dict[str, sp.Expr]:
     """Each group's bytes one rank sends per step, ceil'd, in symbols (derive.comm.report's per_rank_bytes_per_step).
 
-    ``seen``: ledger parts kept between calls (derive.accounts.comm_rows.rows).
+    ``seen``: ledger parts kept between calls (derive.accounts.comm_rows.rows); ``totals``: each group's
+    total kept by the rows it sums (the kept parts' rows recur across flag values).
     """
     single = bool(flags["single"])
     experts = _experts(model)
@@ -100,14 +103,23 @@ def group_expressions(model: Model, flags: dict[str, object], seen: dict[tuple, 
                         moe_layers=ELL_E if experts else sp.Integer(0), capacity=None)
     found = rows(model.architecture, terms, layout, single, seen)
     groups = GROUPS + ((EXPERT_GROUP,) if experts else ())
-    return {group: _ceiling(sp.Add(*(row.sent * row.count for row in found if row.group == group)))
-            for group in groups}
+    return {group: _total([row for row in found if row.group == group], totals) for group in groups}
+
+
+def _total(found: list, totals: dict[tuple[int, ...], tuple] | None) -> sp.Expr:
+    """ceil(sum of sent x count) of ``found``, once per list of the same rows in ``totals`` (which holds them, so ids stay theirs)."""
+    if totals is None:
+        return _ceiling(sp.Add(*(row.sent * row.count for row in found)))
+    key = tuple(map(id, found))
+    if key not in totals:
+        totals[key] = (found, _ceiling(sp.Add(*(row.sent * row.count for row in found))))
+    return totals[key][1]
 
 
 @lru_cache(maxsize=4096)
 def _ceiling(total: sp.Expr) -> sp.Expr:
-    """ceil(``total``), once per distinct sum (many flag values give the same)."""
-    return sp.ceiling(total)
+    """ceil(``total``), once per distinct sum (many flag values give the same); kept between runs (derive.printing.cache)."""
+    return ceiling(total)
 
 
 def _uses(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
@@ -125,9 +137,10 @@ def _uses(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
 def _table(model: Model, combos: list[tuple[object, ...]]) -> dict[str, dict[tuple[object, ...], sp.Expr]]:
     """group -> flag values -> its expression, at each of ``combos`` (values in FLAGS order)."""
     table: dict[str, dict[tuple[object, ...], sp.Expr]] = {}
-    seen: dict[tuple, list] = {}
+    seen: dict[tuple, dict] = {}
+    totals: dict[tuple[int, ...], tuple] = {}
     for values in combos:
-        for group, expr in group_expressions(model, dict(zip(FLAGS, values)), seen).items():
+        for group, expr in group_expressions(model, dict(zip(FLAGS, values)), seen, totals).items():
             table.setdefault(group, {})[values] = expr
     return table
 

@@ -12,6 +12,7 @@ from typing import Mapping
 import sympy as sp
 
 from derive.printing.latex import tex
+from derive.printing.text import text
 from derive.units import format_bytes, format_memory
 
 
@@ -118,7 +119,7 @@ class Section:
 def math_cell(expr: sp.Expr | int) -> Cell:
     """An expression: LaTeX on the sheet, SymPy's string in the JSON."""
     expr = sp.sympify(expr)
-    value = int(expr) if expr.is_Integer else sp.sstr(expr)
+    value = int(expr) if expr.is_Integer else text(expr)
     return Cell(value, tex(expr), math=True)
 
 

@@ -25,6 +25,7 @@ from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.model import FIELD_SYMBOLS
 from derive.presets import ALIASES, DENSE_MODELS, HARDWARE
+from derive.render.kept import kept
 from derive.render.page_functions import PageFunctions
 from derive.printing.latex import tex
 from derive.render.page_assets import csp_hash, inline_script, katex_assets, script_json
@@ -60,6 +61,8 @@ CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
                 ROOT / "templates" / "html" / "layout.js", CALCULATOR)
 PAGE = "index.html"
+#: The name :func:`page_data` is kept under (derive.render.kept).
+KEPT_PAGE = "page"
 
 #: Each figure's label on the page, by its --json key.
 LABELS: dict[str, str] = {
@@ -144,9 +147,14 @@ FIELDS: dict[str, tuple[str, str]] = {
     "step-time": ("seconds", "Step"),
 }
 
-#: Options whose value is one of a list: option -> the names.
+def option_choices() -> dict[str, tuple[str, ...]]:
+    """Options whose value is one of a list: option -> the names (the page's model names found when asked, not on import)."""
+    return {"model": tuple(page_names()), **OPTION_CHOICES}
+
+
+#: Options whose value is one of a fixed list: option -> the names (the models' names: :func:`option_choices`).
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "model": tuple(page_names()), "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
+    "gpu": tuple(SYSTEMS), "moe-profile": tuple(MOE_PROFILES), "precision": tuple(PRECISIONS), "optimizer": tuple(OPTIMIZERS),
     "profile": tuple(PROFILES), "peak": tuple(HARDWARE), "budget": tuple(DRIVER_CAPACITY),
     "recompute": tuple(RECOMPUTE_POLICIES),
 }
@@ -194,6 +202,7 @@ INPUTMODES: dict[str, str] = {"count": "numeric", "stage": "numeric", "fraction"
 def field_specs() -> list[dict[str, object]]:
     """Every field of the form: option, kind, group, default, choices, bounds and CLI messages."""
     parser, layout = build_parser(), layout_parser()
+    choices = option_choices()
     specs = []
     for option, (kind, group) in FIELDS.items():
         default = (layout if option in LAYOUT_FIELDS else parser).get_default(option.replace("-", "_"))
@@ -203,7 +212,7 @@ def field_specs() -> list[dict[str, object]]:
         specs.append({"option": option, "kind": kind, "group": group,
                       "default": "" if default is None else str(default),
                       "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
-                      "choices": list(OPTION_CHOICES.get(option, ())),
+                      "choices": list(choices.get(option, ())),
                       "bounds": BOUNDS.get(kind, {}), "messages": messages})
     return specs
 
@@ -359,10 +368,19 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
                                            + layout_code()[1]["comm"]["formulas"]}]
 
 
-def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:
-    """What templates/html/index.html.j2 needs: the sections, inline SVGs, scripts and their hashes."""
-    katex_js, katex_css = katex_assets()
+def page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:
+    """(the generated script, the calculator's data, the figure groups): what the page derives from derive alone."""
     code, data = calculator_data()
+    return code, data, figure_groups(data["formulas"])
+
+
+def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:
+    """What templates/html/index.html.j2 needs: the sections, inline SVGs, scripts and their hashes.
+
+    :func:`page_data` is kept between runs of a checkout while derive's sources stay the same (derive.render.kept).
+    """
+    katex_js, katex_css = katex_assets()
+    code, data, figures = kept(KEPT_PAGE, page_data)
     scripts = [katex_js, inline_script(code),
                *(inline_script(path.read_text(encoding="utf-8")) for path in HAND_WRITTEN)]
     return {
@@ -374,5 +392,5 @@ def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[st
         "script_hashes": [csp_hash(script) for script in scripts],
         "data_json": script_json(data),
         "field_groups": field_groups(data["fields"]),
-        "figure_groups": figure_groups(data["formulas"]),
+        "figure_groups": figures,
     }
