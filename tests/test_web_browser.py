@@ -148,7 +148,7 @@ def open_page(browser, page: Path, options: dict[str, str]) -> None:
     browser.get(page.as_uri() + ("?" + urlencode(options) if options else ""))
 
 
-#: The layout's figures (derive comm's keys, held to it in test_web_layout.py): left out here.
+#: The layout's figures (derive comm's and derive predict's keys, held to them in test_web_layout.py): left out here.
 LAYOUT_KEYS = ("per_rank_bytes_per_step.", "layout.")
 
 
@@ -156,11 +156,11 @@ def shown_figures(browser) -> dict[str, float]:
     """data-key -> data-value of every report figure on the page; exactly those rows are visible."""
     pairs = browser.execute_script(
         "return [...document.querySelectorAll('output[data-key][data-value]')]"
-        ".filter((e) => !e.closest('.figure').dataset.figure.startsWith('comm:'))"
+        ".filter((e) => !/^(comm|step):/.test(e.closest('.figure').dataset.figure))"
         ".map((e) => [e.dataset.key, e.dataset.value]);")
     visible = browser.execute_script(
         "return [...document.querySelectorAll('.figure')].filter((row) => row.offsetParent !== null)"
-        ".map((row) => row.dataset.figure).filter((key) => !key.startsWith('comm:'));")
+        ".map((row) => row.dataset.figure).filter((key) => !/^(comm|step):/.test(key));")
     assert sorted(visible) == sorted(key for key, _ in pairs)
     return {key: float(value) for key, value in pairs}
 
