@@ -288,7 +288,7 @@
     const layout = layoutConfiguration(texts);
     const comm = layout && !Object.keys(layout.errors).length ? LAYOUT.evaluate(layout) : [];
     const step = layout && !Object.keys(layout.errors).length ? predicted(layout, texts) : { figures: [] };
-    const errors = { ...(layout ? layout.errors : {}), ...(step.errors || {}), ...config.errors };
+    const errors = { ...(layout ? layout.errors : {}), ...config.errors };
     const report = shown;
     shown = [...report, ...comm, ...step.figures];
     for (const option of [...DATA.fields.map((field) => field.option), "config"]) {
@@ -322,7 +322,7 @@
     }
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
     showComm(comm);
-    showStep(step.figures);
+    showStep(step);
     shown = report;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
@@ -475,14 +475,18 @@
   }
 
   // The predicted step as a bar by part (derive predict's breakdown), and its total.
-  function showStep(figures) {
+  function showStep(step) {
+    const figures = step.figures;
+    const refusal = document.getElementById("step-refusal");
+    refusal.textContent = step.refusal || "";
+    refusal.hidden = !step.refusal;
     const box = document.getElementById("step");
     const bar = document.getElementById("step-bar");
     const legend = document.getElementById("step-legend");
     bar.replaceChildren();
     legend.replaceChildren();
     const parts = figures.filter((figure) => figure.formula.part !== null && figure.value > 0);
-    box.hidden = !figures.length;
+    box.hidden = !figures.length && !step.refusal;
     const total = figures.find((figure) => figure.formula.key === DATA.step.total);
     parts.forEach((figure, index) => {
       const text = figure.formula.label + ": " + format(figure.value, figure.formula.unit);

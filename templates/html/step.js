@@ -12,12 +12,13 @@ function DeriveStep(DATA) {
     return { ...config.choices, precision };
   }
 
-  // {errors} (predict's line on --precision or --gpu) or the step's figures.
+  // The step's figures, or {refusal: predict's line} (a GPU without tensor cores for the precision): the line
+  // stands in the step's card, not on the field, which the report reads too.
   function evaluate(config, name, gpuName, precision) {
     const model = STEP.models[name];
     const gpu = STEP.gpus[gpuName];
     if (model === undefined || gpu === undefined) return { figures: [] };
-    if (precision in gpu.refused) return { errors: { precision: gpu.refused[precision] }, figures: [] };
+    if (precision in gpu.refused) return { refusal: gpu.refused[precision], figures: [] };
     if (!(precision in gpu.precisions)) return { figures: [] };
     const values = { ...config.values, ...gpu.values, ...gpu.precisions[precision] };
     const flags = flagValues(config, precision);
