@@ -28,7 +28,7 @@ from derive.model import Model
 from derive.options.messages import UsageError, serve, usage
 from derive.options.models import config_model, named
 from derive.options.values import POSITIVE
-from derive.options.layout import add_layout_options, option_error, parallelism_from
+from derive.options.layout import DEFAULT_GPU, add_layout_options, option_error, parallelism_from
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
 from derive.systems import SYSTEMS, System, system
@@ -90,21 +90,6 @@ def usable(gpu: System) -> int:
     return usable_low_end(gpu)
 
 
-def megatron_defaults(args) -> None:
-    """Unset --zero and --sequence-parallel take the settings Megatron's large-run recipes use.
-
-    The distributed optimizer (ZeRO-1) when gradients are reduced over more than one rank
-    (--use-distributed-optimizer), and sequence parallelism with tensor parallelism
-    (--sequence-parallel; required with expert parallelism): examples/gpt3 and
-    examples/llama in Megatron-LM set both. --zero 0 and --no-sequence-parallel turn them off.
-    """
-    replicas = (args.dp or (args.gpus // (args.tp * args.pp * args.cp) if args.gpus else 1)) * args.cp
-    if args.zero is None:
-        args.zero = 1 if replicas > 1 else 0
-    if args.sequence_parallel is None:
-        args.sequence_parallel = args.tp > 1
-
-
 def build_parser() -> OneLineParser:
     """--model / --config / --architecture, --gpu, --seq, the layout options, --overlap, --json."""
     parser = OneLineParser(prog="python -m derive.predict", description=__doc__.split("\n\n")[0])
@@ -112,12 +97,9 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--config", metavar="PATH", help="a Hugging Face config.json (MoE included)")
     parser.add_argument("--architecture", metavar="SHAPE",
                         help="layers=…,hidden=…,ffn=…,heads=…,kv-heads=…,vocab=…,mlp=gelu|swiglu")
-    parser.add_argument("--gpu", default="h100", help=", ".join(SYSTEMS))
+    parser.add_argument("--gpu", default=DEFAULT_GPU, help=", ".join(SYSTEMS))
     parser.add_argument("--seq", type=POSITIVE, help="sequence length (default: the model's)")
     add_layout_options(parser)
-    parser.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false",
-                        help="turn sequence parallelism off (predict's default: on when --tp > 1)")
-    parser.set_defaults(zero=None, sequence_parallel=None)
     parser.add_argument("--overlap", metavar="RULES",
                         help="comma-separated overlap rules to turn on (default: "
                              "derive.accounts.schedule.DEFAULT_OVERLAP; 'none' for none): "
@@ -138,7 +120,6 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
     precision = args.precision_name = args.precision
     entry = chosen_model(args)
     args.precision = ledger_precision(precision)
-    megatron_defaults(args)
     layout = parallelism_from(args, entry)
     rules = None
     if args.overlap is not None:

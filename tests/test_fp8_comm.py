@@ -112,7 +112,7 @@ def test_cli_json(capsys):
     assert row["sent"] == (MATRICES + TENSORS * 4 + REST * 2) * 31 // 32
 
 
-@pytest.mark.parametrize("argv", [["--precision", "bf16", "--zero", "1"], ["--precision", "fp8-current"]])
+@pytest.mark.parametrize("argv", [["--precision", "bf16", "--zero", "1"], ["--precision", "fp8-current", "--zero", "0"]])
 def test_cli_misuse_exits_2_with_one_line(capsys, argv):
     assert main(["--model", "llama3-70b", "--dp", "32", "--fp8-param-gather", *argv]) == 2
     err = capsys.readouterr().err.strip()

@@ -257,7 +257,7 @@ LAYOUT = {"--vp": ["2"], "--cp": ["2"], "--ep": ["2"], "--etp": ["1"], "--micro-
           "--precision": ["fp16"], "--zero": ["3"], "--recompute": ["full"], "--cp-comm": ["all_gather"],
           "--scatter-gather": [], "--algorithm": ["tree"], "--capacity-factor": ["1.25"], "--dp-shard": ["2"],
           "--no-sp-regather": [], "--no-reshard-after-forward": [], "--seq": ["4096"], "--balanced": [],
-          "--fp8-param-gather": []}
+          "--fp8-param-gather": [], "--no-sequence-parallel": []}
 LAYOUT_BASES = {
     "dense": ["--model", "70b", "--tp", "8", "--pp", "4", "--dp", "4", "--global-batch", "64", "--json"],
     "moe": ["--model", "mixtral-8x7b", "--tp", "2", "--sequence-parallel", "--ep", "4", "--dp", "4",

@@ -148,7 +148,7 @@ def open_page(browser, page: Path, options: dict[str, str]) -> None:
     browser.get(page.as_uri() + ("?" + urlencode(options) if options else ""))
 
 
-#: The layout's figures (derive comm's keys, held to it in test_web_layout.py): left out here.
+#: The layout's figures (derive comm's and derive predict's keys, held to them in test_web_layout.py): left out here.
 LAYOUT_KEYS = ("per_rank_bytes_per_step.", "layout.")
 
 
@@ -156,11 +156,11 @@ def shown_figures(browser) -> dict[str, float]:
     """data-key -> data-value of every report figure on the page; exactly those rows are visible."""
     pairs = browser.execute_script(
         "return [...document.querySelectorAll('output[data-key][data-value]')]"
-        ".filter((e) => !e.closest('.figure').dataset.figure.startsWith('comm:'))"
+        ".filter((e) => !/^(comm|step):/.test(e.closest('.figure').dataset.figure))"
         ".map((e) => [e.dataset.key, e.dataset.value]);")
     visible = browser.execute_script(
         "return [...document.querySelectorAll('.figure')].filter((row) => row.offsetParent !== null)"
-        ".map((row) => row.dataset.figure).filter((key) => !key.startsWith('comm:'));")
+        ".map((row) => row.dataset.figure).filter((key) => !/^(comm|step):/.test(key));")
     assert sorted(visible) == sorted(key for key, _ in pairs)
     return {key: float(value) for key, value in pairs}
 
@@ -292,8 +292,8 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 8  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
-    # layout.js, calculator.js
+    assert state["scripts"] == 9  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
+    # layout.js, step.js, calculator.js
     assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1
@@ -309,16 +309,17 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
     # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions) + the layout's 3 sizes and 5 groups' bytes
-    assert len(summaries) == 32
+    # + the predicted step's 3 figures and 10 parts
+    assert len(summaries) == 45
     browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
     # each click opens its details; the toggle event that typesets the formula follows the clicks
     WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
-        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 32)
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 45)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
         " e.querySelector('annotation').textContent]);")
-    assert len(rendered) == 32 and all(ok for _, ok, _ in rendered)
+    assert len(rendered) == 45 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
     # the sheet's LaTeX (derive/printing/latex.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
@@ -416,7 +417,7 @@ def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, nam
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
     open_page(browser, calculator, options)
     paste(browser, text)
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 8, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 9, "injected": 0}
     monkeypatch.chdir(tmp_path)
     if field is None:
         assert errors(browser) == {}
@@ -446,7 +447,7 @@ def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypa
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 8, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 9, "injected": 0}
     assert shown_figures(browser) == {}
 
 

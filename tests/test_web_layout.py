@@ -12,6 +12,7 @@ from test_web_browser import browser, calculator, errors, open_page, page  # noq
 
 from derive.cli import run as report_run
 from derive.comm import run as comm_run
+from derive.predict import run as predict_run
 from derive.names import is_moe
 from derive.options.messages import UsageError
 
@@ -47,9 +48,14 @@ def data_parallel(options: dict[str, str]) -> int | None:
     return int(options["gpus"]) // (int(options.get("tp", 1)) * int(options.get("pp", 1)) * int(options.get("cp", 1)))
 
 
+def sequence_parallel(options: dict[str, str]) -> list[str]:
+    """The page's sequence-parallel=1 / 0 as the CLI's flag; none: the layout's default (on when tp > 1)."""
+    return {"1": ["--sequence-parallel"], "0": ["--no-sequence-parallel"]}.get(options.get("sequence-parallel"), [])
+
+
 def comm_json(options: dict[str, str]) -> dict[str, object]:
     argv = [f"--{o}={options[o]}" for o in COMM_OPTIONS if o in options]
-    argv += ["--sequence-parallel"] if options.get("sequence-parallel") else []
+    argv += sequence_parallel(options)
     data = json.loads(comm_run([*argv, "--json"]))
     return {key: value for key, value in flattened(data).items() if key != "seq"}
 
@@ -143,7 +149,7 @@ BAD_LAYOUTS = [
     ({"model": "70b", "ep": "2", "dp": "2"}, "ep"),
     ({"model": "deepseek-v3", "ep": "3", "dp": "3"}, "ep"),
     ({"model": "deepseek-v3", "ep": "8", "dp": "4"}, "ep"),
-    (ISSUE, "sequence-parallel"),
+    ({**ISSUE, "sequence-parallel": "0"}, "sequence-parallel"),
     ({"model": "deepseek-v3", "cp": "2"}, "cp"),
     ({"model": "70b", "cp": "two"}, "cp"),
     ({"model": "70b", "recompute": "most"}, "recompute"),
@@ -152,7 +158,7 @@ BAD_LAYOUTS = [
 
 def comm_line(options: dict[str, str]) -> str:
     argv = [f"--{o}={options[o]}" for o in COMM_OPTIONS if o in options]
-    argv += ["--sequence-parallel"] if options.get("sequence-parallel") else []
+    argv += sequence_parallel(options)
     return _comm_error(argv)
 
 
@@ -276,7 +282,9 @@ def test_a_bad_report_field_leaves_the_layouts_figures_live(browser, calculator,
     assert list(errors(browser)) == [option]
     assert browser.find_element("name", option).get_attribute("aria-invalid") == "true"
     shown = page_values(browser)
-    assert all(key.startswith(("per_rank_bytes_per_step.", "layout.")) for key in shown), shown
+    # the layout's figures and the predicted step, which reads the layout, not the report
+    assert all(key.startswith(("per_rank_bytes_per_step.", "layout.", "breakdown.")) or key in STEP_KEYS
+               for key in shown), shown
     comm = comm_json(options)
     assert {key for key in comm if key.startswith("per_rank_bytes_per_step.")} <= set(shown)
     assert_same(shown, {key: value for key, value in comm.items() if key in shown}, options)
@@ -312,3 +320,61 @@ def test_the_layouts_copy_as_command_runs_to_the_pages_figures(browser, calculat
     layout = [key for key in shown if key.startswith(("per_rank_bytes_per_step.", "layout."))]
     assert layout and all(key in data for key in layout)
     assert_same(shown, {key: data[key] for key in layout}, words)
+
+
+# ---- the predicted step: derive predict --json ----
+
+#: derive predict's options the page's links carry (--gpu: predict's default where not given).
+PREDICT_OPTIONS = ("model", "gpu", "seq", "tp", "pp", "vp", "cp", "ep", "etp", "dp", "gpus", "micro-batch",
+                   "global-batch", "precision", "zero", "recompute")
+#: Dense and MoE, every parallel dimension, recompute, ZeRO stages, FP8 and FP4 recipes, the issue's own link
+#: (sequence parallelism and the distributed optimizer at their defaults: on).
+STEP_LINKS = [
+    ISSUE,
+    {"model": "70b", "gpus": "256", "tp": "8", "pp": "4", "cp": "2", "seq": "8192", "global-batch": "64"},
+    {"model": "8b", "gpus": "64", "pp": "4", "vp": "2", "global-batch": "64", "zero": "2", "recompute": "selective"},
+    {"model": "mixtral-8x7b", "gpus": "64", "tp": "2", "ep": "8", "zero": "1", "precision": "fp8-delayed",
+     "global-batch": "128"},
+    {"model": "qwen2.5-7b", "gpus": "16", "tp": "4", "zero": "0", "recompute": "selective", "micro-batch": "2",
+     "global-batch": "32", "sequence-parallel": "0", "seq": "4096"},
+    {"model": "405b", "gpus": "16384", "tp": "8", "pp": "16", "global-batch": "2048", "seq": "8192",
+     "recompute": "full"},
+    {"model": "llama3-8b", "gpus": "8", "tp": "2", "recompute": "full"},
+    {"model": "qwen3-30b-a3b", "gpu": "b200", "gpus": "16", "ep": "8", "precision": "mxfp8", "global-batch": "64",
+     "zero": "3"},
+    {"model": "70b", "gpu": "b200", "gpus": "64", "tp": "4", "precision": "nvfp4", "global-batch": "32"},
+]
+#: derive predict --json's keys the page shows.
+STEP_KEYS = ("step_time_s", "tokens_per_s_per_gpu", "mfu")
+
+
+def predict_json(options: dict[str, str]) -> dict[str, float]:
+    argv = [f"--{o}={options[o]}" for o in PREDICT_OPTIONS if o in options] + sequence_parallel(options)
+    data = json.loads(predict_run([*argv, "--json"]))
+    return {key: value for key, value in flattened(data).items()
+            if key in STEP_KEYS or key.startswith("breakdown.")}
+
+
+@pytest.mark.parametrize("options", STEP_LINKS, ids=range(len(STEP_LINKS)))
+def test_the_predicted_step_is_derive_predicts(browser, calculator, options):
+    open_page(browser, calculator, options)
+    assert errors(browser) == {}
+    shown = page_values(browser)
+    expected = predict_json(options)
+    assert len(expected) == len(STEP_KEYS) + 10
+    assert_same(shown, expected, options)
+    # the bar holds every nonzero part of the breakdown
+    parts = browser.execute_script("return document.querySelectorAll('#step-bar .segment').length;")
+    assert parts == sum(1 for key, value in expected.items() if key.startswith("breakdown.") and value > 0)
+
+
+def test_a_gpu_without_the_recipes_tensor_cores_gets_predicts_line(browser, calculator):
+    options = {"model": "8b", "gpu": "a100-80gb", "precision": "fp8-delayed", "dp": "8"}
+    open_page(browser, calculator, options)
+    line = "--precision: a100-80gb has no FP8 tensor cores"
+    with pytest.raises(UsageError, match=line):
+        predict_json(options)
+    # the line stands in the step's card; the report, which reads --precision too, keeps its figures
+    assert browser.find_element("id", "step-refusal").text == line
+    assert errors(browser) == {}
+    assert not any(key in page_values(browser) for key in STEP_KEYS)

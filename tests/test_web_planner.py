@@ -32,7 +32,7 @@ def page_figures(browser) -> dict[str, float]:
     """data-key -> data-value of every figure shown; each key once, exactly the visible rows."""
     pairs = browser.execute_script(
         "return [...document.querySelectorAll('output[data-key][data-value]')]"
-        ".filter((e) => !e.closest('.figure').dataset.figure.startsWith('comm:'))"  # the layout's: test_web_layout.py
+        ".filter((e) => !/^(comm|step):/.test(e.closest('.figure').dataset.figure))"  # the layout's: test_web_layout.py
         ".map((e) => [e.dataset.key, e.dataset.value, e.closest('.figure').offsetParent !== null]);")
     assert all(visible for _, _, visible in pairs)
     keys = [key for key, _, _ in pairs]
@@ -283,9 +283,9 @@ def test_a_heading_over_no_figure_is_hidden(browser, calculator):
             ".map((g) => g.querySelector('h3').textContent);")
 
     open_page(browser, calculator, {"model": "deepseek-v3"})
-    assert headings() == ["Mixture of Experts", "Layout and communication per rank"]
+    assert headings() == ["Mixture of Experts", "Layout and communication per rank", "Predicted step time"]
     open_page(browser, calculator, {"model": "70b"})
     assert headings() == ["Model and state", "Activations", "FLOPs and time", "Fit",
-                          "Layout and communication per rank"]
+                          "Layout and communication per rank", "Predicted step time"]
     open_page(browser, calculator, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     assert "Observed step" in headings()

@@ -6,11 +6,14 @@
 --fp8-param-gather;
 ``parallelism_from(args)`` reads them
 into a :class:`derive.parallelism.Parallelism`, turning its ValueErrors into a UsageError that
-names the option.
+names the option. Unset --zero and --sequence-parallel take Megatron's large-run settings
+(:data:`DEFAULTS`), the same for every front end and the page.
 """
 from __future__ import annotations
 
 import argparse
+
+import sympy as sp
 
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.collectives import ALGORITHMS
@@ -19,6 +22,17 @@ from derive.model import Model
 from derive.options.messages import UsageError
 from derive.options.values import POSITIVE, POSITIVE_NUMBER, ZERO_STAGE
 from derive.parallelism import CP_COMMS, Parallelism
+from derive.symbols import c, d, t
+
+#: Unset --zero and --sequence-parallel, as expressions of the layout (t, and d c the ranks gradients are
+#: reduced over): Megatron's large-run recipes (examples/gpt3, examples/llama in Megatron-LM) use the
+#: distributed optimizer, ZeRO-1 (--use-distributed-optimizer), when gradients are reduced over more than
+#: one rank, and sequence parallelism with tensor parallelism (--sequence-parallel; required with expert
+#: parallelism). --zero 0 and --no-sequence-parallel turn them off.
+DEFAULTS: dict[str, sp.Expr] = {"zero": sp.Piecewise((1, d * c > 1), (0, True)),
+                                "sequence_parallel": sp.Piecewise((1, t > 1), (0, True))}
+#: The GPU derive predict and the page's step time assume when --gpu is not given.
+DEFAULT_GPU = "h100"
 
 #: Parallelism fields -> the option that sets them (error lines name the option).
 LAYOUT_OPTIONS = {"tp": "--tp", "pp": "--pp", "vp": "--vp", "cp": "--cp", "ep": "--ep", "etp": "--etp",
@@ -44,9 +58,13 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     group.add_argument("--global-batch", type=POSITIVE,
                        help="sequences per step (default: one micro-batch per data-parallel rank)")
     group.add_argument("--precision", default="bf16", help=", ".join(PRECISIONS))
-    group.add_argument("--zero", type=ZERO_STAGE, default=0,
-                       help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP")
-    group.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
+    group.add_argument("--zero", type=ZERO_STAGE, default=None,
+                       help="0 none, 1 ZeRO-1 / distributed optimizer, 2, 3 ZeRO-3 / FSDP "
+                            "(default: 1 when gradients are reduced over more than one rank, dp x cp > 1)")
+    group.add_argument("--sequence-parallel", action="store_true", default=None,
+                       help="Megatron sequence parallelism (default: on when --tp > 1)")
+    group.add_argument("--no-sequence-parallel", dest="sequence_parallel", action="store_false", default=None,
+                       help="turn sequence parallelism off")
     group.add_argument("--recompute", default="none", choices=list(RECOMPUTE_POLICIES))
     group.add_argument("--cp-comm", choices=list(CP_COMMS),
                        help="context-parallel K/V exchange: p2p ring (default) or Llama 3's all_gather (needs --cp > 1)")
@@ -96,8 +114,20 @@ def not_applying(args: argparse.Namespace, model: Model | None) -> None:
         raise UsageError("--no-reshard-after-forward: needs --zero 3 (ZeRO-3 / FSDP)")
 
 
+def apply_defaults(args: argparse.Namespace) -> None:
+    """Unset --zero and --sequence-parallel (None) set from :data:`DEFAULTS` at the layout's t, d and c
+    (d: --dp, else --gpus / (tp pp cp), else 1)."""
+    dp = args.dp or (args.gpus // (args.tp * args.pp * args.cp) if args.gpus else 1)
+    sizes = {t: args.tp, d: dp, c: args.cp}
+    if args.zero is None:
+        args.zero = int(DEFAULTS["zero"].subs(sizes))
+    if args.sequence_parallel is None:
+        args.sequence_parallel = bool(DEFAULTS["sequence_parallel"].subs(sizes))
+
+
 def parallelism_from(args: argparse.Namespace, model: Model | None = None) -> Parallelism:
     """The :class:`Parallelism` of the parsed layout options (checked against ``model`` if given)."""
+    apply_defaults(args)
     not_applying(args, model)
     per_replica = args.tp * args.pp * args.cp
     dp = args.dp

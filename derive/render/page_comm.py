@@ -29,7 +29,7 @@ from derive.parallelism import Parallelism
 from derive.render.page_functions import PageFunctions
 from derive.printing.cache import ceiling
 from derive.printing.latex import tex
-from derive.options.layout import LAYOUT_OPTIONS
+from derive.options.layout import DEFAULTS, LAYOUT_OPTIONS
 from derive.render.page_layout import (COMM_COMMAND, DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, LAYOUT_PAGE,
                                        MICRO_BATCHES, WORLD, layout_rules)
 from derive.render.page_models import page_names
@@ -94,6 +94,13 @@ def group_expressions(model: Model, flags: dict[str, object], seen: dict[tuple, 
     ``seen``: ledger parts kept between calls (derive.accounts.comm_rows.rows); ``totals``: each group's
     total kept by the rows it sums (the kept parts' rows recur across flag values).
     """
+    found = ledger_rows(model, flags, seen)
+    groups = GROUPS + ((EXPERT_GROUP,) if _experts(model) else ())
+    return {group: _total([row for row in found if row.group == group], totals) for group in groups}
+
+
+def ledger_rows(model: Model, flags: dict[str, object], seen: dict[tuple, dict] | None = None) -> list:
+    """The ledger's rows (derive.accounts.comm_rows.rows) at ``flags`` (FLAGS' names), its sizes as symbols."""
     single = bool(flags["single"])
     experts = _experts(model)
     layout = Parallelism(**{name: value for name, value in flags.items() if name != "single"})
@@ -101,9 +108,7 @@ def group_expressions(model: Model, flags: dict[str, object], seen: dict[tuple, 
     terms = LayoutTerms(t=t, p=one if single else p, v=one if single else v, c=c, d=d, e=e, t_E=t_E, m=m,
                         dense_layers=ELL - ELL_E if experts else ELL,
                         moe_layers=ELL_E if experts else sp.Integer(0), capacity=None)
-    found = rows(model.architecture, terms, layout, single, seen)
-    groups = GROUPS + ((EXPERT_GROUP,) if experts else ())
-    return {group: _total([row for row in found if row.group == group], totals) for group in groups}
+    return rows(model.architecture, terms, layout, single, seen)
 
 
 def _total(found: list, totals: dict[tuple[int, ...], tuple] | None) -> sp.Expr:
@@ -123,9 +128,9 @@ def _ceiling(total: sp.Expr) -> sp.Expr:
 
 
 def _uses(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
-    """The positions of the flags whose value changes some expression of ``table`` (keyed by every flag)."""
+    """The positions of the flags whose value changes some expression of ``table`` (keyed by every flag's value)."""
     uses = set()
-    for index in range(len(FLAGS)):
+    for index in range(len(next(iter(table)))):
         seen: dict[tuple[object, ...], sp.Expr] = {}
         for key, expr in table.items():
             if seen.setdefault(key[:index] + key[index + 1:], expr) != expr:
@@ -191,6 +196,7 @@ def comm_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, obje
         "ell": {"layers": ELL.name, "moe_layers": ELL_E.name},
         "micro_batches": m.name,
         "flags": list(FLAGS),
+        "boolean_flags": [name for name, values in FLAGS.items() if all(isinstance(value, bool) for value in values)],
     }
 
 
@@ -201,7 +207,8 @@ def layout_code() -> tuple[str, dict[str, object]]:
     data = {"rules": layout_rules(print_once), "comm": comm_data(print_once), "one": Parallelism().tp,
             "dp_before": DP_BEFORE, "seq": s.name,
             "ignored": list(DENSE_ONLY_SHARED), "fields": list(LAYOUT_FIELDS), "command": COMM_COMMAND,
-            "options": [option[2:] for option in LAYOUT_OPTIONS.values() if option[2:] in LAYOUT_PAGE]}
+            "options": [option[2:] for option in LAYOUT_OPTIONS.values() if option[2:] in LAYOUT_PAGE],
+            "defaults": {name: print_once(expr) for name, expr in DEFAULTS.items()}}
     legend = {name: LEGEND.get(name) or {"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])}
               for entry in print_once.printed.values() for name in entry["args"]}
     data["legend"] = dict(sorted(legend.items()))

@@ -26,8 +26,13 @@ from derive.symbols import (E, G, L, B, a, b, c, d, e, f, f_E, g, p, s, t, t_E, 
 #: The page's layout fields the report has not: option -> kind (calculator.js parses the kinds).
 LAYOUT_FIELDS: dict[str, str] = {"cp": "count", "vp": "count", "global-batch": "count",
                                  "sequence-parallel": "flag", "recompute": "choice"}
-#: The text a set flag has in the form and the link (the CLI's --sequence-parallel takes none).
-FLAG_ON = "1"
+#: The text a set flag has in the form and the link (the CLI's --sequence-parallel takes none), and an unset one
+#: (--no-sequence-parallel); no text: the layout's default (derive.options.layout.DEFAULTS).
+FLAG_ON, FLAG_OFF = "1", "0"
+#: The command-line option each value of the flag stands for.
+FLAG_OPTIONS: dict[str, str] = {FLAG_ON: "--sequence-parallel", FLAG_OFF: "--no-sequence-parallel"}
+#: The flag's values in words, as the form's choices show them.
+FLAG_WORDS: dict[str, str] = {value: f"{words} ({FLAG_OPTIONS[value]})" for value, words in ((FLAG_ON, "on"), (FLAG_OFF, "off"))}
 
 #: The sizes the rules read, each an expression of the options' symbols (derive.parallelism.Parallelism:
 #: gpus = t p c d, micro_batches = global_batch / (micro_batch d)).
@@ -59,7 +64,8 @@ RULES: dict[str, tuple[str, tuple[object, ...], sp.Symbol | None, dict[str, obje
                          {"micro_batches": MICRO_BATCHES, "pp": p}),
     "ep_world": ("ep", ("divides", t_E * e, t * c * d), None, {"ep": 8, "etp": 3, "dp": 1009}, "deepseek-v3",
                  {"etp": t_E, "ep": e, "world": t * c * d}),
-    "ep_sequence_parallel": ("sequence-parallel", ("unsplit",), e, {"ep": 8, "tp": 2, "dp": 8}, "deepseek-v3", {}),
+    "ep_sequence_parallel": ("sequence-parallel", ("unsplit",), e, {"ep": 8, "tp": 2, "dp": 8, "sequence_parallel": False},
+                             "deepseek-v3", {}),
     "tp_heads": ("tp", ("divides", t, a), None, {"tp": 7}, "70b", {"tp": t, "heads": a}),
     "tp_kv_heads": ("tp", ("divides", t, g), None, {"tp": 16}, "70b", {"tp": t, "kv_heads": g}),
     "tp_ffn": ("tp", ("divides", t, f), None, {"tp": 2},
@@ -84,6 +90,12 @@ DP_BEFORE = "global_batch"
 #: The MoE report's refused options that another part of the page reads (the layout; derive.predict's
 #: --gpu): the MoE report leaves them to that part rather than refusing them.
 DENSE_ONLY_SHARED = ("gpus", "zero", "gpu")
+
+
+def _default_words(option: str) -> str:
+    """The default an option's help names ('... (default: on when --tp > 1)'), for the form's placeholder."""
+    action = layout_parser()._option_string_actions[f"--{option}"]
+    return "default: " + action.help.rpartition("(default: ")[2].rstrip(")")
 
 
 def layout_parser() -> argparse.ArgumentParser:
@@ -159,7 +171,7 @@ def layout_rules(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, o
     return {"rules": rules, "messages": layout_messages(),
             "sizes": {"dp": printed(DATA_PARALLEL), "micro_batches": printed(MICRO_BATCHES)},
             "symbols": {option: symbol.name for option, symbol in LAYOUT_SYMBOLS.items()},
-            "flag_on": FLAG_ON}
+            "flag_on": FLAG_ON, "flag_off": FLAG_OFF, "flag_options": FLAG_OPTIONS}
 
 
 def layout_field_messages(option: str, kind: str) -> dict[str, str]:
@@ -168,8 +180,12 @@ def layout_field_messages(option: str, kind: str) -> dict[str, str]:
     if action.choices is not None:
         message = template("invalid_choice", choices=", ".join(map(repr, action.choices)))
     elif kind == "flag":
-        return {}
+        message = template("invalid_choice", choices=", ".join(map(repr, FLAG_WORDS)))
     else:
         message = template("must_be", expected=action.type.__name__)
     line = template("argument", option=f"--{option}", message=message)
-    return {"unknown": line} if kind == "choice" else {"syntax": line, "range": line}
+    return {"unknown": line} if kind in ("choice", "flag") else {"syntax": line, "range": line}
+
+
+#: The options whose unset value derive.options.layout.DEFAULTS sets -> the placeholder that says so.
+LAYOUT_DEFAULTS: dict[str, str] = {option: _default_words(option) for option in ("zero", "sequence-parallel")}

@@ -35,7 +35,8 @@ from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_
 from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
-from derive.render.page_layout import LAYOUT_FIELDS, layout_field_messages, layout_parser
+from derive.render.page_layout import FLAG_WORDS, LAYOUT_DEFAULTS, LAYOUT_FIELDS, layout_field_messages, layout_parser
+from derive.render.page_step import step_code
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
@@ -59,7 +60,7 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
-                ROOT / "templates" / "html" / "layout.js", CALCULATOR)
+                ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js", CALCULATOR)
 PAGE = "index.html"
 #: The name :func:`page_data` is kept under (derive.render.kept).
 KEPT_PAGE = "page"
@@ -99,6 +100,8 @@ SHAPE_GROUP = "Custom shape"
 MOE_GROUP = "Mixture of Experts"
 #: The heading of derive comm's figures.
 COMM_GROUP = "Layout and communication per rank"
+#: The heading of derive predict's figures.
+STEP_GROUP = "Predicted step time"
 #: Each field's label in words; the CLI's flag follows it.
 FIELD_LABELS: dict[str, str] = {
     "model": "Model", "layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads",
@@ -209,10 +212,14 @@ def field_specs() -> list[dict[str, object]]:
         if kind == "flag":
             default = None
         messages = layout_field_messages(option, kind) if option in LAYOUT_FIELDS else field_messages(option, kind)
+        # --zero: the layout's default depends on the layout (derive.options.layout.DEFAULTS): a typed 0 stays
+        # in the link; the report's own default (0) is the fallback
+        fallback = str(DEFAULTS.get(option, "" if default is None else default))
+        if option in LAYOUT_DEFAULTS:
+            default = None
         specs.append({"option": option, "kind": kind, "group": group,
-                      "default": "" if default is None else str(default),
-                      "fallback": str(DEFAULTS.get(option, "" if default is None else default)),
-                      "choices": list(choices.get(option, ())),
+                      "default": "" if default is None else str(default), "fallback": fallback,
+                      "choices": list(FLAG_WORDS if kind == "flag" else choices.get(option, ())),
                       "bounds": BOUNDS.get(kind, {}), "messages": messages})
     return specs
 
@@ -274,7 +281,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     """(the generated script, everything else the calculator reads as JSON)."""
     code, formulas, moe = page_code()
     layout_script, layout = layout_code()
-    code += layout_script
+    step_script, step = step_code()
+    code += layout_script + step_script
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
@@ -330,8 +338,9 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "byte_unit_suffix": DECIMAL_STEPS[0],
         "binary_steps": list(BINARY_STEPS),
         "display": DISPLAY,
-        "legend": {**layout["legend"], **symbol_legend()},
+        "legend": {**step["legend"], **layout["legend"], **symbol_legend()},
         "layout": layout,
+        "step": {key: value for key, value in step.items() if key != "legend"},
         "zero_stages": list(ZERO_STAGES),
         "shown": SHOWN,
         "hardware": list(HARDWARE),
@@ -344,8 +353,9 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
     groups: dict[str, list[dict[str, object]]] = {}
     for field in fields:
         shown = {**field, "label": FIELD_LABELS[str(field["option"])], "inputmode": INPUTMODES.get(str(field["kind"]), "text"),
-                 "placeholder": field["fallback"] or ("from the model" if field["group"] == SHAPE_GROUP
-                                                     else "not set")}
+                 "choice_words": list(FLAG_WORDS.items()) if field["kind"] == "flag" else [],
+                 "placeholder": LAYOUT_DEFAULTS.get(str(field["option"])) or field["fallback"]
+                 or ("from the model" if field["group"] == SHAPE_GROUP else "not set")}
         groups.setdefault(str(field["group"]), []).append(shown)
     # the layout's fields in derive comm's order (derive.options.layout.LAYOUT_OPTIONS), the MoE report's own last
     order = [option[2:] for option in LAYOUT_OPTIONS.values()]
@@ -365,7 +375,8 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
     return [{"name": name, "formulas": [f for f in formulas if group(str(f["key"])) == name]}
             for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]},
                                           {"name": COMM_GROUP, "formulas": layout_code()[1]["comm"]["layout_figures"]
-                                           + layout_code()[1]["comm"]["formulas"]}]
+                                           + layout_code()[1]["comm"]["formulas"]},
+                                          {"name": STEP_GROUP, "formulas": step_code()[1]["figures"]}]
 
 
 def page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:

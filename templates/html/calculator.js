@@ -14,6 +14,7 @@
   const CONFIG = DeriveConfig(DATA, PARSE);
   const MOE_REPORT = DeriveMoE(DATA, PARSE);
   const LAYOUT = DeriveLayout(DATA, PARSE);
+  const STEP = DeriveStep(DATA);
   const LAYOUT_ONLY = new Set(DATA.layout.fields);
   const PASTE = FORM.elements.config;
   const parseField = PARSE.parseField;
@@ -23,7 +24,7 @@
     const texts = {};
     for (const field of DATA.fields) {
       const element = FORM.elements[field.option];
-      texts[field.option] = field.kind === "flag" ? (element.checked ? DATA.layout.rules.flag_on : "") : element.value;
+      texts[field.option] = element.value;
     }
     texts.config = PASTE.value;
     return texts;
@@ -115,7 +116,7 @@
     }
     const choices = { model: form };
     for (const option of Object.keys(DATA.choices)) {
-      choices[DATA.choices[option]] = parsed[option] !== null ? parsed[option] : FIELDS.get(option).default;
+      choices[DATA.choices[option]] = parsed[option] !== null ? parsed[option] : (FIELDS.get(option).default || FIELDS.get(option).fallback);
     }
     const refused = DATA.config.refused[form] || [];
     if (refused.includes(choices.profile)) {
@@ -155,7 +156,8 @@
       const option = flag.replace("_", "-");
       if (!FIELDS.has(option)) continue;
       const field = FIELDS.get(option);
-      flags[flag] = field.kind === "flag" ? parsed[option] === true : (parsed[option] !== null ? parsed[option] : field.default);
+      // unset: null, the layout's default (layout.js, derive.options.layout.DEFAULTS) once its sizes are known
+      flags[flag] = parsed[option] !== null ? parsed[option] : (flag in DATA.layout.defaults ? null : field.default);
     }
     return LAYOUT.configuration(texts, parsed, model, flags);
   }
@@ -285,9 +287,10 @@
     // the layout's figures stand apart: a bad report field greys the report's, a bad layout the layout's
     const layout = layoutConfiguration(texts);
     const comm = layout && !Object.keys(layout.errors).length ? LAYOUT.evaluate(layout) : [];
+    const step = layout && !Object.keys(layout.errors).length ? predicted(layout, texts) : { figures: [] };
     const errors = { ...(layout ? layout.errors : {}), ...config.errors };
     const report = shown;
-    shown = [...report, ...comm];
+    shown = [...report, ...comm, ...step.figures];
     for (const option of [...DATA.fields.map((field) => field.option), "config"]) {
       const error = errors[option];
       const box = document.getElementById("error-" + option);
@@ -319,6 +322,7 @@
     }
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
     showComm(comm);
+    showStep(step);
     shown = report;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
@@ -462,6 +466,45 @@
       figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", "));
   }
 
+  // derive predict's figures at the layout's configuration: --gpu (predict's default where not given), --precision.
+  function predicted(layout, texts) {
+    const { parsed } = parseAll(texts);
+    const name = parsed.model || DATA.page_model;
+    const precision = parsed.precision !== null && parsed.precision !== undefined ? parsed.precision : FIELDS.get("precision").fallback;
+    return STEP.evaluate(layout, name, parsed.gpu || DATA.step.gpu, precision);
+  }
+
+  // The predicted step as a bar by part (derive predict's breakdown), and its total.
+  function showStep(step) {
+    const figures = step.figures;
+    const refusal = document.getElementById("step-refusal");
+    refusal.textContent = step.refusal || "";
+    refusal.hidden = !step.refusal;
+    const box = document.getElementById("step");
+    const bar = document.getElementById("step-bar");
+    const legend = document.getElementById("step-legend");
+    bar.replaceChildren();
+    legend.replaceChildren();
+    const parts = figures.filter((figure) => figure.formula.part !== null && figure.value > 0);
+    box.hidden = !figures.length && !step.refusal;
+    const total = figures.find((figure) => figure.formula.key === DATA.step.total);
+    parts.forEach((figure, index) => {
+      const text = figure.formula.label + ": " + format(figure.value, figure.formula.unit);
+      const segment = document.createElement("span");
+      segment.className = "segment part-" + index;
+      segment.style.width = (total && total.value ? figure.value / total.value * DATA.python_format.percent : 0) + "%";
+      segment.title = text;
+      bar.append(segment);
+      const item = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch part-" + index;
+      item.append(swatch, document.createTextNode(text));
+      legend.append(item);
+    });
+    bar.setAttribute("aria-label", "Predicted step by part: " + parts.map((figure) =>
+      figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", "));
+  }
+
   function query(texts) {
     const params = new URLSearchParams();
     for (const field of DATA.fields) {
@@ -514,8 +557,18 @@
     if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
     for (const [option, text] of params) {
       if (!options.has(option)) continue;
-      words.push(quote("--" + option + (FIELDS.get(option).kind === "flag" ? "" : "=" + text)));
+      const flag = DATA.layout.rules.flag_options[text];
+      words.push(quote(FIELDS.get(option).kind === "flag" ? flag || "--" + option + "=" + text : "--" + option + "=" + text));
     }
+    return words.join(" ");
+  }
+
+  // derive predict's command of the step part: derive comm's, with --gpu (the form's or predict's default).
+  function stepCommand(texts) {
+    const words = commCommand(texts).split(" ");
+    words[0] = DATA.step.command;
+    const gpu = PARSE.parseField(FIELDS.get("gpu"), texts.gpu);
+    if (gpu.value) words.push(quote("--gpu=" + gpu.value));
     return words.join(" ");
   }
 
@@ -526,6 +579,7 @@
     performance.measure("derive-figures", { start });
     document.getElementById("command").textContent = command(texts);
     document.getElementById("comm-command").textContent = commCommand(texts);
+    document.getElementById("step-command").textContent = stepCommand(texts);
     const link = query(texts);
     SHARE.setAttribute("href", link);
     try {
@@ -541,8 +595,7 @@
     for (const field of DATA.fields) {
       let text = params.has(field.option) ? params.get(field.option) : field.default;
       if (field.option === "model" && !params.has("model") && !shapeInQuery && !params.has("config")) text = DATA.page_model;
-      if (field.kind === "flag") FORM.elements[field.option].checked = params.has(field.option);
-      else FORM.elements[field.option].value = text;
+      FORM.elements[field.option].value = text;
     }
     PASTE.value = params.has("config") ? params.get("config") : "";
     update();
@@ -553,7 +606,8 @@
     if (PASTE.value !== "") FORM.elements.model.value = "";
   });
   FORM.addEventListener("input", update);
-  for (const [button, id] of [["copy-command", "command"], ["copy-comm-command", "comm-command"]]) {
+  for (const [button, id] of [["copy-command", "command"], ["copy-comm-command", "comm-command"],
+                              ["copy-step-command", "step-command"]]) {
     document.getElementById(button).addEventListener("click", () => {
       const text = document.getElementById(id).textContent;
       const select = () => window.getSelection().selectAllChildren(document.getElementById(id));

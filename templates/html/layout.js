@@ -54,6 +54,10 @@ function DeriveLayout(DATA, PARSE) {
         derived = !given && values[SYMBOLS.gpus] !== undefined;
         if (!given) values[SYMBOLS.dp] = derived ? call(COMM.sizes.dp, values) : LAYOUT.one;
         if (values[SYMBOLS["global-batch"]] === undefined) values[SYMBOLS["global-batch"]] = call(COMM.sizes.global_batch, values);
+        // unset --zero and --sequence-parallel: derive.options.layout.DEFAULTS at this layout
+        for (const [flag, printed] of Object.entries(LAYOUT.defaults)) {
+          if (flags[flag] === null) flags[flag] = COMM.boolean_flags.includes(flag) ? Boolean(call(printed, values)) : call(printed, values);
+        }
       }
       if (rule.when !== null && !(values[rule.when] > LAYOUT.one)) continue;
       const [x, y] = rule.operands;

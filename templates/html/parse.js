@@ -129,7 +129,7 @@ function DeriveParse(DATA) {
       case "choice":
         return field.choices.includes(text) ? { value: text } : fail("unknown");
       case "flag":
-        return { value: true };  // a store_true option: set by any text, as the checkbox sets it
+        return field.choices.includes(text) ? { value: text === field.choices[0] } : fail("unknown");  // on, off
       case "gpu":
         return field.choices.includes(name) ? { value: name } : fail("unknown");
       case "count": {

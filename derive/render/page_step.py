@@ -1,0 +1,318 @@
+"""The predicted step on the page: ``derive predict --json``'s step_time_s, tokens_per_s_per_gpu, mfu and breakdown.
+
+The step model (derive.accounts.step.step_time over compute_time, comm_time and schedule) is run once
+on SymPy expressions (derive.render.page_step_trace.traced) in three layers, each expression printed
+once as a page function and keyed, as the communication card's, only by the flags that change it:
+
+- a micro-batch's compute by kind (``C_linear`` ... ``C_backward``: compute_time.compute_per_micro_batch)
+  per model, recompute policy and sequence parallelism; s stays a symbol (the page's --seq);
+- each ledger row's seconds and count (``R_j``, ``n_j``: comm_time.collective_seconds of the
+  communication card's rows, derive.render.page_comm.ledger_rows) and each group's exposed seconds
+  (``X_tp`` ... ``X_pp``: comm_time.communication over those) per architecture and flags;
+- the step itself (step.step_time with the two layers above as its compute and communication): the
+  figures, in C, X, the rank's parameters ``N_rank`` and its state bytes per parameter ``q_state``.
+
+The GPU's figures, the fitted constants and the linear dtype's peak and operand size are data
+(derive.systems, derive/calibration.json, roofline.OPERAND_BYTES, roofline.cast_bytes_per_element); a
+GPU without tensor cores for a precision gets predict's line (prediction.tensor_cores).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from functools import lru_cache
+from typing import Callable
+
+import sympy as sp
+
+from derive.accounts import comm_time, compute_time
+from derive.accounts import workload as workload_module
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.comm import GROUPS
+from derive.accounts.efficiency import calibrated
+from derive.accounts.prediction import Row, _state_bytes_per_parameter, tensor_cores
+from derive.accounts.roofline import OPERAND_BYTES, cast_bytes_per_element
+from derive.accounts.schedule import overlap_rules
+from derive.accounts.step import step_time
+from derive.accounts.step_layout import LINEAR_DTYPE, Layout, local_parameters
+from derive.evaluation import substitute, symbol_values
+from derive.model import Model
+from derive.options.layout import DEFAULT_GPU, option_error
+from derive.recipes import RECIPES
+from derive.printing.javascript import javascript
+from derive.printing.latex import tex
+from derive.render.page_comm import FLAGS, _uses, comm_forms, comm_models, flag_text, ledger_rows
+from derive.render.page_functions import PageFunctions
+from derive.render.page_step_trace import (CAST, CAST_FUSED, GPU_SYMBOLS, LINEAR_OPERAND, LINEAR_PEAK, TRACE_DTYPE,
+                                           TRACED_ETA, traced, traced_system)
+from derive.symbols import BY_NAME, b, c, d, e, m, meaning, p, s, t, t_E, v
+from derive.systems import SYSTEMS
+
+#: A micro-batch's compute seconds by kind (compute_time.compute_per_micro_batch's keys).
+COMPUTE_KINDS = ("linear", "attention", "expert", "head", "recompute", "memory_bound", "backward")
+COMPUTE = {kind: sp.Symbol(f"C_{kind}", nonnegative=True) for kind in COMPUTE_KINDS}
+#: Exposed communication seconds by group (comm_time.communication's keys).
+EXPOSED = {group: sp.Symbol(f"X_{group}", nonnegative=True) for group in GROUPS}
+#: Parameters one rank holds (step_layout.local_parameters) and its resident state bytes per parameter.
+RANK_PARAMETERS, STATE = sp.Symbol("N_rank", positive=True), sp.Symbol("q_state", positive=True)
+#: The precision the compute is traced in: a recipe of TRACE_DTYPE (its peak and operand are symbols).
+TRACE_PRECISION = next(name for name, dtype in LINEAR_DTYPE.items() if dtype == TRACE_DTYPE)
+#: The communication card's flags with predict's precisions (derive.accounts.step_layout.LINEAR_DTYPE).
+STEP_FLAGS: dict[str, tuple[object, ...]] = {**FLAGS, "precision": tuple(LINEAR_DTYPE)}
+#: The command the step card's "copy as command" writes (derive.predict's parser's prog).
+PREDICT_COMMAND = "python -m derive.predict"
+#: The figures shown (derive predict --json's keys, breakdown dotted), with labels and units.
+FIGURES: dict[str, tuple[str, str]] = {"step_time_s": ("Predicted step time", "s"),
+                                       "tokens_per_s_per_gpu": ("Tokens per second per GPU", "tokens/s"),
+                                       "mfu": ("Model FLOPs utilisation (MFU)", "")}
+BREAKDOWN_LABELS: dict[str, str] = {
+    "compute": "GEMMs", "recompute": "Recomputed forwards", "memory_bound": "Element-wise (HBM)",
+    "tp": "Exposed TP communication", "cp": "Exposed CP communication", "ep": "Exposed EP communication",
+    "bubble": "Pipeline bubble", "dp": "Exposed DP communication", "pp": "Exposed pipeline sends",
+    "optimizer": "Optimizer step"}
+#: What the 'where' list says of the step's own symbols.
+MEANINGS: dict[str, str] = {
+    **{symbol.name: f"seconds of one micro-batch's {kind.replace('_', '-')} work on the slowest stage "
+                    "(derive.accounts.compute_time.compute_per_micro_batch)" for kind, symbol in COMPUTE.items()},
+    **{symbol.name: f"exposed {group.upper()} communication seconds (derive.accounts.comm_time.communication)"
+       for group, symbol in EXPOSED.items()},
+    RANK_PARAMETERS.name: "parameters one rank holds (derive.accounts.step_layout.local_parameters)",
+    STATE.name: "resident state bytes per parameter the optimizer step moves (derive.accounts.state)",
+    **{symbol.name: f"the GPU's {field.replace('_', ' ')} (derive.systems, derive/calibration.json)"
+       for field, symbol in GPU_SYMBOLS.items()},
+}
+
+
+def _keep_seq(entry: Model, expr: sp.Expr, **extra: int) -> sp.Expr:
+    """workload._number with s left a symbol (the page's --seq)."""
+    values = {symbol: value for symbol, value in entry.values.items() if symbol != s}
+    return substitute(sp.sympify(expr), symbol_values(values, **extra))
+
+
+def symbolic_workload(model: Model) -> workload_module.Workload:
+    """derive.accounts.workload.workload of ``model`` with s a symbol."""
+    with traced(**{"workload._number": _keep_seq}):
+        work = workload_module.workload.__wrapped__(model)
+    return replace(work, seq=s)
+
+
+def _layout(recompute: str = "none", sequence_parallel: bool = False, single: bool = False) -> Layout:
+    one = sp.Integer(1)
+    return Layout(t, one if single else p, one if single else v, c, e, d, t_E, b, m, sequence_parallel, 0,
+                  recompute, TRACE_PRECISION)
+
+
+def compute_table(work: workload_module.Workload, define: Callable[[sp.Symbol, sp.Expr], None],
+                  prefix: str) -> dict[tuple[object, ...], dict[str, sp.Expr]]:
+    """(recompute, sequence parallel) -> a micro-batch's seconds by kind, traced; each GEMM row's forward and
+    backward seconds (compute_time.timed_rows) are symbols ``{prefix}{i}_f``, ``{prefix}{i}_b``, defined once."""
+    gpu, table, named = traced_system("hopper"), {}, []
+    real = compute_time.timed_rows
+
+    def timed(*args: object) -> tuple[tuple[object, sp.Symbol, sp.Symbol], ...]:
+        if not named:  # the rows depend on t, t_E, e and the tokens only: the same symbols at every flag
+            for i, (row, forward, backward) in enumerate(real(*args)):
+                symbols = tuple(sp.Symbol(f"{prefix}{i}_{pass_}", positive=True) for pass_ in "fb")
+                for symbol, expr in zip(symbols, (forward, backward)):
+                    define(symbol, expr)
+                named.append((row, *symbols))
+        return tuple(named)
+    with traced(**{"compute_time.timed_rows": timed}):
+        for recompute, parallel in itertools.product(RECOMPUTE_POLICIES, (False, True)):
+            table[(recompute, parallel)] = compute_time.compute_per_micro_batch(work, _layout(recompute, parallel),
+                                                                                gpu, TRACED_ETA)
+    return table
+
+
+class Ledger:
+    """Each ledger row's seconds and count, and each group's exposed seconds, traced once per distinct row set."""
+
+    def __init__(self, define: Callable[[sp.Symbol, sp.Expr], None]) -> None:
+        self.define, self.rows, self.aggregates, self.seconds = define, {}, {}, set()
+        self.rows_by_name: dict[str, Row] = {}
+        self.by_id: dict[tuple[int, bool], tuple[object, Row]] = {}
+        self.gpu = traced_system("hopper")
+
+    def _row(self, found, single: bool) -> Row:
+        known = self.by_id.get((id(found), single))  # comm_rows' seen parts hand back the same rows
+        if known is not None and known[0] is found:
+            return known[1]
+        key = (found, single)
+        if key not in self.rows:
+            j = len(self.rows)
+            moves = sp.Ne(found.ranks, 1) & sp.Ne(found.count, 0) & sp.Ne(found.sent, 0)
+            count = sp.Piecewise((found.count, moves), (0, True))
+            self.rows[key] = Row(str(j), found.group, found.collective, found.overlap, found.pass_, found.ranks,
+                                 found.sent, count)
+            self.rows_by_name[str(j)] = self.rows[key]
+            self.define(sp.Symbol(f"n_{j}", nonnegative=True), count)
+        self.by_id[(id(found), single)] = (found, self.rows[key])
+        return self.rows[key]
+
+    def exposed(self, found: list, recompute: str, single: bool) -> dict[str, sp.Expr]:
+        """comm_time.communication of ``found`` (their seconds and counts as symbols)."""
+        rows = [self._row(row, single) for row in found]
+        key = (tuple(row.name for row in rows), recompute, single)
+        if key not in self.aggregates:
+            real = comm_time.collective_seconds
+
+            def seconds(row: Row, sizes, gpu, eta) -> sp.Symbol:
+                symbol = sp.Symbol(f"R_{row.name}", nonnegative=True)
+                if symbol not in self.seconds:
+                    self.seconds.add(symbol)
+                    self.define(symbol, real(self.rows_by_name[row.name], sizes, gpu, eta))
+                return symbol
+            named = [replace(row, count=sp.Symbol(f"n_{row.name}", nonnegative=True)) for row in rows]
+            with traced(**{"comm_time.collective_seconds": seconds,
+                           "comm_time.local_parameters": lambda work, lay: RANK_PARAMETERS}):
+                self.aggregates[key] = comm_time.communication(named, None, _layout(recompute, single=single),
+                                                               self.gpu, TRACED_ETA, dict(COMPUTE),
+                                                               overlap_rules(None))
+        return self.aggregates[key]
+
+
+def step_figures(work: workload_module.Workload) -> dict[str, sp.Expr]:
+    """step.step_time's figures (derive predict --json's keys, breakdown dotted) in C, X, N_rank and q_state."""
+    with traced(**{"step.compute_per_micro_batch": lambda *args: dict(COMPUTE),
+                   "step.communication": lambda *args: dict(EXPOSED),
+                   "step.local_parameters": lambda *args: RANK_PARAMETERS}):
+        result = step_time(work, _layout(), traced_system("hopper"), (), TRACED_ETA, None, STATE)
+    figures = {key: getattr(result, key) for key in FIGURES}
+    return {**figures, **{f"breakdown.{part}": value for part, value in result.breakdown.items()}}
+
+
+def step_models() -> dict[str, str]:
+    """Page name -> the name of its model (the first name with an equal Model)."""
+    first: dict[Model, str] = {}
+    return {name: first.setdefault(entry, name) for name, entry in comm_models().items()}
+
+
+def gpu_values() -> dict[str, object]:
+    """Per GPU its figures by symbol name, and per precision the linear dtype's (or predict's refusal line)."""
+    eta = calibrated()
+    out = {}
+    for name, gpu in SYSTEMS.items():
+        g = GPU_SYMBOLS
+        values = {g["peak_bf16"].name: gpu.peak("bf16"), g["hbm_bandwidth"].name: gpu.hbm_bandwidth,
+                  g["nvlink_bandwidth"].name: gpu.nvlink_bandwidth, g["nvlink_domain"].name: gpu.nvlink_domain,
+                  g["nic_bandwidth"].name: gpu.nic_bandwidth, g["nvlink_latency"].name: gpu.nvlink_latency,
+                  g["nic_latency"].name: gpu.nic_latency, g["sms"].name: gpu.sms,
+                  g["eta_gemm"].name: eta.gemm_for(gpu), g["eta_memory"].name: eta.memory,
+                  g["eta_network"].name: eta.network}
+        precisions, refused = {}, {}
+        for precision, dtype in LINEAR_DTYPE.items():
+            try:
+                tensor_cores(precision, gpu)
+            except ValueError as error:
+                refused[precision] = str(option_error(error, {"gpu": "--gpu"}))
+                continue
+            cast = dtype != "bf16"
+            recipe = RECIPES.get(precision)
+            precisions[precision] = {
+                LINEAR_PEAK.name: gpu.peak(dtype), LINEAR_OPERAND.name: OPERAND_BYTES[dtype],
+                CAST.name: cast_bytes_per_element(recipe, gpu.generation) if cast else 0,
+                CAST_FUSED.name: cast_bytes_per_element(recipe, gpu.generation, norm_fused=True) if cast else 0}
+        out[name] = {"values": values, "precisions": precisions, "refused": refused}
+    return out
+
+
+class StepFunctions(PageFunctions):
+    """The page's print-once registry, with each function's argument names, and functions printed without LaTeX."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arguments: list[list[str]] = []
+
+    def _argued(self, code: str, expr: sp.Expr) -> int:
+        index = self.functions.setdefault(code, len(self.functions))
+        if index == len(self.arguments):
+            self.arguments.append(sorted(symbol.name for symbol in expr.free_symbols))
+        return index
+
+    def __call__(self, expr: sp.Expr) -> dict[str, object]:
+        entry = super().__call__(expr)
+        self._argued(javascript(sp.sympify(expr)), sp.sympify(expr))
+        return entry
+
+    def index(self, expr: sp.Expr) -> int:
+        """The function of ``expr`` (printed once, no LaTeX: an intermediate quantity)."""
+        expr = sp.sympify(expr)
+        return self._argued(javascript(expr), expr)
+
+
+def _keyed(tables: dict[str, dict[tuple[object, ...], sp.Expr]], names: list[str],
+           functions: StepFunctions) -> dict[str, object]:
+    """A quantity's variants: per head (a model or an architecture) its table by ``names``' values, keyed by the
+    head and only the flags that change some table (derive.render.page_comm's keying)."""
+    positions = sorted(set().union(*(_uses(table) for table in tables.values() if len(table) > 1)))
+    variants = {}
+    for head, table in tables.items():
+        for values, expr in table.items():
+            variants["|".join([head, *(flag_text(values[index]) for index in positions)])] = functions.index(expr)
+    return {"uses": [names[index] for index in positions], "variants": variants}
+
+
+@lru_cache(maxsize=1)
+def step_code() -> tuple[str, dict[str, object]]:
+    """(the step's generated script, what step.js needs: each symbol's variants, the figures', the GPUs' values)."""
+    functions = StepFunctions()
+    models, forms, ids = comm_models(), comm_forms(), step_models()
+    definitions: dict[str, dict[str, object]] = {}
+
+    def define(symbol: sp.Symbol, expr: sp.Expr) -> None:
+        if symbol.name not in definitions:
+            definitions[symbol.name] = {"uses": [], "head": None, "variants": {"": functions.index(expr)}}
+
+    # symbol -> (its flags, "model" or "form": what its key's head names, head -> its table)
+    pending: dict[str, tuple[list[str], str, dict[str, dict[tuple[object, ...], sp.Expr]]]] = {}
+
+    def merge(name: str, head: str, table: dict[tuple[object, ...], sp.Expr], names: list[str]) -> None:
+        pending.setdefault(name, (names, "model", {}))[2][head] = table
+
+    figures: dict[str, dict[str, sp.Expr]] = {}
+    for number, model_name in enumerate(dict.fromkeys(ids.values())):
+        model = models[model_name]
+        work = symbolic_workload(model)
+        table = compute_table(work, define, f"g{number}_")
+        for kind, symbol in COMPUTE.items():
+            merge(symbol.name, model_name, {key: found[kind] for key, found in table.items()},
+                  ["recompute", "sequence_parallel"])
+        with traced():
+            merge(RANK_PARAMETERS.name, model_name, {(): local_parameters(work, _layout())}, [])
+        states = {(precision, zero): model.at(_state_bytes_per_parameter(precision, zero)).subs(d, d * c if zero else 1)
+                  for precision in LINEAR_DTYPE for zero in FLAGS["zero"]}
+        merge(STATE.name, model_name, states, ["precision", "zero"])
+        for key, expr in step_figures(work).items():
+            figures.setdefault(key, {})[model_name] = expr
+    ledger = Ledger(define)
+    for form in dict.fromkeys(forms.values()):
+        model, seen = models[form], {}
+        for values in itertools.product(*STEP_FLAGS.values()):
+            flags = dict(zip(STEP_FLAGS, values))
+            exposed = ledger.exposed(ledger_rows(model, flags, seen), flags["recompute"], bool(flags["single"]))
+            for group, symbol in EXPOSED.items():
+                pending.setdefault(symbol.name, (list(STEP_FLAGS), "form", {}))[2].setdefault(form, {})[values] = \
+                    exposed[group]
+    for name, (names, head, tables) in pending.items():
+        definitions[name] = {**_keyed(tables, names, functions), "head": head}
+    shown = []
+    for key, by_model in figures.items():
+        distinct = set(by_model.values())
+        variants = ({"": functions(next(iter(distinct)))} if len(distinct) == 1
+                    else {name: functions(expr) for name, expr in by_model.items()})
+        part = key.partition(".")[2]
+        label, unit = FIGURES.get(key, (BREAKDOWN_LABELS.get(part, part), "s"))
+        shown.append({"key": key, "row": f"step:{key}", "label": label, "unit": unit, "symbol": None,
+                      "part": part or None, "by_model": len(distinct) > 1, "variants": variants})
+    legend = {}
+    for entry in functions.printed.values():
+        for name in entry["args"]:
+            legend[name] = ({"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])} if name in BY_NAME
+                            else {"tex": tex(sp.Symbol(name)), "meaning": MEANINGS.get(name, name)})
+    data = {"definitions": definitions, "figures": shown, "models": ids, "forms": forms, "gpu": DEFAULT_GPU,
+            "command": PREDICT_COMMAND, "total": next(iter(FIGURES)),
+            "arguments": functions.arguments, "gpus": gpu_values(), "dtype": dict(LINEAR_DTYPE),
+            "legend": legend}
+    script = functions.script("Generated by derive.render.page_step from derive.accounts.step's model run on SymPy.",
+                              "DERIVE_STEP_FUNCTIONS")
+    return script, data
