@@ -19,6 +19,7 @@ GPU without tensor cores for a precision gets predict's line (prediction.tensor_
 from __future__ import annotations
 
 import itertools
+import types
 from dataclasses import replace
 from functools import lru_cache
 from typing import Callable
@@ -34,7 +35,8 @@ from derive.accounts.prediction import Row, _state_bytes_per_parameter, tensor_c
 from derive.accounts.roofline import OPERAND_BYTES, cast_bytes_per_element
 from derive.accounts.schedule import overlap_rules
 from derive.accounts.step import step_time
-from derive.accounts.step_layout import LINEAR_DTYPE, Layout, local_parameters
+from derive.accounts.step_layout import (LINEAR_DTYPE, Layout, local_dense_parameters, local_expert_parameters,
+                                         local_parameters)
 from derive.evaluation import substitute, symbol_values
 from derive.model import Model
 from derive.options.layout import DEFAULT_GPU, option_error
@@ -45,16 +47,27 @@ from derive.render.page_comm import FLAGS, _uses, comm_forms, comm_models, flag_
 from derive.render.page_functions import PageFunctions
 from derive.render.page_step_trace import (CAST, CAST_FUSED, GPU_SYMBOLS, LINEAR_OPERAND, LINEAR_PEAK, TRACE_DTYPE,
                                            TRACED_ETA, traced, traced_system)
-from derive.symbols import BY_NAME, b, c, d, e, m, meaning, p, s, t, t_E, v
+from derive.symbols import BY_NAME, L, L_E, b, c, d, e, m, meaning, p, s, t, t_E, v
 from derive.systems import SYSTEMS
 
-#: A micro-batch's compute seconds by kind (compute_time.compute_per_micro_batch's keys).
-COMPUTE_KINDS = ("linear", "attention", "expert", "head", "recompute", "memory_bound", "backward")
-COMPUTE = {kind: sp.Symbol(f"C_{kind}", nonnegative=True) for kind in COMPUTE_KINDS}
+#: A micro-batch's compute seconds by kind (compute_time.compute_per_micro_batch's keys; ``layers`` its stage's
+#: transformer layers, the parts of ``backward`` the EP overlap and the context ring read).
+COMPUTE_KINDS = ("linear", "attention", "expert", "head", "recompute", "memory_bound", "backward",
+                 "attention_backward", "backward expert", "backward head", "wgrad expert", "layers")
+COMPUTE = {kind: sp.Symbol(f"C_{kind.replace(' ', '_')}", nonnegative=True) for kind in COMPUTE_KINDS}
 #: Exposed communication seconds by group (comm_time.communication's keys).
 EXPOSED = {group: sp.Symbol(f"X_{group}", nonnegative=True) for group in GROUPS}
 #: Parameters one rank holds (step_layout.local_parameters) and its resident state bytes per parameter.
 RANK_PARAMETERS, STATE = sp.Symbol("N_rank", positive=True), sp.Symbol("q_state", positive=True)
+#: Its parameters outside and inside the routed experts (step_layout.local_dense_parameters /
+#: local_expert_parameters: the DP rows' bucket counts) and its transformer layers (comm_time.held_layers: the
+#: FSDP units a ZeRO-2/3 row is issued in).
+DENSE_PARAMETERS = sp.Symbol("N_dense_rank", nonnegative=True)
+EXPERT_PARAMETERS = sp.Symbol("N_expert_rank", nonnegative=True)
+RANK_LAYERS = sp.Symbol("L_rank", positive=True)
+#: What the model's own figures stand in for, per model (each traced once from its workload).
+PER_MODEL = {RANK_PARAMETERS: local_parameters, DENSE_PARAMETERS: local_dense_parameters,
+             EXPERT_PARAMETERS: local_expert_parameters, RANK_LAYERS: comm_time.held_layers}
 #: The precision the compute is traced in: a recipe of TRACE_DTYPE (its peak and operand are symbols).
 TRACE_PRECISION = next(name for name, dtype in LINEAR_DTYPE.items() if dtype == TRACE_DTYPE)
 #: The communication card's flags with predict's precisions (derive.accounts.step_layout.LINEAR_DTYPE).
@@ -77,6 +90,10 @@ MEANINGS: dict[str, str] = {
     **{symbol.name: f"exposed {group.upper()} communication seconds (derive.accounts.comm_time.communication)"
        for group, symbol in EXPOSED.items()},
     RANK_PARAMETERS.name: "parameters one rank holds (derive.accounts.step_layout.local_parameters)",
+    DENSE_PARAMETERS.name: "parameters one rank holds outside the routed experts "
+                           "(derive.accounts.step_layout.local_dense_parameters)",
+    EXPERT_PARAMETERS.name: "routed-expert parameters one rank holds (derive.accounts.step_layout.local_expert_parameters)",
+    RANK_LAYERS.name: "transformer layers on the most loaded pipeline rank (derive.accounts.comm_time.held_layers)",
     STATE.name: "resident state bytes per parameter the optimizer step moves (derive.accounts.state)",
     **{symbol.name: f"the GPU's {field.replace('_', ' ')} (derive.systems, derive/calibration.json)"
        for field, symbol in GPU_SYMBOLS.items()},
@@ -96,31 +113,35 @@ def symbolic_workload(model: Model) -> workload_module.Workload:
     return replace(work, seq=s)
 
 
-def _layout(recompute: str = "none", sequence_parallel: bool = False, single: bool = False) -> Layout:
+def _layout(recompute: str = "none", sequence_parallel: bool = False, single: bool = False, zero: int = 0) -> Layout:
     one = sp.Integer(1)
-    return Layout(t, one if single else p, one if single else v, c, e, d, t_E, b, m, sequence_parallel, 0,
+    return Layout(t, one if single else p, one if single else v, c, e, d, t_E, b, m, sequence_parallel, zero,
                   recompute, TRACE_PRECISION)
 
 
 def compute_table(work: workload_module.Workload, define: Callable[[sp.Symbol, sp.Expr], None],
                   prefix: str) -> dict[tuple[object, ...], dict[str, sp.Expr]]:
-    """(recompute, sequence parallel) -> a micro-batch's seconds by kind, traced; each GEMM row's forward and
-    backward seconds (compute_time.timed_rows) are symbols ``{prefix}{i}_f``, ``{prefix}{i}_b``, defined once."""
+    """(recompute, sequence parallel) -> a micro-batch's seconds by kind, traced; each GEMM row's seconds per pass
+    (compute_time.timed_rows: forward, backward, its weight-gradient part) are symbols ``{prefix}{i}_f``,
+    ``{prefix}{i}_b``, ``{prefix}{i}_w``, defined once."""
     gpu, table, named = traced_system("hopper"), {}, []
     real = compute_time.timed_rows
 
-    def timed(*args: object) -> tuple[tuple[object, sp.Symbol, sp.Symbol], ...]:
+    def timed(*args: object) -> tuple[tuple[object, ...], ...]:
         if not named:  # the rows depend on t, t_E, e and the tokens only: the same symbols at every flag
-            for i, (row, forward, backward) in enumerate(real(*args)):
-                symbols = tuple(sp.Symbol(f"{prefix}{i}_{pass_}", positive=True) for pass_ in "fb")
-                for symbol, expr in zip(symbols, (forward, backward)):
+            for i, (row, *passes) in enumerate(real(*args)):
+                symbols = tuple(sp.Symbol(f"{prefix}{i}_{pass_}", nonnegative=True) for pass_ in "fbw"[:len(passes)])
+                for symbol, expr in zip(symbols, passes):
                     define(symbol, expr)
                 named.append((row, *symbols))
         return tuple(named)
     with traced(**{"compute_time.timed_rows": timed}):
         for recompute, parallel in itertools.product(RECOMPUTE_POLICIES, (False, True)):
-            table[(recompute, parallel)] = compute_time.compute_per_micro_batch(work, _layout(recompute, parallel),
-                                                                                gpu, TRACED_ETA)
+            found = compute_time.compute_per_micro_batch(work, _layout(recompute, parallel), gpu, TRACED_ETA)
+            if set(found) != set(COMPUTE_KINDS):
+                raise ValueError(f"page_step.COMPUTE_KINDS {sorted(COMPUTE_KINDS)} differ from "
+                                 f"compute_time.compute_per_micro_batch's kinds {sorted(found)}")
+            table[(recompute, parallel)] = found
     return table
 
 
@@ -128,7 +149,9 @@ class Ledger:
     """Each ledger row's seconds and count, and each group's exposed seconds, traced once per distinct row set."""
 
     def __init__(self, define: Callable[[sp.Symbol, sp.Expr], None]) -> None:
-        self.define, self.rows, self.aggregates, self.seconds = define, {}, {}, set()
+        self.define, self.rows, self.aggregates = define, {}, {}
+        self.seconds: dict[tuple[str, sp.Expr], sp.Symbol] = {}
+        self.defined: set[sp.Symbol] = set()
         self.rows_by_name: dict[str, Row] = {}
         self.by_id: dict[tuple[int, bool], tuple[object, Row]] = {}
         self.gpu = traced_system("hopper")
@@ -149,25 +172,30 @@ class Ledger:
         self.by_id[(id(found), single)] = (found, self.rows[key])
         return self.rows[key]
 
-    def exposed(self, found: list, recompute: str, single: bool) -> dict[str, sp.Expr]:
-        """comm_time.communication of ``found`` (their seconds and counts as symbols)."""
+    def exposed(self, found: list, recompute: str, single: bool, zero: int, moe: bool) -> dict[str, sp.Expr]:
+        """comm_time.communication of ``found`` (their seconds and counts as symbols; the rank's parameters and
+        layers the per-model symbols of PER_MODEL; the model's layers L and MoE layers L_E)."""
         rows = [self._row(row, single) for row in found]
-        key = (tuple(row.name for row in rows), recompute, single)
+        key = (tuple(row.name for row in rows), recompute, single, zero, moe)
         if key not in self.aggregates:
             real = comm_time.collective_seconds
 
-            def seconds(row: Row, sizes, gpu, eta) -> sp.Symbol:
-                symbol = sp.Symbol(f"R_{row.name}", nonnegative=True)
-                if symbol not in self.seconds:
-                    self.seconds.add(symbol)
-                    self.define(symbol, real(self.rows_by_name[row.name], sizes, gpu, eta))
-                return symbol
+            def seconds(row: Row, sizes, gpu, eta, calls=1) -> sp.Symbol:
+                # one symbol per row and number of calls (a DP row's calls follow ZeRO: buckets or FSDP units)
+                named = self.seconds.setdefault((row.name, sp.sympify(calls)),
+                                                sp.Symbol(f"R_{row.name}_{len(self.seconds)}", nonnegative=True))
+                if named not in self.defined:
+                    self.defined.add(named)
+                    self.define(named, real(self.rows_by_name[row.name], sizes, gpu, eta, calls))
+                return named
             named = [replace(row, count=sp.Symbol(f"n_{row.name}", nonnegative=True)) for row in rows]
+            work = types.SimpleNamespace(moe=moe, layers=L, moe_layers=L_E if moe else 0)
             with traced(**{"comm_time.collective_seconds": seconds,
-                           "comm_time.local_parameters": lambda work, lay: RANK_PARAMETERS}):
-                self.aggregates[key] = comm_time.communication(named, None, _layout(recompute, single=single),
-                                                               self.gpu, TRACED_ETA, dict(COMPUTE),
-                                                               overlap_rules(None))
+                           **{f"comm_time.{function.__name__}": (lambda symbol: lambda work, lay: symbol)(symbol)
+                              for symbol, function in PER_MODEL.items()}}):
+                self.aggregates[key] = comm_time.communication(
+                    named, work, _layout(recompute, single=single, zero=zero), self.gpu, TRACED_ETA, dict(COMPUTE),
+                    overlap_rules(None))
         return self.aggregates[key]
 
 
@@ -278,7 +306,8 @@ def step_code() -> tuple[str, dict[str, object]]:
             merge(symbol.name, model_name, {key: found[kind] for key, found in table.items()},
                   ["recompute", "sequence_parallel"])
         with traced():
-            merge(RANK_PARAMETERS.name, model_name, {(): local_parameters(work, _layout())}, [])
+            for symbol, function in PER_MODEL.items():
+                merge(symbol.name, model_name, {(): function(work, _layout())}, [])
         states = {(precision, zero): model.at(_state_bytes_per_parameter(precision, zero)).subs(d, d * c if zero else 1)
                   for precision in LINEAR_DTYPE for zero in FLAGS["zero"]}
         merge(STATE.name, model_name, states, ["precision", "zero"])
@@ -289,7 +318,8 @@ def step_code() -> tuple[str, dict[str, object]]:
         model, seen = models[form], {}
         for values in itertools.product(*STEP_FLAGS.values()):
             flags = dict(zip(STEP_FLAGS, values))
-            exposed = ledger.exposed(ledger_rows(model, flags, seen), flags["recompute"], bool(flags["single"]))
+            exposed = ledger.exposed(ledger_rows(model, flags, seen), flags["recompute"], bool(flags["single"]),
+                                     int(flags["zero"]), not model.dense)
             for group, symbol in EXPOSED.items():
                 pending.setdefault(symbol.name, (list(STEP_FLAGS), "form", {}))[2].setdefault(form, {})[values] = \
                     exposed[group]

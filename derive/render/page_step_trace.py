@@ -47,7 +47,7 @@ def _extreme(kind: type[sp.Max] | type[sp.Min]) -> Callable[[Any, Any], sp.Expr]
 #: The numpy functions the step model calls, on SymPy expressions (one layout: no shapes, no broadcasting).
 SYMBOLIC = types.SimpleNamespace(
     where=_where, maximum=_extreme(sp.Max), minimum=_extreme(sp.Min),
-    trunc=sp.floor, asarray=lambda x, dtype=None: sp.sympify(x), less_equal=lambda x, y: sp.sympify(x) <= y,
+    trunc=sp.floor, ceil=sp.ceiling, asarray=lambda x, dtype=None: sp.sympify(x), less_equal=lambda x, y: sp.sympify(x) <= y,
     ndim=lambda x: 0, shape=lambda x: (), broadcast_to=lambda x, shape: x, broadcast_shapes=lambda *shapes: (),
     ones_like=lambda x: sp.Integer(1))
 
