@@ -439,17 +439,11 @@
     bar.setAttribute("aria-label", "Memory per GPU: " + parts.map((figure) => figure.formula.label + " " + format(figure.value, "B")).join(", ") + ". " + verdict);
   }
 
-  // The bytes each rank sends per step as a bar by group (derive comm's per_rank_bytes_per_step).
-  function showComm(comm) {
-    const box = document.getElementById("comm");
-    const bar = document.getElementById("comm-bar");
-    const legend = document.getElementById("comm-legend");
+  // A bar of ``parts`` (figures: each a segment and a legend line, as a share of ``total``), labelled for screen readers.
+  function partsBar(bar, legend, parts, total, label) {
     bar.replaceChildren();
     legend.replaceChildren();
-    const groups = comm.filter((figure) => figure.formula.group !== undefined);
-    box.hidden = !groups.length;
-    const total = groups.reduce((sum, figure) => sum + figure.value, 0);
-    groups.forEach((figure, index) => {
+    parts.forEach((figure, index) => {
       const text = figure.formula.label + ": " + format(figure.value, figure.formula.unit);
       const segment = document.createElement("span");
       segment.className = "segment part-" + index;
@@ -462,8 +456,16 @@
       item.append(swatch, document.createTextNode(text));
       legend.append(item);
     });
-    bar.setAttribute("aria-label", "Bytes each rank sends per step: " + groups.map((figure) =>
+    bar.setAttribute("aria-label", label + ": " + parts.map((figure) =>
       figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", "));
+  }
+
+  // The bytes each rank sends per step as a bar by group (derive comm's per_rank_bytes_per_step).
+  function showComm(comm) {
+    const groups = comm.filter((figure) => figure.formula.group !== undefined);
+    document.getElementById("comm").hidden = !groups.length;
+    partsBar(document.getElementById("comm-bar"), document.getElementById("comm-legend"), groups,
+             groups.reduce((sum, figure) => sum + figure.value, 0), "Bytes each rank sends per step");
   }
 
   // derive predict's figures at the layout's configuration: --gpu (predict's default where not given), --precision.
@@ -480,29 +482,11 @@
     const refusal = document.getElementById("step-refusal");
     refusal.textContent = step.refusal || "";
     refusal.hidden = !step.refusal;
-    const box = document.getElementById("step");
-    const bar = document.getElementById("step-bar");
-    const legend = document.getElementById("step-legend");
-    bar.replaceChildren();
-    legend.replaceChildren();
-    const parts = figures.filter((figure) => figure.formula.part !== null && figure.value > 0);
-    box.hidden = !figures.length && !step.refusal;
+    document.getElementById("step").hidden = !figures.length && !step.refusal;
     const total = figures.find((figure) => figure.formula.key === DATA.step.total);
-    parts.forEach((figure, index) => {
-      const text = figure.formula.label + ": " + format(figure.value, figure.formula.unit);
-      const segment = document.createElement("span");
-      segment.className = "segment part-" + index;
-      segment.style.width = (total && total.value ? figure.value / total.value * DATA.python_format.percent : 0) + "%";
-      segment.title = text;
-      bar.append(segment);
-      const item = document.createElement("li");
-      const swatch = document.createElement("span");
-      swatch.className = "swatch part-" + index;
-      item.append(swatch, document.createTextNode(text));
-      legend.append(item);
-    });
-    bar.setAttribute("aria-label", "Predicted step by part: " + parts.map((figure) =>
-      figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", "));
+    partsBar(document.getElementById("step-bar"), document.getElementById("step-legend"),
+             figures.filter((figure) => figure.formula.part !== null && figure.value > 0),
+             total ? total.value : 0, "Predicted step by part");
   }
 
   function query(texts) {
