@@ -28,7 +28,7 @@ from derive.model import Model
 from derive.options.messages import UsageError, serve, usage
 from derive.options.models import config_model, named
 from derive.options.values import POSITIVE
-from derive.options.layout import DEFAULT_GPU, add_layout_options, option_error, parallelism_from
+from derive.options.layout import DEFAULT_GPU, add_layout_options, add_token_budget, option_error, parallelism_from
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
 from derive.systems import SYSTEMS, System, system
@@ -105,8 +105,7 @@ def build_parser() -> OneLineParser:
                              "derive.accounts.schedule.DEFAULT_OVERLAP; 'none' for none): "
                              + ", ".join(OVERLAP_RULES))
     parser.add_argument("--no-memory-check", action="store_true", help="predict even if the layout does not fit")
-    parser.add_argument("--token-budget", metavar="TOKENS", type=POSITIVE,
-                        help="tokens to train on: add the days and GPU-hours at the predicted throughput")
+    add_token_budget(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object")
     return parser
 
