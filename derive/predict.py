@@ -21,14 +21,14 @@ from typing import Sequence
 from derive.accounts.budget import usable_low_end
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
-from derive.accounts.step import StepTime
+from derive.accounts.step import StepTime, budget_time
 from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.inputs import OneLineParser
 from derive.model import Model
 from derive.options.messages import UsageError, serve, usage
 from derive.options.models import config_model, named
 from derive.options.values import POSITIVE
-from derive.options.layout import DEFAULT_GPU, add_layout_options, option_error, parallelism_from
+from derive.options.layout import DEFAULT_GPU, add_layout_options, add_token_budget, option_error, parallelism_from
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
 from derive.systems import SYSTEMS, System, system
@@ -105,6 +105,7 @@ def build_parser() -> OneLineParser:
                              "derive.accounts.schedule.DEFAULT_OVERLAP; 'none' for none): "
                              + ", ".join(OVERLAP_RULES))
     parser.add_argument("--no-memory-check", action="store_true", help="predict even if the layout does not fit")
+    add_token_budget(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object")
     return parser
 
@@ -149,8 +150,14 @@ def memory_note(needed: float | None, gpu: System) -> str:
     return f"{format_memory(needed)} on the most loaded rank; usable low end {format_memory(low)}: {verdict}"
 
 
-def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime) -> str:
-    """The prediction as text: step time, throughput, utilisation, breakdown."""
+def budget(layout: Parallelism, result: StepTime, tokens: int | None) -> dict[str, float]:
+    """--token-budget's days and gpu_hours (derive.accounts.step.budget_time); {} without it."""
+    return {} if tokens is None else budget_time(result.tokens_per_s_per_gpu, layout.gpus, tokens)
+
+
+def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime,
+                tokens: int | None = None) -> str:
+    """The prediction as text: step time, throughput, utilisation, breakdown (and --token-budget's time)."""
     lines = [f"== {entry.name} on {layout.gpus} {gpu.name}: t={layout.tp} p={layout.pp} v={layout.vp} "
              f"c={layout.cp} e={layout.ep} d={layout.dp} b={layout.micro_batch} m={layout.micro_batches}",
              f"  step {result.step_time_s:.3f} s, {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, "
@@ -161,6 +168,9 @@ def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime
     zero = [name for name, seconds in result.breakdown.items() if not seconds]
     if zero:
         lines.append(f"  0 s: {', '.join(zero)}")
+    times = budget(layout, result, tokens)
+    if times:
+        lines.append(f"  {tokens:,} tokens: {times['days']:,.2f} days, {times['gpu_hours']:,.0f} GPU-hours")
     return "\n".join(lines) + "\n"
 
 
@@ -175,8 +185,8 @@ def run(argv: Sequence[str] | None = None) -> str:
                     "zero": layout.zero, "sequence_parallel": layout.sequence_parallel,
                     "recompute": layout.recompute, "precision": args.precision_name}
         return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
-                           "layout": settings}, indent=1) + "\n"
-    return render_text(entry, layout, gpu, result)
+                           **budget(layout, result, args.token_budget), "layout": settings}, indent=1) + "\n"
+    return render_text(entry, layout, gpu, result, args.token_budget)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

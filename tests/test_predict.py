@@ -90,3 +90,36 @@ def test_llama3_paper_pipeline_needs_balanced_stages_and_does_not_fit_unrecomput
     assert "HBM of a h100 (datasheet: 80 GB)" in err
     data = _json(capsys, [*LLAMA3_PAPER, "--balanced", "--recompute", "full", "--json"])
     assert data["layout"]["micro_batches"] == 16
+
+
+@pytest.mark.parametrize("argv", [BAR, ["--model", "gpt3-175b", "--gpu", "a100-80gb", "--gpus", "1024", "--tp", "8",
+                                        "--pp", "8", "--seq", "2048", "--global-batch", "1536", "--json"]])
+def test_token_budget_days_and_gpu_hours(capsys, argv):
+    plain = _json(capsys, argv)
+    assert "days" not in plain and "gpu_hours" not in plain
+    budget = 2 * 10**12
+    data = _json(capsys, [*argv, "--token-budget", str(budget)])
+    layout, seq = data["layout"], int(argv[argv.index("--seq") + 1])
+    # the run's throughput from predict's own figures: b m d sequences of s tokens per step over the step's seconds
+    tokens_per_step = layout["micro_batch"] * layout["micro_batches"] * layout["dp"] * seq
+    assert tokens_per_step == layout["global_batch"] * seq
+    seconds = budget / (tokens_per_step / data["step_time_s"])
+    assert data["gpus"] == layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"]
+    assert data["days"] == pytest.approx(seconds / 86_400, rel=1e-12)
+    assert data["gpu_hours"] == pytest.approx(data["gpus"] * seconds / 3_600, rel=1e-12)
+    assert data["step_time_s"] == plain["step_time_s"]
+
+
+def test_token_budget_text_line(capsys):
+    assert main([*BAR[:-1], "--token-budget", "15000000000000"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith("  15,000,000,000,000 tokens: ") and line.endswith(" GPU-hours")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many", "1.5", str(2**53 + 1)])
+def test_bad_token_budget_exits_2_with_one_line(capsys, value):
+    with pytest.raises(SystemExit) as raised:
+        main([*BAR, "--token-budget", value])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--token-budget" in err

@@ -26,6 +26,7 @@ from derive.render.__main__ import ROOT
 from derive.render.page_config import PASTED
 from cli_lines import cli_message
 from derive.comm import main as comm_main
+from derive.predict import main as predict_main
 from derive.render.page_forms import FORMULAS, page_models
 from derive.render.web import (
     CALCULATOR,
@@ -270,6 +271,7 @@ PIECES = ["0", "1", "7", "-3", "+4", "12", "3.5", ".5", "5.", "1e3", "2E-2", "1_
 
 
 COMM_PREFIX = "python -m derive.comm: error: "
+PREDICT_PREFIX = "python -m derive.predict: error: "
 
 
 def random_texts(rng: random.Random, count: int) -> list[str]:
@@ -316,6 +318,9 @@ console.log(JSON.stringify(cases.map(([option, text]) => parse.parseField(fields
         try:
             if field["option"] in data["layout"]["fields"]:  # the layout's own options: derive comm's
                 cli = cli_message([f"--{field['option']}={text}", *base], {}, comm_main, COMM_PREFIX)
+            elif field["option"] in data["step"]["fields"]:  # the step card's own options: derive predict's
+                cli = cli_message([f"--{field['option']}={text}", *base, "--gpus=8", "--no-memory-check"], {},
+                                  predict_main, PREDICT_PREFIX)
             else:
                 cli = cli_message(argv, {})
         except ValueError:

@@ -378,3 +378,21 @@ def test_a_gpu_without_the_recipes_tensor_cores_gets_predicts_line(browser, calc
     assert browser.find_element("id", "step-refusal").text == line
     assert errors(browser) == {}
     assert not any(key in page_values(browser) for key in STEP_KEYS)
+
+
+def test_the_token_budget_is_derive_predicts(browser, calculator):
+    options = {**STEP_LINKS[1], "token-budget": "15000000000000"}
+    open_page(browser, calculator, {key: value for key, value in options.items() if key != "token-budget"})
+    assert not {"days", "gpu_hours"} & set(page_values(browser))  # no budget: no budget figures
+    open_page(browser, calculator, options)
+    assert errors(browser) == {}
+    shown = page_values(browser)
+    argv = [f"--{o}={options[o]}" for o in PREDICT_OPTIONS if o in options] + sequence_parallel(options)
+    expected = json.loads(predict_run([*argv, "--token-budget", options["token-budget"], "--json"]))
+    assert expected["days"] > 1 and expected["gpu_hours"] > expected["days"]
+    assert_same(shown, {key: expected[key] for key in ("days", "gpu_hours")}, options)
+    words = browser.find_element("id", "step-command").text.split()
+    assert "--token-budget=15000000000000" in words
+    open_page(browser, calculator, {**options, "token-budget": "0"})
+    assert "--token-budget" in errors(browser).get("token-budget", "")
+    assert not {"days", "gpu_hours", "step_time_s"} & set(page_values(browser))

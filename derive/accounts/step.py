@@ -52,6 +52,27 @@ class StepTime:
                 "breakdown": dict(self.breakdown), "conventions": dict(self.conventions)}
 
 
+#: Seconds in a day and in an hour: the token budget's days and GPU-hours (unit conversions, SI).
+SECONDS_PER_DAY = 86_400
+SECONDS_PER_HOUR = 3_600
+
+
+def layout_gpus(lay: Layout) -> Any:
+    """The layout's GPUs: t p c d (derive.parallelism.Parallelism.gpus; the expert grid spans the same ranks)."""
+    return lay.t * lay.p * lay.c * lay.d
+
+
+def budget_time(tokens_per_s_per_gpu: Any, gpus: Any, tokens: Any) -> dict[str, Any]:
+    """Days and GPU-hours to train on ``tokens`` at a predicted step's throughput on ``gpus`` GPUs.
+
+    The whole run moves tokens_per_s_per_gpu x gpus tokens per second (tokens per step / step time), so
+    the budget takes tokens / that seconds: days = seconds / 86,400, GPU-hours = gpus x seconds / 3,600.
+    Numbers, numpy columns or SymPy expressions (the page's traced figures) alike.
+    """
+    seconds = tokens / (tokens_per_s_per_gpu * gpus)
+    return {"days": seconds / SECONDS_PER_DAY, "gpu_hours": gpus * seconds / SECONDS_PER_HOUR}
+
+
 def optimizer_seconds(work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                       state_bytes_per_parameter: float) -> float:
     """Read and write every resident state byte once (Adam's step, multi-tensor apply), sharded over d under ZeRO."""
@@ -82,7 +103,7 @@ def step_time(work: Workload, lay: Layout, gpu: System, rows: Iterable[Any] = ()
                  "dp": comm["dp"], "pp": comm["pp"],
                  "optimizer": optimizer_seconds(work, lay, gpu, eta, state_bytes_per_parameter)}
     seconds = sum(breakdown.values())
-    gpus = lay.t * lay.p * lay.c * lay.d
+    gpus = layout_gpus(lay)
     tokens = lay.b * m * lay.d * work.seq
     causal = [row.flops_per_token for row in work.rows]
     square = [flops * (2 if row.kind == "score" else 1) for flops, row in zip(causal, work.rows)]

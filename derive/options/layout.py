@@ -88,6 +88,12 @@ def add_layout_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGro
     return group
 
 
+def add_token_budget(parser: argparse.ArgumentParser) -> None:
+    """--token-budget TOKENS (derive predict, the page's step card): tokens to train on, a positive integer up to 2^53."""
+    parser.add_argument("--token-budget", metavar="TOKENS", type=POSITIVE,
+                        help="tokens to train on: add the days and GPU-hours at the predicted throughput")
+
+
 def option_error(error: ValueError, fields: dict[str, str] | None = None) -> UsageError:
     """A library ValueError 'field: why' as a UsageError naming the option."""
     field, _, rest = str(error).partition(": ")

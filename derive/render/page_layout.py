@@ -174,9 +174,10 @@ def layout_rules(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, o
             "flag_on": FLAG_ON, "flag_off": FLAG_OFF, "flag_options": FLAG_OPTIONS}
 
 
-def layout_field_messages(option: str, kind: str) -> dict[str, str]:
-    """argparse's line for the layout option ``--option`` refusing {text}: its type's expected value, or its choices."""
-    action = layout_parser()._option_string_actions[f"--{option}"]
+def layout_field_messages(option: str, kind: str, parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
+    """argparse's line for the layout option ``--option`` (of ``parser``, default the layout's) refusing {text}:
+    its type's expected value, or its choices."""
+    action = (parser or layout_parser())._option_string_actions[f"--{option}"]
     if action.choices is not None:
         message = template("invalid_choice", choices=", ".join(map(repr, action.choices)))
     elif kind == "flag":

@@ -18,6 +18,7 @@ GPU without tensor cores for a precision gets predict's line (prediction.tensor_
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import types
 from dataclasses import replace
@@ -34,17 +35,18 @@ from derive.accounts.efficiency import calibrated
 from derive.accounts.prediction import Row, _state_bytes_per_parameter, tensor_cores
 from derive.accounts.roofline import OPERAND_BYTES, cast_bytes_per_element
 from derive.accounts.schedule import overlap_rules
-from derive.accounts.step import step_time
+from derive.accounts.step import budget_time, layout_gpus, step_time
 from derive.accounts.step_layout import (LINEAR_DTYPE, Layout, local_dense_parameters, local_expert_parameters,
                                          local_parameters)
 from derive.evaluation import substitute, symbol_values
 from derive.model import Model
-from derive.options.layout import DEFAULT_GPU, option_error
+from derive.options.layout import DEFAULT_GPU, add_token_budget, option_error
 from derive.recipes import RECIPES
 from derive.printing.javascript import javascript
 from derive.printing.latex import tex
 from derive.render.page_comm import FLAGS, _uses, comm_forms, comm_models, flag_text, ledger_rows
 from derive.render.page_functions import PageFunctions
+from derive.render.page_layout import layout_field_messages
 from derive.render.page_step_trace import (CAST, CAST_FUSED, GPU_SYMBOLS, LINEAR_OPERAND, LINEAR_PEAK, TRACE_DTYPE,
                                            TRACED_ETA, traced, traced_system)
 from derive.symbols import BY_NAME, L, L_E, b, c, d, e, m, meaning, p, s, t, t_E, v
@@ -78,6 +80,13 @@ PREDICT_COMMAND = "python -m derive.predict"
 FIGURES: dict[str, tuple[str, str]] = {"step_time_s": ("Predicted step time", "s"),
                                        "tokens_per_s_per_gpu": ("Tokens per second per GPU", "tokens/s"),
                                        "mfu": ("Model FLOPs utilisation (MFU)", "")}
+#: --token-budget's figures (step.budget_time's keys), shown where the field is given.
+BUDGET_FIGURES: dict[str, tuple[str, str]] = {"days": ("Days to train on the token budget", "days"),
+                                              "gpu_hours": ("GPU-hours to train on the token budget", "GPU-hours")}
+#: The step card's own fields: derive predict's options the report and derive comm have not -> kind.
+STEP_FIELDS: dict[str, str] = {"token-budget": "count"}
+#: The tokens of --token-budget.
+TOKEN_BUDGET = sp.Symbol("D_budget", positive=True)
 BREAKDOWN_LABELS: dict[str, str] = {
     "compute": "GEMMs", "recompute": "Recomputed forwards", "memory_bound": "Element-wise (HBM)",
     "tp": "Exposed TP communication", "cp": "Exposed CP communication", "ep": "Exposed EP communication",
@@ -93,6 +102,7 @@ MEANINGS: dict[str, str] = {
     DENSE_PARAMETERS.name: "parameters one rank holds outside the routed experts "
                            "(derive.accounts.step_layout.local_dense_parameters)",
     EXPERT_PARAMETERS.name: "routed-expert parameters one rank holds (derive.accounts.step_layout.local_expert_parameters)",
+    TOKEN_BUDGET.name: "tokens to train on (derive predict --token-budget)",
     RANK_LAYERS.name: "transformer layers on the most loaded pipeline rank (derive.accounts.comm_time.held_layers)",
     STATE.name: "resident state bytes per parameter the optimizer step moves (derive.accounts.state)",
     **{symbol.name: f"the GPU's {field.replace('_', ' ')} (derive.systems, derive/calibration.json)"
@@ -200,12 +210,15 @@ class Ledger:
 
 
 def step_figures(work: workload_module.Workload) -> dict[str, sp.Expr]:
-    """step.step_time's figures (derive predict --json's keys, breakdown dotted) in C, X, N_rank and q_state."""
+    """step.step_time's figures (derive predict --json's keys, breakdown dotted) in C, X, N_rank and q_state,
+    and step.budget_time's days and GPU-hours of D_budget tokens at its throughput on the layout's GPUs."""
+    lay = _layout()
     with traced(**{"step.compute_per_micro_batch": lambda *args: dict(COMPUTE),
                    "step.communication": lambda *args: dict(EXPOSED),
                    "step.local_parameters": lambda *args: RANK_PARAMETERS}):
-        result = step_time(work, _layout(), traced_system("hopper"), (), TRACED_ETA, None, STATE)
+        result = step_time(work, lay, traced_system("hopper"), (), TRACED_ETA, None, STATE)
     figures = {key: getattr(result, key) for key in FIGURES}
+    figures.update(budget_time(result.tokens_per_s_per_gpu, layout_gpus(lay), TOKEN_BUDGET))
     return {**figures, **{f"breakdown.{part}": value for part, value in result.breakdown.items()}}
 
 
@@ -242,6 +255,13 @@ def gpu_values() -> dict[str, object]:
                 CAST_FUSED.name: cast_bytes_per_element(recipe, gpu.generation, norm_fused=True) if cast else 0}
         out[name] = {"values": values, "precisions": precisions, "refused": refused}
     return out
+
+
+def step_field_messages(option: str, kind: str) -> dict[str, str]:
+    """derive predict's argparse line for the step card's field ``--option`` (derive.options.layout.add_token_budget)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_token_budget(parser)
+    return layout_field_messages(option, kind, parser)
 
 
 class StepFunctions(PageFunctions):
@@ -331,9 +351,10 @@ def step_code() -> tuple[str, dict[str, object]]:
         variants = ({"": functions(next(iter(distinct)))} if len(distinct) == 1
                     else {name: functions(expr) for name, expr in by_model.items()})
         part = key.partition(".")[2]
-        label, unit = FIGURES.get(key, (BREAKDOWN_LABELS.get(part, part), "s"))
+        label, unit = {**FIGURES, **BUDGET_FIGURES}.get(key, (BREAKDOWN_LABELS.get(part, part), "s"))
         shown.append({"key": key, "row": f"step:{key}", "label": label, "unit": unit, "symbol": None,
-                      "part": part or None, "by_model": len(distinct) > 1, "variants": variants})
+                      "part": part or None, "by_model": len(distinct) > 1, "variants": variants,
+                      "needs": TOKEN_BUDGET.name if key in BUDGET_FIGURES else None})
     legend = {}
     for entry in functions.printed.values():
         for name in entry["args"]:
@@ -341,6 +362,7 @@ def step_code() -> tuple[str, dict[str, object]]:
                             else {"tex": tex(sp.Symbol(name)), "meaning": MEANINGS.get(name, name)})
     data = {"definitions": definitions, "figures": shown, "models": ids, "forms": forms, "gpu": DEFAULT_GPU,
             "command": PREDICT_COMMAND, "total": next(iter(FIGURES)),
+            "fields": {option: TOKEN_BUDGET.name for option in STEP_FIELDS},
             "arguments": functions.arguments, "gpus": gpu_values(), "dtype": dict(LINEAR_DTYPE),
             "legend": legend}
     script = functions.script("Generated by derive.render.page_step from derive.accounts.step's model run on SymPy.",

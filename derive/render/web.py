@@ -36,7 +36,7 @@ from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import FLAG_WORDS, LAYOUT_DEFAULTS, LAYOUT_FIELDS, layout_field_messages, layout_parser
-from derive.render.page_step import step_code
+from derive.render.page_step import STEP_FIELDS, step_code, step_field_messages
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
@@ -114,6 +114,7 @@ FIELD_LABELS: dict[str, str] = {
     "gpus": "GPUs in all", "mfu": "Target MFU", "step-time": "Observed step time (s)",
     "cp": "Context parallel (CP)", "vp": "Virtual pipeline stages", "global-batch": "Global batch (sequences)",
     "sequence-parallel": "Sequence parallel", "recompute": "Activation recompute",
+    "token-budget": "Token budget (tokens to train on)",
 }
 #: The command the page's "copy as command" button writes, and the characters a shell word keeps unquoted
 #: (Python's shlex.quote, Lib/shlex.py: anything else goes in single quotes, a ' as '"'"').
@@ -148,6 +149,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "gpus": ("count", "Layout"),
     "mfu": ("fraction", "Step"),
     "step-time": ("seconds", "Step"),
+    **{option: (kind, "Step") for option, kind in STEP_FIELDS.items()},
 }
 
 def option_choices() -> dict[str, tuple[str, ...]]:
@@ -211,7 +213,8 @@ def field_specs() -> list[dict[str, object]]:
         default = (layout if option in LAYOUT_FIELDS else parser).get_default(option.replace("-", "_"))
         if kind == "flag":
             default = None
-        messages = layout_field_messages(option, kind) if option in LAYOUT_FIELDS else field_messages(option, kind)
+        messages = (layout_field_messages(option, kind) if option in LAYOUT_FIELDS
+                    else step_field_messages(option, kind) if option in STEP_FIELDS else field_messages(option, kind))
         # --zero: the layout's default depends on the layout (derive.options.layout.DEFAULTS): a typed 0 stays
         # in the link; the report's own default (0) is the fallback
         fallback = str(DEFAULTS.get(option, "" if default is None else default))

@@ -16,6 +16,7 @@
   const LAYOUT = DeriveLayout(DATA, PARSE);
   const STEP = DeriveStep(DATA);
   const LAYOUT_ONLY = new Set(DATA.layout.fields);
+  const STEP_ONLY = new Set(Object.keys(DATA.step.fields));  // derive predict's own options (--token-budget)
   const PASTE = FORM.elements.config;
   const parseField = PARSE.parseField;
   const message = (option, failure, values) => PARSE.message(FIELDS.get(option), failure, values);
@@ -47,7 +48,7 @@
   // --dp (or --gpus / (tp pp cp)) only with --zero, and --tp --pp --ep --etp only an MoE report's.
   function configuration(texts) {
     const { errors, parsed } = parseAll(texts);
-    for (const option of LAYOUT_ONLY) delete errors[option];
+    for (const option of [...LAYOUT_ONLY, ...STEP_ONLY]) delete errors[option];
     const layoutDp = errors.tp || errors.pp || errors.cp || errors.gpus || errors.dp ? null : LAYOUT.dataParallel(parsed);
     // An MoE name runs the report's MoE figures (derive.report.moe_figures), which reads --precision itself.
     const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
@@ -247,6 +248,8 @@
       case "FLOP/token": return scaled(value, "FLOP/token");
       case "tokens/s": return scaled(value, " tokens/s");
       case "s": return String(Number(value.toPrecision(display.significant))) + " s";
+      case "days":
+      case "GPU-hours": return String(Number(value.toPrecision(display.significant))) + " " + unit;
       case "fraction": return PERCENT.format(value);
       case "B/step": return scaled(value, DATA.byte_unit_suffix);
       case "GPUs": return (Number.isSafeInteger(value) ? String(value) : approximate(value)) + " GPUs";
@@ -288,7 +291,7 @@
     const layout = layoutConfiguration(texts);
     const comm = layout && !Object.keys(layout.errors).length ? LAYOUT.evaluate(layout) : [];
     const step = layout && !Object.keys(layout.errors).length ? predicted(layout, texts) : { figures: [] };
-    const errors = { ...(layout ? layout.errors : {}), ...config.errors };
+    const errors = { ...(layout ? layout.errors : {}), ...(step.errors || {}), ...config.errors };
     const report = shown;
     shown = [...report, ...comm, ...step.figures];
     for (const option of [...DATA.fields.map((field) => field.option), "config"]) {
@@ -468,12 +471,17 @@
              groups.reduce((sum, figure) => sum + figure.value, 0), "Bytes each rank sends per step");
   }
 
-  // derive predict's figures at the layout's configuration: --gpu (predict's default where not given), --precision.
+  // derive predict's figures at the layout's configuration: --gpu (predict's default where not given), --precision,
+  // --token-budget (a bad one: predict's line on its field, no step, as predict exits 2).
   function predicted(layout, texts) {
-    const { parsed } = parseAll(texts);
+    const { errors, parsed } = parseAll(texts);
+    const own = Object.fromEntries(Object.entries(errors).filter(([option]) => STEP_ONLY.has(option)));
+    if (Object.keys(own).length) return { figures: [], errors: own };
     const name = parsed.model || DATA.page_model;
     const precision = parsed.precision !== null && parsed.precision !== undefined ? parsed.precision : FIELDS.get("precision").fallback;
-    return STEP.evaluate(layout, name, parsed.gpu || DATA.step.gpu, precision);
+    const given = {};
+    for (const [option, symbol] of Object.entries(DATA.step.fields)) if (parsed[option] !== null) given[symbol] = parsed[option];
+    return STEP.evaluate(layout, name, parsed.gpu || DATA.step.gpu, precision, given);
   }
 
   // The predicted step as a bar by part (derive predict's breakdown), and its total.
@@ -513,7 +521,7 @@
     const params = new URLSearchParams(query(texts));
     const { parsed } = parseAll(texts);
     const moe = texts.config === "" && parsed.model && DATA.kinds[parsed.model] === "moe";
-    const skip = new Set([...LAYOUT_ONLY, "dp"]);
+    const skip = new Set([...LAYOUT_ONLY, ...STEP_ONLY, "dp"]);
     if (moe) for (const option of DATA.layout.ignored) skip.add(option);
     else {
       for (const option of Object.keys(DATA.moe.messages.dense_only)) if (option in DATA.layout.rules.symbols) skip.add(option);
@@ -547,12 +555,15 @@
     return words.join(" ");
   }
 
-  // derive predict's command of the step part: derive comm's, with --gpu (the form's or predict's default).
+  // derive predict's command of the step part: derive comm's, with --gpu (the form's or predict's default) and
+  // the step card's own options (--token-budget).
   function stepCommand(texts) {
     const words = commCommand(texts).split(" ");
     words[0] = DATA.step.command;
     const gpu = PARSE.parseField(FIELDS.get("gpu"), texts.gpu);
     if (gpu.value) words.push(quote("--gpu=" + gpu.value));
+    const params = new URLSearchParams(query(texts));
+    for (const option of STEP_ONLY) if (params.has(option)) words.push(quote("--" + option + "=" + params.get(option)));
     return words.join(" ");
   }
 
