@@ -170,7 +170,7 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
 
 
 @lru_cache(maxsize=1024)
-def _state_bytes_per_parameter(precision: str, zero: int, fp8_param_gather: bool = False) -> sp.Expr:
+def state_bytes_expression(precision: str, zero: int, fp8_param_gather: bool = False) -> sp.Expr:
     """Resident state bytes per parameter, symbolic in d (and N_8 / N, n_8 / N under an FP8 recipe).
 
     ``fp8_param_gather``: the layer matrices held in FP8, not bf16 (the ledger's gathered rows, one table).
@@ -183,7 +183,7 @@ def _state_bytes_per_parameter(precision: str, zero: int, fp8_param_gather: bool
 def state_bytes_per_parameter(model: Model, precision: str, zero: int, data_parallel: int,
                               fp8_param_gather: bool = False) -> float:
     """Resident state bytes per parameter a rank's optimizer step touches (sharded over d under ZeRO)."""
-    return float(model.at(_state_bytes_per_parameter(precision, zero, fp8_param_gather), d=data_parallel))
+    return float(model.at(state_bytes_expression(precision, zero, fp8_param_gather), d=data_parallel))
 
 
 def tensor_cores(precision: str, system: System) -> str:

@@ -127,7 +127,7 @@ def _ceiling(total: sp.Expr) -> sp.Expr:
     return ceiling(total)
 
 
-def _uses(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
+def flags_used(table: dict[tuple[object, ...], sp.Expr]) -> set[int]:
     """The positions of the flags whose value changes some expression of ``table`` (keyed by every flag's value)."""
     uses = set()
     for index in range(len(next(iter(table)))):
@@ -157,7 +157,7 @@ def comm_formulas(printed: Callable[[sp.Expr], dict[str, object]]) -> tuple[list
     names = list(FLAGS)
     every = list(itertools.product(*FLAGS.values()))
     tables = {form: _table(models[form], every) for form in dict.fromkeys(forms.values())}
-    uses = {group: set().union(*(_uses(table[group]) for table in tables.values() if group in table))
+    uses = {group: set().union(*(flags_used(table[group]) for table in tables.values() if group in table))
             for group in (*GROUPS, EXPERT_GROUP)}
     shared: dict[sp.Expr, int] = {}
     expressions: list[dict[str, object]] = []

@@ -32,7 +32,7 @@ from derive.accounts import workload as workload_module
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.comm import GROUPS
 from derive.accounts.efficiency import calibrated
-from derive.accounts.prediction import Row, _state_bytes_per_parameter, tensor_cores
+from derive.accounts.prediction import Row, state_bytes_expression, tensor_cores
 from derive.accounts.roofline import OPERAND_BYTES, cast_bytes_per_element
 from derive.accounts.schedule import overlap_rules
 from derive.accounts.step import budget_time, layout_gpus, step_time
@@ -44,7 +44,7 @@ from derive.options.layout import DEFAULT_GPU, add_token_budget, option_error
 from derive.recipes import RECIPES
 from derive.printing.javascript import javascript
 from derive.printing.latex import tex
-from derive.render.page_comm import FLAGS, _uses, comm_forms, comm_models, flag_text, ledger_rows
+from derive.render.page_comm import FLAGS, flags_used, comm_forms, comm_models, flag_text, ledger_rows
 from derive.render.page_functions import PageFunctions
 from derive.render.page_layout import layout_field_messages
 from derive.render.page_step_trace import (CAST, CAST_FUSED, GPU_SYMBOLS, LINEAR_OPERAND, LINEAR_PEAK, TRACE_DTYPE,
@@ -292,7 +292,7 @@ def _keyed(tables: dict[str, dict[tuple[object, ...], sp.Expr]], names: list[str
            functions: StepFunctions) -> dict[str, object]:
     """A quantity's variants: per head (a model or an architecture) its table by ``names``' values, keyed by the
     head and only the flags that change some table (derive.render.page_comm's keying)."""
-    positions = sorted(set().union(*(_uses(table) for table in tables.values() if len(table) > 1)))
+    positions = sorted(set().union(*(flags_used(table) for table in tables.values() if len(table) > 1)))
     variants = {}
     for head, table in tables.items():
         for values, expr in table.items():
@@ -328,7 +328,7 @@ def step_code() -> tuple[str, dict[str, object]]:
         with traced():
             for symbol, function in PER_MODEL.items():
                 merge(symbol.name, model_name, {(): function(work, _layout())}, [])
-        states = {(precision, zero): model.at(_state_bytes_per_parameter(precision, zero)).subs(d, d * c if zero else 1)
+        states = {(precision, zero): model.at(state_bytes_expression(precision, zero)).subs(d, d * c if zero else 1)
                   for precision in LINEAR_DTYPE for zero in FLAGS["zero"]}
         merge(STATE.name, model_name, states, ["precision", "zero"])
         for key, expr in step_figures(work).items():
