@@ -86,8 +86,11 @@ def format_count(value: int | float, kind: str, digits: int = 2, below: float = 
     return f"{_fixed_or_scientific(value / scale, digits)} {name}{unit}".rstrip()
 
 
+#: Seconds in an hour and in a day (SI): the planner's and the sheet's days, predict's GPU-hours.
+HOUR_SECONDS = 60 * 60
+DAY_SECONDS = 24 * HOUR_SECONDS
 #: Seconds in a Julian year (365.25 days); past LONGEST_YEARS a time is printed as a bound only.
-YEAR_SECONDS = 365.25 * 86400
+YEAR_SECONDS = 365.25 * DAY_SECONDS
 LONGEST_YEARS = 10**6
 
 

@@ -114,9 +114,14 @@ def pipeline_length(pipeline: int, virtual: int, micro_batches: int) -> float:
     return micro_batches + (pipeline - 1) / virtual
 
 
+def bucket_parameters(data_parallel: int | np.ndarray) -> int | np.ndarray:
+    """Parameters in one DDP bucket: max(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK x dp); columns too."""
+    return np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
+
+
 def last_bucket_share(local_parameters: float | np.ndarray, data_parallel: int | np.ndarray) -> float | np.ndarray:
     """Share of a rank's gradient bytes in the last DDP bucket (1 when one bucket holds them all); columns too."""
-    bucket = np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
+    bucket = bucket_parameters(data_parallel)
     held = local_parameters > 0
     return np.where(held, np.minimum(1.0, bucket / np.where(held, local_parameters, 1)), 1.0)
 
@@ -134,8 +139,7 @@ def data_parallel_calls(local_parameters: float | np.ndarray, data_parallel: int
     """
     if zero >= 2:
         return np.maximum(layers, 1)
-    bucket = np.maximum(BUCKET_PARAMETERS, BUCKET_PER_DP_RANK * data_parallel)
-    return np.maximum(np.ceil(local_parameters / bucket), 1)
+    return np.maximum(np.ceil(local_parameters / bucket_parameters(data_parallel)), 1)
 
 
 def exposed(seconds: float | np.ndarray, window: float | np.ndarray,

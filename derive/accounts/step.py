@@ -28,6 +28,7 @@ from derive.accounts.schedule import overlap_rules, pipeline_length
 from derive.accounts.step_layout import Layout, local_parameters
 from derive.accounts.workload import PASSES, Workload
 from derive.systems import System
+from derive.units import DAY_SECONDS, HOUR_SECONDS
 
 
 @dataclass
@@ -52,11 +53,6 @@ class StepTime:
                 "breakdown": dict(self.breakdown), "conventions": dict(self.conventions)}
 
 
-#: Seconds in a day and in an hour: the token budget's days and GPU-hours (unit conversions, SI).
-SECONDS_PER_DAY = 86_400
-SECONDS_PER_HOUR = 3_600
-
-
 def layout_gpus(lay: Layout) -> Any:
     """The layout's GPUs: t p c d (derive.parallelism.Parallelism.gpus; the expert grid spans the same ranks)."""
     return lay.t * lay.p * lay.c * lay.d
@@ -70,7 +66,7 @@ def budget_time(tokens_per_s_per_gpu: Any, gpus: Any, tokens: Any) -> dict[str, 
     Numbers, numpy columns or SymPy expressions (the page's traced figures) alike.
     """
     seconds = tokens / (tokens_per_s_per_gpu * gpus)
-    return {"days": seconds / SECONDS_PER_DAY, "gpu_hours": gpus * seconds / SECONDS_PER_HOUR}
+    return {"days": seconds / DAY_SECONDS, "gpu_hours": gpus * seconds / HOUR_SECONDS}
 
 
 def optimizer_seconds(work: Workload, lay: Layout, gpu: System, eta: Efficiency,

@@ -4,11 +4,10 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.render.sheet import Cell
+from derive.units import DAY_SECONDS
 
 #: FLOP units: name -> FLOPs (decimal, like GB).
 FLOP_UNITS: dict[str, int] = {"FLOP": 1, "GFLOP": 10**9, "TFLOP": 10**12}
-#: seconds in one day (the article quotes training times in days).
-SECONDS_PER_DAY = 24 * 60 * 60
 
 
 def json_number(value: object) -> int | float | str:
@@ -47,7 +46,7 @@ def seconds_cell(value: object, digits: int = 2) -> Cell:
 
 def days_cell(seconds: object, digits: int = 0) -> Cell:
     """Seconds printed in days ('193 days'); JSON: seconds."""
-    return number_cell(seconds, digits, "days", SECONDS_PER_DAY)
+    return number_cell(seconds, digits, "days", DAY_SECONDS)
 
 
 def blank_cell() -> Cell:
