@@ -23,7 +23,8 @@ from typing import Any, Mapping
 
 from derive.hf_families import FAMILIES
 from derive.hf_fields import Fields, Shape
-from derive.hf_settings import SLIDING, dropout, layer_types, rotary_width, sliding_window, softcapping, unmodelled
+from derive.hf_settings import (SLIDING, dropout, glu_limit, layer_types, rotary_width, sliding_window, softcapping,
+                                unmodelled)
 from derive.inputs import choose, read_json
 from derive.model import Model
 
@@ -65,7 +66,7 @@ def from_config(config: Mapping[str, Any] | str | os.PathLike, *, name: str | No
     if window is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "w": window}
     shape["layout"] = replace(shape["layout"], dropout=dropout(parsed),
-                              unmodelled=unmodelled(parsed))
+                              unmodelled=unmodelled(parsed), glu_limit=glu_limit(parsed))
     types = layer_types(parsed, shape["layers"])
     if types is not None:
         shape["sizes"] = {**shape.get("sizes", {}), "L_w": types.count(SLIDING)}

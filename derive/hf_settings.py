@@ -120,6 +120,15 @@ SOFTCAPPING = {
 }
 
 
+def glu_limit(config: Mapping[str, Any]) -> float | None:
+    """The config's clamp of the GLU input (``swiglu_limit``, GPT-OSS's: transformers' GptOssExperts clamps gate and
+    up to it; Megatron-Bridge's gpt_oss_bridge.py sets activation_func_clamp_value from it), or None."""
+    value = config.get("swiglu_limit")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise ValueError(f"swiglu_limit: must be a positive number or null, got {value!r}")
+    return None if value is None else float(value)
+
+
 def softcapping(config: Mapping[str, Any]) -> dict[str, bool]:
     """Layout field -> whether transformers soft-caps there (a number, or the class default when absent; null: no cap)."""
     found = {}

@@ -426,6 +426,25 @@ def test_moe_dispatcher_permutations_by_hand():
     assert routing_elements(workload(model("llama3-8b")), lay) == 0.0
 
 
+def test_the_glu_clamp_follows_the_configs_swiglu_limit():
+    # the eager clamp is the config's, not a model name's: GPT-OSS without swiglu_limit runs none, Qwen3-30B-A3B
+    # given one runs it; a limit that is no positive number is refused naming the field
+    import json
+
+    from derive.accounts.workload import workload
+    from derive.hf import CONFIGS, from_config
+    gpt_oss = json.loads((CONFIGS / "gpt-oss-120b.json").read_text())
+    qwen = json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text())
+    assert gpt_oss["swiglu_limit"] == 7.0 and "swiglu_limit" not in qwen
+    assert from_config(gpt_oss, seq=4096).layout.glu_limit == 7.0
+    unclamped = {key: value for key, value in gpt_oss.items() if key != "swiglu_limit"}
+    assert not workload(from_config(unclamped, seq=4096)).clamped_glu
+    assert workload(from_config({**qwen, "swiglu_limit": 10}, seq=4096)).clamped_glu
+    for bad in (0, -1, "7", True):
+        with pytest.raises(ValueError, match="swiglu_limit: must be a positive number"):
+            from_config({**gpt_oss, "swiglu_limit": bad}, seq=4096)
+
+
 def test_moe_expert_eager_bias_and_clamp_kernels_by_hand():
     # GPT-OSS 120B: h = 2880, k_E = 4 of E = 128 experts in all 36 layers, a bias on each expert's down_proj
     # (Megatron's linear_fc2, skip_bias_add=True): TEGroupedMLP._apply_bias runs t + b * p and torch.cat eagerly.

@@ -215,9 +215,10 @@ EXPERT_BIAS_KERNELS = (
 #: The kernels of the clamp Megatron applies to the experts' first-linear output before its fused GLU
 #: activation (``weighted_bias_quick_geglu_impl``, megatron/core/fusions/fused_bias_geglu.py, core_v0.15.0 to
 #: core_v0.18.0: ``x_glu, x_linear = input.chunk(2, -1)``; ``torch.cat((x_glu.clamp(max=v), x_linear.clamp(-v, v)),
-#: -1)``, eager, outside the jit-fused activation), where the model's recipe sets a clamp
-#: (``derive.accounts.workload.CLAMPED_GLU``). "half" is a token's k_E f_E elements of one GLU half, "glu" its
-#: 2 k_E f_E of both. Backward: each clamp's gradient is where(in range, grad, 0) (reads the gradient and the
+#: -1)``, eager, outside the jit-fused activation), where the model's config sets a clamp (its
+#: ``swiglu_limit``, derive.architectures.decoder.Layout.glu_limit: Megatron-Bridge's gpt_oss_bridge.py (v0.4.0)
+#: sets activation_func_clamp_value from it, with bias_activation_fusion). "half" is a token's k_E f_E elements
+#: of one GLU half, "glu" its 2 k_E f_E of both. Backward: each clamp's gradient is where(in range, grad, 0) (reads the gradient and the
 #: input), the cat's gradient two views, the chunk's gradient the two halves written into one tensor.
 EXPERT_CLAMP_KERNELS = (
     Kernel("x_glu.clamp(max=v)", ("half",), ("half",)),

@@ -78,7 +78,7 @@ class Workload:
     #: (``expert_output_bias``: derive.accounts.compute_time.EXPERT_BIAS_KERNELS)
     expert_output_bias: bool = False
     #: the routed experts' intermediate width f_E, and whether Megatron clamps their GLU input eagerly
-    #: (``CLAMPED_GLU``: derive.accounts.compute_time.EXPERT_CLAMP_KERNELS)
+    #: (the config's GLU limit, derive.architectures.decoder.Layout.glu_limit: compute_time.EXPERT_CLAMP_KERNELS)
     expert_ffn: int = 0
     clamped_glu: bool = False
 
@@ -192,14 +192,6 @@ def _saved(entry: Model, sequence_parallel: bool) -> tuple[tuple[str, float], ..
     return tuple(rows)
 
 
-#: Model types whose Megatron recipe clamps the experts' GLU input (``activation_func_clamp_value``), a step
-#: Megatron runs eagerly before its fused activation (megatron/core/fusions/fused_bias_geglu.py,
-#: ``weighted_bias_quick_geglu_impl``, core_v0.15.0 to core_v0.18.0: two clamps and a ``torch.cat``) -> the source.
-CLAMPED_GLU = {"gpt_oss": "Megatron-Bridge src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py (v0.4.0), "
-                          "provider_bridge: activation_func_clamp_value = 7.0 (the config's swiglu_limit), "
-                          "bias_activation_fusion = True, activation_func = quick_gelu"}
-
-
 def expert_output_bias(entry: Model) -> bool:
     """Whether the routed experts' second linear has a bias: a parameter row tagged routed_expert and bias named
     down_proj (GPT-OSS's mlp.experts.*.down_proj.bias; Megatron's linear_fc2 with add_bias_linear)."""
@@ -229,4 +221,4 @@ def workload(entry: Model) -> Workload:
         saved=_saved(entry, False), saved_sp=_saved(entry, True), attention_kernel=attention_kernel(entry),
         ring_bytes=tuple(_number(entry, ledger.bytes() / (s * b)) for ledger in ring_tensors(entry.architecture)),
         expert_output_bias=expert_output_bias(entry), expert_ffn=int(values.get(f_E, 0)) if moe else 0,
-        clamped_glu=moe and entry.model_type in CLAMPED_GLU)
+        clamped_glu=moe and entry.layout is not None and entry.layout.glu_limit is not None)

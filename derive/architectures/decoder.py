@@ -53,7 +53,9 @@ class Layout:
     ``dropout``: the config's dropout fields above 0, (field, p): no parameter; the
     transformers saved-tensor accounts (derive.accounts.hf_saved) refuse them, as they refuse
     the settings in ``unmodelled`` ("field = value": GPT-2's reorder_and_upcast_attn, an
-    activation_function whose rows derive does not list). These four
+    activation_function whose rows derive does not list). ``glu_limit``: the clamp of the GLU input
+    (GPT-OSS's swiglu_limit), which the step model's eager clamp kernels read
+    (derive.accounts.compute_time.EXPERT_CLAMP_KERNELS). These five
     change no parameter, FLOP or page figure, so a layout's form (equality) ignores them.
     ``sinks``: one learned attention-sink logit per query head in each layer (GPT-OSS's
     ``self_attn.sinks`` [a], GptOssAttention in modeling_gpt_oss.py: a softmax column no value reads).
@@ -81,6 +83,7 @@ class Layout:
     logit_softcap: bool = field(default=False, compare=False)
     dropout: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     unmodelled: tuple[str, ...] = field(default=(), compare=False)
+    glu_limit: float | None = field(default=None, compare=False)
     names: dict[str, str] = field(default_factory=lambda: dict(LLAMA_NAMES), compare=False)
     moe: MoE | None = None
     mla: MLA | None = None
