@@ -77,9 +77,7 @@
       if ("error" in read) return { errors: { config: read.error } };
       const custom = read.name + (shapeGiven.length ? " (custom)" : "");
       if (!read.dense) return { errors: { config: CONFIG.line("dense_only", { name: custom, model_type: read.model_type }) } };
-      for (const [option, symbol] of Object.entries(DATA.shape)) values[symbol] = read.sizes[option.replace("-", "_")];
-      values[DATA.head_width] = read.headDim !== null ? read.headDim : Math.trunc(read.sizes.hidden / read.sizes.heads);
-      Object.assign(values, read.extra);
+      Object.assign(values, CONFIG.values(read));
       base = { name: read.name, gqa: DATA.config.families[read.model_type].gqa,
                fixedHead: read.headDim !== null, model_type: read.model_type, form: read.form };
     } else if (parsed.model !== null) {
@@ -140,14 +138,14 @@
     return { errors: {}, name, values, choices, given, gpu: parsed.gpu };
   }
 
-  // The layout's part: `derive comm --model NAME` with the layout options; null where the page has no
-  // ledger for the model (a pasted config, a custom shape, a name the report refuses).
+  // The layout's part: `derive comm --model NAME` (or `--config pasted.json`: its ledger by the paste's form) with the
+  // layout options; null where the page has no ledger for the model (a custom shape, a name the report refuses).
   function layoutConfiguration(texts) {
     const { errors, parsed } = parseAll(texts);
     const shaped = Object.keys(DATA.shape).some((option) => option !== "seq" && texts[option] !== "");
-    if (texts.config !== "" || shaped) return null;
+    if (shaped) return null;
     const name = parsed.model !== undefined ? (parsed.model || DATA.page_model) : null;
-    const model = name !== null ? DATA.layout.comm.models[name] : undefined;
+    const model = texts.config !== "" ? pastedLedger(texts.config) : name !== null ? DATA.layout.comm.models[name] : undefined;
     if (errors.model) return null;
     if (model === undefined) return null;
     const options = new Set([...Object.keys(DATA.layout.rules.symbols), ...LAYOUT_ONLY, "seq", "precision", "zero"]);
@@ -162,6 +160,13 @@
       flags[flag] = parsed[option] !== null ? parsed[option] : (flag in DATA.layout.defaults ? null : field.default);
     }
     return LAYOUT.configuration(texts, parsed, model, flags);
+  }
+
+  // A dense paste's model as the ledger reads it (config.js); undefined where it has none (a bad or MoE paste).
+  function pastedLedger(text) {
+    const read = CONFIG.read(text);
+    const form = read.dense ? DATA.layout.comm.pasted[read.form] : undefined;
+    if (form !== undefined) return { form, name: read.name, experts: false, mla: false, values: CONFIG.values(read) };
   }
 
   // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
@@ -466,6 +471,7 @@
     const { errors, parsed } = parseAll(texts);
     const own = Object.fromEntries(Object.entries(errors).filter(([option]) => STEP_ONLY.has(option)));
     if (Object.keys(own).length) return { figures: [], errors: own };
+    if (texts.config !== "") return { figures: [] };  // the step model runs on the page's names only
     const name = parsed.model || DATA.page_model;
     const precision = parsed.precision !== null && parsed.precision !== undefined ? parsed.precision : FIELDS.get("precision").fallback;
     const given = {};
@@ -536,7 +542,8 @@
     const words = [DATA.layout.command];
     const params = new URLSearchParams(query(texts));
     const options = new Set([...DATA.layout.options, "model", "seq"]);
-    if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
+    if (params.has("config")) words.push(quote("--config=" + DATA.command.config));
+    else if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
     for (const [option, text] of params) {
       if (!options.has(option)) continue;
       const flag = DATA.layout.rules.flag_options[text];
