@@ -292,8 +292,8 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 9  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
-    # layout.js, step.js, calculator.js
+    assert state["scripts"] == 10  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
+    # layout.js, step.js, stages.js, calculator.js
     assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1
@@ -361,7 +361,8 @@ PASTES = [
     ("phi-3-mini-4k-instruct", {"precision": "bf16-fp32grad", "profile": "llama-fused"}),
     ("gpt-neox-20b", {"heads": "32", "budget": "h100"}),
     ("olmo-2-1124-7b", {"optimizer": "adam-8bit", "profile": "llama-eager"}),
-    ("qwen2.5-7b", {"zero": "1", "dp": "16", "peak": "a100", "tokens": "4194304", "gpus": "256"}),
+    # --gpus = dp: a paste's layout is checked as a name's is (derive comm --config), and 256 GPUs would not be 16 x 1
+    ("qwen2.5-7b", {"zero": "1", "dp": "16", "peak": "a100", "tokens": "4194304", "gpus": "16"}),
     ("gemma-3-1b-pt", {"kv-heads": "2", "seq": "2048"}),
 ]
 
@@ -417,7 +418,7 @@ def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, nam
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
     open_page(browser, calculator, options)
     paste(browser, text)
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 9, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 10, "injected": 0}
     monkeypatch.chdir(tmp_path)
     if field is None:
         assert errors(browser) == {}
@@ -447,7 +448,7 @@ def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypa
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 9, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 10, "injected": 0}
     assert shown_figures(browser) == {}
 
 
