@@ -81,9 +81,13 @@ def comm_forms() -> dict[str, str]:
     return {name: first.setdefault((m.architecture, _experts(m)), name) for name, m in comm_models().items()}
 
 
+#: The name of a ledger a paste adds (a short key: each variant key of the page's data starts with it).
+PASTED_FORM = "paste-"
+
+
 @lru_cache(maxsize=1)
 def pasted_forms() -> tuple[dict[str, Model], dict[str, str]]:
-    """(the ledgers a pasted dense config.json adds: a model of each architecture no page name has, by its name;
+    """(the ledgers a pasted dense config.json adds: a model of each architecture no page name has, by PASTED_FORM n;
     each report form a paste can take (derive.render.page_config.config_forms) -> its ledger's form name).
 
     derive comm --config reads the config's architecture; the page knows the paste's report form (config.js), so
@@ -95,8 +99,8 @@ def pasted_forms() -> tuple[dict[str, Model], dict[str, str]]:
     ledger: dict[str, str] = {}
     report = form_names()
     for entry in (entry for by_key in config_forms().values() for entry in by_key.values()):
-        form = known.setdefault((entry.architecture, _experts(entry)), entry.name)
-        if form == entry.name:
+        form = known.setdefault((entry.architecture, _experts(entry)), f"{PASTED_FORM}{len(added)}")
+        if form not in models and form not in added:
             added[form] = entry
         if ledger.setdefault(report[entry.name], form) != form:
             raise ValueError(f"page: the report form {report[entry.name]} has two ledgers ({ledger[report[entry.name]]}, "
