@@ -309,17 +309,17 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
     # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions) + the layout's 3 sizes and 5 groups' bytes
-    # + the predicted step's 3 figures and 10 parts
-    assert len(summaries) == 45
+    # + the predicted step's 3 figures and 10 parts + its memory: the one stage's 4 parts and the most loaded rank
+    assert len(summaries) == 50
     browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
     # each click opens its details; the toggle event that typesets the formula follows the clicks
     WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
-        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 45)
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 50)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
         " e.querySelector('annotation').textContent]);")
-    assert len(rendered) == 45 and all(ok for _, ok, _ in rendered)
+    assert len(rendered) == 50 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
     # the sheet's LaTeX (derive/printing/latex.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
