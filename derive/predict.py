@@ -31,8 +31,10 @@ from derive.options.values import POSITIVE
 from derive.options.layout import DEFAULT_GPU, add_layout_options, add_token_budget, option_error, parallelism_from
 from derive.parallelism import Parallelism
 from derive.planning.memory import memory_per_gpu
+from derive.planning.stage_memory import stage_memory
 from derive.systems import SYSTEMS, System, system
 from derive.units import format_bytes, format_memory
+from derive.verdicts import MEMORY
 
 #: The architecture fields of --architecture and the Model field each sets.
 ARCHITECTURE_FIELDS = {"layers": "layers", "hidden": "hidden", "ffn": "ffn", "heads": "heads",
@@ -136,18 +138,31 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
     needed = memory_per_gpu(entry, layout)
     result.conventions["memory"] = memory_note(needed, gpu)
     if not args.no_memory_check and needed is not None and needed > gpu.hbm_bytes:
-        raise UsageError(f"--gpus: the most loaded rank needs {format_memory(needed)}, more than the "
-                         f"HBM of a {gpu.name} (datasheet: {format_bytes(gpu.hbm_bytes, 'GB', 0)}): does not fit")
+        raise UsageError(MEMORY["does_not_fit"].format(needed=format_memory(needed), gpu=gpu.name, hbm=hbm_text(gpu)))
     return entry, layout, gpu, result
+
+
+def hbm_text(gpu: System) -> str:
+    """The GPU's HBM as its datasheet gives it, in GB (the refusal's words)."""
+    return format_bytes(gpu.hbm_bytes, "GB", 0)
 
 
 def memory_note(needed: float | None, gpu: System) -> str:
     """What the memory accounts say of the layout: its most loaded rank's bytes against the usable range."""
     if needed is None:
-        return "not checked (MoE: derive.sweep covers dense models)"
+        return MEMORY["not_checked"]
     low = usable(gpu)
-    verdict = "fits" if needed <= low else "above the usable low end, under the HBM: may not fit"
-    return f"{format_memory(needed)} on the most loaded rank; usable low end {format_memory(low)}: {verdict}"
+    verdict = MEMORY["fits" if needed <= low else "may_not_fit"]
+    return MEMORY["note"].format(needed=format_memory(needed), low=format_memory(low), verdict=verdict)
+
+
+def memory_record(entry: Model, layout: Parallelism, gpu: System) -> dict[str, object]:
+    """The JSON's ``memory``: the most loaded rank's bytes, the usable low end, each stage's bytes by part
+    (derive.planning.stage_memory); {} for an MoE model (not checked)."""
+    stages = stage_memory(entry, layout)
+    if stages is None:
+        return {}
+    return {"memory": {"per_gpu": memory_per_gpu(entry, layout), "usable_low_end": usable(gpu), "stages": stages}}
 
 
 def budget(layout: Parallelism, result: StepTime, tokens: int | None) -> dict[str, float]:
@@ -185,7 +200,8 @@ def run(argv: Sequence[str] | None = None) -> str:
                     "zero": layout.zero, "sequence_parallel": layout.sequence_parallel,
                     "recompute": layout.recompute, "precision": args.precision_name}
         return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
-                           **budget(layout, result, args.token_budget), "layout": settings}, indent=1) + "\n"
+                           **budget(layout, result, args.token_budget), **memory_record(entry, layout, gpu),
+                           "layout": settings}, indent=1) + "\n"
     return render_text(entry, layout, gpu, result, args.token_budget)
 
 

@@ -1,4 +1,4 @@
-"""The verdicts the report prints, as one table of templates that the CLI and the web page both fill in.
+"""The verdicts the report and predict print, as one table of templates that the CLI and the web page both fill in.
 
 ``derive report`` ends with a fit line (derive.report, the accounts of derive.accounts.budget
 and derive.accounts.state); formulas/index.html shows the same line, word for word, from this
@@ -29,5 +29,17 @@ FIT: dict[str, str] = {
     "activation_ranks": "; with one micro-batch of activations >= {activation_gpus}",
 }
 
+#: derive predict's memory check (derive.planning.memory.memory_per_gpu, the most loaded rank): the refusal when it
+#: needs more than the GPU's HBM (exit status 2), else the JSON's ``conventions.memory`` against the usable range's
+#: low end (derive.accounts.budget), or why a model is not checked.
+MEMORY: dict[str, str] = {
+    "does_not_fit": "--gpus: the most loaded rank needs {needed}, more than the HBM of a {gpu} (datasheet: {hbm}): "
+                    "does not fit",
+    "note": "{needed} on the most loaded rank; usable low end {low}: {verdict}",
+    "fits": "fits",
+    "may_not_fit": "above the usable low end, under the HBM: may not fit",
+    "not_checked": "not checked (MoE: derive.sweep covers dense models)",
+}
+
 #: Every table the page reads, by name.
-TABLES: dict[str, dict[str, str]] = {"budget_labels": BUDGET_LABELS, "fit": FIT}
+TABLES: dict[str, dict[str, str]] = {"budget_labels": BUDGET_LABELS, "fit": FIT, "memory": MEMORY}

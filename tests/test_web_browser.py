@@ -292,8 +292,8 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 9  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
-    # layout.js, step.js, calculator.js
+    assert state["scripts"] == 10  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
+    # layout.js, step.js, stages.js, calculator.js
     assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1
@@ -309,17 +309,17 @@ def test_each_formula_is_one_click_away_in_the_sheets_latex(browser, page):
     open_page(browser, page, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     summaries = browser.find_elements("css selector", ".figure:not([hidden]) summary")
     # 22 + N_8 and n_8 (the FP8 figures show under FP8 precisions) + the layout's 3 sizes and 5 groups' bytes
-    # + the predicted step's 3 figures and 10 parts
-    assert len(summaries) == 45
+    # + the predicted step's 3 figures and 10 parts + its memory: the one stage's 4 parts and the most loaded rank
+    assert len(summaries) == 50
     browser.execute_script("for (const summary of arguments[0]) summary.click();", summaries)
     # each click opens its details; the toggle event that typesets the formula follows the clicks
     WebDriverWait(browser, 60).until(lambda browser: browser.execute_script(
-        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 45)
+        "return document.querySelectorAll('.figure details[open] .formula .katex').length") == 50)
     rendered = browser.execute_script(
         "return [...document.querySelectorAll('.figure details[open] .formula')]"
         ".map((e) => [e.closest('.figure').dataset.figure, e.querySelector('.katex') !== null,"
         " e.querySelector('annotation').textContent]);")
-    assert len(rendered) == 45 and all(ok for _, ok, _ in rendered)
+    assert len(rendered) == 50 and all(ok for _, ok, _ in rendered)
     annotations = {key: tex for key, _, tex in rendered}
     # the sheet's LaTeX (derive/printing/latex.py); a figure that later ones name shows its symbol
     assert annotations["state.params"] == "2 N"
@@ -361,7 +361,8 @@ PASTES = [
     ("phi-3-mini-4k-instruct", {"precision": "bf16-fp32grad", "profile": "llama-fused"}),
     ("gpt-neox-20b", {"heads": "32", "budget": "h100"}),
     ("olmo-2-1124-7b", {"optimizer": "adam-8bit", "profile": "llama-eager"}),
-    ("qwen2.5-7b", {"zero": "1", "dp": "16", "peak": "a100", "tokens": "4194304", "gpus": "256"}),
+    # --gpus = dp: a paste's layout is checked as a name's is (derive comm --config), and 256 GPUs would not be 16 x 1
+    ("qwen2.5-7b", {"zero": "1", "dp": "16", "peak": "a100", "tokens": "4194304", "gpus": "16"}),
     ("gemma-3-1b-pt", {"kv-heads": "2", "seq": "2048"}),
 ]
 
@@ -417,7 +418,7 @@ def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, nam
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
     open_page(browser, calculator, options)
     paste(browser, text)
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 9, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 10, "injected": 0}
     monkeypatch.chdir(tmp_path)
     if field is None:
         assert errors(browser) == {}
@@ -447,7 +448,7 @@ def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypa
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 9, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 10, "injected": 0}
     assert shown_figures(browser) == {}
 
 

@@ -282,8 +282,8 @@ def test_a_bad_report_field_leaves_the_layouts_figures_live(browser, calculator,
     assert list(errors(browser)) == [option]
     assert browser.find_element("name", option).get_attribute("aria-invalid") == "true"
     shown = page_values(browser)
-    # the layout's figures and the predicted step, which reads the layout, not the report
-    assert all(key.startswith(("per_rank_bytes_per_step.", "layout.", "breakdown.")) or key in STEP_KEYS
+    # the layout's figures and the predicted step (its memory by stage too), which read the layout, not the report
+    assert all(key.startswith(("per_rank_bytes_per_step.", "layout.", "breakdown.", "memory.")) or key in STEP_KEYS
                for key in shown), shown
     comm = comm_json(options)
     assert {key for key in comm if key.startswith("per_rank_bytes_per_step.")} <= set(shown)

@@ -286,6 +286,6 @@ def test_a_heading_over_no_figure_is_hidden(browser, calculator):
     assert headings() == ["Mixture of Experts", "Layout and communication per rank", "Predicted step time"]
     open_page(browser, calculator, {"model": "70b"})
     assert headings() == ["Model and state", "Activations", "FLOPs and time", "Fit",
-                          "Layout and communication per rank", "Predicted step time"]
+                          "Layout and communication per rank", "Predicted step time", "Memory per GPU by pipeline stage"]
     open_page(browser, calculator, {"model": "70b", "tokens": "4194304", "gpus": "1024", "step-time": "4.5"})
     assert "Observed step" in headings()

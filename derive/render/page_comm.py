@@ -30,6 +30,8 @@ from derive.render.page_functions import PageFunctions
 from derive.printing.cache import ceiling
 from derive.printing.latex import tex
 from derive.options.layout import DEFAULTS, LAYOUT_OPTIONS
+from derive.render.page_config import config_forms
+from derive.render.page_forms import form_names
 from derive.render.page_layout import (COMM_COMMAND, DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, LAYOUT_PAGE,
                                        MICRO_BATCHES, WORLD, layout_rules)
 from derive.render.page_models import page_names
@@ -77,6 +79,33 @@ def comm_forms() -> dict[str, str]:
     """Name -> the name of its form: the first name with the same architecture and routed experts."""
     first: dict[object, str] = {}
     return {name: first.setdefault((m.architecture, _experts(m)), name) for name, m in comm_models().items()}
+
+
+#: The name of a ledger a paste adds (a short key: each variant key of the page's data starts with it).
+PASTED_FORM = "paste-"
+
+
+@lru_cache(maxsize=1)
+def pasted_forms() -> tuple[dict[str, Model], dict[str, str]]:
+    """(the ledgers a pasted dense config.json adds: a model of each architecture no page name has, by PASTED_FORM n;
+    each report form a paste can take (derive.render.page_config.config_forms) -> its ledger's form name).
+
+    derive comm --config reads the config's architecture; the page knows the paste's report form (config.js), so
+    each report form must have one architecture (ValueError otherwise).
+    """
+    models = comm_models()
+    known = {(models[name].architecture, _experts(models[name])): form for name, form in comm_forms().items()}
+    added: dict[str, Model] = {}
+    ledger: dict[str, str] = {}
+    report = form_names()
+    for entry in (entry for by_key in config_forms().values() for entry in by_key.values()):
+        form = known.setdefault((entry.architecture, _experts(entry)), f"{PASTED_FORM}{len(added)}")
+        if form not in models and form not in added:
+            added[form] = entry
+        if ledger.setdefault(report[entry.name], form) != form:
+            raise ValueError(f"page: the report form {report[entry.name]} has two ledgers ({ledger[report[entry.name]]}, "
+                             f"{form})")
+    return added, ledger
 
 
 def _experts(model: Model) -> bool:
@@ -153,10 +182,11 @@ def _table(model: Model, combos: list[tuple[object, ...]]) -> dict[str, dict[tup
 def comm_formulas(printed: Callable[[sp.Expr], dict[str, object]]) -> tuple[list[dict[str, object]],
                                                                            list[dict[str, object]]]:
     """(the groups' figures, each variant an index into the second, the printed expressions)."""
-    models, forms = comm_models(), comm_forms()
+    added, pasted = pasted_forms()
+    models, forms = {**comm_models(), **added}, comm_forms()
     names = list(FLAGS)
     every = list(itertools.product(*FLAGS.values()))
-    tables = {form: _table(models[form], every) for form in dict.fromkeys(forms.values())}
+    tables = {form: _table(models[form], every) for form in dict.fromkeys([*forms.values(), *added])}
     uses = {group: set().union(*(flags_used(table[group]) for table in tables.values() if group in table))
             for group in (*GROUPS, EXPERT_GROUP)}
     shared: dict[sp.Expr, int] = {}
@@ -196,6 +226,8 @@ def comm_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, obje
         "ell": {"layers": ELL.name, "moe_layers": ELL_E.name},
         "micro_batches": m.name,
         "flags": list(FLAGS),
+        # a pasted config's report form (config.js) -> its ledger's form
+        "pasted": pasted_forms()[1],
         "boolean_flags": [name for name, values in FLAGS.items() if all(isinstance(value, bool) for value in values)],
     }
 

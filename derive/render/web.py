@@ -37,6 +37,7 @@ from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import FLAG_WORDS, LAYOUT_DEFAULTS, LAYOUT_FIELDS, layout_field_messages, layout_parser
 from derive.render.page_step import STEP_FIELDS, step_code, step_field_messages
+from derive.render.page_stages import stage_code
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
 from derive.options.models import REQUIRED_SHAPE
@@ -60,7 +61,8 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
-                ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js", CALCULATOR)
+                ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js",
+                ROOT / "templates" / "html" / "stages.js", CALCULATOR)
 PAGE = "index.html"
 #: The name :func:`page_data` is kept under (derive.render.kept).
 KEPT_PAGE = "page"
@@ -102,6 +104,8 @@ MOE_GROUP = "Mixture of Experts"
 COMM_GROUP = "Layout and communication per rank"
 #: The heading of derive predict's figures.
 STEP_GROUP = "Predicted step time"
+#: The heading of derive predict's memory by pipeline stage.
+STAGES_GROUP = "Memory per GPU by pipeline stage"
 #: Each field's label in words; the CLI's flag follows it.
 FIELD_LABELS: dict[str, str] = {
     "model": "Model", "layers": "Layers", "hidden": "Hidden size", "heads": "Attention heads",
@@ -285,7 +289,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     code, formulas, moe = page_code()
     layout_script, layout = layout_code()
     step_script, step = step_code()
-    code += layout_script + step_script
+    stages_script, stages = stage_code()
+    code += layout_script + step_script + stages_script
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
@@ -341,9 +346,10 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "byte_unit_suffix": DECIMAL_STEPS[0],
         "binary_steps": list(BINARY_STEPS),
         "display": DISPLAY,
-        "legend": {**step["legend"], **layout["legend"], **symbol_legend()},
+        "legend": {**stages["legend"], **step["legend"], **layout["legend"], **symbol_legend()},
         "layout": layout,
         "step": {key: value for key, value in step.items() if key != "legend"},
+        "stages": {key: value for key, value in stages.items() if key != "legend"},
         "zero_stages": list(ZERO_STAGES),
         "shown": SHOWN,
         "hardware": list(HARDWARE),
@@ -379,7 +385,8 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
             for name in FIGURE_GROUPS] + [{"name": MOE_GROUP, "formulas": page_code()[2]["formulas"]},
                                           {"name": COMM_GROUP, "formulas": layout_code()[1]["comm"]["layout_figures"]
                                            + layout_code()[1]["comm"]["formulas"]},
-                                          {"name": STEP_GROUP, "formulas": step_code()[1]["figures"]}]
+                                          {"name": STEP_GROUP, "formulas": step_code()[1]["figures"]},
+                                          {"name": STAGES_GROUP, "formulas": stage_code()[1]["figures"]}]
 
 
 def page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:

@@ -15,6 +15,7 @@
   const MOE_REPORT = DeriveMoE(DATA, PARSE);
   const LAYOUT = DeriveLayout(DATA, PARSE);
   const STEP = DeriveStep(DATA);
+  const STAGES = DeriveStages(DATA, format);
   const LAYOUT_ONLY = new Set(DATA.layout.fields);
   const STEP_ONLY = new Set(Object.keys(DATA.step.fields));  // derive predict's own options (--token-budget)
   const PASTE = FORM.elements.config;
@@ -76,9 +77,7 @@
       if ("error" in read) return { errors: { config: read.error } };
       const custom = read.name + (shapeGiven.length ? " (custom)" : "");
       if (!read.dense) return { errors: { config: CONFIG.line("dense_only", { name: custom, model_type: read.model_type }) } };
-      for (const [option, symbol] of Object.entries(DATA.shape)) values[symbol] = read.sizes[option.replace("-", "_")];
-      values[DATA.head_width] = read.headDim !== null ? read.headDim : Math.trunc(read.sizes.hidden / read.sizes.heads);
-      Object.assign(values, read.extra);
+      Object.assign(values, CONFIG.values(read));
       base = { name: read.name, gqa: DATA.config.families[read.model_type].gqa,
                fixedHead: read.headDim !== null, model_type: read.model_type, form: read.form };
     } else if (parsed.model !== null) {
@@ -139,14 +138,14 @@
     return { errors: {}, name, values, choices, given, gpu: parsed.gpu };
   }
 
-  // The layout's part: `derive comm --model NAME` with the layout options; null where the page has no
-  // ledger for the model (a pasted config, a custom shape, a name the report refuses).
+  // The layout's part: `derive comm --model NAME` (or `--config pasted.json`: its ledger by the paste's form) with the
+  // layout options; null where the page has no ledger for the model (a custom shape, a name the report refuses).
   function layoutConfiguration(texts) {
     const { errors, parsed } = parseAll(texts);
     const shaped = Object.keys(DATA.shape).some((option) => option !== "seq" && texts[option] !== "");
-    if (texts.config !== "" || shaped) return null;
+    if (shaped) return null;
     const name = parsed.model !== undefined ? (parsed.model || DATA.page_model) : null;
-    const model = name !== null ? DATA.layout.comm.models[name] : undefined;
+    const model = texts.config !== "" ? pastedLedger(texts.config) : name !== null ? DATA.layout.comm.models[name] : undefined;
     if (errors.model) return null;
     if (model === undefined) return null;
     const options = new Set([...Object.keys(DATA.layout.rules.symbols), ...LAYOUT_ONLY, "seq", "precision", "zero"]);
@@ -161,6 +160,13 @@
       flags[flag] = parsed[option] !== null ? parsed[option] : (flag in DATA.layout.defaults ? null : field.default);
     }
     return LAYOUT.configuration(texts, parsed, model, flags);
+  }
+
+  // A dense paste's model as the ledger reads it (config.js); undefined where it has none (a bad or MoE paste).
+  function pastedLedger(text) {
+    const read = CONFIG.read(text);
+    const form = read.dense ? DATA.layout.comm.pasted[read.form] : undefined;
+    if (form !== undefined) return { form, name: read.name, experts: false, mla: false, values: CONFIG.values(read) };
   }
 
   // The report's refusals once its figures are known (derive.report.figures), in its order: a figure
@@ -291,9 +297,10 @@
     const layout = layoutConfiguration(texts);
     const comm = layout && !Object.keys(layout.errors).length ? LAYOUT.evaluate(layout) : [];
     const step = layout && !Object.keys(layout.errors).length ? predicted(layout, texts) : { figures: [] };
+    const stages = STAGES.judge(step, layout);  // predict's memory check: its refusal marks the step's figures
     const errors = { ...(layout ? layout.errors : {}), ...(step.errors || {}), ...config.errors };
     const report = shown;
-    shown = [...report, ...comm, ...step.figures];
+    shown = [...report, ...comm, ...step.figures, ...stages.figures];
     for (const option of [...DATA.fields.map((field) => field.option), "config"]) {
       const error = errors[option];
       const box = document.getElementById("error-" + option);
@@ -306,6 +313,7 @@
       const output = row.querySelector("output");
       const figure = byKey.get(row.dataset.figure);
       row.hidden = !figure;
+      row.classList.toggle("refused", stages.refused.has(figure));
       if (!figure) {
         output.textContent = "";
         output.removeAttribute("data-value");
@@ -326,6 +334,7 @@
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
     showComm(comm);
     showStep(step);
+    STAGES.show(stages, partsBar);
     shown = report;
     const line = shown.length ? DATA.shape_order.map((option) => option + "=" + config.values[DATA.shape[option]]) : [];
     document.getElementById("model-line").textContent = shown.length ? config.name + ": " + line.join(" ") : "";
@@ -412,38 +421,16 @@
     }
     const total = parts.reduce((sum, figure) => sum + figure.value, 0);
     const budget = plan.budget ? valueOf(shown, plan.budget) : null;
-    const scale = Math.max(total, budget || 0);
-    const share = (value) => (scale ? value / scale * DATA.python_format.percent : 0) + "%";
-    parts.forEach((figure, index) => {
-      const segment = document.createElement("span");
-      segment.className = "segment part-" + index;
-      segment.style.width = share(figure.value);
-      segment.title = figure.formula.label + ": " + format(figure.value, "B");
-      bar.append(segment);
-      const item = document.createElement("li");
-      const swatch = document.createElement("span");
-      swatch.className = "swatch part-" + index;
-      item.append(swatch, document.createTextNode(figure.formula.label + ": " + format(figure.value, "B")));
-      legend.append(item);
-    });
-    const line = document.createElement("li");
-    let verdict = "Total " + format(total, "B");
-    if (budget !== null) {
-      const marker = document.createElement("span");
-      marker.className = "budget";
-      marker.style.left = share(budget);
-      bar.append(marker);
-      verdict += " against a budget of " + format(budget, "B") + " per GPU";
-    } else {
-      verdict += " (this report takes no budget)";
-    }
-    line.textContent = verdict;
-    legend.append(line);
-    bar.setAttribute("aria-label", "Memory per GPU: " + parts.map((figure) => figure.formula.label + " " + format(figure.value, "B")).join(", ") + ". " + verdict);
+    const verdict = "Total " + format(total, "B") + (budget !== null ? " against a budget of " + format(budget, "B")
+      + " per GPU" : " (this report takes no budget)");
+    partsBar(bar, legend, parts, Math.max(total, budget || 0), "Memory per GPU", budget !== null ? budget : undefined);
+    legend.append(Object.assign(document.createElement("li"), { textContent: verdict }));
+    bar.setAttribute("aria-label", bar.getAttribute("aria-label") + ". " + verdict);
   }
 
-  // A bar of ``parts`` (figures: each a segment and a legend line, as a share of ``total``), labelled for screen readers.
-  function partsBar(bar, legend, parts, total, label) {
+  // A bar of ``parts`` (figures: each a segment and a legend line, as a share of ``total``), labelled for screen readers;
+  // ``marker`` (bytes, optional): a budget line at its share.
+  function partsBar(bar, legend, parts, total, label, marker) {
     bar.replaceChildren();
     legend.replaceChildren();
     parts.forEach((figure, index) => {
@@ -459,8 +446,15 @@
       item.append(swatch, document.createTextNode(text));
       legend.append(item);
     });
+    if (marker !== undefined) {
+      const line = document.createElement("span");
+      line.className = "budget";
+      line.style.left = (total ? marker / total * DATA.python_format.percent : 0) + "%";
+      bar.append(line);
+    }
     bar.setAttribute("aria-label", label + ": " + parts.map((figure) =>
-      figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", "));
+      figure.formula.label + " " + format(figure.value, figure.formula.unit)).join(", ")
+      + (marker !== undefined ? "; budget " + format(marker, "B") : ""));
   }
 
   // The bytes each rank sends per step as a bar by group (derive comm's per_rank_bytes_per_step).
@@ -477,11 +471,13 @@
     const { errors, parsed } = parseAll(texts);
     const own = Object.fromEntries(Object.entries(errors).filter(([option]) => STEP_ONLY.has(option)));
     if (Object.keys(own).length) return { figures: [], errors: own };
+    if (texts.config !== "") return { figures: [] };  // the step model runs on the page's names only
     const name = parsed.model || DATA.page_model;
     const precision = parsed.precision !== null && parsed.precision !== undefined ? parsed.precision : FIELDS.get("precision").fallback;
     const given = {};
     for (const [option, symbol] of Object.entries(DATA.step.fields)) if (parsed[option] !== null) given[symbol] = parsed[option];
-    return STEP.evaluate(layout, name, parsed.gpu || DATA.step.gpu, precision, given);
+    const gpu = parsed.gpu || DATA.step.gpu;
+    return { ...STEP.evaluate(layout, name, gpu, precision, given), name, gpu };
   }
 
   // The predicted step as a bar by part (derive predict's breakdown), and its total.
@@ -493,7 +489,7 @@
     document.getElementById("step").hidden = !figures.length && !step.refusal;
     const total = figures.find((figure) => figure.formula.key === DATA.step.total);
     partsBar(document.getElementById("step-bar"), document.getElementById("step-legend"),
-             figures.filter((figure) => figure.formula.part !== null && figure.value > 0),
+             step.refusal ? [] : figures.filter((figure) => figure.formula.part !== null && figure.value > 0),
              total ? total.value : 0, "Predicted step by part");
   }
 
@@ -546,7 +542,8 @@
     const words = [DATA.layout.command];
     const params = new URLSearchParams(query(texts));
     const options = new Set([...DATA.layout.options, "model", "seq"]);
-    if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
+    if (params.has("config")) words.push(quote("--config=" + DATA.command.config));
+    else if (!params.has("model")) words.push(quote("--model=" + DATA.page_model));
     for (const [option, text] of params) {
       if (!options.has(option)) continue;
       const flag = DATA.layout.rules.flag_options[text];

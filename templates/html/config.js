@@ -182,5 +182,13 @@ function DeriveConfig(DATA, PARSE) {
     }
   }
 
-  return { read, line, floatRepr, repr };
+  // A dense config's sizes by symbol (DATA.shape; the head width k, h / a unless head_dim fixes it; its extra sizes).
+  function values(read) {
+    const out = {};
+    for (const [option, symbol] of Object.entries(DATA.shape)) out[symbol] = read.sizes[option.replace("-", "_")];
+    out[DATA.head_width] = read.headDim !== null ? read.headDim : Math.trunc(read.sizes.hidden / read.sizes.heads);
+    return Object.assign(out, read.extra);
+  }
+
+  return { read, line, floatRepr, repr, values };
 }

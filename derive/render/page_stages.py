@@ -1,0 +1,133 @@
+"""Memory per GPU by pipeline stage on the page: ``derive predict --json``'s memory.stages.<stage>.<part> and memory.per_gpu.
+
+Each stage's parts are derive.planning.stage_memory.stage_parts of the model's architecture (its sizes left
+symbols: the page passes the model's values) at each ZeRO stage, recompute policy and precision predict takes,
+kept where the stage exists (derive.planning.stage_memory.STAGES; NaN elsewhere, which the page leaves out);
+the most loaded rank is stage_memory.most_loaded over the parts, each a symbol the page sets from its part's
+figure. Every distinct expression is printed once; a figure's variants are keyed by the model's form and only
+the flags that change it (derive.render.page_comm's keying). Predict's fit check and its words are
+derive.verdicts.MEMORY against each GPU's HBM (derive.systems) and usable low end (derive.accounts.budget).
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+import sympy as sp
+
+from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.budget import usable_low_end
+from derive.accounts.state import PRECISIONS
+from derive.accounts.step_layout import LINEAR_DTYPE
+from derive.formulas import ZERO_STAGES
+from derive.model import Model
+from derive.planning.stage_memory import PARTS, STAGES, memory_profile, most_loaded, stage_parts
+from derive.printing.latex import tex
+from derive.render.page_comm import comm_models, flag_text, flags_used
+from derive.render.page_functions import PageFunctions
+from derive.symbols import BY_NAME, meaning
+from derive.systems import SYSTEMS
+from derive.units import format_bytes
+
+#: The JSON object the figures sit in (derive predict --json: memory.per_gpu, memory.stages.<stage>.<part>).
+KEY = "memory"
+#: The flags a stage's bytes depend on, in variant-key order, with the values predict takes.
+FLAGS: dict[str, tuple[object, ...]] = {"zero": tuple(ZERO_STAGES), "recompute": tuple(RECOMPUTE_POLICIES),
+                                        "precision": tuple(LINEAR_DTYPE)}
+#: Each stage in words: which rank it is and what it holds besides its layers.
+STAGE_LABELS: dict[str, str] = {"single": "The one stage (p = 1: embedding and output head)",
+                                "first": "First stage (rank 0: the embedding)",
+                                "middle": "Middle stage (rank 1, the most loaded of the middle ranks)",
+                                "last": "Last stage (rank p \u2212 1: the output head and the loss)"}
+#: Each part in words.
+PART_LABELS: dict[str, str] = {"params": "Parameters", "grads": "Gradients", "optimizer": "Optimizer state",
+                               "fp8_copies": "FP8 weight copies and scales", "activations": "Activations"}
+PER_GPU = f"{KEY}.per_gpu"
+
+
+def part_symbol(stage: str, part: str) -> sp.Symbol:
+    """The symbol of ``stage``'s ``part`` bytes (the most loaded rank's expression reads them)."""
+    return sp.Symbol(f"M_{stage}_{part}", nonnegative=True)
+
+
+def stage_forms() -> dict[str, str]:
+    """Dense page name -> the first name with the same architecture and layer profile (predict's memory check)."""
+    first: dict[tuple[object, str], str] = {}
+    return {name: first.setdefault((entry.architecture, memory_profile(entry)), name)
+            for name, entry in comm_models().items() if entry.dense}
+
+
+def _tables(entry: Model) -> dict[tuple[str, str], dict[tuple[object, ...], sp.Expr]]:
+    """(stage, part) -> flag values -> the part where the stage exists (NaN elsewhere), at every FLAGS combination."""
+    tables: dict[tuple[str, str], dict[tuple[object, ...], sp.Expr]] = {}
+    for values in itertools.product(*FLAGS.values()):
+        flags = dict(zip(FLAGS, values))
+        parts = stage_parts(entry.architecture, memory_profile(entry), flags["recompute"], flags["zero"], False,
+                            PRECISIONS[flags["precision"]].fp8)
+        for stage, found in parts.items():
+            for part, expr in found.items():
+                tables.setdefault((stage, part), {})[values] = sp.Piecewise((expr, STAGES[stage]), (sp.nan, True))
+    return tables
+
+
+def _figure(key: str, label: str, symbol: sp.Symbol | None, tables: dict[str, dict[tuple[object, ...], sp.Expr]],
+            printed: PageFunctions, expressions: list[dict[str, object]], shared: dict[sp.Expr, int],
+            **extra: object) -> dict[str, object]:
+    """A figure whose variants are keyed by the form and the flags that change some form's table."""
+    names = list(FLAGS)
+    positions = sorted(set().union(*(flags_used(table) for table in tables.values())))
+    variants = {}
+    for form, table in tables.items():
+        for values, expr in table.items():
+            if expr not in shared:
+                shared[expr] = len(expressions)
+                expressions.append(printed(expr))
+            variants["|".join([form, *(flag_text(values[index]) for index in positions)])] = shared[expr]
+    return {"key": key, "row": f"step:{key}", "label": label, "unit": "B", "symbol": symbol.name if symbol else None,
+            "uses": [names[index] for index in positions], "variants": variants, **extra}
+
+
+def gpu_memory() -> dict[str, dict[str, object]]:
+    """Per GPU: its HBM in bytes and as predict's refusal writes it, and its usable low end."""
+    return {name: {"hbm": gpu.hbm_bytes, "hbm_text": format_bytes(gpu.hbm_bytes, "GB", 0),
+                   "usable": usable_low_end(gpu)} for name, gpu in SYSTEMS.items()}
+
+
+@lru_cache(maxsize=1)
+def stage_code() -> tuple[str, dict[str, object]]:
+    """(the stages' generated script, what stages.js needs: the figures, their expressions, forms, GPUs, legend)."""
+    printed = PageFunctions()
+    models, forms = comm_models(), stage_forms()
+    by_form = {form: _tables(models[form]) for form in dict.fromkeys(forms.values())}
+    expressions: list[dict[str, object]] = []
+    shared: dict[sp.Expr, int] = {}
+    figures = []
+    for stage, part in itertools.product(STAGES, PARTS):
+        tables = {form: found[(stage, part)] for form, found in by_form.items() if (stage, part) in found}
+        if tables:
+            figures.append(_figure(f"{KEY}.stages.{stage}.{part}", f"{STAGE_LABELS[stage]}: {PART_LABELS[part]}",
+                                   part_symbol(stage, part), tables, printed, expressions, shared,
+                                   stage=stage, part=part, part_label=PART_LABELS[part]))
+    # the most loaded rank of the parts each precision has (an FP8 recipe's copies or none)
+    loaded = {}
+    for precision in FLAGS["precision"]:
+        present = [part for part in PARTS if part != "fp8_copies" or PRECISIONS[precision].fp8 is not None]
+        loaded[(precision,)] = most_loaded({stage: {part: part_symbol(stage, part) for part in present}
+                                            for stage in STAGES})
+    figures.append(_figure(PER_GPU, "Memory per GPU, the most loaded rank", None,
+                           {form: {(None, None, precision): expr for (precision,), expr in loaded.items()}
+                            for form in by_form}, printed, expressions, shared, stage=None, part=None))
+    symbols = {part_symbol(stage, part).name: (stage, part) for stage, part in itertools.product(STAGES, PARTS)}
+    legend = {}
+    for name in {name for entry in expressions for name in entry["args"]} | {f["symbol"] for f in figures if f["symbol"]}:
+        if name in symbols:
+            stage, part = symbols[name]
+            legend[name] = {"tex": tex(sp.Symbol(name)), "meaning": f"{PART_LABELS[part]} of the "
+                                                                   f"{STAGE_LABELS[stage][0].lower()}{STAGE_LABELS[stage][1:]}"}
+        else:
+            legend[name] = {"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])}
+    data = {"figures": figures, "expressions": expressions, "forms": forms, "stages": list(STAGE_LABELS.items()),
+            "per_gpu": PER_GPU, "gpus": gpu_memory(), "legend": dict(sorted(legend.items()))}
+    script = printed.script("Generated by derive.render.page_stages from derive.planning.stage_memory's accounts.",
+                            "DERIVE_STAGE_FUNCTIONS")
+    return script, data
