@@ -3,7 +3,9 @@
 The model: --model (a preset, an MoE preset or a shipped config's name), --config PATH (any
 config.json derive reads, MoE included) or --architecture layers=…,hidden=…,ffn=…,heads=…,
 kv-heads=…,vocab=…,mlp=gelu|swiglu (swiglu: a Llama-style layer; gelu: the GPT of the Megatron
-papers, learned positions and LayerNorm). The layout: derive.options' shared options. The
+papers, learned positions and LayerNorm). The layout: derive.options' shared options;
+--expert-op-fuser runs an MoE model's experts as Transformer Engine's fused ops (``predict``'s
+``expert_op_fuser``). The
 prediction: ``derive.accounts.prediction.predict`` with the calibrated constants of
 ``derive/calibration.json``. A layout that does not divide the model, or whose most loaded
 rank needs more than the GPU's HBM (dense models: derive.sweep's accounts), is one line and exit
@@ -104,6 +106,10 @@ def build_parser() -> OneLineParser:
                         help="comma-separated overlap rules to turn on (default: "
                              "derive.accounts.schedule.DEFAULT_OVERLAP; 'none' for none): "
                              + ", ".join(OVERLAP_RULES))
+    parser.add_argument("--expert-op-fuser", action="store_true",
+                        help="the routed experts run as Transformer Engine's fused ops (Megatron's "
+                             "--use-transformer-engine-op-fuser): no eager expert bias or GLU clamp kernels "
+                             "(MoE models only)")
     parser.add_argument("--no-memory-check", action="store_true", help="predict even if the layout does not fit")
     add_token_budget(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object")
@@ -129,8 +135,10 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
             rules = overlap_rules(names)
         except ValueError as error:
             raise option_error(error, {"overlap": "--overlap"}) from None
+    if args.expert_op_fuser and entry.dense:
+        raise UsageError(f"--expert-op-fuser: {entry.name} has no routed experts (the flag fuses their kernels)")
     try:
-        result = predict(entry, layout, gpu, precision, rules)
+        result = predict(entry, layout, gpu, precision, rules, expert_op_fuser=args.expert_op_fuser)
     except ValueError as error:
         raise option_error(error, {"model": "--model", "gpu": "--gpu"}) from None
     needed = memory_per_gpu(entry, layout)
@@ -183,7 +191,8 @@ def run(argv: Sequence[str] | None = None) -> str:
                     "etp": layout.etp, "dp": layout.dp, "micro_batch": layout.micro_batch,
                     "micro_batches": layout.micro_batches, "global_batch": layout.global_batch,
                     "zero": layout.zero, "sequence_parallel": layout.sequence_parallel,
-                    "recompute": layout.recompute, "precision": args.precision_name}
+                    "recompute": layout.recompute, "precision": args.precision_name,
+                    "expert_op_fuser": args.expert_op_fuser}
         return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
                            **budget(layout, result, args.token_budget), "layout": settings}, indent=1) + "\n"
     return render_text(entry, layout, gpu, result, args.token_budget)
