@@ -64,6 +64,12 @@ def test_architecture_and_moe_config(capsys):
     (["--model", "llama3-8b", "--gpus", "8", "--overlap", "magic"], "--overlap"),
     (["--model", "nope", "--gpus", "8"], "--model"),
     (["--model", "llama3-8b", "--gpus", "8", "--expert-op-fuser"], "--expert-op-fuser"),  # no routed experts
+    (["--model", "llama3-8b", "--gpus", "8", "--recompute-modules", "layernorm"], "--recompute-modules"),
+    (["--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--recompute-modules", "core_attn"],
+     "--recompute-modules"),
+    (["--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--recompute", "full", "--recompute-modules",
+      "moe_act"], "--recompute-modules"),
+    (["--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--recompute-modules", ","], "--recompute-modules"),
 ])
 def test_layouts_that_cannot_run_exit_2_with_one_line(capsys, argv, option):
     assert main(argv) == 2
@@ -92,6 +98,17 @@ def test_expert_op_fuser_drops_the_eager_expert_bias_and_clamp(capsys):
     assert eager["breakdown"]["memory_bound"] - fused["breakdown"]["memory_bound"] == pytest.approx(seconds)
     assert {k: v for k, v in eager["breakdown"].items() if k != "memory_bound"} == pytest.approx(
         {k: v for k, v in fused["breakdown"].items() if k != "memory_bound"})
+
+
+def test_recompute_modules_on_the_command_line(capsys):
+    argv = ["--model", "gpt-oss-120b", "--gpu", "b200", "--gpus", "8", "--ep", "8", "--global-batch", "64",
+            "--seq", "4096", "--json"]
+    plain, again = _json(capsys, argv), _json(capsys, [*argv, "--recompute-modules", "moe_act, layernorm"])
+    assert (plain["layout"]["recompute_modules"], again["layout"]["recompute_modules"]) == ([], ["layernorm", "moe_act"])
+    # the pre-MLP norm (2 h) and the activation with its clamp (11 k_E f_E) re-run: 132,480 BF16 elements a token
+    # a layer (tests/test_step_recompute_modules.py counts them), 36 layers, 32,768 tokens a GPU
+    seconds = 32768 * 36 * 132480 * 2 / (calibrated().memory * system("b200").hbm_bandwidth)
+    assert again["breakdown"]["memory_bound"] - plain["breakdown"]["memory_bound"] == pytest.approx(seconds)
 
 
 LLAMA3_PAPER = ["--model", "llama3-405b", "--gpu", "h100", "--gpus", "16384", "--tp", "8", "--pp", "16",
