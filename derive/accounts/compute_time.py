@@ -14,7 +14,9 @@ Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a f
 kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16, their [s, s]
 scores in HBM only for the GPT family's materialised kernel (a flash kernel keeps them on chip:
 ``Workload.attention_kernel``). Element-wise work moves each saved tensor across HBM
-``MEMORY_CROSSINGS`` times at eta_memory x bandwidth.
+``MEMORY_CROSSINGS`` times at eta_memory x bandwidth; MoE layers add the kernels of their ``Kernel`` tables
+(the dispatcher's permutations, the experts' eager bias and clamp, the modules Megatron's selective recompute
+re-runs), each from the tensors it reads and writes.
 """
 from __future__ import annotations
 
