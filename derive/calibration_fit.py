@@ -60,6 +60,7 @@ class PublishedRun:
     overlap: frozenset[str] = DEFAULT_OVERLAP
     precision: str | None = None  # an FP8 recipe the state ledger does not hold (predict's override)
     expert_op_fuser: bool = False  # the recipe runs the experts as TE fused ops (predict's expert_op_fuser)
+    recompute_modules: frozenset[str] = frozenset()  # the recipe's --recompute-modules (predict's recompute_modules)
 
 
 def korthikanti_runs() -> list[PublishedRun]:
@@ -141,7 +142,7 @@ def calibration_runs() -> list[PublishedRun]:
 def residuals(runs: Sequence[PublishedRun], eta: Efficiency) -> list[float]:
     """Predicted / published - 1 of every run."""
     return [predict(run.model, run.parallelism, run.gpu, run.precision, eta=eta, overlap=run.overlap,
-                    expert_op_fuser=run.expert_op_fuser).step_time_s
+                    expert_op_fuser=run.expert_op_fuser, recompute_modules=run.recompute_modules).step_time_s
             / run.seconds - 1
             for run in runs]
 

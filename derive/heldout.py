@@ -54,7 +54,8 @@ HELDOUT_CAPACITY = {"(tokendrop)": 1}
 HELDOUT_BALANCED = {"LLAMA3.1_405B"}
 #: What the table leaves unstated, taken as Megatron's large-run defaults (derive.predict's).
 HELDOUT_ASSUMPTIONS = ("distributed optimizer (ZeRO-1) where FSDP = 0, ZeRO-3 over the data-parallel ranks "
-                       "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none); "
+                       "where FSDP > 0; sequence parallel where t > 1; no recompute (the table states none) beyond the "
+                       "modules a row's recipe recomputes (HELDOUT_RECOMPUTE_MODULES); "
                        "v = 1 where it prints n/a; pipeline stages unbalanced unless L does not divide p v and "
                        "L + 2 does (then Megatron's embedding and loss slots, the only split it accepts) or the "
                        "model's recipe sets those slots (Llama 3.1 405B); "
@@ -99,6 +100,28 @@ HELDOUT_EXPERT_OP_FUSER = {
     (release, "GPT OSS 120B", system): _GPT_OSS_FUSED.format(tag, system.removeprefix("DGX-"), ep)
     for release, tag in (("26.06", "v0.5.0"), ("26.06.01", "v0.5.1"), ("26.08", "v0.6.0"))
     for system, ep in (("DGX-GB300", 16), ("DGX-GB200", 64))}
+#: Rows whose recipe recomputes Megatron modules under selective granularity (predict's ``recompute_modules``):
+#: (release, model, system) -> (the modules, the recipe). Megatron-Bridge scripts/performance/configs/gpt_oss/
+#: gpt_oss_workload_base_configs.py, GPT_OSS_120B_PRETRAIN_CONFIG_{GB200,B200,H100}_BF16_V1 (L58, L75, L82 at v0.3.0,
+#: v0.3.1, v0.4.0 and v0.4.2: recompute_modules=["layernorm", "moe_act"]), which the V2 cells (GBS 1280) inherit;
+#: scripts/performance/utils/overrides.py, _set_recompute_overrides, sets recompute_granularity = "selective" with
+#: them (the GPT-OSS recipe itself sets neither: src/megatron/bridge/recipes/gpt_oss/gpt_oss.py). Releases: 26.02
+#: is v0.3.0, 26.02.01 v0.3.1, 26.04 v0.4.0, 26.04.01 v0.4.2 (docs/versions1.json, "0.4.2 · 26.04.01"). Each cell's
+#: EP, p, micro-batch and GBS equal the row's (GB200 EP 64 b 4; B200 EP 64 b 4 at v0.3.0, EP 8 b 4 from v0.4.0;
+#: H100 p 4 EP 8 b 1); 26.02.01's B200 row (EP 8) differs from v0.3.1's cell (EP 64) and 25.11's rows from v0.2.0's
+#: (GBS 512, other micro-batches), so those are predicted without. GB300 and B300 recompute nothing; the 26.06 to
+#: 26.08 MXFP8 cells set recompute_modules=[] (v0.5.0, v0.5.1; v0.6.0 perf_recipes).
+_GPT_OSS_RECOMPUTE = ("NVIDIA-NeMo/Megatron-Bridge {}, scripts/performance/configs/gpt_oss/"
+                      "gpt_oss_workload_base_configs.py, GPT_OSS_120B_PRETRAIN_CONFIG_{}_BF16_V2: "
+                      "recompute_modules=[\"layernorm\", \"moe_act\"], selective")
+HELDOUT_RECOMPUTE_MODULES = {
+    (release, "GPT OSS 120B", system): (frozenset({"layernorm", "moe_act"}),
+                                        _GPT_OSS_RECOMPUTE.format(tag, system.removeprefix("DGX-")))
+    for release, tag, systems in (("26.02", "v0.3.0", ("DGX-GB200", "DGX-B200", "DGX-H100")),
+                                  ("26.02.01", "v0.3.1", ("DGX-GB200", "DGX-H100")),
+                                  ("26.04", "v0.4.0", ("DGX-GB200", "DGX-B200", "DGX-H100")),
+                                  ("26.04.01", "v0.4.2", ("DGX-GB200", "DGX-B200", "DGX-H100")))
+    for system in systems}
 TOKEN_DROP = ("token drop: capacity factor 1 with expert inputs padded to capacity (Megatron-Bridge "
               "apply_moe_token_drop): every expert computes T k_E / E rows, the dropless count under uniform routing")
 
@@ -158,13 +181,15 @@ def _heldout_run(row: dict, label: str, release: str) -> PublishedRun:
     seconds = row["global_batch"] * row["seq"] / (row["tokens_per_s_per_gpu"] * row["gpus"])
     recipe = HELDOUT_EP_OVERLAP_OFF.get((release, row["model"], row["system"]))
     fused = HELDOUT_EXPERT_OP_FUSER.get((release, row["model"], row["system"]))
+    modules, recomputed = HELDOUT_RECOMPUTE_MODULES.get((release, row["model"], row["system"]), (frozenset(), None))
     assumptions = "; ".join(filter(None, (HELDOUT_ASSUMPTIONS, HELDOUT_MISSING.get(row["model"]),
                                           drop and TOKEN_DROP, recipe and f"EP all-to-all not overlapped: {recipe}",
-                                          fused and f"experts as fused ops: {fused}")))
+                                          fused and f"experts as fused ops: {fused}",
+                                          recomputed and f"modules recomputed: {recomputed}")))
     overlap = DEFAULT_OVERLAP - {"ep-a2a-overlap-across-nodes"} if recipe else DEFAULT_OVERLAP
     return PublishedRun(release, label, entry, layout, system(HELDOUT_SYSTEMS[row["system"]]), seconds,
                         f"{row['tokens_per_s_per_gpu']} tokens/s per GPU", assumptions, overlap, precision,
-                        expert_op_fuser=fused is not None)
+                        expert_op_fuser=fused is not None, recompute_modules=modules)
 
 
 def _gib(size: float | None) -> float | None:
@@ -182,7 +207,7 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
     rows = []
     for run in runs:
         step = predict(run.model, run.parallelism, run.gpu, run.precision, eta=eta, overlap=run.overlap,
-                       expert_op_fuser=run.expert_op_fuser)
+                       expert_op_fuser=run.expert_op_fuser, recompute_modules=run.recompute_modules)
         error = step.step_time_s / run.seconds - 1  # derive.calibration_fit.residuals' figure
         tokens = run.parallelism.global_batch * run.model.seq / (run.seconds * run.parallelism.gpus)
         predicted = tokens / (1 + error)  # throughput scales as 1 / step time

@@ -3,7 +3,9 @@
 The model: --model (a preset, an MoE preset or a shipped config's name), --config PATH (any
 config.json derive reads, MoE included) or --architecture layers=…,hidden=…,ffn=…,heads=…,
 kv-heads=…,vocab=…,mlp=gelu|swiglu (swiglu: a Llama-style layer; gelu: the GPT of the Megatron
-papers, learned positions and LayerNorm). The layout: derive.options' shared options. The
+papers, learned positions and LayerNorm). The layout: derive.options' shared options;
+--expert-op-fuser runs an MoE model's experts as Transformer Engine's fused ops (``predict``'s
+``expert_op_fuser``), --recompute-modules re-runs Megatron's modules (``recompute_modules``). The
 prediction: ``derive.accounts.prediction.predict`` with the calibrated constants of
 ``derive/calibration.json``. A layout that does not divide the model, or whose most loaded
 rank needs more than the GPU's HBM (dense models: derive.sweep's accounts), is one line and exit
@@ -19,6 +21,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from derive.accounts.budget import usable_low_end
+from derive.accounts.compute_time import RECOMPUTE_MODULE_KERNELS
 from derive.accounts.prediction import ledger_precision, predict
 from derive.accounts.schedule import OVERLAP_RULES, overlap_rules
 from derive.accounts.step import StepTime, budget_time
@@ -106,6 +109,14 @@ def build_parser() -> OneLineParser:
                         help="comma-separated overlap rules to turn on (default: "
                              "derive.accounts.schedule.DEFAULT_OVERLAP; 'none' for none): "
                              + ", ".join(OVERLAP_RULES))
+    parser.add_argument("--expert-op-fuser", action="store_true",
+                        help="the routed experts run as Transformer Engine's fused ops (Megatron's "
+                             "--use-transformer-engine-op-fuser): no eager expert bias or GLU clamp kernels "
+                             "(MoE models only)")
+    parser.add_argument("--recompute-modules", metavar="MODULES",
+                        help="comma-separated Megatron --recompute-modules the step re-runs beside --recompute "
+                             "(selective granularity): " + ", ".join(RECOMPUTE_MODULE_KERNELS)
+                             + " (MoE models only; derive.accounts.compute_time.RECOMPUTE_MODULE_KERNELS)")
     parser.add_argument("--no-memory-check", action="store_true", help="predict even if the layout does not fit")
     add_token_budget(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object")
@@ -131,10 +142,15 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
             rules = overlap_rules(names)
         except ValueError as error:
             raise option_error(error, {"overlap": "--overlap"}) from None
+    if args.expert_op_fuser and entry.dense:
+        raise UsageError(f"--expert-op-fuser: {entry.name} has no routed experts (the flag fuses their kernels)")
+    modules = recompute_modules(args.recompute_modules, entry)
     try:
-        result = predict(entry, layout, gpu, precision, rules)
+        result = predict(entry, layout, gpu, precision, rules, expert_op_fuser=args.expert_op_fuser,
+                         recompute_modules=modules)
     except ValueError as error:
-        raise option_error(error, {"model": "--model", "gpu": "--gpu"}) from None
+        raise option_error(error, {"model": "--model", "gpu": "--gpu",
+                                   "recompute_modules": "--recompute-modules"}) from None
     needed = memory_per_gpu(entry, layout)
     result.conventions["memory"] = memory_note(needed, gpu)
     if not args.no_memory_check and needed is not None and needed > gpu.hbm_bytes:
@@ -145,6 +161,19 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
 def hbm_text(gpu: System) -> str:
     """The GPU's HBM as its datasheet gives it, in GB (the refusal's words)."""
     return format_bytes(gpu.hbm_bytes, "GB", 0)
+
+
+def recompute_modules(text: str | None, entry: Model) -> tuple[str, ...]:
+    """--recompute-modules' names (empty without it); UsageError for a dense model, whose TE layers fuse both modules."""
+    if text is None:
+        return ()
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if entry.dense:
+        raise UsageError(f"--recompute-modules: {entry.name} has no routed experts (its norms are fused into "
+                         "the linear layers and it has no expert activation to recompute)")
+    if not names:
+        raise UsageError(f"--recompute-modules: name one or more of {', '.join(RECOMPUTE_MODULE_KERNELS)}")
+    return names
 
 
 def memory_note(needed: float | None, gpu: System) -> str:
@@ -198,7 +227,9 @@ def run(argv: Sequence[str] | None = None) -> str:
                     "etp": layout.etp, "dp": layout.dp, "micro_batch": layout.micro_batch,
                     "micro_batches": layout.micro_batches, "global_batch": layout.global_batch,
                     "zero": layout.zero, "sequence_parallel": layout.sequence_parallel,
-                    "recompute": layout.recompute, "precision": args.precision_name}
+                    "recompute": layout.recompute, "precision": args.precision_name,
+                    "expert_op_fuser": args.expert_op_fuser,
+                    "recompute_modules": sorted(recompute_modules(args.recompute_modules, entry))}
         return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
                            **budget(layout, result, args.token_budget), **memory_record(entry, layout, gpu),
                            "layout": settings}, indent=1) + "\n"

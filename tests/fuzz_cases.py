@@ -112,6 +112,7 @@ COMMANDS: dict[str, Command] = {
         "--architecture": ["layers=2,hidden=64,ffn=128,heads=4,kv-heads=2,vocab=100,mlp=swiglu", "layers=0"],
         "--overlap": ["none", "tp-comm-overlap", "dp-reduce-with-backward,nothing"],
         "--no-sequence-parallel": FLAG, "--no-memory-check": FLAG, "--json": FLAG,
+        "--expert-op-fuser": FLAG, "--recompute-modules": ["moe_act", "layernorm,moe_act", "core_attn", ","],
     }, cases=120, usual={"--model": "8b", "--gpu": "h100", "--dp": "8", "--zero": "1"}),
 }
 

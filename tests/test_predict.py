@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from derive.accounts.efficiency import calibrated
 from derive.predict import main
+from derive.systems import system
 
 CONFIGS = Path(__file__).resolve().parents[1] / "derive" / "configs"
 BAR = ["--model", "llama3-70b", "--gpu", "h100", "--gpus", "64", "--tp", "4", "--pp", "4", "--vp", "5",
@@ -61,11 +63,52 @@ def test_architecture_and_moe_config(capsys):
     (["--architecture", "layers=2,hidden=64,ffn=128,heads=4,vocab=100,mlp=relu", "--seq", "128"], "--architecture"),
     (["--model", "llama3-8b", "--gpus", "8", "--overlap", "magic"], "--overlap"),
     (["--model", "nope", "--gpus", "8"], "--model"),
+    (["--model", "llama3-8b", "--gpus", "8", "--expert-op-fuser"], "--expert-op-fuser"),  # no routed experts
+    (["--model", "llama3-8b", "--gpus", "8", "--recompute-modules", "layernorm"], "--recompute-modules"),
+    (["--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--recompute-modules", "core_attn"],
+     "--recompute-modules"),
+    (["--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--recompute", "full", "--recompute-modules",
+      "moe_act"], "--recompute-modules"),
+    (["--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--recompute-modules", ","], "--recompute-modules"),
 ])
 def test_layouts_that_cannot_run_exit_2_with_one_line(capsys, argv, option):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and option in err and "Traceback" not in err
+
+
+def test_expert_op_fuser_drops_the_eager_expert_bias_and_clamp(capsys):
+    """--expert-op-fuser: GPT-OSS's element-wise time loses exactly the eager bias and clamp kernels' bytes.
+
+    Counted here from Megatron's code (megatron/core/transformer/moe/experts.py, TEGroupedMLP._apply_bias;
+    megatron/core/fusions/fused_bias_geglu.py, weighted_bias_quick_geglu_impl): the bias writes b * p (1),
+    reads two and writes one for t + b * p (3), reads and writes the cat (2), and its backward's two products
+    read two and write one each (6): 12 k_E h elements a token; the clamp reads and writes each half (2 + 2),
+    reads both halves and writes both into the cat (4), backward 3 + 3 + 4: 18 k_E f_E.
+    """
+    argv = ["--model", "gpt-oss-120b", "--gpu", "b200", "--gpus", "8", "--ep", "8", "--global-batch", "64",
+            "--seq", "4096", "--json"]
+    eager, fused = _json(capsys, argv), _json(capsys, [*argv, "--expert-op-fuser"])
+    assert (eager["layout"]["expert_op_fuser"], fused["layout"]["expert_op_fuser"]) == (False, True)
+    hidden = expert_ffn = 2880  # GPT-OSS 120B's config.json: hidden_size, intermediate_size
+    active, layers, tokens_per_gpu = 4, 36, 64 * 4096 // 8  # experts_per_token, num_hidden_layers; p = t = 1
+    elements = tokens_per_gpu * layers * (12 * active * hidden + 18 * active * expert_ffn)
+    gpu = system("b200")
+    seconds = elements * 2 / (calibrated().memory * gpu.hbm_bandwidth)  # BF16 bytes at the element-wise rate
+    assert eager["breakdown"]["memory_bound"] - fused["breakdown"]["memory_bound"] == pytest.approx(seconds)
+    assert {k: v for k, v in eager["breakdown"].items() if k != "memory_bound"} == pytest.approx(
+        {k: v for k, v in fused["breakdown"].items() if k != "memory_bound"})
+
+
+def test_recompute_modules_on_the_command_line(capsys):
+    argv = ["--model", "gpt-oss-120b", "--gpu", "b200", "--gpus", "8", "--ep", "8", "--global-batch", "64",
+            "--seq", "4096", "--json"]
+    plain, again = _json(capsys, argv), _json(capsys, [*argv, "--recompute-modules", "moe_act, layernorm"])
+    assert (plain["layout"]["recompute_modules"], again["layout"]["recompute_modules"]) == ([], ["layernorm", "moe_act"])
+    # the pre-MLP norm (2 h) and the activation with its clamp (11 k_E f_E) re-run: 132,480 BF16 elements a token
+    # a layer (tests/test_step_recompute_modules.py counts them), 36 layers, 32,768 tokens a GPU
+    seconds = 32768 * 36 * 132480 * 2 / (calibrated().memory * system("b200").hbm_bandwidth)
+    assert again["breakdown"]["memory_bound"] - plain["breakdown"]["memory_bound"] == pytest.approx(seconds)
 
 
 LLAMA3_PAPER = ["--model", "llama3-405b", "--gpu", "h100", "--gpus", "16384", "--tp", "8", "--pp", "16",

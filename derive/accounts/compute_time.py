@@ -14,7 +14,9 @@ Attention-score GEMMs (QK^T and PV, causal halved as the ledger counts them: a f
 kernel's FLOPs) are batched GEMMs over the rank's heads on the same roofline, in BF16, their [s, s]
 scores in HBM only for the GPT family's materialised kernel (a flash kernel keeps them on chip:
 ``Workload.attention_kernel``). Element-wise work moves each saved tensor across HBM
-``MEMORY_CROSSINGS`` times at eta_memory x bandwidth.
+``MEMORY_CROSSINGS`` times at eta_memory x bandwidth; MoE layers add the kernels of their ``Kernel`` tables
+(the dispatcher's permutations, the experts' eager bias and clamp, the modules Megatron's selective recompute
+re-runs), each from the tensors it reads and writes.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from derive.accounts.roofline import cast_bytes_per_element, pass_seconds
 from derive.accounts.step_layout import LINEAR_DTYPE, Layout, Size
 from derive.accounts.workload import PASSES, GemmRow, Workload
 from derive.dtypes import DTYPE_BYTES
+from derive.inputs import choose
 from derive.recipes import RECIPES
 from derive.symbols import p, v
 from derive.systems import System
@@ -123,7 +126,7 @@ def compute_per_micro_batch(work: Workload, lay: Layout, gpu: System, eta: Effic
     cast = fp8_cast_bytes(work, lay, tokens, gpu) if LINEAR_DTYPE[lay.precision] != "bf16" else 0.0
     saved = work.saved_bytes("none", lay.sequence_parallel, lay.t)
     again = saved - work.saved_bytes(lay.recompute, lay.sequence_parallel, lay.t)
-    routing = routing_elements(work, lay) * ROUTED_BYTES / lay.t
+    routing = (routing_elements(work, lay) + module_recompute_elements(work, lay)) * ROUTED_BYTES / lay.t
     ring = ring_merge_bytes(work, lay) / lay.t
     slowest: dict[str, Any] = {}
     most: Any = 0.0
@@ -253,6 +256,46 @@ def routing_elements(work: Workload, lay: Layout) -> Any:
     eager = (EXPERT_BIAS_KERNELS if work.expert_output_bias else ()) + (EXPERT_CLAMP_KERNELS if work.clamped_glu else ())
     extra = sum(kernel.moved(size) * (1 if kernel.backward else forward_passes) for kernel in eager)
     return ((forward_passes + 1) * forward + extra) * work.moe_layers / work.layers
+
+
+#: The kernels Megatron's selective recompute of a module re-runs in the backward (``recompute_modules`` with
+#: ``recompute_granularity = "selective"``, megatron/core/transformer/transformer_config.py; core_v0.15.0), by module:
+#: "layernorm" re-runs the pre-MLP norm of an MoE layer, a separate TENorm there (the TE layer spec,
+#: megatron/core/models/gpt/gpt_layer_specs.py: ``pre_mlp_layernorm = backend.layer_norm() if num_experts``; a dense
+#: layer's and a non-MLA layer's input norm are fused into linear_fc1 / linear_qkv, IdentityOp, and not recomputed;
+#: TransformerLayer checkpoints it with CheckpointWithoutOutput: transformer_layer.py ``recompute_pre_mlp_layernorm``):
+#: it reads the layer's token and writes its normalised copy. "moe_act" re-runs the experts' activation with their
+#: probabilities (TEGroupedMLP ``activation_recompute``, experts.py: ``bias_act_func`` under
+#: CheckpointWithoutOutput): it reads fc1's output, both GLU halves, and writes one half; where the experts clamp
+#: their GLU input the eager clamp is inside ``bias_act_func`` and re-runs too (EXPERT_CLAMP_KERNELS' forward).
+#: An MLA layer's separate input norm ("layernorm" recomputes it too) is not counted.
+RECOMPUTE_MODULE_KERNELS = {
+    "layernorm": (Kernel("pre-MLP norm, re-run", ("token",), ("token",), backward=True),),
+    "moe_act": (Kernel("experts' activation x probabilities, re-run", ("glu",), ("half",), backward=True),),
+}
+
+
+def module_recompute_elements(work: Workload, lay: Layout) -> Any:
+    """Elements per token of a stage's average layer the recomputed modules' kernels read and write (``lay.recompute_modules``).
+
+    The sum of :data:`RECOMPUTE_MODULE_KERNELS` of each module, and for "moe_act" where the experts clamp their GLU
+    input, :data:`EXPERT_CLAMP_KERNELS`' forward ones once more; MoE layers only ("token" is h, "half" k_E f_E, "glu"
+    2 k_E f_E). Split over t by the caller, like :func:`routing_elements`. ValueError naming ``recompute_modules``
+    for a module derive does not cost, or beside full recompute (Megatron reads the modules under selective
+    granularity only).
+    """
+    for module in lay.recompute_modules:
+        choose("recompute_modules", module, RECOMPUTE_MODULE_KERNELS)
+    if lay.recompute_modules and lay.recompute == "full":
+        raise ValueError("recompute_modules: Megatron recomputes modules under selective granularity, not with full")
+    if not work.moe or not lay.recompute_modules:
+        return 0.0
+    half = work.active_experts * work.expert_ffn
+    size = {"token": work.hidden, "half": half, "glu": 2 * half}
+    kernels = [kernel for module in sorted(lay.recompute_modules) for kernel in RECOMPUTE_MODULE_KERNELS[module]]
+    if "moe_act" in lay.recompute_modules and work.clamped_glu:
+        kernels += [kernel for kernel in EXPERT_CLAMP_KERNELS if not kernel.backward]
+    return sum(kernel.moved(size) for kernel in kernels) * work.moe_layers / work.layers
 
 
 #: The kernels of TE's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention/dot_product_attention/

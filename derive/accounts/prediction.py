@@ -200,14 +200,16 @@ def tensor_cores(precision: str, system: System) -> str:
 
 def predict(model: Model, parallelism: Parallelism, system: System, precision: str | None = None,
             overlap: Iterable[str] | None = None, eta: Efficiency | None = None,
-            expert_op_fuser: bool = False) -> StepTime:
+            expert_op_fuser: bool = False, recompute_modules: Iterable[str] = ()) -> StepTime:
     """The predicted step of ``model`` under ``parallelism`` on ``system`` GPUs.
 
     ``precision`` overrides the parallelism's (an FP8 recipe the state accounts may not hold);
     ``expert_op_fuser``: the experts run as Transformer Engine's fused ops (Megatron's
     ``use_transformer_engine_op_fuser``: ``TEGroupedMLP._fused_forward``, core_v0.18.0, te.ops GroupedLinear,
     ScaledClampedQGeGLU, GroupedLinear), which add the bias and clamp inside them: no eager bias or clamp
-    kernels (derive.accounts.compute_time.EXPERT_BIAS_KERNELS, EXPERT_CLAMP_KERNELS).
+    kernels (derive.accounts.compute_time.EXPERT_BIAS_KERNELS, EXPERT_CLAMP_KERNELS); ``recompute_modules``:
+    Megatron's ``--recompute-modules`` derive costs beside the parallelism's policy ("layernorm", "moe_act":
+    derive.accounts.compute_time.RECOMPUTE_MODULE_KERNELS).
     ValueError naming the field when the layout does not divide the model.
     """
     precision = tensor_cores(precision or parallelism.precision, system)
@@ -216,7 +218,7 @@ def predict(model: Model, parallelism: Parallelism, system: System, precision: s
     lay = Layout(parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.ep,
                  parallelism.dp, parallelism.etp, parallelism.micro_batch, parallelism.micro_batches,
                  parallelism.sequence_parallel, parallelism.zero, parallelism.recompute, precision,
-                 parallelism.balanced, parallelism.cp_comm)
+                 parallelism.balanced, parallelism.cp_comm, frozenset(recompute_modules))
     replicas = parallelism.dp * parallelism.cp if parallelism.zero else 1
     work = workload(model)
     if expert_op_fuser:

@@ -46,6 +46,9 @@ class Layout:
     precision: str
     balanced: bool = False
     cp_comm: str = "p2p"
+    #: Megatron's ``--recompute-modules`` beyond core attention that the step re-runs (derive.accounts.compute_time.
+    #: RECOMPUTE_MODULE_KERNELS: "layernorm", "moe_act"); ``recompute`` stays the policy of the GEMMs and saved tables
+    recompute_modules: frozenset[str] = frozenset()
 
 
 def local_dense_parameters(work: Workload, lay: Layout) -> float:
