@@ -71,6 +71,14 @@ def test_the_states_are_megatrons_bytes_per_parameter_of_the_stage():
     # ZeRO-1 (the distributed optimizer) shards the optimizer's 12 B over the d = 2 data-parallel ranks
     _, sharded = layout_of(["--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--zero", "1"])
     assert stage_memory(entry, sharded)["first"]["optimizer"] == 12 * first / 2
+    # with context parallelism the distributed optimizer shards over d c ranks, the data-parallel group with
+    # context-parallel ranks (parallel_state.get_data_parallel_group(with_context_parallel=True)):
+    # 64 GPUs at t 8, p 4, c 2 leave d = 1, so over 2 ranks, not over d c c = 4 (nor whole)
+    _, context = layout_of(["--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--cp", "2",
+                            "--zero", "1"])
+    assert (context.dp, context.cp) == (1, 2)
+    assert stage_memory(entry, context)["first"]["optimizer"] == 12 * first / 2
+    assert memory_per_gpu(entry, context) >= 2 * first + 4 * first + 12 * first / 2
 
 
 def test_predict_json_carries_the_stages_and_moe_none():

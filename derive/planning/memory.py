@@ -25,9 +25,10 @@ def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
     profile = "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
     arrays = {"s": np.array([entry.seq]), "b": np.array([layout.micro_batch]), "t": np.array([layout.tp]),
               "p": np.array([layout.pp]), "v": np.array([layout.vp]),
-              # the distributed optimizer shards over the data-parallel group with context-parallel
-              # ranks (parallel_state.get_data_parallel_group(with_context_parallel=True)): d c ranks
-              "d": np.array([layout.dp * layout.cp]),
+              # d is the data-parallel size alone: the accounts shard the distributed optimizer over d c
+              # ranks themselves (derive.state_columns.STATE_RANKS; Megatron's
+              # parallel_state.get_data_parallel_group(with_context_parallel=True))
+              "d": np.array([layout.dp]),
               "c": np.array([layout.cp]), "m": np.array([layout.micro_batches])}
     # balanced pipelines: each rank's exact layers (Parallelism.balanced; derive.plan does the same)
     figures = evaluate(entry, arrays, layout.recompute, layout.zero, profile, names=("memory_per_gpu",),

@@ -27,7 +27,7 @@ from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.stage_accounts import accounts
 from derive.state_columns import STATE_RANKS, placement_sharded
-from derive.symbols import N, c, d, p
+from derive.symbols import N, p
 
 #: Each stage and where it exists: p = 1 (one stage holds both edges), p > 1 (ranks 0 and p - 1), p > 2 (rank 1).
 STAGES: dict[str, sp.Boolean] = {"single": sp.Eq(p, 1), "first": sp.Gt(p, 1), "middle": sp.Gt(p, 2),
@@ -38,9 +38,6 @@ STATE_TAGS = ("params", "grads", "optimizer")
 PARTS = (*STATE_TAGS, "fp8_copies", "activations")
 #: The framework whose ZeRO stages place the states (derive.planning.memory.memory_per_gpu's).
 FRAMEWORK = "megatron"
-#: memory_per_gpu gives the sweep d c as its d (the distributed optimizer's d c ranks); the accounts shard over
-#: STATE_RANKS = d c of that d. The stages read d as it does, so that their most loaded rank is predict's check.
-PREDICT_D: dict[sp.Symbol, sp.Expr] = {d: d * c}
 
 
 def memory_profile(entry: Model) -> str:
@@ -75,7 +72,7 @@ def stage_parts(architecture: Layout, profile: str, recompute: str, zero: int, b
         if recipe is not None:
             found["fp8_copies"] = terms.fp8_bytes.xreplace(terms.fp8_counts(stage)).xreplace(layers)
         found["activations"] = terms.activation(stage).xreplace(held)
-        parts[stage] = {part: expr.xreplace(PREDICT_D) for part, expr in found.items()}
+        parts[stage] = found
     return parts
 
 
