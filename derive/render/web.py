@@ -36,6 +36,7 @@ from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import FLAG_WORDS, LAYOUT_DEFAULTS, LAYOUT_FIELDS, layout_field_messages, layout_parser
+from derive.render.page_plan import plan_code
 from derive.render.page_step import STEP_FIELDS, step_code, step_field_messages
 from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.architectures.saved import MOE_PROFILES
@@ -60,7 +61,8 @@ CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
 #: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
-                ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js", CALCULATOR)
+                ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js", CALCULATOR,
+                ROOT / "templates" / "html" / "plan.js")
 PAGE = "index.html"
 #: The name :func:`page_data` is kept under (derive.render.kept).
 KEPT_PAGE = "page"
@@ -285,7 +287,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     code, formulas, moe = page_code()
     layout_script, layout = layout_code()
     step_script, step = step_code()
-    code += layout_script + step_script
+    plan_script, plan = plan_code()
+    code += layout_script + step_script + plan_script
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
@@ -344,6 +347,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "legend": {**step["legend"], **layout["legend"], **symbol_legend()},
         "layout": layout,
         "step": {key: value for key, value in step.items() if key != "legend"},
+        "plan": plan,
         "zero_stages": list(ZERO_STAGES),
         "shown": SHOWN,
         "hardware": list(HARDWARE),

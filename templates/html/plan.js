@@ -1,0 +1,235 @@
+// The planner's best layouts (hand-written; derive.render.web inlines it after calculator.js): `derive plan --json`'s
+// ranked layouts of a dense model with balanced false (the page's layout has no --balanced), each with a button
+// that loads it into the form. The candidates, verdicts, dominated variants, order and shared ranks mirror
+// derive.planning (layouts.layouts, layouts.micro_batch_columns, ranking.reasons, Plan.dominated, Plan.order,
+// ranking.shared_ranks); the most loaded rank's bytes and the allocator's rounding are the generated functions
+// DERIVE_PLAN_FUNCTIONS (derive.render.page_plan), the step time the step card's (step.js). Numbers are DATA.plan's.
+"use strict";
+const DerivePlanner = (function () {
+  const DATA = JSON.parse(document.getElementById("derive-data").textContent);
+  const PLAN = DATA.plan;
+  const PARSE = DeriveParse(DATA);
+  const LAYOUT = DeriveLayout(DATA, PARSE);
+  const STEP = DeriveStep(DATA);
+  const FIELDS = new Map(DATA.fields.map((field) => [field.option, field]));
+  const FORM = document.getElementById("calculator-form");
+  const A = PLAN.allocator;
+
+  const call = (index, values) => DERIVE_PLAN_FUNCTIONS[index](...PLAN.arguments[index].map((name) => values[name]));
+  const gcd = (x, y) => (y === 0 ? x : gcd(y, x % y));
+
+  // derive.planning.layouts.divisors: the positive divisors of n, ascending.
+  function divisors(n) {
+    const found = [];
+    for (let k = 1; k * k <= n; k++) if (n % k === 0) found.push(k, n / k);
+    return [...new Set(found)].sort((x, y) => x - y);
+  }
+
+  // numpy's rint: to the nearest integer, ties to even.
+  function rint(x) {
+    const r = Math.round(x);
+    return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
+  }
+
+  // derive.accounts.allocator.allocated_bytes: the block CUDACachingAllocator hands a request of `size` bytes.
+  function allocated(size) {
+    const up = (value, multiple) => Math.ceil(value / multiple) * multiple;
+    const rounded = size > 0 ? Math.max(A.kMinBlockSize, up(size, A.kMinBlockSize)) : 0;
+    const segment = rounded === 0 ? 0 : rounded <= A.kSmallSize ? A.kSmallBuffer
+      : rounded < A.kMinLargeAlloc ? A.kLargeBuffer : up(rounded, A.kRoundLarge);
+    const remaining = segment - rounded;
+    const split = rounded <= A.kSmallSize ? remaining >= A.kMinBlockSize : remaining > A.kSmallSize;
+    return split ? rounded : segment;
+  }
+  const roundedUp = (size) => allocated(rint(size)) - rint(size);
+
+  // derive.planning.search's memory_of for one unbalanced layout: the most loaded rank's bytes plus the rounding
+  // of every state buffer and held activation (derive.planning.rounding.rounding_bytes).
+  function memory(variant, values) {
+    let extra = 0;
+    for (const [size, states, copies] of variant.buffers) extra += copies * roundedUp(call(size, { ...values, ...states }));
+    const held = call(variant.held, values);
+    for (const size of variant.rows) extra += held * roundedUp(call(size, values));
+    return call(variant.memory, { ...values, ...variant.states }) + extra;
+  }
+
+  // derive.planning.layouts.layouts (balanced 0 only) crossed with the recompute policies, in derive plan's row order.
+  function candidates(model, gpus, seq) {
+    const contexts = [];
+    if (DATA.plan.architectures[model.form].context_parallel) {
+      for (let k = 1; k <= Math.min(PLAN.max_context, gpus); k++) if (seq % k === 0) contexts.push(k);
+    } else contexts.push(1);
+    const base = [];
+    for (const t of divisors(gcd(gcd(model.heads, model.kv_heads), gpus))) {
+      for (const c of contexts.filter((k) => gpus % (t * k) === 0)) {
+        for (const p of divisors(gpus / (t * c)).filter((k) => k <= model.layers + 2)) {
+          for (let v = 1; v < (p > 1 ? PLAN.max_virtual + 1 : 2); v++) {
+            if (p * v > model.layers) break;
+            for (const b of PLAN.micro_batches) {
+              for (const zero of PLAN.zero) base.push({ t, p, v, c, d: gpus / (t * p * c), b, zero });
+            }
+          }
+        }
+      }
+    }
+    return PLAN.recompute.flatMap((recompute) => base.map((row) => ({ ...row, recompute })));
+  }
+
+  // The step card's figures for one layout: the configuration the form would give it (layout.js), then step.js.
+  function stepOf(name, model, row, question) {
+    const parsed = { ...question.parsed, tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: null, etp: null, dp: null,
+                     "micro-batch": row.b, zero: row.zero, recompute: row.recompute, "sequence-parallel": row.t > 1 };
+    const flags = {};
+    for (const flag of DATA.layout.comm.flags) {
+      const option = flag.replace("_", "-");
+      if (FIELDS.has(option)) flags[flag] = parsed[option];
+    }
+    const config = LAYOUT.configuration({}, parsed, DATA.layout.comm.models[name], flags);
+    if (Object.keys(config.errors).length) return null;
+    const result = STEP.evaluate(config, name, question.gpu, question.precision, {});
+    return Object.fromEntries(result.figures.map((figure) => [figure.formula.key, figure.value]));
+  }
+
+  // derive plan's question from the form: {error} or its plan, every ranked layout in order.
+  function plan(question) {
+    const { name, gpu, gpus, sequences, seq, precision } = question;
+    const model = PLAN.models[name];
+    const usable = PLAN.gpus[gpu];
+    const high = usable[1];
+    const rows = candidates(model, gpus, seq);
+    const counts = {};
+    const fits = [];
+    rows.forEach((row, index) => {
+      const whole = sequences % (row.b * row.d) === 0;
+      row.m = whole ? sequences / (row.b * row.d) : 0;
+      let reason = "";
+      if (!whole) reason = "batch";
+      else if (!(row.v === 1 || row.m % row.p === 0)) reason = "schedule";
+      else {
+        const values = { ...model.values, t: row.t, p: row.p, v: row.v, c: row.c, d: row.d, b: row.b, s: seq, m: row.m };
+        row.memory = memory(DATA.plan.architectures[model.form].variants[`${row.recompute}|${row.zero}|${precision}`], values);
+        if (row.memory > high) reason = "memory";
+      }
+      if (reason) counts[reason] = (counts[reason] || 0) + 1;
+      else {
+        row.index = index;
+        row.figures = stepOf(name, model, row, question);
+        row.time = row.figures === null ? NaN : row.figures.step_time_s;
+        row.tight = row.memory > usable[0];
+        fits.push(row);
+      }
+    });
+    // Plan.dominated: another recompute / ZeRO variant of the layout no slower with no more memory, better in one.
+    const groups = new Map();
+    for (const row of fits) {
+      const key = [row.t, row.p, row.v, row.c, row.d, row.b].join(",");
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(row);
+    }
+    for (const group of groups.values()) {
+      for (const row of group) {
+        row.dominated = group.some((other) => other.time <= row.time && other.memory <= row.memory
+          && (other.time < row.time || other.memory < row.memory));
+      }
+    }
+    // Plan.order: by step time, memory, then t, p, v, c, b; derive plan's row order last.
+    const ranked = fits.filter((row) => !row.dominated);
+    ranked.sort((x, y) => x.time - y.time || x.memory - y.memory || x.t - y.t || x.p - y.p || x.v - y.v
+      || x.c - y.c || x.b - y.b || x.index - y.index);
+    ranked.forEach((row, i) => {
+      row.rank = i === 0 ? 1 : ranked[i - 1].rank + (row.time - ranked[i - 1].time > PLAN.tie * row.time ? 1 : 0);
+    });
+    return { ranked, fit: fits.length, candidates: rows.length, failures: counts, dominated: fits.length - ranked.length };
+  }
+
+  // The form's question: {error} or what plan() takes.
+  function question() {
+    const parsed = {};
+    for (const field of DATA.fields) {
+      const result = PARSE.parseField(field, FORM.elements[field.option].value);
+      parsed[field.option] = "error" in result ? undefined : result.value;
+    }
+    const name = FORM.elements.config.value !== "" || parsed.model === undefined ? null : parsed.model || DATA.page_model;
+    if (name === null || !(name in PLAN.models)) return { error: PLAN.lines.model };
+    const gpu = parsed.gpu || DATA.step.gpu;
+    if (!(gpu in PLAN.gpus)) return { error: PLAN.lines.gpu };
+    const precision = parsed.precision || FIELDS.get("precision").fallback;
+    if (!PLAN.precisions.includes(precision)) return { error: PLAN.lines.precision };
+    if (!parsed.gpus || !parsed["global-batch"]) return { error: PLAN.lines.question };
+    const seq = parsed.seq || PLAN.models[name].seq;
+    return { name, gpu, precision, seq, gpus: parsed.gpus, sequences: parsed["global-batch"],
+             parsed: { ...Object.fromEntries(Object.keys(DATA.layout.rules.symbols).map((option) => [option, null])),
+                       gpus: parsed.gpus, "global-batch": parsed["global-batch"], seq, precision } };
+  }
+
+  // The layout's fields of the form set to `row` (the rest of the layout cleared), and the page updated.
+  function load(row) {
+    const texts = { tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: "", etp: "", dp: "", "micro-batch": row.b,
+                    zero: row.zero, recompute: row.recompute, "sequence-parallel": row.t > 1 ? "1" : "" };
+    for (const [option, text] of Object.entries(texts)) if (FORM.elements[option]) FORM.elements[option].value = String(text);
+    FORM.dispatchEvent(new Event("input"));
+  }
+
+  const GIB = DATA.byte_units.GiB;
+  function cell(tr, key, value, text) {
+    const td = document.createElement("td");
+    const output = document.createElement("output");
+    output.dataset.key = key;
+    output.dataset.value = String(value);
+    output.textContent = text === undefined ? String(value) : text;
+    td.appendChild(output);
+    tr.appendChild(td);
+  }
+
+  // The ranked layouts as a table (data-key: derive plan --json's keys under layouts.N, dotted).
+  function show() {
+    const status = document.getElementById("plan-status");
+    const body = document.getElementById("plan-rows");
+    body.textContent = "";
+    const asked = question();
+    if ("error" in asked) {
+      status.textContent = asked.error;
+      document.getElementById("plan-table").hidden = true;
+      return null;
+    }
+    const start = performance.now();
+    const result = plan(asked);
+    const seconds = (performance.now() - start) / 1000;
+    result.ranked.slice(0, PLAN.shown).forEach((row, n) => {
+      const tr = document.createElement("tr");
+      const key = (name) => `layouts.${n}.${name}`;
+      cell(tr, key("rank"), row.rank);
+      for (const name of ["t", "p", "v", "c", "d", "b", "m", "recompute", "zero"]) cell(tr, key(name), row[name]);
+      cell(tr, key("memory_per_gpu"), Math.round(row.memory), (row.memory / GIB).toFixed(2) + (row.tight ? " (tight)" : ""));
+      cell(tr, key("step_time"), row.time, row.time.toFixed(3));
+      cell(tr, key("tokens_per_s_per_gpu"), row.figures.tokens_per_s_per_gpu, row.figures.tokens_per_s_per_gpu.toFixed(0));
+      const parts = document.createElement("td");
+      for (const [figure, value] of Object.entries(row.figures)) {
+        if (!figure.startsWith("breakdown.")) continue;
+        const output = document.createElement("output");
+        output.dataset.key = key(figure);
+        output.dataset.value = String(value);
+        output.textContent = value > 0 ? `${figure.slice("breakdown.".length)} ${value.toFixed(3)} ` : "";
+        parts.appendChild(output);
+      }
+      tr.appendChild(parts);
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "Load";
+      button.setAttribute("aria-label", `Load rank ${row.rank}: TP ${row.t}, PP ${row.p}, VP ${row.v}, CP ${row.c}`);
+      button.addEventListener("click", () => load(row));
+      const td = document.createElement("td");
+      td.appendChild(button);
+      tr.appendChild(td);
+      body.appendChild(tr);
+    });
+    document.getElementById("plan-table").hidden = !result.ranked.length;
+    status.textContent = PLAN.lines.summary.split("{candidates}").join(String(result.candidates))
+      .split("{fit}").join(String(result.fit)).split("{ranked}").join(String(result.ranked.length))
+      .split("{seconds}").join(seconds.toFixed(2));
+    return result;
+  }
+
+  document.getElementById("plan-button").addEventListener("click", show);
+  return { plan, question, show };
+})();
