@@ -47,10 +47,10 @@ const DerivePlanner = (function () {
   // of every state buffer and held activation (derive.planning.rounding.rounding_bytes).
   function memory(variant, values) {
     let extra = 0;
-    for (const [size, states, copies] of variant.buffers) extra += copies * roundedUp(call(size, { ...values, ...states }));
+    for (const [size, states, copies] of variant.buffers) extra += copies * roundedUp(call(size, Object.assign(values, states)));
     const held = call(variant.held, values);
     for (const size of variant.rows) extra += held * roundedUp(call(size, values));
-    return call(variant.memory, { ...values, ...variant.states }) + extra;
+    return call(variant.memory, Object.assign(values, variant.states)) + extra;
   }
 
   // derive.planning.layouts.layouts (balanced 0 only) crossed with the recompute policies, in derive plan's row order.
@@ -76,9 +76,10 @@ const DerivePlanner = (function () {
   }
 
   // The step card's figures for one layout: the configuration the form would give it (layout.js), then step.js.
-  function stepOf(name, model, row, question) {
-    const parsed = { ...question.parsed, tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: null, etp: null, dp: null,
-                     "micro-batch": row.b, zero: row.zero, recompute: row.recompute, "sequence-parallel": row.t > 1 };
+  function stepOf(name, row, question) {
+    const parsed = question.parsed;
+    Object.assign(parsed, { tp: row.t, pp: row.p, vp: row.v, cp: row.c, "micro-batch": row.b, zero: row.zero,
+                            recompute: row.recompute, "sequence-parallel": row.t > 1 });
     const flags = {};
     for (const flag of DATA.layout.comm.flags) {
       const option = flag.replace("_", "-");
@@ -86,9 +87,14 @@ const DerivePlanner = (function () {
     }
     const config = LAYOUT.configuration({}, parsed, DATA.layout.comm.models[name], flags);
     if (Object.keys(config.errors).length) return null;
-    const result = STEP.evaluate(config, name, question.gpu, question.precision, {});
+    // one step program per set of flags (step.js's compile): every layout of the set runs it
+    const key = JSON.stringify(config.choices);
+    if (!programs.has(key)) programs.set(key, STEP.compile(config.choices, name, question.gpu, question.precision, Object.keys(config.values), {}));
+    const program = programs.get(key);
+    const result = program.run ? program.run(config.values) : program;
     return Object.fromEntries(result.figures.map((figure) => [figure.formula.key, figure.value]));
   }
+  const programs = new Map();
 
   // derive plan's question from the form: {error} or its plan, every ranked layout in order.
   function plan(question) {
@@ -97,6 +103,7 @@ const DerivePlanner = (function () {
     const usable = PLAN.gpus[gpu];
     const high = usable[1];
     const rows = candidates(model, gpus, seq);
+    programs.clear();
     const counts = {};
     const fits = [];
     rows.forEach((row, index) => {
@@ -113,7 +120,7 @@ const DerivePlanner = (function () {
       if (reason) counts[reason] = (counts[reason] || 0) + 1;
       else {
         row.index = index;
-        row.figures = stepOf(name, model, row, question);
+        row.figures = stepOf(name, row, question);
         row.time = row.figures === null ? NaN : row.figures.step_time_s;
         row.tight = row.memory > usable[0];
         fits.push(row);
