@@ -117,6 +117,7 @@ const DerivePlanner = (function () {
         row.memory = memory(DATA.plan.architectures[model.form].variants[`${row.recompute}|${row.zero}|${precision}`], values);
         if (row.memory > high) reason = "memory";
       }
+      row.reason = reason;
       if (reason) counts[reason] = (counts[reason] || 0) + 1;
       else {
         row.index = index;
@@ -146,7 +147,7 @@ const DerivePlanner = (function () {
     ranked.forEach((row, i) => {
       row.rank = i === 0 ? 1 : ranked[i - 1].rank + (row.time - ranked[i - 1].time > PLAN.tie * row.time ? 1 : 0);
     });
-    return { ranked, fit: fits.length, candidates: rows.length, failures: counts, dominated: fits.length - ranked.length };
+    return { rows, ranked, fit: fits.length, candidates: rows.length, failures: counts, dominated: fits.length - ranked.length };
   }
 
   // The form's question: {error} or what plan() takes.
