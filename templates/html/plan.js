@@ -15,7 +15,14 @@ const DerivePlanner = (function () {
   const FORM = document.getElementById("calculator-form");
   const A = PLAN.allocator;
 
-  const call = (index, values) => DERIVE_PLAN_FUNCTIONS[index](...PLAN.arguments[index].map((name) => values[name]));
+  // A generated function at `values` (its arguments by name; one argument array per function, reused).
+  const BUFFERS = PLAN.arguments.map((names) => new Array(names.length));
+  function call(index, values) {
+    const names = PLAN.arguments[index];
+    const buffer = BUFFERS[index];
+    for (let i = 0; i < names.length; i++) buffer[i] = values[names[i]];
+    return DERIVE_PLAN_FUNCTIONS[index].apply(null, buffer);
+  }
   const gcd = (x, y) => (y === 0 ? x : gcd(y, x % y));
 
   // derive.planning.layouts.divisors: the positive divisors of n, ascending.
@@ -88,12 +95,15 @@ const DerivePlanner = (function () {
     const config = LAYOUT.configuration({}, parsed, DATA.layout.comm.models[name], flags);
     if (Object.keys(config.errors).length) return null;
     // one step program per set of flags (step.js's compile): every layout of the set runs it
-    const key = JSON.stringify(config.choices);
+    const key = `${row.recompute}|${row.zero}|${row.t > 1}|${row.p === 1}`;
     if (!programs.has(key)) programs.set(key, STEP.compile(config.choices, name, question.gpu, question.precision, Object.keys(config.values), {}));
     const program = programs.get(key);
-    const result = program.run ? program.run(config.values) : program;
-    return Object.fromEntries(result.figures.map((figure) => [figure.formula.key, figure.value]));
+    return (program.run ? program.run(config.values) : program).figures;
   }
+  const figure = (figures, key) => {
+    const found = figures.find((shown) => shown.formula.key === key);
+    return found === undefined ? NaN : found.value;
+  };
   const programs = new Map();
 
   // derive plan's question from the form: {error} or its plan, every ranked layout in order.
@@ -122,7 +132,7 @@ const DerivePlanner = (function () {
       else {
         row.index = index;
         row.figures = stepOf(name, row, question);
-        row.time = row.figures === null ? NaN : row.figures.step_time_s;
+        row.time = row.figures === null ? NaN : figure(row.figures, DATA.step.total);
         row.tight = row.memory > usable[0];
         fits.push(row);
       }
@@ -203,6 +213,7 @@ const DerivePlanner = (function () {
     const start = performance.now();
     const result = plan(asked);
     const seconds = (performance.now() - start) / 1000;
+    performance.measure("derive-plan", { start });
     result.ranked.slice(0, PLAN.shown).forEach((row, n) => {
       const tr = document.createElement("tr");
       const key = (name) => `layouts.${n}.${name}`;
@@ -210,14 +221,15 @@ const DerivePlanner = (function () {
       for (const name of ["t", "p", "v", "c", "d", "b", "m", "recompute", "zero"]) cell(tr, key(name), row[name]);
       cell(tr, key("memory_per_gpu"), Math.round(row.memory), (row.memory / GIB).toFixed(2) + (row.tight ? " (tight)" : ""));
       cell(tr, key("step_time"), row.time, row.time.toFixed(3));
-      cell(tr, key("tokens_per_s_per_gpu"), row.figures.tokens_per_s_per_gpu, row.figures.tokens_per_s_per_gpu.toFixed(0));
+      const rate = figure(row.figures, PLAN.rate);
+      cell(tr, key(PLAN.rate), rate, rate.toFixed(0));
       const parts = document.createElement("td");
-      for (const [figure, value] of Object.entries(row.figures)) {
-        if (!figure.startsWith("breakdown.")) continue;
+      for (const shown of row.figures) {
+        if (shown.formula.part === null) continue;
         const output = document.createElement("output");
-        output.dataset.key = key(figure);
-        output.dataset.value = String(value);
-        output.textContent = value > 0 ? `${figure.slice("breakdown.".length)} ${value.toFixed(3)} ` : "";
+        output.dataset.key = key(shown.formula.key);
+        output.dataset.value = String(shown.value);
+        output.textContent = shown.value > 0 ? `${shown.formula.part} ${shown.value.toFixed(3)} ` : "";
         parts.appendChild(output);
       }
       tr.appendChild(parts);
