@@ -1,8 +1,9 @@
 """formulas/index.html plans a training run as ``derive plan --json`` ranks it, in a real browser.
 
 For dense questions small and large (llama3-8b on 64 GPUs to Llama 3 405B on 16,384, GPT-3 175B on A100s,
-FP8, a model with its own architecture), the page's planner (templates/html/plan.js) must give exactly the
-CLI's candidates with even pipeline stages (the page has no --balanced) and each one's verdict, the same
+FP8, a model with its own architecture) and MoE presets (Qwen3-30B-A3B, Mixtral; one where nothing fits), the
+page's planner (templates/html/plan.js) must give exactly the
+CLI's candidates with even pipeline stages (the page has no --balanced; MoE plans have none) and each one's verdict, the same
 ranked layouts in the same order with the same memory and shared ranks, and the same predicted step times
 (the step card's traced functions: within a few units in the last place of numpy's). The table's data-keys
 are the JSON's keys under ``layouts.N``; Load puts a layout into the form, the link and the step card.
@@ -29,6 +30,10 @@ QUESTIONS = [
     {"model": "qwen3-0.6b", "gpus": "8", "global-batch": "64", "seq": "4096"},
     {"model": "70b", "gpus": "256", "global-batch": "512", "seq": "8192", "precision": "fp8-delayed"},
     {"model": "gemma-2-9b", "gpus": "32", "global-batch": "96"},
+    # MoE presets (derive.planning.experts: e and t_E crossed in, no balanced pipelines), and one where nothing fits
+    {"model": "qwen3-30b-a3b", "gpus": "8", "global-batch": "64", "seq": "4096"},
+    {"model": "mixtral-8x7b", "gpus": "16", "global-batch": "64", "seq": "4096"},
+    {"model": "mixtral-8x7b", "gpus": "8", "global-batch": "4"},
 ]
 #: The layout's fields of derive plan --json a row of the page carries.
 KEYS = ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero")
@@ -44,7 +49,7 @@ def cli_plan(options: dict[str, str]) -> dict:
             "--precision", options.get("precision", "bf16")]
     if seq is None:
         from derive.options.models import named
-        seq = named(options["model"])[0].seq
+        seq = named(options["model"], moe=True)[0].seq
     argv += ["--seq", str(seq), "--tokens", str(int(options["global-batch"]) * seq)]
     return json.loads(plan_run([*argv, "--json"]))
 
@@ -54,7 +59,7 @@ def page_plan(browser) -> dict:
     return browser.execute_script(
         "const r = DerivePlanner.plan(DerivePlanner.question());"
         "const pick = (x) => ({t: x.t, p: x.p, v: x.v, c: x.c, d: x.d, b: x.b, m: x.m, recompute: x.recompute,"
-        " zero: x.zero, reason: x.reason, memory: x.memory, time: x.time, rank: x.rank});"
+        " zero: x.zero, e: x.e, etp: x.etp, reason: x.reason, memory: x.memory, time: x.time, rank: x.rank});"
         "return {rows: r.rows.map(pick), ranked: r.ranked.map(pick)};")
 
 
@@ -63,20 +68,21 @@ def test_the_pages_plan_is_derive_plans(browser, calculator, options):
     expected = cli_plan(options)
     open_page(browser, calculator, options)
     shown = page_plan(browser)
-    even = [row for row in expected["layouts"] if not row["balanced"]]
+    even = [row for row in expected["layouts"] if not row.get("balanced")]
+    keys = KEYS + (("e", "etp") if "e" in even[0] else ())
     # the candidates and their verdicts (REASONS' words in the JSON, keys on the page)
     words = {"": "", **{key: text for key, text in
                         json.loads(browser.execute_script("return document.getElementById('derive-data').textContent"))
                         ["plan"]["reasons"].items()}}
-    assert sorted((*(row[key] for key in KEYS if key != "m"), row["reason"]) for row in even) == \
-        sorted((*(row[key] for key in KEYS if key != "m"), words[row["reason"]]) for row in shown["rows"])
+    assert sorted((*(row[key] for key in keys if key != "m"), row["reason"]) for row in even) == \
+        sorted((*(row[key] for key in keys if key != "m"), words[row["reason"]]) for row in shown["rows"])
     # the ranked layouts in order, their memory, ranks (shared as derive.planning.ranking.shared_ranks shares them)
     ranked = [row for row in even if row["rank"] is not None]
-    assert ranked, options
-    assert [tuple(row[key] for key in KEYS) for row in ranked] == \
-        [tuple(row[key] for key in KEYS) for row in shown["ranked"]]
+    assert bool(ranked) == ("no_layout_fits" not in expected), options
+    assert [tuple(row[key] for key in keys) for row in ranked] == \
+        [tuple(row[key] for key in keys) for row in shown["ranked"]]
     assert [row["memory_per_gpu"] for row in ranked] == [round(row["memory"]) for row in shown["ranked"]]
-    times = np.array([row["step_time"] for row in ranked])
+    times = np.array([row["step_time"] for row in ranked], dtype=float)
     ranks = shared_ranks(times, np.arange(times.size), np.ones(times.size, dtype=bool))
     assert ranks.tolist() == [row["rank"] for row in shown["ranked"]]
     for row, page_row in zip(ranked, shown["ranked"]):
@@ -124,7 +130,8 @@ def test_the_table_carries_derive_plans_keys_and_loads_a_layout(browser, calcula
 
 
 @pytest.mark.parametrize("options, line", [
-    ({"model": "mixtral-8x7b", "gpus": "64", "global-batch": "128"}, "model"),
+    ({"model": "qwen1.5-moe-a2.7b", "gpus": "64", "global-batch": "128"}, "model"),
+    ({"model": "deepseek-v3", "gpus": "64", "global-batch": "128", "precision": "fp8-delayed"}, "expert_precision"),
     ({"model": "llama3-8b", "gpu": "b200", "gpus": "64", "global-batch": "128"}, "gpu"),
     ({"model": "llama3-8b", "gpus": "64"}, "question"),
     ({"model": "llama3-8b", "gpus": "64", "global-batch": "128", "precision": "fp16"}, "precision"),
@@ -133,5 +140,6 @@ def test_a_question_the_page_cannot_plan_says_why(browser, calculator, options, 
     open_page(browser, calculator, options)
     browser.find_element("id", "plan-button").click()
     lines = json.loads(browser.execute_script("return document.getElementById('derive-data').textContent"))["plan"]["lines"]
-    assert browser.execute_script("return document.getElementById('plan-status').textContent;") == lines[line]
+    assert browser.execute_script("return document.getElementById('plan-status').textContent;") == \
+        lines[line].replace("{precision}", options.get("precision", ""))
     assert browser.execute_script("return document.getElementById('plan-table').hidden;")

@@ -15,8 +15,8 @@ here from derive's own expressions:
 - the step time of every layout that fits: the step card's traced functions (derive.render.page_step, step.js).
 
 The page's layout has no --balanced field and its step card is traced for even stages only, so the page plans
-the layouts derive plan ranks with ``balanced`` false (Llama 3's balanced pipelines stay derive plan's), and MoE
-models stay derive plan's (their ranks' memory is derive.planning.experts').
+the layouts derive plan ranks with ``balanced`` false (Llama 3's balanced pipelines stay derive plan's); an MoE
+preset's plan (which has no balanced pipelines) is derive.render.page_plan_experts'.
 """
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ from derive.planning.layouts import MAX_CONTEXT, MAX_VIRTUAL, MICRO_BATCHES
 from derive.planning.ranking import REASONS, SYSTEM_NAMES, TIE
 from derive.planning.rounding import rounding_terms
 from derive.planning.search import PRECISIONS
+from derive.planning.experts import LAYER_PROFILE, refuse_dense_options
 from derive.render.page_comm import comm_models
+from derive.render.page_plan_experts import expert_models
 from derive.render.page_step import StepFunctions
 from derive.stage_accounts import accounts
 from derive.state_columns import placement_sharded, state_columns
@@ -53,8 +55,15 @@ RATE = "tokens_per_s_per_gpu"
 
 def plan_lines() -> dict[str, str]:
     """What the card says where it cannot plan, and its summary ({candidates}, {fit}, {ranked}, {seconds} filled in)."""
+    try:
+        refuse_dense_options(LAYER_PROFILE, PLACEMENT, "{precision}")
+    except ValueError as error:
+        field, _, rest = str(error).partition(": ")
+        experts = f"--{field}: {rest}"
     return {
-        "model": "The page plans the dense models --model names (derive plan plans MoE presets and pasted configs).",
+        "model": "The page plans the dense models --model names and the MoE presets derive plan plans "
+                 "(derive plan --config plans a pasted config).",
+        "expert_precision": experts,
         "gpu": f"--gpu: the planner takes {', '.join(sorted(plan_gpus()))} (a derive.systems GPU with a measured "
                "usable-memory range, derive.accounts.budget).",
         "precision": f"--precision: the planner takes {', '.join(PRECISIONS)}.",
@@ -124,7 +133,7 @@ def plan_code() -> tuple[str, dict[str, object]]:
                         "seq": entry.seq,
                         "values": {symbol: _number(values[symbol]) for symbol in sorted(used_by[form])
                                    if symbol in values and symbol not in LAYOUT_SYMBOLS}}
-    data = {"models": models, "architectures": architectures, "arguments": functions.arguments,
+    data = {"models": models, "architectures": architectures, "experts": expert_models(functions), "arguments": functions.arguments,
             "gpus": plan_gpus(), "precisions": list(PRECISIONS), "recompute": list(RECOMPUTE_POLICIES),
             "zero": sorted(stage_placements(PLACEMENT)), "micro_batches": list(MICRO_BATCHES),
             "max_virtual": MAX_VIRTUAL, "max_context": MAX_CONTEXT, "tie": TIE, "shown": SHOWN,

@@ -63,7 +63,7 @@ const DerivePlanner = (function () {
   // derive.planning.layouts.layouts (balanced 0 only) crossed with the recompute policies, in derive plan's row order.
   function candidates(model, gpus, seq) {
     const contexts = [];
-    if (DATA.plan.architectures[model.form].context_parallel) {
+    if (model.experts !== undefined || PLAN.architectures[model.form].context_parallel) {
       for (let k = 1; k <= Math.min(PLAN.max_context, gpus); k++) if (seq % k === 0) contexts.push(k);
     } else contexts.push(1);
     const base = [];
@@ -79,13 +79,55 @@ const DerivePlanner = (function () {
         }
       }
     }
-    return PLAN.recompute.flatMap((recompute) => base.map((row) => ({ ...row, recompute })));
+    return PLAN.recompute.flatMap((recompute) => expertGrid(model, base).map((row) => ({ ...row, recompute })));
+  }
+
+  // derive.planning.layouts.expert_layouts: an MoE preset's candidates, t dividing the dense FFN width, crossed
+  // with every t_E in {1, t} dividing f_E and every e dividing E with t_E e dividing t c d. A dense model's as they are.
+  function expertGrid(model, base) {
+    if (model.experts === undefined) return base;
+    const routed = divisors(model.experts);
+    const rows = [];
+    for (const row of base.filter((candidate) => model.ffn % candidate.t === 0)) {
+      for (const etp of [...new Set([1, row.t])].sort((x, y) => x - y)) {
+        if (model.expert_ffn % etp !== 0) continue;
+        for (const e of routed) if ((row.t * row.c * row.d) % (etp * e) === 0) rows.push({ ...row, etp, e });
+      }
+    }
+    return rows;
+  }
+
+  // derive.planning.experts.rank_layers: (dense, MoE) layers pipeline `rank` builds at p > 1, v chunks of n.
+  function rankLayers(model, rank, p, v) {
+    const total = model.total_layers;
+    const n = Math.ceil(total / (p * v));
+    const index = { first: 0, middle: 1, last: p - 1 }[rank];
+    const dense = Math.min(Math.max(total - model.moe_layers - index * n, 0), n);
+    return [dense, Math.min(v * n - dense, model.moe_layers)];
+  }
+
+  // derive.planning.experts.rank_memory (rounded): `rank`'s state buffers over its parameters and its held chunks'
+  // saved tensors, each as the caching allocator allocates it.
+  function rankMemory(model, variant, rank, values) {
+    const built = rank === "whole" ? [model.total_layers - model.moe_layers, model.moe_layers]
+      : rankLayers(model, rank, values.p, values.v);
+    const layers = Object.fromEntries(model.kinds.map((kind, i) => [kind, built[i]]));
+    const summed = (sizes) => sizes.reduce((sum, size) => sum + allocated(rint(call(size, values))), 0);
+    const counts = [0, 1].map((group) => call(variant.parameters.edges[group], values)
+      + model.kinds.reduce((sum, kind) => sum + layers[kind] * call(variant.parameters[kind][group], values), 0));
+    const states = variant.buffers.reduce((sum, [rest, expert]) => sum + allocated(rint(
+      counts[0] * call(rest, values) + counts[1] * call(expert, values))), 0);
+    const held = call(variant.held, values);
+    const total = states + held * (summed(variant.saved.held)
+      + model.kinds.reduce((sum, kind) => sum + layers[kind] * summed(variant.saved[kind]), 0)) + summed(variant.saved.once);
+    return rank === "middle" && values.p === 2 ? 0 : total;
   }
 
   // The step card's figures for one layout: the configuration the form would give it (layout.js), then step.js.
   function stepOf(name, row, question) {
     const parsed = question.parsed;
-    Object.assign(parsed, { tp: row.t, pp: row.p, vp: row.v, cp: row.c, "micro-batch": row.b, zero: row.zero,
+    Object.assign(parsed, { tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: row.e === undefined ? null : row.e,
+                            etp: row.etp === undefined ? null : row.etp, "micro-batch": row.b, zero: row.zero,
                             recompute: row.recompute, "sequence-parallel": row.t > 1 });
     const flags = {};
     for (const flag of DATA.layout.comm.flags) {
@@ -109,7 +151,7 @@ const DerivePlanner = (function () {
   // derive plan's question from the form: {error} or its plan, every ranked layout in order.
   function plan(question) {
     const { name, gpu, gpus, sequences, seq, precision } = question;
-    const model = PLAN.models[name];
+    const model = PLAN.models[name] || PLAN.experts[name];
     const usable = PLAN.gpus[gpu];
     const high = usable[1];
     const rows = candidates(model, gpus, seq);
@@ -123,8 +165,14 @@ const DerivePlanner = (function () {
       if (!whole) reason = "batch";
       else if (!(row.v === 1 || row.m % row.p === 0)) reason = "schedule";
       else {
-        const values = { ...model.values, t: row.t, p: row.p, v: row.v, c: row.c, d: row.d, b: row.b, s: seq, m: row.m };
-        row.memory = memory(DATA.plan.architectures[model.form].variants[`${row.recompute}|${row.zero}|${precision}`], values);
+        if (model.experts !== undefined) {
+          const values = { t: row.t, p: row.p, v: row.v, c: row.c, d: row.d, e: row.e, t_E: row.etp, b: row.b, m: row.m, s: seq };
+          row.memory = Math.max(...(row.p === 1 ? ["whole"] : ["first", "middle", "last"]).map(
+            (rank) => rankMemory(model, model.variants[`${row.recompute}|${row.zero}|${rank}`], rank, values)));
+        } else {
+          const values = { ...model.values, t: row.t, p: row.p, v: row.v, c: row.c, d: row.d, b: row.b, s: seq, m: row.m };
+          row.memory = memory(PLAN.architectures[model.form].variants[`${row.recompute}|${row.zero}|${precision}`], values);
+        }
         if (row.memory > high) reason = "memory";
       }
       row.reason = reason;
@@ -140,7 +188,7 @@ const DerivePlanner = (function () {
     // Plan.dominated: another recompute / ZeRO variant of the layout no slower with no more memory, better in one.
     const groups = new Map();
     for (const row of fits) {
-      const key = [row.t, row.p, row.v, row.c, row.d, row.b].join(",");
+      const key = [row.t, row.p, row.v, row.c, row.d, row.b, row.e, row.etp].join(",");
       if (!groups.has(key)) groups.set(key, []);
       groups.get(key).push(row);
     }
@@ -153,7 +201,7 @@ const DerivePlanner = (function () {
     // Plan.order: by step time, memory, then t, p, v, c, b; derive plan's row order last.
     const ranked = fits.filter((row) => !row.dominated);
     ranked.sort((x, y) => x.time - y.time || x.memory - y.memory || x.t - y.t || x.p - y.p || x.v - y.v
-      || x.c - y.c || x.b - y.b || x.index - y.index);
+      || x.c - y.c || (x.e - y.e || 0) || (x.etp - y.etp || 0) || x.b - y.b || x.index - y.index);
     ranked.forEach((row, i) => {
       row.rank = i === 0 ? 1 : ranked[i - 1].rank + (row.time - ranked[i - 1].time > PLAN.tie * row.time ? 1 : 0);
     });
@@ -168,13 +216,15 @@ const DerivePlanner = (function () {
       parsed[field.option] = "error" in result ? undefined : result.value;
     }
     const name = FORM.elements.config.value !== "" || parsed.model === undefined ? null : parsed.model || DATA.page_model;
-    if (name === null || !(name in PLAN.models)) return { error: PLAN.lines.model };
+    if (name === null || !(name in PLAN.models || name in PLAN.experts)) return { error: PLAN.lines.model };
     const gpu = parsed.gpu || DATA.step.gpu;
     if (!(gpu in PLAN.gpus)) return { error: PLAN.lines.gpu };
     const precision = parsed.precision || FIELDS.get("precision").fallback;
+    if (name in PLAN.experts && precision !== PLAN.precisions[0]) return { error: PLAN.lines.expert_precision.split("{precision}").join(precision) };
     if (!PLAN.precisions.includes(precision)) return { error: PLAN.lines.precision };
+    if (precision in DATA.step.gpus[gpu].refused) return { error: DATA.step.gpus[gpu].refused[precision] };
     if (!parsed.gpus || !parsed["global-batch"]) return { error: PLAN.lines.question };
-    const seq = parsed.seq || PLAN.models[name].seq;
+    const seq = parsed.seq || (PLAN.models[name] || PLAN.experts[name]).seq;
     return { name, gpu, precision, seq, gpus: parsed.gpus, sequences: parsed["global-batch"],
              parsed: { ...Object.fromEntries(Object.keys(DATA.layout.rules.symbols).map((option) => [option, null])),
                        gpus: parsed.gpus, "global-batch": parsed["global-batch"], seq, precision } };
@@ -182,7 +232,8 @@ const DerivePlanner = (function () {
 
   // The layout's fields of the form set to `row` (the rest of the layout cleared), and the page updated.
   function load(row) {
-    const texts = { tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: "", etp: "", dp: "", "micro-batch": row.b,
+    const texts = { tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: row.e === undefined ? "" : row.e,
+                    etp: row.etp === undefined ? "" : row.etp, dp: "", "micro-batch": row.b,
                     zero: row.zero, recompute: row.recompute, "sequence-parallel": row.t > 1 ? "1" : "" };
     for (const [option, text] of Object.entries(texts)) if (FORM.elements[option]) FORM.elements[option].value = String(text);
     FORM.dispatchEvent(new Event("input"));
@@ -218,7 +269,10 @@ const DerivePlanner = (function () {
       const tr = document.createElement("tr");
       const key = (name) => `layouts.${n}.${name}`;
       cell(tr, key("rank"), row.rank);
-      for (const name of ["t", "p", "v", "c", "d", "b", "m", "recompute", "zero"]) cell(tr, key(name), row[name]);
+      for (const name of ["t", "p", "v", "c", "e", "etp", "d", "b", "m", "recompute", "zero"]) {
+        if (row[name] !== undefined) cell(tr, key(name), row[name]);
+        else tr.appendChild(document.createElement("td"));
+      }
       cell(tr, key("memory_per_gpu"), Math.round(row.memory), (row.memory / GIB).toFixed(2) + (row.tight ? " (tight)" : ""));
       cell(tr, key("step_time"), row.time, row.time.toFixed(3));
       const rate = figure(row.figures, PLAN.rate);
