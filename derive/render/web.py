@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 #: The pasted config.json's reader: derive.hf's family tables applied (hand-written, no formula).
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
-#: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
+#: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator, the planner.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
                 ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js", CALCULATOR,
                 ROOT / "templates" / "html" / "plan.js")

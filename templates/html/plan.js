@@ -14,6 +14,7 @@ const DerivePlanner = (function () {
   const FIELDS = new Map(DATA.fields.map((field) => [field.option, field]));
   const FORM = document.getElementById("calculator-form");
   const A = PLAN.allocator;
+  const N = PLAN.numbers;  // one, two (numpy's rint rounds halves to even), a balanced pipeline's extra slots
 
   // A generated function at `values` (its arguments by name; one argument array per function, reused).
   const BUFFERS = PLAN.arguments.map((names) => new Array(names.length));
@@ -28,14 +29,14 @@ const DerivePlanner = (function () {
   // derive.planning.layouts.divisors: the positive divisors of n, ascending.
   function divisors(n) {
     const found = [];
-    for (let k = 1; k * k <= n; k++) if (n % k === 0) found.push(k, n / k);
+    for (let k = N.one; k * k <= n; k++) if (n % k === 0) found.push(k, n / k);
     return [...new Set(found)].sort((x, y) => x - y);
   }
 
   // numpy's rint: to the nearest integer, ties to even.
   function rint(x) {
     const r = Math.round(x);
-    return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
+    return r - x === N.one / N.two && r % N.two !== 0 ? r - N.one : r;
   }
 
   // derive.accounts.allocator.allocated_bytes: the block CUDACachingAllocator hands a request of `size` bytes.
@@ -64,13 +65,13 @@ const DerivePlanner = (function () {
   function candidates(model, gpus, seq) {
     const contexts = [];
     if (model.experts !== undefined || PLAN.architectures[model.form].context_parallel) {
-      for (let k = 1; k <= Math.min(PLAN.max_context, gpus); k++) if (seq % k === 0) contexts.push(k);
-    } else contexts.push(1);
+      for (let k = N.one; k <= Math.min(PLAN.max_context, gpus); k++) if (seq % k === 0) contexts.push(k);
+    } else contexts.push(N.one);
     const base = [];
     for (const t of divisors(gcd(gcd(model.heads, model.kv_heads), gpus))) {
       for (const c of contexts.filter((k) => gpus % (t * k) === 0)) {
-        for (const p of divisors(gpus / (t * c)).filter((k) => k <= model.layers + 2)) {
-          for (let v = 1; v < (p > 1 ? PLAN.max_virtual + 1 : 2); v++) {
+        for (const p of divisors(gpus / (t * c)).filter((k) => k <= model.layers + N.balanced_slots)) {
+          for (let v = N.one; v <= (p > N.one ? PLAN.max_virtual : N.one); v++) {
             if (p * v > model.layers) break;
             for (const b of PLAN.micro_batches) {
               for (const zero of PLAN.zero) base.push({ t, p, v, c, d: gpus / (t * p * c), b, zero });
@@ -89,7 +90,7 @@ const DerivePlanner = (function () {
     const routed = divisors(model.experts);
     const rows = [];
     for (const row of base.filter((candidate) => model.ffn % candidate.t === 0)) {
-      for (const etp of [...new Set([1, row.t])].sort((x, y) => x - y)) {
+      for (const etp of [...new Set([N.one, row.t])].sort((x, y) => x - y)) {
         if (model.expert_ffn % etp !== 0) continue;
         for (const e of routed) if ((row.t * row.c * row.d) % (etp * e) === 0) rows.push({ ...row, etp, e });
       }
@@ -101,7 +102,7 @@ const DerivePlanner = (function () {
   function rankLayers(model, rank, p, v) {
     const total = model.total_layers;
     const n = Math.ceil(total / (p * v));
-    const index = { first: 0, middle: 1, last: p - 1 }[rank];
+    const index = { first: 0, middle: N.one, last: p - N.one }[rank];
     const dense = Math.min(Math.max(total - model.moe_layers - index * n, 0), n);
     return [dense, Math.min(v * n - dense, model.moe_layers)];
   }
@@ -113,14 +114,14 @@ const DerivePlanner = (function () {
       : rankLayers(model, rank, values.p, values.v);
     const layers = Object.fromEntries(model.kinds.map((kind, i) => [kind, built[i]]));
     const summed = (sizes) => sizes.reduce((sum, size) => sum + allocated(rint(call(size, values))), 0);
-    const counts = [0, 1].map((group) => call(variant.parameters.edges[group], values)
+    const [restCount, expertCount] = variant.parameters.edges.map((edges, group) => call(edges, values)
       + model.kinds.reduce((sum, kind) => sum + layers[kind] * call(variant.parameters[kind][group], values), 0));
     const states = variant.buffers.reduce((sum, [rest, expert]) => sum + allocated(rint(
-      counts[0] * call(rest, values) + counts[1] * call(expert, values))), 0);
+      restCount * call(rest, values) + expertCount * call(expert, values))), 0);
     const held = call(variant.held, values);
     const total = states + held * (summed(variant.saved.held)
       + model.kinds.reduce((sum, kind) => sum + layers[kind] * summed(variant.saved[kind]), 0)) + summed(variant.saved.once);
-    return rank === "middle" && values.p === 2 ? 0 : total;
+    return rank === "middle" && values.p === N.two ? 0 : total;
   }
 
   // The step card's figures for one layout: the configuration the form would give it (layout.js), then step.js.
@@ -128,16 +129,19 @@ const DerivePlanner = (function () {
     const parsed = question.parsed;
     Object.assign(parsed, { tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: row.e === undefined ? null : row.e,
                             etp: row.etp === undefined ? null : row.etp, "micro-batch": row.b, zero: row.zero,
-                            recompute: row.recompute, "sequence-parallel": row.t > 1 });
+                            recompute: row.recompute, "sequence-parallel": row.t > N.one });
     const flags = {};
     for (const flag of DATA.layout.comm.flags) {
       const option = flag.replace("_", "-");
       if (FIELDS.has(option)) flags[flag] = parsed[option];
     }
     const config = LAYOUT.configuration({}, parsed, DATA.layout.comm.models[name], flags);
-    if (Object.keys(config.errors).length) return null;
+    if (Object.keys(config.errors).length) {
+      row.refused = config.errors;
+      return null;
+    }
     // one step program per set of flags (step.js's compile): every layout of the set runs it
-    const key = `${row.recompute}|${row.zero}|${row.t > 1}|${row.p === 1}`;
+    const key = `${row.recompute}|${row.zero}|${row.t > N.one}|${row.p === N.one}`;
     if (!programs.has(key)) programs.set(key, STEP.compile(config.choices, name, question.gpu, question.precision, Object.keys(config.values), {}));
     const program = programs.get(key);
     return (program.run ? program.run(config.values) : program).figures;
@@ -153,21 +157,22 @@ const DerivePlanner = (function () {
     const { name, gpu, gpus, sequences, seq, precision } = question;
     const model = PLAN.models[name] || PLAN.experts[name];
     const usable = PLAN.gpus[gpu];
-    const high = usable[1];
+    const [low, high] = usable;
     const rows = candidates(model, gpus, seq);
     programs.clear();
     const counts = {};
     const fits = [];
+    const untimed = [];  // layouts that fit but the page's layout checks refuse (derive comm's lines): not ranked
     rows.forEach((row, index) => {
       const whole = sequences % (row.b * row.d) === 0;
       row.m = whole ? sequences / (row.b * row.d) : 0;
       let reason = "";
       if (!whole) reason = "batch";
-      else if (!(row.v === 1 || row.m % row.p === 0)) reason = "schedule";
+      else if (!(row.v === N.one || row.m % row.p === 0)) reason = "schedule";
       else {
         if (model.experts !== undefined) {
           const values = { t: row.t, p: row.p, v: row.v, c: row.c, d: row.d, e: row.e, t_E: row.etp, b: row.b, m: row.m, s: seq };
-          row.memory = Math.max(...(row.p === 1 ? ["whole"] : ["first", "middle", "last"]).map(
+          row.memory = Math.max(...(row.p === N.one ? ["whole"] : ["first", "middle", "last"]).map(
             (rank) => rankMemory(model, model.variants[`${row.recompute}|${row.zero}|${rank}`], rank, values)));
         } else {
           const values = { ...model.values, t: row.t, p: row.p, v: row.v, c: row.c, d: row.d, b: row.b, s: seq, m: row.m };
@@ -176,13 +181,14 @@ const DerivePlanner = (function () {
         if (row.memory > high) reason = "memory";
       }
       row.reason = reason;
-      if (reason) counts[reason] = (counts[reason] || 0) + 1;
+      if (reason) counts[reason] = (counts[reason] || 0) + N.one;
       else {
         row.index = index;
         row.figures = stepOf(name, row, question);
         row.time = row.figures === null ? NaN : figure(row.figures, DATA.step.total);
-        row.tight = row.memory > usable[0];
-        fits.push(row);
+        row.tight = row.memory > low;
+        if (row.figures !== null) fits.push(row);
+        else untimed.push(row);
       }
     });
     // Plan.dominated: another recompute / ZeRO variant of the layout no slower with no more memory, better in one.
@@ -203,9 +209,11 @@ const DerivePlanner = (function () {
     ranked.sort((x, y) => x.time - y.time || x.memory - y.memory || x.t - y.t || x.p - y.p || x.v - y.v
       || x.c - y.c || (x.e - y.e || 0) || (x.etp - y.etp || 0) || x.b - y.b || x.index - y.index);
     ranked.forEach((row, i) => {
-      row.rank = i === 0 ? 1 : ranked[i - 1].rank + (row.time - ranked[i - 1].time > PLAN.tie * row.time ? 1 : 0);
+      const before = ranked[i - N.one];
+      row.rank = i === 0 ? N.one : before.rank + (row.time - before.time > PLAN.tie * row.time ? N.one : 0);
     });
-    return { rows, ranked, fit: fits.length, candidates: rows.length, failures: counts, dominated: fits.length - ranked.length };
+    return { rows, ranked, fit: fits.length + untimed.length, candidates: rows.length, failures: counts,
+             dominated: fits.length - ranked.length, untimed };
   }
 
   // The form's question: {error} or what plan() takes.
@@ -234,12 +242,13 @@ const DerivePlanner = (function () {
   function load(row) {
     const texts = { tp: row.t, pp: row.p, vp: row.v, cp: row.c, ep: row.e === undefined ? "" : row.e,
                     etp: row.etp === undefined ? "" : row.etp, dp: "", "micro-batch": row.b,
-                    zero: row.zero, recompute: row.recompute, "sequence-parallel": row.t > 1 ? "1" : "" };
+                    zero: row.zero, recompute: row.recompute, "sequence-parallel": row.t > N.one ? PLAN.flag_on : "" };
     for (const [option, text] of Object.entries(texts)) if (FORM.elements[option]) FORM.elements[option].value = String(text);
     FORM.dispatchEvent(new Event("input"));
   }
 
   const GIB = DATA.byte_units.GiB;
+  const D = PLAN.digits;  // decimals shown: GiB, seconds
   function cell(tr, key, value, text) {
     const td = document.createElement("td");
     const output = document.createElement("output");
@@ -263,8 +272,7 @@ const DerivePlanner = (function () {
     }
     const start = performance.now();
     const result = plan(asked);
-    const seconds = (performance.now() - start) / 1000;
-    performance.measure("derive-plan", { start });
+    const took = performance.measure("derive-plan", { start }).duration;
     result.ranked.slice(0, PLAN.shown).forEach((row, n) => {
       const tr = document.createElement("tr");
       const key = (name) => `layouts.${n}.${name}`;
@@ -273,8 +281,8 @@ const DerivePlanner = (function () {
         if (row[name] !== undefined) cell(tr, key(name), row[name]);
         else tr.appendChild(document.createElement("td"));
       }
-      cell(tr, key("memory_per_gpu"), Math.round(row.memory), (row.memory / GIB).toFixed(2) + (row.tight ? " (tight)" : ""));
-      cell(tr, key("step_time"), row.time, row.time.toFixed(3));
+      cell(tr, key("memory_per_gpu"), Math.round(row.memory), (row.memory / GIB).toFixed(D.memory) + (row.tight ? " (tight)" : ""));
+      cell(tr, key("step_time"), row.time, row.time.toFixed(D.seconds));
       const rate = figure(row.figures, PLAN.rate);
       cell(tr, key(PLAN.rate), rate, rate.toFixed(0));
       const parts = document.createElement("td");
@@ -283,7 +291,7 @@ const DerivePlanner = (function () {
         const output = document.createElement("output");
         output.dataset.key = key(shown.formula.key);
         output.dataset.value = String(shown.value);
-        output.textContent = shown.value > 0 ? `${shown.formula.part} ${shown.value.toFixed(3)} ` : "";
+        output.textContent = shown.value > 0 ? `${shown.formula.part} ${shown.value.toFixed(D.seconds)} ` : "";
         parts.appendChild(output);
       }
       tr.appendChild(parts);
@@ -300,7 +308,9 @@ const DerivePlanner = (function () {
     document.getElementById("plan-table").hidden = !result.ranked.length;
     status.textContent = PLAN.lines.summary.split("{candidates}").join(String(result.candidates))
       .split("{fit}").join(String(result.fit)).split("{ranked}").join(String(result.ranked.length))
-      .split("{seconds}").join(seconds.toFixed(2));
+      .split("{milliseconds}").join(took.toFixed(0))
+      + (result.untimed.length ? " " + PLAN.lines.untimed.split("{count}").join(String(result.untimed.length))
+        .split("{line}").join(Object.values(result.untimed[0].refused)[0]) : "");
     return result;
   }
 

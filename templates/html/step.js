@@ -32,19 +32,20 @@ function DeriveStep(DATA) {
     const constants = [];
     const read = [];
     const steps = [];
-    let size = 1;  // slot 0 stays undefined: a symbol without a value
+    let size = 0;
+    const unknown = size++;  // a slot that stays undefined: a symbol without a value
     function slot(symbol) {
       if (slots.has(symbol)) return slots.get(symbol);
       if (symbol in fixed || named.has(symbol)) {
         (symbol in fixed ? constants : read).push([size, symbol in fixed ? fixed[symbol] : symbol]);
       } else {
         const definition = STEP.definitions[symbol];
-        slots.set(symbol, 0);  // unknown while it is being resolved
-        if (definition === undefined) return 0;
+        slots.set(symbol, unknown);  // unknown while it is being resolved
+        if (definition === undefined) return unknown;
         // the key: the model's (or its architecture's) name, then the flags that change the quantity
         const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map((flag) => String(flags[flag]))].join("|");
         const index = definition.variants[key];
-        if (index === undefined) return 0;
+        if (index === undefined) return unknown;
         const args = STEP.arguments[index].map(slot);
         steps.push([DERIVE_STEP_FUNCTIONS[index], args, new Array(args.length), size]);
       }
@@ -55,9 +56,9 @@ function DeriveStep(DATA) {
     for (const formula of STEP.figures) {
       const variant = formula.by_model ? formula.variants[model] : formula.variants[""];
       if (variant === undefined) continue;
-      const needs = formula.needs === null ? -1 : (formula.needs in fixed || named.has(formula.needs) ? slot(formula.needs) : null);
+      const needs = formula.needs === null ? null : (formula.needs in fixed || named.has(formula.needs) ? slot(formula.needs) : undefined);
       const args = STEP.arguments[variant.function].map(slot);
-      if (needs !== null) figures.push([formula, variant, DERIVE_STEP_FUNCTIONS[variant.function], args, new Array(args.length), needs]);
+      if (needs !== undefined) figures.push([formula, variant, DERIVE_STEP_FUNCTIONS[variant.function], args, new Array(args.length), needs]);
     }
     function run(values) {
       const at = new Array(size);
@@ -69,7 +70,7 @@ function DeriveStep(DATA) {
       }
       const shown = [];
       for (const [formula, variant, func, args, buffer, needs] of figures) {
-        if (needs >= 0 && at[needs] === undefined) continue;
+        if (needs !== null && at[needs] === undefined) continue;
         for (let i = 0; i < args.length; i++) buffer[i] = at[args[i]];
         const result = func.apply(null, buffer);
         if (result === undefined || !Number.isFinite(result)) return { figures: [] };
