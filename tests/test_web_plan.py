@@ -143,3 +143,15 @@ def test_a_question_the_page_cannot_plan_says_why(browser, calculator, options, 
     assert browser.execute_script("return document.getElementById('plan-status').textContent;") == \
         lines[line].replace("{precision}", options.get("precision", ""))
     assert browser.execute_script("return document.getElementById('plan-table').hidden;")
+
+
+def test_the_table_keeps_the_page_within_375_px(browser, calculator):
+    open_page(browser, calculator, QUESTIONS[3])
+    browser.set_window_size(375, 812)
+    try:
+        browser.find_element("id", "plan-button").click()
+        assert browser.execute_script("return document.querySelectorAll('#plan-rows tr').length;") == 10
+        # the table scrolls inside its own box (.table); the page never scrolls sideways
+        assert browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth") <= 0
+    finally:
+        browser.set_window_size(1280, 1000)
