@@ -161,6 +161,7 @@ const DerivePlanner = (function () {
     const rows = candidates(model, gpus, seq);
     programs.clear();
     const counts = {};
+    const fitting = [];
     const fits = [];
     const untimed = [];  // layouts that fit but the page's layout checks refuse (derive comm's lines): not ranked
     rows.forEach((row, index) => {
@@ -181,16 +182,23 @@ const DerivePlanner = (function () {
         if (row.memory > high) reason = "memory";
       }
       row.reason = reason;
+      row.index = index;
       if (reason) counts[reason] = (counts[reason] || 0) + N.one;
-      else {
-        row.index = index;
-        row.figures = stepOf(name, row, question);
-        row.time = row.figures === null ? NaN : figure(row.figures, DATA.step.total);
-        row.tight = row.memory > low;
-        if (row.figures !== null) fits.push(row);
-        else untimed.push(row);
-      }
+      else fitting.push(row);
     });
+    // the step of each layout that fits, in an order that lets its program keep what the sizes before it computed
+    // (a micro-batch's compute depends on t, c, b, e and t_E, not on p, v or d)
+    const order = ["t", "c", "b", "e", "etp", "p", "v", "d"];
+    fitting.sort((x, y) => x.recompute.localeCompare(y.recompute) || x.zero - y.zero
+      || order.reduce((found, size) => found || (x[size] - y[size] || 0), 0) || x.index - y.index);
+    for (const row of fitting) {
+      row.figures = stepOf(name, row, question);
+      row.time = row.figures === null ? NaN : figure(row.figures, DATA.step.total);
+      row.tight = row.memory > low;
+      if (row.figures !== null) fits.push(row);
+      else untimed.push(row);
+    }
+    fits.sort((x, y) => x.index - y.index);
     // Plan.dominated: another recompute / ZeRO variant of the layout no slower with no more memory, better in one.
     const groups = new Map();
     for (const row of fits) {

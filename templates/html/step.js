@@ -60,14 +60,29 @@ function DeriveStep(DATA) {
       const args = STEP.arguments[variant.function].map(slot);
       if (needs !== undefined) figures.push([formula, variant, DERIVE_STEP_FUNCTIONS[variant.function], args, new Array(args.length), needs]);
     }
+    // The slots kept from the last run: a step runs again only where one of its arguments changed (the planner
+    // runs a program on layouts ordered so that, e.g., a micro-batch's compute is shared by the pipeline sizes).
+    const at = new Array(size);
+    const changed = new Array(size).fill(true);
+    for (const [place, value] of constants) at[place] = value;
+    for (const [place] of constants) changed[place] = false;
+    changed[unknown] = false;
+    let first = true;
     function run(values) {
-      const at = new Array(size);
-      for (const [place, value] of constants) at[place] = value;
-      for (const [place, symbol] of read) at[place] = values[symbol];
-      for (const [func, args, buffer, place] of steps) {
-        for (let i = 0; i < args.length; i++) buffer[i] = at[args[i]];
-        at[place] = func.apply(null, buffer);
+      for (const [place, symbol] of read) {
+        changed[place] = first || at[place] !== values[symbol];
+        at[place] = values[symbol];
       }
+      for (const [func, args, buffer, place] of steps) {
+        let again = first;
+        for (let i = 0; i < args.length; i++) {
+          again = again || changed[args[i]];
+          buffer[i] = at[args[i]];
+        }
+        changed[place] = again;
+        if (again) at[place] = func.apply(null, buffer);
+      }
+      first = false;
       const shown = [];
       for (const [formula, variant, func, args, buffer, needs] of figures) {
         if (needs !== null && at[needs] === undefined) continue;
