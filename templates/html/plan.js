@@ -1,9 +1,10 @@
 // The planner's best layouts (hand-written; derive.render.web inlines it after calculator.js): `derive plan --json`'s
-// ranked layouts of a dense model with balanced false (the page's layout has no --balanced), each with a button
-// that loads it into the form. The candidates, verdicts, dominated variants, order and shared ranks mirror
-// derive.planning (layouts.layouts, layouts.micro_batch_columns, ranking.reasons, Plan.dominated, Plan.order,
-// ranking.shared_ranks); the most loaded rank's bytes and the allocator's rounding are the generated functions
-// DERIVE_PLAN_FUNCTIONS (derive.render.page_plan), the step time the step card's (step.js). Numbers are DATA.plan's.
+// ranked layouts of a dense model with balanced false (the page's layout has no --balanced) or of an MoE preset,
+// each with a button that loads it into the form. The candidates, verdicts, dominated variants, order and shared
+// ranks mirror derive.planning (layouts.layouts and expert_layouts, layouts.micro_batch_columns, ranking.reasons,
+// Plan.dominated, Plan.order, ranking.shared_ranks); the most loaded rank's bytes and the allocator's rounding are
+// the generated functions DERIVE_PLAN_FUNCTIONS (derive.render.page_plan, page_plan_experts: experts.rank_memory's
+// terms), the step time the step card's (step.js's compile). Numbers are DATA.plan's.
 "use strict";
 const DerivePlanner = (function () {
   const DATA = JSON.parse(document.getElementById("derive-data").textContent);
