@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from test_web_browser import browser, calculator, open_page, page  # noqa: F401 (fixtures)
 
+from derive.options.models import named
 from derive.plan import run as plan_run
 from derive.planning.ranking import shared_ranks
 from derive.predict import run as predict_run
@@ -42,16 +43,17 @@ KEYS = ("t", "p", "v", "c", "d", "b", "m", "recompute", "zero")
 STEP_REL = 2e-15
 
 
+def plan_argv(options: dict[str, str]) -> list[str]:
+    """derive plan's options for the page's question, as the card's command writes them."""
+    seq = int(options["seq"]) if "seq" in options else named(options["model"], moe=True)[0].seq
+    return ["--model", options["model"], "--gpus", options["gpus"], "--tokens", str(int(options["global-batch"]) * seq),
+            "--seq", str(seq), "--gpu", options.get("gpu", "h100"), "--precision", options.get("precision", "bf16"),
+            "--json"]
+
+
 def cli_plan(options: dict[str, str]) -> dict:
     """derive plan --json for the page's question."""
-    seq = int(options.get("seq", 0)) or None
-    argv = ["--model", options["model"], "--gpus", options["gpus"], "--gpu", options.get("gpu", "h100"),
-            "--precision", options.get("precision", "bf16")]
-    if seq is None:
-        from derive.options.models import named
-        seq = named(options["model"], moe=True)[0].seq
-    argv += ["--seq", str(seq), "--tokens", str(int(options["global-batch"]) * seq)]
-    return json.loads(plan_run([*argv, "--json"]))
+    return json.loads(plan_run(plan_argv(options)))
 
 
 def page_plan(browser) -> dict:
@@ -100,6 +102,8 @@ def test_the_table_carries_derive_plans_keys_and_loads_a_layout(browser, calcula
     expected = [row for row in cli_plan(options)["layouts"] if row["rank"] is not None and not row["balanced"]]
     open_page(browser, calculator, options)
     browser.find_element("id", "plan-button").click()
+    # the card's command is the question the table answers (derive plan --json, whose rows it holds)
+    assert browser.find_element("id", "plan-command").text.split() == ["python", "-m", "derive.plan", *plan_argv(options)]
     shown = table(browser)
     rows = browser.execute_script("return document.querySelectorAll('#plan-rows tr').length;")
     assert rows == 10

@@ -276,9 +276,13 @@ const DerivePlanner = (function () {
     const asked = question();
     if ("error" in asked) {
       status.textContent = asked.error;
+      document.getElementById("plan-command").textContent = "";
       document.getElementById("plan-table").hidden = true;
       return null;
     }
+    document.getElementById("plan-command").textContent = [PLAN.command, "--model", asked.name, "--gpus", asked.gpus,
+      "--tokens", asked.sequences * asked.seq, "--seq", asked.seq, "--gpu", asked.gpu, "--precision", asked.precision,
+      "--json"].join(" ");
     const start = performance.now();
     const result = plan(asked);
     const took = performance.measure("derive-plan", { start }).duration;
