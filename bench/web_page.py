@@ -7,7 +7,11 @@ percentile time from an input event to updated figures (parse, the generated
 functions, formatting and DOM updates, as the page's performance.measure
 'derive-figures' records it; layout and paint excluded) and of the whole handler,
 for typed changes and for pasting each shipped config.json of the page's families
-(JSON parsed, derive.hf's table applied, figures computed and shown).
+(JSON parsed, derive.hf's table applied, figures computed and shown). First, the planner's card on
+issue 26's question (Llama 3 405B, 16,384 H100s, 16M tokens per step at s = 8192): the first click on
+its button and the median of the next ``--plans`` (performance.measure 'derive-plan': the candidates,
+their memory and the step time of those that fit, ranked; and the whole handler, the table built).
+``--page`` times another render (default: formulas/index.html).
 """
 from __future__ import annotations
 
@@ -27,6 +31,17 @@ from derive.hf_families import DENSE
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "formulas" / "index.html"
 LINK = "?model=70b&tokens=4194304&gpus=1024&step-time=4.5"
+#: The planner's question of issue 26: Llama 3 405B on 16,384 H100s, 16M tokens per step at s = 8192.
+PLAN_LINK = "?model=llama3-405b&gpu=h100&gpus=16384&global-batch=2048&seq=8192"
+#: One click on the planner's button: the planning itself (performance.measure 'derive-plan') and the whole
+#: handler (the table's rows built too), and the ranked layouts found.
+PLAN = """
+performance.clearMeasures('derive-plan');
+const start = performance.now();
+document.getElementById('plan-button').click();
+return [performance.now() - start, performance.getEntriesByName('derive-plan')[0].duration,
+        document.querySelectorAll('#plan-rows tr').length];
+"""
 
 #: One input change: type a value into a field and dispatch the event the form listens to.
 CHANGE = """
@@ -53,14 +68,17 @@ def report(label: str, times: list[float]) -> None:
     """Median, 95th percentile and maximum of ``times`` (ms)."""
     times = sorted(times)
     print(f"{label}: median {statistics.median(times):.3f} ms, p95 {times[int(0.95 * len(times))]:.3f} ms, "
-          f"max {times[-1]:.3f} ms over {len(times)} changes")
+          f"max {times[-1]:.3f} ms over {len(times)} runs")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--changes", type=int, default=200)
+    parser.add_argument("--plans", type=int, default=5, help="clicks on the planner's button")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the page (default: formulas/index.html)")
     args = parser.parse_args()
-    data = PAGE.read_bytes()
+    page = args.page
+    data = page.read_bytes()
     print(f"index.html: {len(data):,} bytes ({len(gzip.compress(data, 9)):,} gzip -9)")
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
@@ -68,7 +86,13 @@ def main() -> int:
         options.add_argument(argument)
     browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     try:
-        browser.get(PAGE.as_uri() + LINK)
+        browser.get(page.as_uri() + PLAN_LINK)
+        clicks = [browser.execute_script(PLAN) for _ in range(args.plans)]
+        print(f"planning ({PLAN_LINK}), first click: derive plan's search, memory and step times "
+              f"{clicks[0][1]:.0f} ms, whole click handler {clicks[0][0]:.0f} ms ({clicks[0][2]} ranked layouts shown)")
+        report("  again: planning", [c[1] for c in clicks[1:]])
+        report("  again: whole click handler", [c[0] for c in clicks[1:]])
+        browser.get(page.as_uri() + LINK)
         timing = browser.execute_script(
             "const mark = (name) => performance.getEntriesByName(name)[0].startTime;"
             "const n = performance.getEntriesByType('navigation')[0];"

@@ -237,8 +237,8 @@ def test_the_page_allows_its_own_scripts_and_no_network(fresh):
     page = Page()
     page.feed((fresh / "index.html").read_text())
     executed = [text for kind, text in page.scripts if kind == "classic"]
-    assert len(executed) == 9  # KaTeX, the generated functions, parse.js, config.js, moe.js, layout.js,
-    # step.js, stages.js, calculator.js
+    assert len(executed) == 10  # KaTeX, the generated functions, parse.js, config.js, moe.js, layout.js,
+    # step.js, stages.js, calculator.js, plan.js
     directives = dict(d.strip().split(" ", 1) for d in page.csp.split(";"))
     assert directives["default-src"] == "'none'" and directives["base-uri"] == "'none'"
     assert directives["script-src"].split() == [csp_hash(text) for text in executed]

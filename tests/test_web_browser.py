@@ -292,8 +292,8 @@ def test_hostile_links_run_nothing_and_inject_nothing(browser, calculator, optio
         " iframes: document.querySelectorAll('iframe, main b, #injected').length,"
         " scripts: document.scripts.length, svgs: document.querySelectorAll('svg').length};")
     assert state["pwned"] is None and state["imgs"] == 0 and state["iframes"] == 0
-    assert state["scripts"] == 10  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
-    # layout.js, step.js, stages.js, calculator.js
+    assert state["scripts"] == 11  # the data block, KaTeX, the generated functions, parse.js, config.js, moe.js,
+    # layout.js, step.js, stages.js, calculator.js, plan.js
     assert state["svgs"] == 0  # the calculator draws none (the sheet's figures are cut): none from the link
     shown = errors(browser)
     assert len(shown) == 1

@@ -105,8 +105,9 @@ class RankTerms:
     chunks: sp.Expr
 
 @lru_cache(maxsize=64)
-def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
-    """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m.
+def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[str, ...] = ()) -> RankTerms:
+    """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m
+    (and the model's sizes named in ``kept``, left symbols: the page keeps s, derive.render.page_plan_experts).
 
     States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
     expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, TE's fp32
@@ -117,7 +118,7 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str) -> RankTerms:
     features = entry.layout
     table = model_parameters(features)
     placed = stage_placements(PLACEMENT)[zero]
-    values = {symbol: n for symbol, n in entry.values.items() if symbol.name not in SIZES}
+    values = {symbol: n for symbol, n in entry.values.items() if symbol.name not in SIZES + kept}
 
     def model(expr: sp.Expr) -> sp.Expr:
         return substitute(sp.sympify(expr).xreplace(CONTEXT), values)

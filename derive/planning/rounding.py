@@ -92,13 +92,25 @@ def rounding_bytes(entry: Model, recompute: str, zero: int, profile: str, placem
     (first, last or middle) at the layers it holds (derive.accounts.pipeline_split.stage_layers). ``recipe``: an FP8
     recipe's weight copies are buffers too, its FP8 linear inputs held activations.
     """
-    sharded = placement_sharded(zero, placement_name)
+    buffers, held, rows = rounding_terms(entry.architecture, recompute, zero, profile, placement_name, balanced, rank,
+                                         recipe)
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
     extra = np.zeros(shape, dtype=np.int64)
-    for size, states, copies in _buffer_sizes(entry.architecture, placement_name, sharded, balanced, rank, recipe):
+    for size, states, copies in buffers:
         extra = extra + copies * _rounded_up(size(**values, **states), shape)  # a scale row: a constant
-    held, rows = _held_activations(profile, recompute, balanced, rank, recipe)
     held = held(**values)
     for size in rows:
         extra = extra + held * _rounded_up(size(**values), shape)
     return extra
+
+
+def rounding_terms(architecture: Layout, recompute: str, zero: int, profile: str, placement_name: str,
+                   balanced: bool = False, rank: str = "first", recipe: str | None = None
+                   ) -> tuple[tuple[tuple[Compiled, dict[str, int], int], ...], Compiled, tuple[Compiled, ...]]:
+    """What :func:`rounding_bytes` rounds on ``rank``, compiled (each ``.expr`` its SymPy expression; the page's
+    planner prints them, derive.render.page_plan): every distinct resident buffer (its size, the
+    derive.state_columns.STATE_BYTES values it takes, how many), the layer-micro-batches the rank holds, and the
+    size of every activation of a layer."""
+    sharded = placement_sharded(zero, placement_name)
+    held, rows = _held_activations(profile, recompute, balanced, rank, recipe)
+    return _buffer_sizes(architecture, placement_name, sharded, balanced, rank, recipe), held, rows

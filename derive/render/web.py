@@ -36,6 +36,7 @@ from derive.render.page_models import dense_configs, moe_data, page_names
 from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import FLAG_WORDS, LAYOUT_DEFAULTS, LAYOUT_FIELDS, layout_field_messages, layout_parser
+from derive.render.page_plan import plan_code
 from derive.render.page_step import STEP_FIELDS, step_code, step_field_messages
 from derive.render.page_stages import stage_code
 from derive.accounts.activations import RECOMPUTE_POLICIES
@@ -59,10 +60,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CALCULATOR = ROOT / "templates" / "html" / "calculator.js"
 #: The pasted config.json's reader: derive.hf's family tables applied (hand-written, no formula).
 CONFIG_READER = ROOT / "templates" / "html" / "config.js"
-#: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator.
+#: The page's hand-written scripts, in the order they run: parsing, the config reader, the calculator, the planner.
 HAND_WRITTEN = (ROOT / "templates" / "html" / "parse.js", CONFIG_READER, ROOT / "templates" / "html" / "moe.js",
                 ROOT / "templates" / "html" / "layout.js", ROOT / "templates" / "html" / "step.js",
-                ROOT / "templates" / "html" / "stages.js", CALCULATOR)
+                ROOT / "templates" / "html" / "stages.js", CALCULATOR, ROOT / "templates" / "html" / "plan.js")
 PAGE = "index.html"
 #: The name :func:`page_data` is kept under (derive.render.kept).
 KEPT_PAGE = "page"
@@ -290,7 +291,8 @@ def calculator_data() -> tuple[str, dict[str, object]]:
     layout_script, layout = layout_code()
     step_script, step = step_code()
     stages_script, stages = stage_code()
-    code += layout_script + step_script + stages_script
+    plan_script, plan = plan_code()
+    code += layout_script + step_script + stages_script + plan_script
     forms = form_names()
     presets = {name: {"form": forms[name], "source": m.source, "gqa": m.family not in NO_GQA,
                       "fixed_head": m.head_dim is not None,
@@ -350,6 +352,7 @@ def calculator_data() -> tuple[str, dict[str, object]]:
         "layout": layout,
         "step": {key: value for key, value in step.items() if key != "legend"},
         "stages": {key: value for key, value in stages.items() if key != "legend"},
+        "plan": plan,
         "zero_stages": list(ZERO_STAGES),
         "shown": SHOWN,
         "hardware": list(HARDWARE),

@@ -12,43 +12,95 @@ function DeriveStep(DATA) {
     return { ...config.choices, precision };
   }
 
-  // The step's figures, or {refusal: predict's line} (a GPU without tensor cores for the precision): the line
-  // stands in the step's card, not on the field, which the report reads too. `given`: the step card's own
-  // fields' values by symbol (--token-budget's tokens); a figure that needs one not given is left out.
-  function evaluate(config, name, gpuName, precision, given) {
+  // The step's figures as a program for one model, GPU, precision and set of flags (config.choices): each
+  // quantity's function looked up once (by the model, or its architecture, and the flags that change it), in
+  // the order their arguments need them; {refusal: predict's line} for a GPU without tensor cores for the
+  // precision (it stands in the step's card, not on the field, which the report reads too). `inputs`: the names
+  // of the configuration's values; `given`: the step card's own fields' values by symbol (--token-budget's tokens).
+  // run(values) gives the figures at the configuration's values (the derive planner runs one program on many).
+  function compile(choices, name, gpuName, precision, inputs, given) {
     const model = STEP.models[name];
     const gpu = STEP.gpus[gpuName];
     if (model === undefined || gpu === undefined) return { figures: [] };
     if (precision in gpu.refused) return { refusal: gpu.refused[precision], figures: [] };
     if (!(precision in gpu.precisions)) return { figures: [] };
-    const values = { ...config.values, ...gpu.values, ...gpu.precisions[precision], ...(given || {}) };
-    const flags = flagValues(config, precision);
+    const fixed = { ...gpu.values, ...gpu.precisions[precision], ...(given || {}) };
+    const named = new Set(inputs);
+    const flags = flagValues({ choices }, precision);
     const heads = { model, form: STEP.forms[name] };
-    const resolving = new Set();
-    function value(symbol) {
-      if (symbol in values) return values[symbol];
-      const definition = STEP.definitions[symbol];
-      if (definition === undefined || resolving.has(symbol)) return undefined;
-      resolving.add(symbol);
-      // the key: the model's (or its architecture's) name, then the flags that change the quantity
-      const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map((flag) => String(flags[flag]))].join("|");
-      const index = definition.variants[key];
-      values[symbol] = index === undefined ? undefined : call(index);
-      return values[symbol];
-    }
-    function call(index) {
-      return DERIVE_STEP_FUNCTIONS[index](...STEP.arguments[index].map(value));
+    const slots = new Map();
+    const constants = [];
+    const read = [];
+    const steps = [];
+    let size = 0;
+    const unknown = size++;  // a slot that stays undefined: a symbol without a value
+    function slot(symbol) {
+      if (slots.has(symbol)) return slots.get(symbol);
+      if (symbol in fixed || named.has(symbol)) {
+        (symbol in fixed ? constants : read).push([size, symbol in fixed ? fixed[symbol] : symbol]);
+      } else {
+        const definition = STEP.definitions[symbol];
+        slots.set(symbol, unknown);  // unknown while it is being resolved
+        if (definition === undefined) return unknown;
+        // the key: the model's (or its architecture's) name, then the flags that change the quantity
+        const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map((flag) => String(flags[flag]))].join("|");
+        const index = definition.variants[key];
+        if (index === undefined) return unknown;
+        const args = STEP.arguments[index].map(slot);
+        steps.push([DERIVE_STEP_FUNCTIONS[index], args, new Array(args.length), size]);
+      }
+      slots.set(symbol, size);
+      return size++;
     }
     const figures = [];
     for (const formula of STEP.figures) {
       const variant = formula.by_model ? formula.variants[model] : formula.variants[""];
-      if (variant === undefined || (formula.needs !== null && values[formula.needs] === undefined)) continue;
-      const result = call(variant.function);
-      if (result === undefined || !Number.isFinite(result)) return { figures: [] };
-      figures.push({ formula, variant, value: result });
+      if (variant === undefined) continue;
+      const needs = formula.needs === null ? null : (formula.needs in fixed || named.has(formula.needs) ? slot(formula.needs) : undefined);
+      const args = STEP.arguments[variant.function].map(slot);
+      if (needs !== undefined) figures.push([formula, variant, DERIVE_STEP_FUNCTIONS[variant.function], args, new Array(args.length), needs]);
     }
-    return { figures };
+    // The slots kept from the last run: a step runs again only where one of its arguments changed (the planner
+    // runs a program on layouts ordered so that, e.g., a micro-batch's compute is shared by the pipeline sizes).
+    const at = new Array(size);
+    const changed = new Array(size).fill(true);
+    for (const [place, value] of constants) at[place] = value;
+    for (const [place] of constants) changed[place] = false;
+    changed[unknown] = false;
+    let first = true;
+    function run(values) {
+      for (const [place, symbol] of read) {
+        changed[place] = first || at[place] !== values[symbol];
+        at[place] = values[symbol];
+      }
+      for (const [func, args, buffer, place] of steps) {
+        let again = first;
+        for (let i = 0; i < args.length; i++) {
+          again = again || changed[args[i]];
+          buffer[i] = at[args[i]];
+        }
+        changed[place] = again;
+        if (again) at[place] = func.apply(null, buffer);
+      }
+      first = false;
+      const shown = [];
+      for (const [formula, variant, func, args, buffer, needs] of figures) {
+        if (needs !== null && at[needs] === undefined) continue;
+        for (let i = 0; i < args.length; i++) buffer[i] = at[args[i]];
+        const result = func.apply(null, buffer);
+        if (result === undefined || !Number.isFinite(result)) return { figures: [] };
+        shown.push({ formula, variant, value: result });
+      }
+      return { figures: shown };
+    }
+    return { run };
   }
 
-  return { evaluate };
+  // The step's figures at the configuration (layout.js's), or {refusal: predict's line}.
+  function evaluate(config, name, gpuName, precision, given) {
+    const program = compile(config.choices, name, gpuName, precision, Object.keys(config.values), given);
+    return program.run ? program.run(config.values) : program;
+  }
+
+  return { evaluate, compile };
 }
