@@ -30,6 +30,7 @@ from typing import Callable, Iterator, Mapping
 import sympy as sp
 
 from derive.background import Background
+from derive.expansion import expand, laurent_symbols
 from derive.printing import cache
 
 
@@ -154,20 +155,18 @@ def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
     as polynomials (common factors cancel): 0 exactly when the identity holds, a departure
     shown factored otherwise. It is what ``cancel(together(...))`` then ``factor`` gave, in one pass.
     """
-    diff = sp.expand(derived - claim)
+    diff = expand(derived - claim)
     if diff != 0 and diff.has(sp.Pow):
         diff = _factored(diff) if _laurent(diff) else sp.factor(diff)
     return diff
 
 
 def _laurent(expr: sp.Expr) -> bool:
-    """Whether ``expr`` is a sum of products of numbers and integer powers of symbols (its only denominators monomials).
+    """Whether the expanded ``expr`` is a sum of products of numbers and integer powers of symbols (its only denominators monomials).
 
     Such an expression, expanded, is 0 exactly when it vanishes: its expanded form decides the verdict.
     """
-    return all(isinstance(node, (sp.Add, sp.Mul, sp.Symbol, sp.Rational))
-               or (node.is_Pow and node.base.is_Symbol and node.exp.is_Integer)
-               for node in sp.preorder_traversal(expr))
+    return laurent_symbols(expr) is not None
 
 
 #: What the kept factored forms are filed under in derive.printing.cache's store (beside printed text).
@@ -190,7 +189,7 @@ def _factored(diff: sp.Expr) -> sp.Expr:
             kept = pickle.loads(base64.b64decode(entry[0]))
         except Exception:  # an unreadable entry is factored again
             kept = None
-        if isinstance(kept, sp.Expr) and kept != 0 and sp.expand(kept) == diff:
+        if isinstance(kept, sp.Expr) and kept != 0 and expand(kept) == diff:
             return kept
     factored = sp.factor(diff)
     cache.STORE.add(key, [base64.b64encode(pickle.dumps(factored, protocol=5)).decode("ascii"), {}])
