@@ -48,6 +48,42 @@ class Sided:
         return self.sides()
 
 
+class Later:
+    """A claim derived from derive's conventions (Megatron's formula, a parameter count) on first use, not on import.
+
+    The identity is then built when proved, in either process of the check (derive.background).
+    """
+
+    def __init__(self, build: Callable[[], sp.Expr]) -> None:
+        self.build = build
+
+    @cached_property
+    def value(self) -> sp.Expr:
+        """``build()``, derived on first use."""
+        return self.build()
+
+
+class Deferred(Mapping):
+    """An identity's substitutions (``where``) built on first read, not on import (a derived parameter count, say)."""
+
+    def __init__(self, build: Callable[[], Mapping[sp.Symbol, sp.Expr]]) -> None:
+        self.build = build
+
+    @cached_property
+    def built(self) -> dict[sp.Symbol, sp.Expr]:
+        """``build()`` as a dict, on first read."""
+        return dict(self.build())
+
+    def __getitem__(self, symbol: sp.Symbol) -> sp.Expr:
+        return self.built[symbol]
+
+    def __iter__(self) -> Iterator[sp.Symbol]:
+        return iter(self.built)
+
+    def __len__(self) -> int:
+        return len(self.built)
+
+
 @dataclass(frozen=True)
 class Identity:
     """A claimed closed form, where it comes from, and how derive derives it."""
@@ -55,7 +91,7 @@ class Identity:
     key: str
     name: str
     topic: str
-    claimed: "sp.Expr | Sided"
+    claimed: "sp.Expr | Sided | Later"
     derive: Callable[[], sp.Expr]
     source: str
     assumptions: tuple[str, ...] = ()
@@ -64,8 +100,10 @@ class Identity:
 
     @cached_property
     def claim(self) -> sp.Expr:
-        """The claimed closed form; a departure's (:class:`Sided`) is its pair's first side, derived on first use."""
-        return self.claimed.pair[0] if isinstance(self.claimed, Sided) else self.claimed
+        """The claimed closed form; a departure's (:class:`Sided`) is its pair's first side, a :class:`Later` its value, derived on first use."""
+        if isinstance(self.claimed, Sided):
+            return self.claimed.pair[0]
+        return self.claimed.value if isinstance(self.claimed, Later) else self.claimed
 
     def sides(self) -> tuple[sp.Expr, sp.Expr]:
         """(claim, derived), both under the identity's substitutions."""
@@ -124,7 +162,7 @@ class Proof:
 REGISTRY: dict[str, Identity] = {}
 
 
-def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
+def identity(name: str, *, topic: str, claim: "sp.Expr | Sided | Later", source: str,
              assumptions: tuple[str, ...] = (), where: Mapping[sp.Symbol, sp.Expr] | None = None,
              holds: bool = True, key: str | None = None
              ) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
@@ -132,7 +170,8 @@ def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
 
     ``key`` (default: the defining module's last name and the function's, ``flops.scores_causal``)
     is what code looks an identity up by; ``name`` is only displayed. A departure's ``claim`` may be
-    the :class:`Sided` itself: its sides are then derived when proved, not on import.
+    the :class:`Sided` itself: its sides are then derived when proved, not on import; so is a
+    :class:`Later` claim and a :class:`Deferred` ``where``.
     """
 
     def register(derive: Callable[[], sp.Expr]) -> Callable[[], sp.Expr]:
@@ -142,7 +181,7 @@ def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
         if any(entry.name == name for entry in REGISTRY.values()):
             raise ValueError(f"identity {name!r} is registered twice")
         REGISTRY[stable] = Identity(stable, name, topic, claim, derive, source, assumptions,
-                                    dict(where or {}), holds)
+                                    where if isinstance(where, Deferred) else dict(where or {}), holds)
         return derive
 
     return register
