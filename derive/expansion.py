@@ -34,12 +34,12 @@ def _expanded(expr: sp.Expr) -> sp.Expr:
     order = laurent_symbols(expr)
     if not order:
         return sp.expand(expr)
-    n = len(order)
+    n = 1 << (len(order) - 1).bit_length()  # a power of two: a few rings serve every size (each costs ms to build)
     gens = _ring(n).gens
     index = {symbol: i for i, symbol in enumerate(order)}
     collected: dict[tuple[int, ...], object] = {}
     for monomial, coefficient in _element(expr, gens, index, n, {}).terms():
-        key = tuple(monomial[i] - monomial[n + i] for i in range(n))
+        key = tuple(monomial[i] - monomial[n + i] for i in range(len(order)))
         collected[key] = collected.get(key, QQ.zero) + coefficient
     return sp.Add(*(sp.Mul(QQ.to_sympy(coefficient), *(order[i] ** power for i, power in enumerate(key) if power))
                     for key, coefficient in collected.items() if coefficient))
@@ -74,7 +74,7 @@ def laurent_symbols(expr: sp.Expr) -> list[sp.Symbol] | None:
 
 @lru_cache(maxsize=64)
 def _ring(n: int) -> PolyRing:
-    """Q[g0..g(2n-1)]: the first n generators stand for the symbols, the last n for their inverses."""
+    """Q[g0..g(2n-1)]: the first n generators stand for up to n symbols, the last n for their inverses (unused ones stay at 0)."""
     return ring([sp.Symbol(f"g{i}") for i in range(2 * n)], QQ)[0]
 
 
