@@ -1,6 +1,6 @@
 """Time ``python -m derive.check``, ``python -m derive.render`` and the report against a bare SymPy import.
 
-Run: ``make bench`` or ``.venv/bin/python bench/run.py [--rounds 7]``. Each round runs
+Run: ``make bench`` or ``.venv/bin/python bench/run.py [--rounds 7] [--only derive.check]``. Each round runs
 every command once, in turn (interleaved, so a burst of load hits all of them), and
 the ratio of each command to the round's bare ``import sympy`` is taken within the
 round; the report is the median of those paired ratios, with their spread, and the same
@@ -84,6 +84,9 @@ def paired_ratios(commands: dict[str, list[str]], rounds: int) -> tuple[dict[str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (default 7)")
+    parser.add_argument("--only", action="append", choices=sorted(TARGETS), metavar="NAME",
+                        help="time only this command (repeatable; default: all of "
+                             + ", ".join(repr(name) for name in TARGETS) + ")")
     parser.add_argument("--cold", action="store_true",
                         help="remove .cache/printed before every command (derive.printing.cache)")
     args = parser.parse_args()
@@ -98,6 +101,8 @@ def main() -> int:
                               str(Path(scratch) / "formulas")],
             "derive --model 70b": [sys.executable, "-m", "derive", "report", "--model", "70b"],
         }
+        commands = {name: command for name, command in commands.items()
+                    if name == BASE or not args.only or name in args.only}
         for command in commands.values():      # warm the file cache and compile the bytecode once, untimed
             wall_time(command)
         ratios, cpu_ratios = paired_ratios(commands, args.rounds)

@@ -23,7 +23,6 @@ from derive.accounts.state import OPTIMIZERS, PRECISIONS, fp8_resident_bytes, st
 from derive.conventions import six_n
 from derive.evaluation import exact_number, substitute
 from derive.model import Model
-from derive.printing.cache import ceiling
 from derive.recipes import fp8_weight_counts
 from derive.symbols import (F, G, M_GPU, MFU_target, N, N_8, N_GEMM, P, T, L, M_act, M_state, a, d, h, k,
                             n_8, s, t_step)
@@ -182,8 +181,11 @@ def _fit(activations: bool) -> Callable[[str, str, int], sp.Expr]:
 def _ranks_needed(sharded: sp.Expr, kept: sp.Expr) -> sp.Expr:
     """ceil(sharded / (M_GPU - kept)), at least 1, where kept < M_GPU (NaN otherwise); once per pair.
 
-    SymPy's ceiling is kept between runs of a checkout (derive.printing.cache.ceiling).
+    SymPy's ceiling is kept between runs of a checkout (derive.printing.cache.ceiling, imported when
+    first asked: the report prints no fit and does not load the store, nor hashlib and pickle).
     """
+    from derive.printing.cache import ceiling
+
     return sp.Piecewise((at_least_one(ceiling(sharded / (M_GPU - kept))), kept < M_GPU),
                         (sp.nan, True))
 

@@ -36,8 +36,6 @@ from derive.architectures.tables import active_parameters, model_gemms, model_pa
 from derive.evaluation import by_name, substitute
 from derive.formulas import FORMULAS, INPUTS, evaluate
 from derive.inputs import choose, exact_count, finite_positive, positive_int, zero_stage
-from derive.megatron.flops import flops_per_token
-from derive.megatron.tables import moe_reading
 from derive.model import Model
 from derive.presets import hardware
 from derive.recipes import fp8_weight_counts
@@ -272,6 +270,9 @@ def moe_expressions(layout: Layout, sequence_parallel: bool, single_stage: bool,
 @lru_cache(maxsize=None)
 def _moe_model_parts(layout: Layout, single_stage: bool) -> dict[str, sp.Expr]:
     """The figures of the parameter table: counts, the first stage's share and states, FLOPs per token."""
+    from derive.megatron.flops import flops_per_token  # Megatron's estimators load for an MoE report only
+    from derive.megatron.tables import moe_reading
+
     table = model_parameters(layout)
     stage = first_stage_parameters(table, single_stage)
     megatron = flops_per_token(moe_reading(layout), False)

@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator
 import sympy as sp
 
 from derive.dtypes import dtype_bytes
+from derive.expansion import expand
 
 
 class TaggedRow:
@@ -105,12 +106,12 @@ class Ledger:
 
     def bytes(self) -> sp.Expr:
         """Total bytes, expanded."""
-        return sp.expand(sp.Add(*(t.bytes for t in self._tensors)))
+        return expand(sp.Add(*(t.bytes for t in self._tensors)))
 
     def numel(self) -> sp.Expr:
         """Total elements, expanded (summed once per ledger)."""
         if self._numel is None:
-            self._numel = sp.expand(sp.Add(*(t.numel for t in self._tensors)))
+            self._numel = expand(sp.Add(*(t.numel for t in self._tensors)))
         return self._numel
 
     def where(self, *tags: str) -> "Ledger":

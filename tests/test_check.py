@@ -60,3 +60,29 @@ def test_check_and_the_dense_report_load_no_heavy_module():
                 f"print(sorted(name for name in {HEAVY!r} if name in sys.modules))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert out.stdout.splitlines()[-1] == "[]", call
+
+
+def test_the_dense_report_loads_no_megatron_estimator_nor_the_printed_store():
+    """issue 28: derive.megatron (the MoE report's Megatron FLOPs) and derive.printing.cache (the fit's ceiling) load when asked."""
+    code = ("import contextlib, io, sys\nfrom derive import cli\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            "    cli.main(['--model', '70b'])\n"
+            "print(sorted(name for name in ('derive.megatron', 'derive.printing.cache') if name in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_later_claim_and_a_deferred_where_are_derived_when_proved(monkeypatch):
+    """identities.Later / Deferred: nothing is built on registration; proved, they give the value built, once."""
+    identities.all_identities()
+    monkeypatch.setattr(identities, "REGISTRY", dict(identities.REGISTRY))
+    built = []
+    d = sp.Symbol("d", positive=True)
+    claim = identities.Later(lambda: built.append("claim") or 16 * N)
+    where = identities.Deferred(lambda: built.append("where") or {N: 2 * d})
+    identities.identity("16N at N = 2d (test)", topic="test", claim=claim, source="nowhere", where=where,
+                        key="test.later")(lambda: 32 * d)
+    entry = identities.REGISTRY["test.later"]
+    assert built == [] and entry.where is where
+    proved = identities.prove(entry)
+    assert proved.passed and proved.zero and proved.claim == 32 * d and proved.derived == 32 * d
+    assert dict(entry.where) == {N: 2 * d} and sorted(built) == ["claim", "where"]

@@ -19,9 +19,10 @@ CHAIN: dict[str, tuple[str, ...]] = {
     # source); every SymPy printer: LaTeX, exact Python / numpy, JavaScript, the factored node
     # (derive.printing imports only the symbols); the one evaluator (derive.evaluation: the symbol -> value
     # map, exact SymPy and Python backends, numpy columns in derive.evaluation.vectorised; it reads the
-    # symbols, derive.inputs and derive.printing.python); work forked to a second CPU (derive.background)
+    # symbols, derive.inputs and derive.printing.python); work forked to a second CPU (derive.background);
+    # sp.expand of a Laurent polynomial through SymPy's polynomial ring (derive.expansion)
     "core": ("__init__", "symbols", "dtypes", "inputs", "units", "systems", "printing", "evaluation",
-             "background"),
+             "background", "expansion"),
     # tensor ledgers and FP8 recipes as data (block shapes, scale dtypes, cached copies)
     "tables": ("tensors", "recipes"),
     # the layer's operations and their tables: parameters, GEMMs, saved tensors per profile

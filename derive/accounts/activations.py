@@ -21,6 +21,7 @@ from derive.architectures.operations.rows import HEAD
 from derive.architectures.saved import LAYER_PROFILES, layer_saved
 from derive.architectures.saved_fp8 import quantised_saved
 from derive.architectures.tables import edge_parameters, layer_parameters
+from derive.expansion import expand
 from derive.inputs import choose, flag, positive_size
 from derive.model import Model
 from derive.symbols import FFN_4H, L, N, k, p
@@ -133,7 +134,7 @@ def model_activation_bytes(profile: str = "gpt", attention_kernel: str = "materi
                                         sequence_parallel, recompute, norm_statistics,
                                         softmax_statistics=softmax_statistics,
                                         head_dim=head_dim, qk_norm=qk_norm, recipe=recipe)
-    return sp.expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
+    return expand(layers + (logits_bytes(tensor_parallel) if logits else 0))
 
 
 @lru_cache(maxsize=4096, typed=True)  # an immutable expression, built once per process
@@ -210,8 +211,8 @@ def first_stage_activation_bytes(profile: str = "gpt", attention_kernel: str = "
         total += in_flight / chunks * embedding.bytes()
         if flag("output_layer", output_layer):
             output = output_edge(tensor_parallel, sequence_parallel).bytes()
-            total = sp.expand(total) + sp.Piecewise((output, sp.Eq(pipeline, 1)), (0, True))
-    return sp.expand(total)
+            total = expand(total) + sp.Piecewise((output, sp.Eq(pipeline, 1)), (0, True))
+    return expand(total)
 
 
 #: Activation profiles (the report's ``--profile``): name -> what it assumes.
@@ -280,9 +281,9 @@ def step_timeline(profile: str = "gpt", attention_kernel: str = "fused",
     resident = held.params + held.optimizer
     forward_grads = held.grads if accumulated_gradients else 0
     return StepTimeline(
-        end_of_forward=sp.expand(resident + forward_grads + activations),
-        end_of_backward=sp.expand(resident + held.grads),
-        simple_sum=sp.expand(held.total + activations),
+        end_of_forward=expand(resident + forward_grads + activations),
+        end_of_backward=expand(resident + held.grads),
+        simple_sum=expand(held.total + activations),
     )
 
 
@@ -308,7 +309,7 @@ def step_moments(model: Model, micro_batch: int = 1) -> list[Moment]:
     backward are checked against :func:`step_timeline`.
     """
     held = state_bytes("bf16", "adam", params=N)
-    per_parameter = sp.expand(held.grads / N)
+    per_parameter = expand(held.grads / N)
     layer, edges = layer_parameters(FAMILIES[model.family]), edge_parameters(FAMILIES[model.family])
 
     def at(expr: sp.Expr) -> int:

@@ -14,6 +14,7 @@ from typing import Callable
 import sympy as sp
 
 from derive.accounts.collectives import sent_factor
+from derive.expansion import expand
 from derive.parallelism import Parallelism
 
 MEGATRON_TP = "megatron/core/tensor_parallel/mappings.py"
@@ -110,4 +111,4 @@ class RowBuilder:
 @lru_cache(maxsize=4096)
 def _payload_sent(payload: sp.Expr, collective: str, ranks: sp.Expr, algorithm: str) -> tuple[sp.Expr, sp.Expr]:
     """(payload, bytes one rank sends) expanded, once per row shape (the planner's ledgers repeat them)."""
-    return sp.expand(payload), sp.expand(payload * sent_factor(collective, ranks, algorithm))
+    return expand(payload), expand(payload * sent_factor(collective, ranks, algorithm))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.state import bytes_per_parameter
+from derive.expansion import expand
 from derive.symbols import L, L_E, d, e, p, t, t_E
 from derive.tensors import Ledger, Tensor
 
@@ -49,7 +50,7 @@ def moe_resident_bytes(table: Ledger, precision: str = "bf16", optimizer: str = 
                        zero_stage: int = 0) -> sp.Expr:
     """Resident state bytes of a rank's ``table`` share under ZeRO: experts over EDP ranks, the rest over d (none: dense)."""
     experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
-    return sp.expand(others * bytes_per_parameter(precision, optimizer, zero_stage, d)
+    return expand(others * bytes_per_parameter(precision, optimizer, zero_stage, d)
                      + experts * bytes_per_parameter(precision, optimizer, zero_stage, EXPERT_DATA_PARALLEL))
 
 
@@ -97,7 +98,7 @@ def moe_state_buffers(placement_name: str = "megatron", sharded: bool = False,
 
     def per_parameter(group: sp.Expr) -> list[sp.Expr]:
         rows = placement_ledger(placement_name, sharded, group).where("resident").without("host")
-        return [sp.expand(row.bytes / N) for row in rows]
+        return [expand(row.bytes / N) for row in rows]
     return tuple(zip(per_parameter(ranks), per_parameter(EXPERT_DATA_PARALLEL.xreplace({d: ranks}))))
 
 
@@ -105,7 +106,7 @@ def moe_placement_bytes(table: Ledger, placement_name: str = "megatron", sharded
                         ranks: sp.Expr = d) -> sp.Expr:
     """Resident bytes of a rank's ``table`` share under a framework placement: :func:`moe_state_buffers` summed."""
     experts, others = table.where("routed_expert").numel(), table.without("routed_expert").numel()
-    return sp.expand(sum((rest * others + expert * experts
+    return expand(sum((rest * others + expert * experts
                           for rest, expert in moe_state_buffers(placement_name, sharded, ranks)), sp.Integer(0)))
 
 
@@ -126,7 +127,7 @@ def moe_first_stage_activation_bytes(profile: str, features, tensor_parallel: sp
     ids = sharded(Ledger([eager_edges(features)["embedding: token ids"]]), tensor_parallel,
                   sequence_parallel)
     total = in_flight_micro_batches(pipeline) * (per_micro_batch + ids.bytes())
-    return sp.expand(total)
+    return expand(total)
 
 
 def first_stage_parameters(table: Ledger, single_stage: bool = False,
@@ -155,6 +156,6 @@ def moe_step_timeline(features, share: Ledger, profile: str = "fused",
                              for name in ("params", "grads", "optimizer"))
     activations = moe_first_stage_activation_bytes(profile, features, tensor_parallel,
                                                    tensor_parallel != 1, pipeline)
-    return StepTimeline(end_of_forward=sp.expand(params + states + activations),
-                        end_of_backward=sp.expand(params + states + grads),
-                        simple_sum=sp.expand(params + states + grads + activations))
+    return StepTimeline(end_of_forward=expand(params + states + activations),
+                        end_of_backward=expand(params + states + grads),
+                        simple_sum=expand(params + states + grads + activations))

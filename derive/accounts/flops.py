@@ -18,6 +18,7 @@ import sympy as sp
 from derive.architectures.decoder import LLAMA, Layout, require_layout
 from derive.architectures.gemms import Gemm, flops
 from derive.architectures.tables import model_gemms
+from derive.expansion import expand
 from derive.inputs import choose, positive_size
 from derive.symbols import s
 
@@ -112,7 +113,7 @@ def packed_flops(tokens: Number, seqlen_squared_sum: Number, layout: Layout = LL
     poly = sp.Poly(expr, s)
     if poly.degree() > 1:
         raise ValueError(f"{field}: FLOPs per token are not linear in s: {expr}")
-    return sp.expand(tokens * poly.coeff_monomial(1) + seqlen_squared_sum * poly.coeff_monomial(s))
+    return expand(tokens * poly.coeff_monomial(1) + seqlen_squared_sum * poly.coeff_monomial(s))
 
 
 # ---- utilisation and time (PaLM, appendix B; the article, sections 6.4 and 7) ----

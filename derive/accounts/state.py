@@ -17,6 +17,7 @@ from functools import lru_cache
 import sympy as sp
 
 from derive.accounts.fp8_state import fp8_weight_rows
+from derive.expansion import expand
 from derive.inputs import choose, flag, positive_size, zero_stage
 from derive.recipes import RECIPES
 from derive.symbols import N, N_8, d, n_8
@@ -188,7 +189,7 @@ class StateBytes:
     @property
     def total(self) -> sp.Expr:
         """All three accounts."""
-        return sp.expand(self.params + self.grads + self.optimizer)
+        return expand(self.params + self.grads + self.optimizer)
 
 
 @lru_cache(maxsize=4096, typed=True)  # frozen StateBytes, built once per process
@@ -219,4 +220,4 @@ def resident_bytes(precision: str = "bf16", optimizer: str = "adam", zero_stage:
 def bytes_per_parameter(precision: str = "bf16", optimizer: str = "adam", zero_stage: int = 0,
                         ranks: sp.Expr = d, **fp8: object) -> sp.Expr:
     """Resident bytes per parameter (per rank when sharded); FP8 precisions in N_8 / N and n_8 / N."""
-    return sp.expand(resident_bytes(precision, optimizer, zero_stage, ranks, **fp8) / N)
+    return expand(resident_bytes(precision, optimizer, zero_stage, ranks, **fp8) / N)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from derive.expansion import expand
 from derive.inputs import choose
 from derive.symbols import a, h, s, w
 from derive.tensors import Ledger, TaggedRow, Tensor
@@ -169,10 +170,10 @@ def window_keys(window: sp.Expr = w, seq: sp.Expr = s) -> sp.Expr:
     """
     i = sp.Dummy("i", integer=True, positive=True)
     met = sp.summation(i, (i, 1, window)) + sp.summation(window, (i, window + 1, seq))
-    within = sp.expand((met - window * MASKS["causal"]) / seq)
+    within = expand((met - window * MASKS["causal"]) / seq)
     return sp.Piecewise((within, window <= seq), (seq * MASKS["causal"], True))
 
 
 def flops(gemms: Ledger, *kinds: str) -> sp.Expr:
     """FLOPs of the passes named ``kinds`` (forward, dgrad, wgrad; all when none) summed over ``gemms``, expanded."""
-    return sp.expand(sp.Add(*(gemm.flops(*kinds) for gemm in gemms)))
+    return expand(sp.Add(*(gemm.flops(*kinds) for gemm in gemms)))

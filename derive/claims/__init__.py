@@ -26,6 +26,7 @@ from typing import Callable, Union
 
 import sympy as sp
 
+from derive.expansion import expand
 from derive.units import BYTE_UNITS
 
 Number = Union[int, Fraction, sp.Expr]
@@ -249,7 +250,7 @@ def _matches(entry: Claim, derived: Number) -> tuple[bool, Fraction | sp.Expr, s
     """(whether it holds, derived value in the claim's unit, derived value as printed)."""
     if entry.rounding.kind == "exact" and sp.sympify(entry.value).free_symbols:
         derived_expr = sp.sympify(derived)
-        holds = sp.expand(derived_expr - sp.sympify(entry.value)) == 0
+        holds = expand(derived_expr - sp.sympify(entry.value)) == 0
         return holds, derived_expr, sp.sstr(derived_expr)
     scaled = _in_unit(derived, entry.unit)
     shown = entry.rounding.printed(scaled)

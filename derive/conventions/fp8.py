@@ -13,6 +13,7 @@ from derive.accounts.state import PRECISIONS
 from derive.architectures.decoder import LLAMA, Layout
 from derive.architectures.tables import model_gemms
 from derive.dtypes import dtype_bytes
+from derive.expansion import expand
 from derive.inputs import choose, flag
 from derive.systems import SYSTEMS
 from derive.recipes import (
@@ -105,7 +106,7 @@ def flops_by_dtype(precision: str, architecture: Layout = LLAMA, mask: str = "ca
     split: dict[str, sp.Expr] = {}
     for row in model_gemms(architecture, mask):
         dtype = gemm_dtype(precision, row)
-        split[dtype] = sp.expand(split.get(dtype, 0) + row.training)
+        split[dtype] = expand(split.get(dtype, 0) + row.training)
     return split
 
 

@@ -13,6 +13,7 @@ import sympy as sp
 
 from derive.accounts.flops import Number
 from derive.accounts.state import bytes_per_parameter
+from derive.expansion import expand
 from derive.inputs import choose
 from derive.symbols import (D, L, L_E, V, a, d, f, f_E, f_S, g, h, k, k_E, k_nope, k_rope, k_v,
                             r_kv, r_q, s)
@@ -43,7 +44,7 @@ def megatron_num_floating_point_operations(tokens: Number, seqlen_squared_sum: N
     gate = q if output_gate else 0
     linear = passes * fma * (L * (h * (q + 2 * kv + gate) + q * h + h * f * ffn) + h * V)
     core = passes * fma * q / 2 * 2 * L                  # "/ 2 causal mask", "* 2 QK^T and (QK^T)V"
-    return sp.expand(tokens * linear + seqlen_squared_sum * core)
+    return expand(tokens * linear + seqlen_squared_sum * core)
 
 
 def megatron(family: str = "llama") -> sp.Expr:
@@ -64,4 +65,4 @@ def megatron_moe_flops(shared: bool, latent: bool, mtp: bool) -> sp.Expr:
         attention = 2 * h * a * k + 2 * h * g * k + a * k * s
     extra = (3 * 2 * D * (3 * h + 2 * h * h)) if mtp else 0
     logits = 3 * 2 * h * V * (1 + (D if mtp else 0))
-    return sp.expand(mlp + 3 * 2 * layers_ * attention + extra + logits)
+    return expand(mlp + 3 * 2 * layers_ * attention + extra + logits)

@@ -30,6 +30,7 @@ from typing import Callable, Iterator, Mapping
 import sympy as sp
 
 from derive.background import Background
+from derive.expansion import expand, laurent_symbols
 from derive.printing import cache
 
 
@@ -47,6 +48,42 @@ class Sided:
         return self.sides()
 
 
+class Later:
+    """A claim derived from derive's conventions (Megatron's formula, a parameter count) on first use, not on import.
+
+    The identity is then built when proved, in either process of the check (derive.background).
+    """
+
+    def __init__(self, build: Callable[[], sp.Expr]) -> None:
+        self.build = build
+
+    @cached_property
+    def value(self) -> sp.Expr:
+        """``build()``, derived on first use."""
+        return self.build()
+
+
+class Deferred(Mapping):
+    """An identity's substitutions (``where``) built on first read, not on import (a derived parameter count, say)."""
+
+    def __init__(self, build: Callable[[], Mapping[sp.Symbol, sp.Expr]]) -> None:
+        self.build = build
+
+    @cached_property
+    def built(self) -> dict[sp.Symbol, sp.Expr]:
+        """``build()`` as a dict, on first read."""
+        return dict(self.build())
+
+    def __getitem__(self, symbol: sp.Symbol) -> sp.Expr:
+        return self.built[symbol]
+
+    def __iter__(self) -> Iterator[sp.Symbol]:
+        return iter(self.built)
+
+    def __len__(self) -> int:
+        return len(self.built)
+
+
 @dataclass(frozen=True)
 class Identity:
     """A claimed closed form, where it comes from, and how derive derives it."""
@@ -54,7 +91,7 @@ class Identity:
     key: str
     name: str
     topic: str
-    claimed: "sp.Expr | Sided"
+    claimed: "sp.Expr | Sided | Later"
     derive: Callable[[], sp.Expr]
     source: str
     assumptions: tuple[str, ...] = ()
@@ -63,8 +100,10 @@ class Identity:
 
     @cached_property
     def claim(self) -> sp.Expr:
-        """The claimed closed form; a departure's (:class:`Sided`) is its pair's first side, derived on first use."""
-        return self.claimed.pair[0] if isinstance(self.claimed, Sided) else self.claimed
+        """The claimed closed form; a departure's (:class:`Sided`) is its pair's first side, a :class:`Later` its value, derived on first use."""
+        if isinstance(self.claimed, Sided):
+            return self.claimed.pair[0]
+        return self.claimed.value if isinstance(self.claimed, Later) else self.claimed
 
     def sides(self) -> tuple[sp.Expr, sp.Expr]:
         """(claim, derived), both under the identity's substitutions."""
@@ -123,7 +162,7 @@ class Proof:
 REGISTRY: dict[str, Identity] = {}
 
 
-def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
+def identity(name: str, *, topic: str, claim: "sp.Expr | Sided | Later", source: str,
              assumptions: tuple[str, ...] = (), where: Mapping[sp.Symbol, sp.Expr] | None = None,
              holds: bool = True, key: str | None = None
              ) -> Callable[[Callable[[], sp.Expr]], Callable[[], sp.Expr]]:
@@ -131,7 +170,8 @@ def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
 
     ``key`` (default: the defining module's last name and the function's, ``flops.scores_causal``)
     is what code looks an identity up by; ``name`` is only displayed. A departure's ``claim`` may be
-    the :class:`Sided` itself: its sides are then derived when proved, not on import.
+    the :class:`Sided` itself: its sides are then derived when proved, not on import; so is a
+    :class:`Later` claim and a :class:`Deferred` ``where``.
     """
 
     def register(derive: Callable[[], sp.Expr]) -> Callable[[], sp.Expr]:
@@ -141,7 +181,7 @@ def identity(name: str, *, topic: str, claim: "sp.Expr | Sided", source: str,
         if any(entry.name == name for entry in REGISTRY.values()):
             raise ValueError(f"identity {name!r} is registered twice")
         REGISTRY[stable] = Identity(stable, name, topic, claim, derive, source, assumptions,
-                                    dict(where or {}), holds)
+                                    where if isinstance(where, Deferred) else dict(where or {}), holds)
         return derive
 
     return register
@@ -154,20 +194,18 @@ def difference(derived: sp.Expr, claim: sp.Expr) -> sp.Expr:
     as polynomials (common factors cancel): 0 exactly when the identity holds, a departure
     shown factored otherwise. It is what ``cancel(together(...))`` then ``factor`` gave, in one pass.
     """
-    diff = sp.expand(derived - claim)
+    diff = expand(derived - claim)
     if diff != 0 and diff.has(sp.Pow):
         diff = _factored(diff) if _laurent(diff) else sp.factor(diff)
     return diff
 
 
 def _laurent(expr: sp.Expr) -> bool:
-    """Whether ``expr`` is a sum of products of numbers and integer powers of symbols (its only denominators monomials).
+    """Whether the expanded ``expr`` is a sum of products of numbers and integer powers of symbols (its only denominators monomials).
 
     Such an expression, expanded, is 0 exactly when it vanishes: its expanded form decides the verdict.
     """
-    return all(isinstance(node, (sp.Add, sp.Mul, sp.Symbol, sp.Rational))
-               or (node.is_Pow and node.base.is_Symbol and node.exp.is_Integer)
-               for node in sp.preorder_traversal(expr))
+    return laurent_symbols(expr) is not None
 
 
 #: What the kept factored forms are filed under in derive.printing.cache's store (beside printed text).
@@ -190,7 +228,7 @@ def _factored(diff: sp.Expr) -> sp.Expr:
             kept = pickle.loads(base64.b64decode(entry[0]))
         except Exception:  # an unreadable entry is factored again
             kept = None
-        if isinstance(kept, sp.Expr) and kept != 0 and sp.expand(kept) == diff:
+        if isinstance(kept, sp.Expr) and kept != 0 and expand(kept) == diff:
             return kept
     factored = sp.factor(diff)
     cache.STORE.add(key, [base64.b64encode(pickle.dumps(factored, protocol=5)).decode("ascii"), {}])

@@ -16,6 +16,7 @@ from derive.architectures.moe import MoE
 from derive.architectures.operations.norm import layer_input
 from derive.architectures.tables import parameter_count
 from derive.conventions.fp8 import dispatch_bytes_per_element, gather_ratio
+from derive.expansion import expand
 from derive.identities import identity
 from derive.parallelism import Parallelism
 from derive.symbols import L, N, a, b, c, d, e, f, g, h, k_E, m, p, s, t, v
@@ -39,7 +40,7 @@ def _rows(architecture: Layout = LLAMA, whole_model: bool = False, moe: bool = F
 
 def _sent(found, prefix: str, exclude: str = "\0", per_occurrence: bool = True) -> sp.Expr:
     """Bytes one rank sends through the rows whose name starts with ``prefix`` (per occurrence, or per step)."""
-    return sp.expand(sp.Add(*(row.sent if per_occurrence else row.sent * row.count for row in found
+    return expand(sp.Add(*(row.sent if per_occurrence else row.sent * row.count for row in found
                               if row.name.startswith(prefix) and exclude not in row.name)))
 
 
@@ -58,7 +59,7 @@ def _quotient(numerator: sp.Expr, denominator: sp.Expr) -> sp.Expr:
 def _dp_step(**flags) -> sp.Expr:
     """Data-parallel bytes one rank sends in one step, t = p = 1, one micro-batch, in parameters' elements."""
     found = _rows(whole_model=True, **flags)
-    return sp.expand(sp.Add(*(row.sent * row.count for row in found if row.group == "dp")))
+    return expand(sp.Add(*(row.sent * row.count for row in found if row.group == "dp")))
 
 
 LLAMA_N = {N: parameter_count(LLAMA), t: 1, p: 1, c: 1, m: 1}
@@ -233,7 +234,7 @@ def _gather_saving(precision: str) -> sp.Expr:
     """bf16 parameter all-gather minus the --fp8-param-gather one (ZeRO-1, per occurrence)."""
     plain = _rows(zero=1, dp=2, precision=precision)
     fp8 = _rows(zero=1, dp=2, precision=precision, fp8_param_gather=True)
-    return sp.expand(_sent(plain, "dp.params.all-gather") - _sent(fp8, "dp.params.all-gather"))
+    return expand(_sent(plain, "dp.params.all-gather") - _sent(fp8, "dp.params.all-gather"))
 
 
 @identity("FP8 parameter gather (per-tensor): saves (cd-1)/cd [h(2h + 2gh/a + 3f)/t - 4 x 7] L/p bytes",

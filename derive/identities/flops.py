@@ -23,7 +23,7 @@ from derive.conventions import (
     six_n,
     six_n_gemm,
 )
-from derive.identities import identity
+from derive.identities import Deferred, Later, identity
 from derive.identities.experts import GQA, MLA_MTP
 from derive.identities.experts import TOPIC as EXPERTS
 from derive.symbols import N_GEMM, B, D, F, G, L, N, P, Q, R, T, V, a, f, g, h, k, k_nope, k_rope, k_v, s
@@ -258,8 +258,8 @@ def _megatron_batch(family: str, swiglu: bool, query_groups: sp.Expr) -> None:
     """Register Megatron's per-batch count against the derived count of one family."""
     @identity(f"Megatron num_floating_point_operations = {family} causal count x tokens", topic=TOPIC,
               key=f"flops.megatron_batch.{family}",
-              claim=megatron_num_floating_point_operations(B * s, B * s**2, swiglu=swiglu,
-                                                           query_groups=query_groups),
+              claim=Later(lambda: megatron_num_floating_point_operations(B * s, B * s**2, swiglu=swiglu,
+                                                                         query_groups=query_groups)),
               where={k: h / a},
               source=MEGATRON,
               assumptions=(LLAMA_GEMMS if family == "llama" else GPT_GEMMS)
@@ -274,7 +274,7 @@ _megatron_batch("gpt", False, a)
 
 
 @identity("Megatron packed: tokens x linear + sum s_i^2 x attention", topic=TOPIC,
-          claim=megatron_num_floating_point_operations(T, Q, swiglu=True, query_groups=g),
+          claim=Later(lambda: megatron_num_floating_point_operations(T, Q, swiglu=True, query_groups=g)),
           where={k: h / a}, source=MEGATRON + " (total_real_tokens_in_batch, seqlen_squared_sum_in_batch)",
           assumptions=LLAMA_GEMMS + ("packed (THD) sequences: score work per sequence s_i^2, padding not counted",))
 def megatron_packed() -> sp.Expr:
@@ -328,7 +328,7 @@ def _active_gemm(features: Layout) -> sp.Expr:
 
 
 @identity("MoE (GQA) causal FLOPs per token = 6 N_active_GEMM + 6Lsak", topic=EXPERTS,
-          claim=6 * N_active_GEMM + 6 * L * s * a * k, where={N_active_GEMM: _active_gemm(GQA)},
+          claim=6 * N_active_GEMM + 6 * L * s * a * k, where=Deferred(lambda: {N_active_GEMM: _active_gemm(GQA)}),
           source="the article, section 6.2 (6N + 6Lsh), with N the active GEMM parameters",
           assumptions=("K of E experts per token; router GEMM [h, E] counted",
                        "causal mask: s/2 keys per query; heads of width k"))
@@ -340,7 +340,7 @@ def moe_gqa_flops() -> sp.Expr:
           topic=EXPERTS,
           claim=(6 * N_active_GEMM + 6 * D * h * V
                  + 3 * (L + D) * s * a * (k_nope + k_rope + k_v)),
-          where={N_active_GEMM: _active_gemm(MLA_MTP)},
+          where=Deferred(lambda: {N_active_GEMM: _active_gemm(MLA_MTP)}),
           source="the article, section 6.2; DeepSeek-V3 report, section 2.2 (each MTP module "
                  "runs the shared output head)",
           assumptions=("QK^T of width k_nope + k_rope, PV of width k_v per head, causal",

@@ -31,7 +31,7 @@ from derive.conventions.megatron import (
     megatron_num_floating_point_operations,
 )
 from derive.evaluation import substitute
-from derive.identities import Sided, identity
+from derive.identities import Later, Sided, identity
 from derive.identities.experts import FLOPS as EXPERT_FLOPS
 from derive.identities.experts import GQA
 from derive.identities.experts import TOPIC as EXPERTS
@@ -267,8 +267,8 @@ def _flops_identity(swiglu: bool, gated: bool) -> None:
 
     @identity(f"Megatron FLOPs of a batch, {layer}: GEMM table = training.py", topic=ESTIMATORS,
               key=f"megatron.batch_flops.{'swiglu' if swiglu else 'gelu'}{'_gated' if gated else ''}",
-              claim=megatron_num_floating_point_operations(tokens, squares, swiglu=swiglu,
-                                                          output_gate=gated),
+              claim=Later(lambda: megatron_num_floating_point_operations(tokens, squares, swiglu=swiglu,
+                                                                        output_gate=gated)),
               source="megatron/training/training.py num_floating_point_operations "
                      "(transformer_flops, dense, core_v0.18.0)",
               assumptions=("T tokens in the batch, Q = sum of squared sequence lengths",
@@ -331,7 +331,7 @@ def megatron_without_sp_few_micro_batches() -> sp.Expr:
 # ---- Mixture of Experts: the Megatron-convention FLOPs are training.py's closed forms ----
 
 @identity("Megatron FLOPs per token, MoE + GQA: table = training.py", topic=EXPERTS,
-          claim=megatron_moe_flops(False, False, False), source=EXPERT_FLOPS, where={D: 0},
+          claim=Later(lambda: megatron_moe_flops(False, False, False)), source=EXPERT_FLOPS, where={D: 0},
           assumptions=("top-k routed experts of width f_E, no router, no shared expert",
                        "causal scores over s/2 keys", "no MTP (D = 0)"))
 def megatron_moe_gqa_flops() -> sp.Expr:
@@ -339,7 +339,7 @@ def megatron_moe_gqa_flops() -> sp.Expr:
 
 
 @identity("Megatron FLOPs per token, MoE + MLA + MTP: table = training.py", topic=EXPERTS,
-          claim=megatron_moe_flops(True, True, True), source=EXPERT_FLOPS,
+          claim=Later(lambda: megatron_moe_flops(True, True, True)), source=EXPERT_FLOPS,
           assumptions=("shared expert, query latent, D MTP modules of MoE type",
                        "latent and MTP norms priced at 6 per parameter"))
 def megatron_moe_mla_flops() -> sp.Expr:

@@ -1,6 +1,8 @@
 """Resident state: 16N, 18N, ZeRO's stages and Megatron's distributed optimizer, MoE ranks included."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 from derive.accounts.experts import model_parallel_share, moe_resident_bytes
@@ -8,7 +10,7 @@ from derive.accounts.state import resident_bytes, state_bytes
 from derive.architectures.decoder import Layout
 from derive.architectures.tables import model_parameters
 from derive.conventions.megatron import distributed_optimizer_bytes_per_parameter
-from derive.identities import identity
+from derive.identities import Deferred, identity
 from derive.identities.experts import GQA, MEMORY, MLA_MTP
 from derive.identities.experts import TOPIC as EXPERTS
 from derive.symbols import K, N, d, e, t, t_E
@@ -120,13 +122,14 @@ N_e, N_o = sp.symbols("N_e N_o", positive=True, integer=True)
 
 # ---- Mixture of Experts: 16 / 18 bytes per parameter survive expert sharding ----
 
+@lru_cache(maxsize=None)
 def _rank(features: Layout) -> Ledger:
-    """One rank's share of the whole model (t, t_E e)."""
+    """One rank's share of the whole model (t, t_E e), once per layout."""
     return model_parallel_share(model_parameters(features))
 
 
 @identity("MoE, bf16 + Adam, no ZeRO: 16 bytes per parameter on every rank", topic=EXPERTS,
-          claim=16 * N, where={N: _rank(MLA_MTP).numel()},
+          claim=16 * N, where=Deferred(lambda: {N: _rank(MLA_MTP).numel()}),
           source="ZeRO (Rajbhandari et al. 2020), section 3.1 (2 + 2 + K = 12)",
           assumptions=("experts over t_E e, the rest over t: the share changes, not the bytes "
                        "per parameter",))
@@ -137,7 +140,8 @@ def moe_sixteen() -> sp.Expr:
 @identity("MoE, Megatron bf16 (fp32 grads), distributed optimizer: (6 + 12/d) N_o + (6 + 12/EDP) N_e",
           topic=EXPERTS,
           claim=(6 + sp.Rational(12) / d) * N_o + (6 + 12 / (t * d / (t_E * e))) * N_e,
-          where={N_o: _rank(MLA_MTP).without("routed_expert").numel(), N_e: _rank(MLA_MTP).where("routed_expert").numel()},
+          where=Deferred(lambda: {N_o: _rank(MLA_MTP).without("routed_expert").numel(),
+                                  N_e: _rank(MLA_MTP).where("routed_expert").numel()}),
           source=MEMORY + "; megatron/core/distributed/distributed_data_parallel.py "
                  "(expert_data_parallel_group)",
           assumptions=("EDP = world / (t_E e p) = t d / (t_E e) expert data-parallel ranks",
@@ -147,7 +151,7 @@ def moe_distributed_optimizer() -> sp.Expr:
 
 
 @identity("MoE, Megatron bf16 (fp32 grads), plain Adam: 18 bytes per parameter", topic=EXPERTS,
-          claim=18 * N, where={N: _rank(GQA).numel()}, source=MEMORY,
+          claim=18 * N, where=Deferred(lambda: {N: _rank(GQA).numel()}), source=MEMORY,
           assumptions=("no distributed optimizer: EDP does not enter",))
 def moe_eighteen() -> sp.Expr:
     return moe_resident_bytes(_rank(GQA), "bf16-fp32grad", "adam")

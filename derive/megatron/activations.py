@@ -25,6 +25,7 @@ import sympy as sp
 from derive.accounts.activations import first_stage_activation_bytes, sharded
 from derive.architectures.operations.edges import output_saved
 from derive.conventions.megatron import MEGATRON_OVERHEAD
+from derive.expansion import expand
 from derive.symbols import FFN_4H, m, p, t, v
 from derive.tensors import Ledger
 
@@ -52,5 +53,5 @@ def activation_bytes(sequence_parallel: bool, single_stage: bool, interleaved: b
     if single_stage:
         total += output_rows(sequence_parallel).bytes()
     if sequence_parallel:
-        return sp.expand(total)
-    return sp.expand(MEGATRON_OVERHEAD * total.subs(FFN_4H))
+        return expand(total)
+    return expand(MEGATRON_OVERHEAD * total.subs(FFN_4H))
