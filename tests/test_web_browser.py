@@ -418,7 +418,7 @@ def test_a_pasted_config_is_data(browser, calculator, tmp_path, monkeypatch, nam
     text = json.dumps({**published_config(name), "_name_or_path": HOSTILE_NAME})
     open_page(browser, calculator, options)
     paste(browser, text)
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 10, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 11, "injected": 0}
     monkeypatch.chdir(tmp_path)
     if field is None:
         assert errors(browser) == {}
@@ -448,7 +448,7 @@ def test_a_bad_paste_shows_the_clis_line(browser, calculator, tmp_path, monkeypa
     paste(browser, text)
     monkeypatch.chdir(tmp_path)
     assert errors(browser) == {"config": cli_on_file(tmp_path, text, {})}
-    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 10, "injected": 0}
+    assert injected(browser) == {"pwned": None, "imgs": 0, "scripts": 11, "injected": 0}
     assert shown_figures(browser) == {}
 
 
