@@ -7,6 +7,7 @@ holds anything but an earlier sheet is refused, never overwritten.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -207,4 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # The process ends here: its last garbage collection would walk every object the render made (SymPy's
+    # caches, the kept pages' data) to free what exit frees anyway; frozen, they are left to the exit.
+    gc.freeze()
+    sys.exit(status)
