@@ -63,6 +63,7 @@ def environment(templates: Path = TEMPLATES) -> Environment:
 def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
     # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
+    from derive.background import shared
     from derive.render.context import prepared, sheet_context
     from derive.render.web import PAGE, page_context
 
@@ -73,17 +74,20 @@ def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     checkout = _checkout()
     ready, page = prepared(partial(page_context, (), {}) if checkout else None)
     context = sheet_context(ready)
-    files = {name: env.get_template(template).render(**context)
-             for name, template in DOCUMENTS.items()}
+    files: dict[str, str] = {}
     for section in context["sections"]:
         for figure in section.figures:
-            if figure.filename in files or figure.filename == TABLES:
+            if figure.filename in files or figure.filename in DOCUMENTS or figure.filename in (TABLES, PAGE):
                 raise ValueError(f"figure: {figure.filename!r} is written twice")
             files[figure.filename] = env.get_template(figure.template).render(**figure.context)
+    documents = {name: partial(env.get_template(template).render, **context) for name, template in DOCUMENTS.items()}
     # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
     if page is not None:
         svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
-        files[PAGE] = env.get_template(WEB_PAGE).render(**{**page, "sections": list(context["sections"]), "svgs": svgs})
+        documents[PAGE] = partial(env.get_template(WEB_PAGE).render,
+                                  **{**page, "sections": list(context["sections"]), "svgs": svgs})
+    # the documents are rendered by this process and the second one, each once (sheet.tex takes the longest)
+    files.update(zip(documents, shared(list(documents.values()))))
     tables = {**context["tables"], SHEET_FILES: sorted({*files, PAGE, TABLES})}
     files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files
