@@ -1,6 +1,8 @@
 """The fast constructions derive uses for speed give exactly what SymPy's slower general routes give (issue 28)."""
 import base64
 import itertools
+import os
+from functools import partial
 from pathlib import Path
 import pickle
 from types import SimpleNamespace
@@ -282,24 +284,57 @@ def test_a_damaged_kept_file_is_computed_again(kept_store) -> None:
     assert kept.kept("page", lambda: [4]) == [3]
 
 
-def test_the_second_process_takes_the_proofs_only_when_the_rest_is_kept(kept_store, monkeypatch) -> None:
-    """apart_sections: the page's data and the kept sections read back leave the proofs' sections to the second process.
+@pytest.mark.parametrize("cpus, child_fails", [(1, False), (2, False), (2, True)])
+def test_shared_tasks_run_once_each_in_order(cpus: int, child_fails: bool, tmp_path, monkeypatch) -> None:
+    """background.shared: every task's result in the tasks' order, each task run once by this process or the child.
 
-    With nothing printed before, printing the page's data is all the second process does.
+    A child that fails (its results do not pickle) sends nothing back: every task is then run here, once.
     """
-    from derive.render import context
+    from derive import background
 
-    kept, _ = kept_store
-    names = ["page", *(build.__name__ for build in context.KEPT)]
-    for name in names[:-1]:
-        kept.kept(name, lambda: None)
-    monkeypatch.setattr(context, "printed_before", lambda: False)
-    assert context.apart_sections("page") == ()
-    monkeypatch.setattr(context, "printed_before", lambda: True)
-    assert context.apart_sections("page") == context.APART
-    kept.kept(names[-1], lambda: None)
-    assert context.apart_sections("page") == context.APART_KEPT
-    assert set(context.APART) <= set(context.APART_KEPT) <= set(context.SECTIONS) and set(context.KEPT) <= set(context.SECTIONS)
+    monkeypatch.setattr(background, "cpus", lambda: cpus)
+    if child_fails:
+        def refused(*args: object, **kwargs: object) -> bytes:
+            raise RuntimeError("pickle: refused")
+
+        monkeypatch.setattr(background, "pickle", SimpleNamespace(dumps=refused, loads=pickle.loads,
+                                                                  HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL))
+    runs = tmp_path / "runs"
+
+    def task(index: int) -> dict[str, int]:
+        with runs.open("a") as log:  # one short line per write: the two processes' lines do not mix
+            log.write(f"{index} {os.getpid()}\n")
+        return {"index": index, "square": index * index}
+
+    count = 40
+    assert background.shared([partial(task, index) for index in range(count)]) == \
+        [{"index": index, "square": index * index} for index in range(count)]
+    done = [tuple(map(int, line.split())) for line in runs.read_text().splitlines()]
+    here = sorted(index for index, pid in done if pid == os.getpid())
+    if child_fails:
+        assert here == list(range(count))
+    else:
+        assert sorted(index for index, _ in done) == list(range(count))
+    assert background.shared([]) == []
+    with pytest.raises(ValueError, match="count: a queue holds 0 to 256 tasks, not 257"):
+        background.Queue(257)
+
+
+def test_verdicts_kept_from_another_process_are_the_verdicts(monkeypatch) -> None:
+    """A document's verdicts judged elsewhere (their fields pickled) are kept here equal to derive.claims.evaluate's."""
+    from derive.claims import evaluate
+    from derive.render.sections import claims
+
+    monkeypatch.setattr(claims, "_VERDICTS", {})
+    group = next(group for group in claims.document_groups() if group[0].document == "Kaplan et al. 2020")
+    fields = pickle.loads(pickle.dumps(claims.verdict_fields(group)))
+    evaluated = [evaluate(entry) for entry in group]
+    assert {verdict.status for verdict in evaluated} >= {"holds"}
+    monkeypatch.setattr(claims, "_VERDICTS", {})
+    claims.keep_verdicts(group, fields)
+    monkeypatch.setattr(claims, "evaluate", None)  # kept: none is evaluated again
+    assert [claims.judged(entry) for entry in group] == evaluated
+    assert group[0] not in [entry for remaining in claims.document_groups() for entry in remaining]
 
 
 def test_page_data_does_not_read_the_sections() -> None:

@@ -20,16 +20,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib
-import os
 import pickle
 import pkgutil
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Callable, Iterator, Mapping
+from functools import cached_property, partial
+from typing import Callable, Mapping
 
 import sympy as sp
 
-from derive.background import Background
+from derive.background import shared
 from derive.expansion import expand, laurent_symbols
 from derive.printing import cache
 
@@ -269,36 +268,29 @@ def prove_all(apart: bool = False) -> list[Proof]:
 
 
 def _prove_apart(entries: list[Identity]) -> None:
-    """Prove ``entries`` in two processes, module by module, each taking the next module from one queue.
+    """Prove ``entries`` in two processes, topic module by topic module (derive.background.shared): each module is
+    proved by one process, the first free; the child's proofs are kept here as this process's."""
+    groups = topic_groups(entries)
+    for group, sides in zip(groups, shared([partial(proved_sides, group) for group in groups])):
+        keep_proofs(group, sides)
 
-    The queue is a pipe holding one byte per topic module (its index); a read of one byte takes it,
-    so each module is proved by exactly one process. Modules the child took but did not send back
-    (it failed) are proved here by :func:`prove_all`.
-    """
-    modules = list(dict.fromkeys(entry.derive.__module__ for entry in entries))
-    groups = [[entry for entry in entries if entry.derive.__module__ == module and id(entry) not in _PROOFS]
-              for module in modules]
-    read, write = os.pipe()
-    os.write(write, bytes(range(len(groups))))  # fewer than 256 topic modules
-    os.close(write)
 
-    def taken() -> Iterator[int]:
-        """Indices of the modules this process takes, until the queue is empty."""
-        while token := os.read(read, 1):
-            yield token[0]
+def topic_groups(entries: list[Identity]) -> list[list[Identity]]:
+    """``entries`` not proved yet in this process, grouped by their topic module (in ``entries``' order)."""
+    modules = dict.fromkeys(entry.derive.__module__ for entry in entries)
+    return [[entry for entry in entries if entry.derive.__module__ == module and id(entry) not in _PROOFS]
+            for module in modules]
 
-    child = Background(lambda: [(index, [(p.claim, p.derived, p.difference) for p in map(prove, groups[index])])
-                                for index in taken()])
-    try:
-        for index in taken():
-            for entry in groups[index]:
-                prove(entry)
-        for index, proved in child.result():
-            for entry, (claim, derived, diff) in zip(groups[index], proved):
-                _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
-    finally:
-        child.close()
-        os.close(read)
+
+def proved_sides(group: list[Identity]) -> list[tuple[sp.Expr, sp.Expr, sp.Expr]]:
+    """Each identity of ``group`` proved: (claim, derived, difference), what another process keeps (pickled)."""
+    return [(p.claim, p.derived, p.difference) for p in map(prove, group)]
+
+
+def keep_proofs(group: list[Identity], sides: list[tuple[sp.Expr, sp.Expr, sp.Expr]]) -> None:
+    """Keep :func:`proved_sides` of ``group`` (proved in another process) as this process's proofs."""
+    for entry, (claim, derived, diff) in zip(group, sides, strict=True):
+        _PROOFS[id(entry)] = Proof(entry, claim, derived, diff)
 
 
 def proof(key: str) -> Proof:

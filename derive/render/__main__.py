@@ -7,11 +7,13 @@ holds anything but an earlier sheet is refused, never overwritten.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -61,33 +63,31 @@ def environment(templates: Path = TEMPLATES) -> Environment:
 def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     """Every file of formulas/ (name -> text), rendered in memory; tables.json lists them all."""
     # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
-    from derive.background import Background
-    from derive.render.context import APART, apart_sections, built, sheet_context
-    from derive.render.web import KEPT_PAGE, PAGE, page_context
+    from derive.background import shared
+    from derive.render.context import prepared, sheet_context
+    from derive.render.web import PAGE, page_context
 
     env = environment(templates)
-    # the page's data (its calculator) does not read the sections or SVGs it is given, only passes them
-    # on (tests/test_fast_paths.py): a second process computes it and the apart sections while this one
-    # builds the other sections
+    # the page's data (its calculator) does not read the sections or SVGs it is given, only passes them on
+    # (tests/test_fast_paths.py): a second process shares it, the sections of numbers only, the proofs and the
+    # claims' verdicts with this one, which then builds the sections that show them
     checkout = _checkout()
-    apart = apart_sections(KEPT_PAGE) if checkout else APART
-    child = Background(lambda: ([built(build) for build in apart], page_context((), {}) if checkout else None))
-    try:
-        context = sheet_context(lambda: child.result()[0], apart)
-        files = {name: env.get_template(template).render(**context)
-                 for name, template in DOCUMENTS.items()}
-        for section in context["sections"]:
-            for figure in section.figures:
-                if figure.filename in files or figure.filename == TABLES:
-                    raise ValueError(f"figure: {figure.filename!r} is written twice")
-                files[figure.filename] = env.get_template(figure.template).render(**figure.context)
-        # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
-        if checkout:
-            svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
-            files[PAGE] = env.get_template(WEB_PAGE).render(
-                **{**child.result()[1], "sections": list(context["sections"]), "svgs": svgs})
-    finally:
-        child.close()
+    ready, page = prepared(partial(page_context, (), {}) if checkout else None)
+    context = sheet_context(ready)
+    files: dict[str, str] = {}
+    for section in context["sections"]:
+        for figure in section.figures:
+            if figure.filename in files or figure.filename in DOCUMENTS or figure.filename in (TABLES, PAGE):
+                raise ValueError(f"figure: {figure.filename!r} is written twice")
+            files[figure.filename] = env.get_template(figure.template).render(**figure.context)
+    documents = {name: partial(env.get_template(template).render, **context) for name, template in DOCUMENTS.items()}
+    # The web page inlines KaTeX from the checkout's tests/katex (npm); an install renders the rest.
+    if page is not None:
+        svgs = {name: text for name, text in files.items() if name.endswith(".svg")}
+        documents[PAGE] = partial(env.get_template(WEB_PAGE).render,
+                                  **{**page, "sections": list(context["sections"]), "svgs": svgs})
+    # the documents are rendered by this process and the second one, each once (sheet.tex takes the longest)
+    files.update(zip(documents, shared(list(documents.values()))))
     tables = {**context["tables"], SHEET_FILES: sorted({*files, PAGE, TABLES})}
     files[TABLES] = json.dumps(tables, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return files
@@ -207,4 +207,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # The process ends here: its last garbage collection would walk every object the render made (SymPy's
+    # caches, the kept pages' data) to free what exit frees anyway; frozen, they are left to the exit.
+    gc.freeze()
+    sys.exit(status)

@@ -1,102 +1,107 @@
 """What the sheet shows, section by section in the article's order; every value is computed here."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import importlib
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Mapping, TypeVar
 
-from derive.render.sections.activations import activations_section
-from derive.render.sections.budget import budget_section
-from derive.render.sections.bytes_per_parameter import bytes_per_parameter_section
-from derive.render.sections.claims import claims_section
-from derive.render.sections.communication import communication_section
-from derive.render.sections.flops import flops_section
-from derive.render.sections.fp8 import fp8_section
-from derive.render.sections.identities import identities_section
-from derive.render.sections.layouts import layouts_section
-from derive.render.sections.literature import literature_section
-from derive.render.sections.megatron import megatron_section
-from derive.render.sections.models import models_section
-from derive.render.sections.experts import moe_section
-from derive.render.sections.notation import notation_section
-from derive.render.sections.placement import placement_section
-from derive.render.sections.published_models import published_models_section
-from derive.render.sections.states import states_section
-from derive.render.sections.step_time import step_time_section
-from derive.render.sections.utilisation import utilisation_section
-from derive.printing.cache import printed_before
-from derive.render.kept import is_kept, kept
+from derive.background import shared
+from derive.identities import all_identities, keep_proofs, proved_sides, topic_groups
+from derive.render.kept import kept, tree_tag
+from derive.render.sections.claims import document_groups, keep_verdicts, verdict_fields
 from derive.render.sheet import Section, tables_json
 from derive.units import BYTE_UNITS
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Build:
+    """One section's builder: the function ``name`` of derive.render.sections.``module``, imported when the
+    section is built (a kept section read back imports nothing of its module).
+
+    ``proofs``: the section shows the registry's proofs or the claims' verdicts; it is built in every render.
+    ``kept``: numbers only, no proof (held-out predictions, the planner's layouts, the state, communication and
+    MoE tables, ...): a function of derive's sources alone, kept between runs of a checkout (derive.render.kept).
+    """
+
+    module: str
+    name: str
+    kept: bool = False
+    proofs: bool = False
+
+    def __call__(self) -> Section:
+        return getattr(importlib.import_module(f"derive.render.sections.{self.module}"), self.name)()
+
+
 #: The sheet's sections in the article's order. A new section is one line here
 #: (see derive/render/sections/__init__.py for the whole pattern).
-SECTIONS: tuple[Callable[[], Section], ...] = (
-    notation_section,
-    states_section,
-    placement_section,
-    bytes_per_parameter_section,
-    models_section,
-    published_models_section,
-    activations_section,
-    budget_section,
-    flops_section,
-    utilisation_section,
-    step_time_section,
-    layouts_section,
-    communication_section,
-    megatron_section,
-    moe_section,
-    fp8_section,
-    claims_section,
-    literature_section,
-    identities_section,
+SECTIONS: tuple[Build, ...] = (
+    Build("notation", "notation_section"),
+    Build("states", "states_section", kept=True),
+    Build("placement", "placement_section", kept=True),
+    Build("bytes_per_parameter", "bytes_per_parameter_section", kept=True),
+    Build("models", "models_section"),
+    Build("published_models", "published_models_section", kept=True),
+    Build("activations", "activations_section", proofs=True),
+    Build("budget", "budget_section", kept=True),
+    Build("flops", "flops_section", proofs=True),
+    Build("utilisation", "utilisation_section", proofs=True),
+    Build("step_time", "step_time_section", kept=True),
+    Build("layouts", "layouts_section", kept=True),
+    Build("communication", "communication_section", kept=True),
+    Build("megatron", "megatron_section", proofs=True),
+    Build("experts", "moe_section", kept=True),
+    Build("fp8", "fp8_section", kept=True),
+    Build("claims", "claims_section", proofs=True),
+    Build("literature", "literature_section", proofs=True),
+    Build("identities", "identities_section", proofs=True),
 )
+#: The sections of numbers only kept between runs of a checkout (derive.render.kept), like the page's data.
+KEPT: tuple[Build, ...] = tuple(build for build in SECTIONS if build.kept)
 
 
-#: Sections derive.render builds in its second process (derive.background) beside the page's data: the held-out
-#: runs' predictions share little work with the other sections.
-APART: tuple[Callable[[], Section], ...] = (step_time_section,)
-#: Sections of numbers only, no proof (held-out predictions, the planner's layouts, the state, communication
-#: and MoE tables, the published models): a function of derive's sources alone, kept between runs of a
-#: checkout (derive.render.kept) like the page's data. The sections that show a proof are built every time.
-KEPT: tuple[Callable[[], Section], ...] = (step_time_section, layouts_section, states_section, placement_section,
-                                           bytes_per_parameter_section, published_models_section, budget_section,
-                                           communication_section, moe_section, fp8_section)
-#: Where the page's data and the KEPT sections are read back, the second process builds the registry's proofs.
-APART_KEPT: tuple[Callable[[], Section], ...] = (step_time_section, layouts_section, identities_section,
-                                                 megatron_section)
-
-
-def built(build: Callable[[], Section]) -> Section:
+def built(build: Build) -> Section:
     """The section ``build`` builds; read back from the checkout's kept file for :data:`KEPT`."""
-    return kept(build.__name__, build) if build in KEPT else build()
+    return kept(build.name, build) if build.kept else build()
 
 
-def apart_sections(page: str) -> tuple[Callable[[], Section], ...]:
-    """The sections for the second process: :data:`APART_KEPT` when ``page`` and :data:`KEPT` are kept, else :data:`APART`.
+def prepared(page: Callable[[], T] | None = None) -> tuple[dict[Build, Section], T | None]:
+    """(every section that shows no proof, ``page()``), with every proof and claim's verdict kept in this process.
 
-    Read back, they leave that process free; derived afresh, the page's data is its share, and with no
-    printed text kept either (a first run, a new SymPy: every expression printed afresh) its whole share.
+    Two processes share the work (derive.background.shared), each taking the next task when it is free: the
+    page's context (the web page's data, derived or read back), each section of numbers only (built or read
+    back), each document's claims and each topic module's identities; each is done once. The sections that
+    show the proofs and verdicts are then built here from them (:func:`sheet_context`), in every render.
     """
-    if all(is_kept(name) for name in (page, *(build.__name__ for build in KEPT))):
-        return APART_KEPT
-    return APART if printed_before() else ()
+    numbers = [build for build in SECTIONS if not build.proofs]
+    verdicts, proofs = document_groups(), topic_groups(all_identities())
+    tree_tag()  # the kept files' tag, the sources' hash: taken once, here, for both processes
+    tasks: list[Callable[[], object]] = [*([page] if page is not None else []),
+                                         *(partial(built, build) for build in numbers),
+                                         *(partial(verdict_fields, group) for group in verdicts),
+                                         *(partial(proved_sides, group) for group in proofs)]
+    results = iter(shared(tasks))
+    page_context = next(results) if page is not None else None
+    sections = {build: next(results) for build in numbers}
+    for group in verdicts:
+        keep_verdicts(group, next(results))
+    for group in proofs:
+        keep_proofs(group, next(results))
+    return sections, page_context
 
 
-def sheet_sections(apart: Callable[[], Sequence[Section]] | None = None,
-                   apart_builds: tuple[Callable[[], Section], ...] = APART) -> list[Section]:
-    """Every section, built; ``apart`` gives those of ``apart_builds``, built elsewhere (asked for after the others)."""
-    built_here = {build: built(build) for build in SECTIONS if apart is None or build not in apart_builds}
-    if apart is not None and apart_builds:  # none apart: the sheet goes on without waiting for that process
-        built_here.update(zip(apart_builds, apart(), strict=True))
-    sections = [built_here[build] for build in SECTIONS]
+def sheet_sections(ready: Mapping[Build, Section] | None = None) -> list[Section]:
+    """Every section in :data:`SECTIONS` order: those in ``ready`` (:func:`prepared`) as they are, the rest built here."""
+    sections = [ready[build] if ready and build in ready else built(build) for build in SECTIONS]
     keys = [section.key for section in sections]
     if len(set(keys)) != len(keys):
         raise ValueError(f"section: keys repeat in {keys}")
     return sections
 
 
-def sheet_context(apart: Callable[[], Sequence[Section]] | None = None,
-                  apart_builds: tuple[Callable[[], Section], ...] = APART) -> dict[str, object]:
-    """Everything the templates and tables.json need (``apart``, ``apart_builds``: as :func:`sheet_sections` takes them)."""
-    sections = sheet_sections(apart, apart_builds)
+def sheet_context(ready: Mapping[Build, Section] | None = None) -> dict[str, object]:
+    """Everything the templates and tables.json need (``ready``: as :func:`sheet_sections` takes it)."""
+    sections = sheet_sections(ready)
     return {"sections": sections, "tables": tables_json(sections, BYTE_UNITS)}

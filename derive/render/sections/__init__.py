@@ -4,7 +4,10 @@ How to add a section:
 
 1. a module here with ``def <key>_section() -> Section`` that computes every
    number (tables of :class:`~derive.render.sheet.Cell`, figures, ``extra``);
-2. one line in ``SECTIONS`` in derive/render/context.py, where the article has it;
+2. one line in ``SECTIONS`` in derive/render/context.py, where the article has it: a
+   ``Build(module, function)``, with ``proofs=True`` if it shows the registry's proofs or the
+   claims' verdicts (built after them, in every render) or ``kept=True`` if it holds numbers
+   only (kept between runs of a checkout, derive.render.kept);
 3. ``templates/md/<key>.md.j2`` and ``templates/tex/<key>.tex.j2`` (a section without
    them is drawn by ``md/section.md.j2`` / ``tex/section.tex.j2``: intro and tables).
 

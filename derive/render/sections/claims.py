@@ -1,8 +1,6 @@
 """The article's numeric claims as ``python -m derive.check --document 'the article'`` judges them (derive.claims)."""
 from __future__ import annotations
 
-from functools import lru_cache
-
 from derive.claims import ARTICLE, Claim, Verdict, all_claims, evaluate
 from derive.render.sheet import Cell, Column, Section, Table, text_cell
 
@@ -42,14 +40,42 @@ def claims_table(verdicts: list[Verdict]) -> Table:
 
 def sheet_verdicts() -> tuple[Verdict, ...]:
     """Every claim's verdict (derive.claims.evaluate_all), evaluated once per render: this section
-    takes the article's, the literature section the papers'. Keyed by the registered claims, so a
+    takes the article's, the literature section the papers'. Looked up by the registered claims, so a
     claim registered or replaced since is evaluated afresh."""
-    return _verdicts(tuple(all_claims()))
+    return tuple(map(judged, all_claims()))
 
 
-@lru_cache(maxsize=1)
-def _verdicts(claims: tuple[Claim, ...]) -> tuple[Verdict, ...]:
-    return tuple(evaluate(entry) for entry in claims)
+#: The verdicts evaluated in this process or kept from another (:func:`keep_verdicts`), by claim.
+_VERDICTS: dict[int, Verdict] = {}
+
+
+def judged(entry: Claim) -> Verdict:
+    """``entry``'s verdict (derive.claims.evaluate), evaluated once per process."""
+    found = _VERDICTS.get(id(entry))
+    if found is None or found.claim is not entry:
+        found = _VERDICTS[id(entry)] = evaluate(entry)
+    return found
+
+
+def document_groups() -> list[list[Claim]]:
+    """The claims not evaluated yet in this process, document by document (derive.claims.all_claims' order)."""
+    groups: dict[str, list[Claim]] = {}
+    for entry in all_claims():
+        found = _VERDICTS.get(id(entry))
+        if found is None or found.claim is not entry:
+            groups.setdefault(entry.document, []).append(entry)
+    return list(groups.values())
+
+
+def verdict_fields(group: list[Claim]) -> list[tuple[object, ...]]:
+    """Each claim of ``group`` judged: its verdict's fields but the claim, what another process keeps (pickled)."""
+    return [(v.status, v.derived, v.printed, v.reason) for v in map(judged, group)]
+
+
+def keep_verdicts(group: list[Claim], fields: list[tuple[object, ...]]) -> None:
+    """Keep :func:`verdict_fields` of ``group`` (judged in another process) as this process's verdicts."""
+    for entry, values in zip(group, fields, strict=True):
+        _VERDICTS[id(entry)] = Verdict(entry, *values)
 
 
 def claims_section() -> Section:

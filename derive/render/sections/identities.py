@@ -5,6 +5,7 @@ import sympy as sp
 
 from derive.identities import prove_all
 from derive.printing.latex import tex_equation
+from derive.printing.text import text
 from derive.render.sheet import Cell, Column, Section, Table, math_cell, text_cell
 
 
@@ -17,7 +18,7 @@ def identities_table() -> Table:
         rows.append({
             "topic": text_cell(entry.topic), "name": text_cell(entry.name),
             "claim": math_cell(entry.claim),
-            "where": Cell({sp.sstr(k): sp.sstr(v) for k, v in where},
+            "where": Cell({text(k): text(v) for k, v in where},  # sp.sstr, read back when printed before
                           ", \\quad ".join(tex_equation(k, v) for k, v in where), math=bool(where)),
             "status": text_cell(proof.verdict),
             "difference": math_cell(proof.difference),
