@@ -262,7 +262,7 @@ def joint_parts(exprs: tuple[sp.Expr, ...]) -> tuple[list[tuple[sp.Symbol, sp.Ex
         divisions.append((symbol, _named(part, named)))
         named[part] = symbol
     reduced = [_named(expr, named) for expr in exprs]
-    common, shared = sp.cse(reduced, symbols=sp.numbered_symbols("common_"), order="none")
+    common, shared = sp.cse(reduced, symbols=sp.numbered_symbols("common_"))
     if all(_integral(part) for part in (*(value for _, value in common), *shared)):
         return [*divisions, *common], list(shared)
     return divisions, reduced
