@@ -4,7 +4,8 @@
 (derive.stage_accounts: framework placement of the states, Korthikanti et al.'s
 saved-for-backward tables with sequence parallelism, 1F1B / interleaved pipeline
 stages, GEMM FLOPs, the step-time bound) over the cross product of models and
-layouts, each account compiled once (derive.evaluation.vectorised). Communication is not
+layouts, the accounts compiled once and evaluated together, their shared parts once
+(derive.evaluation.vectorised.compile_many). Communication is not
 modelled. A placement's resident states enter as integer columns
 (derive.state_columns), so one compiled expression serves every placement and
 ZeRO stage.
@@ -19,7 +20,7 @@ import numpy as np
 from derive.accounts.flops import mfu as model_flops_utilisation
 from derive.accounts.flops import step_time_lower_bound
 from derive.evaluation import by_name
-from derive.evaluation.vectorised import compile
+from derive.evaluation.vectorised import compile, compile_many
 from derive.inputs import MAX_SIZE, bounded_int
 from derive.model import Model
 from derive.presets import hardware, model
@@ -76,7 +77,7 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
                       bool(balanced), recipe, fp8_param_gather))
     if tokens is not None:
         names = dict.fromkeys([*names, "flops_per_token", "hardware_flops_per_token"])
-    run = {name: compile(terms.column(name)) for name in names}
+    exprs = {name: terms.column(name) for name in names}
     values = by_name(entry.values)
     values.update({name: np.asarray(array) for name, array in layout.items()})
     values.setdefault("c", np.asarray(1))
@@ -87,8 +88,8 @@ def evaluate(entry: Model, layout: Mapping[str, np.ndarray], recompute: str = "n
     if tokens is not None:
         values["m"] = micro_batches(tokens, values["s"], values["b"], values["d"])
     gpus = values["t"] * values["p"] * values["d"] * values["c"]
-    columns = {name: function(**values) for name, function in run.items()
-               if "m" in values or name not in ("stage_activation_bytes", "memory_per_gpu")}
+    wanted = [name for name in exprs if "m" in values or name not in ("stage_activation_bytes", "memory_per_gpu")]
+    columns = dict(zip(wanted, compile_many([exprs[name] for name in wanted])(**values)))
     shape = np.broadcast_shapes(*(np.shape(x) for x in values.values()))
     columns = {name: np.broadcast_to(column, shape) for name, column in columns.items()}
     columns["gpus"] = np.broadcast_to(gpus, shape)

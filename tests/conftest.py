@@ -60,6 +60,34 @@ def missing_tool(tool: str, detail: str = "") -> None:
     pytest.skip(message)
 
 
+#: The page tests' window sizes (tests/test_web_browser.py): a desktop and a phone.
+DESKTOP, PHONE = (1280, 1000), (390, 844)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless chromium (Debian's, driven by Selenium) for every page test module of the run.
+
+    Started once: the page tests share an xdist group, so one worker runs them all. Modules take it
+    through their ``browser`` fixture (tests/test_web_browser.py).
+    """
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if binary is None or driver is None:
+        missing_tool("chromium" if binary is None else "chromedriver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     f"--window-size={DESKTOP[0]},{DESKTOP[1]}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    yield session
+    session.quit()
+
+
 #: The context this process's render filled the templates with (``fresh_context``).
 _CONTEXTS: list[dict] = []
 

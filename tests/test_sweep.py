@@ -254,3 +254,53 @@ def test_evaluate_equals_the_placements_own_expressions(placement_name, zero, re
         for name in names:
             want = vectorised.compile(own.column(name))(**values)
             assert np.array_equal(got[name], want), (name, balanced)
+
+
+# ---- the accounts evaluated together (compile_many) ----
+
+def _layouts(count: int, rng: np.random.Generator, widest_batch: int = 9) -> dict[str, object]:
+    values = {symbol.name: number for symbol, number in MODELS["llama3-405b"].values.items()}
+    values.update(t=rng.choice([1, 2, 4, 8], count), p=rng.integers(1, 17, count),
+                  v=rng.integers(1, 6, count), d=rng.integers(1, 4097, count),
+                  c=rng.choice([1, 2, 4, 8], count), b=rng.integers(1, widest_batch, count),
+                  m=rng.integers(1, 129, count))
+    return values
+
+
+@pytest.mark.parametrize("widest_batch", [9, 2**20])
+def test_accounts_together_equal_each_alone_and_the_exact_values(widest_batch):
+    """compile_many over the nine grid accounts = each account's own compile, dtype and bits, = exact_function.
+
+    Micro-batches up to 2^20 push some accounts' integers past 2^53: their wholeness is then decided by
+    int64 divmod rather than by multiplying the float64 quotient back.
+    """
+    exprs = stage_accounts.accounts(LLAMA, "llama-fused", "selective", "megatron", True).columns()
+    count = 2 * vectorised.FOLD_AT + 7
+    rng = np.random.default_rng(widest_batch)
+    values = _layouts(count, rng, widest_batch)
+    together = vectorised.compile_many(list(exprs.values()))(**values)
+    for (name, expr), got in zip(exprs.items(), together):
+        alone = vectorised.compile(expr)(**values)
+        assert got.dtype == alone.dtype and np.array_equal(got, alone), name
+        exact = exact_function(expr)
+        names = [symbol.name for symbol in arguments(expr)]
+        got = np.broadcast_to(got, (count,))     # an account of the model's sizes alone is one value
+        for index in [0, vectorised.CHUNK - 1, vectorised.CHUNK, count - 1, *rng.integers(0, count, 10)]:
+            row = [values[key] if np.ndim(values[key]) == 0 else int(values[key][index]) for key in names]
+            want = exact(*row)
+            if got.dtype.kind == "i":
+                assert int(got[index]) == want, (name, index)
+            else:   # the correctly rounded quotient of the exact integers (num and den below 2^53 here)
+                assert got[index] == pytest.approx(float(want), rel=1e-15), (name, index)
+
+
+def test_accounts_together_name_a_missing_or_bad_symbol_as_each_alone():
+    exprs = list(stage_accounts.accounts(LLAMA, "llama-fused", "selective", "megatron", True).columns().values())
+    values = _layouts(vectorised.FOLD_AT, np.random.default_rng(1))
+    joint = vectorised.compile_many(exprs)
+    with pytest.raises(ValueError, match="^m: needed"):
+        joint(**{key: value for key, value in values.items() if key != "m"})
+    values["d"] = values["d"].copy()
+    values["d"][5] = 0
+    with pytest.raises(ValueError, match="^d: must be positive"):
+        joint(**values)

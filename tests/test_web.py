@@ -1,6 +1,6 @@
 """formulas/index.html: its arithmetic is derive's expressions printed as JavaScript, and nothing else.
 
-The generated functions run in Node and must equal exact SymPy evaluation; the
+The generated functions run in Node and must equal exact evaluation (ints and Fractions); the
 hand-written script may hold no number but 0, no eval, no Function, no HTML
 parsing; the Content-Security-Policy allows exactly the page's inline scripts
 and no network request. The page in a real browser: tests/test_web_browser.py.
@@ -8,17 +8,18 @@ and no network request. The page in a real browser: tests/test_web_browser.py.
 import base64
 import hashlib
 import json
+import math
 import random
 import re
 import shutil
 import subprocess
+from fractions import Fraction
 from html.parser import HTMLParser
 
 import pytest
 from conftest import missing_tool
-import sympy as sp
 
-from derive.evaluation import exact_number
+from derive.printing.python import arguments, exact_function
 from derive.formulas import REPORT_ONLY, form
 from derive.hf import from_config, published_config, published_names, read_shape
 from derive.hf_families import DENSE
@@ -53,22 +54,34 @@ def random_environment(rng: random.Random, names: set[str]) -> dict[str, float]:
                    else rng.randint(*INTEGER_RANGE)) for name in sorted(names)}
 
 
+def exact_fraction(value: int | float) -> int | Fraction:
+    """A drawn value as an exact number: a float by its exact binary value (as derive.evaluation.exact_number)."""
+    return Fraction(value) if isinstance(value, float) else value
+
+
 def test_generated_functions_equal_sympy_on_random_inputs(tmp_path):
+    """The page's JavaScript = each expression's exact value (ints and Fractions: derive.printing.python's
+    exact_function, compiled once per distinct expression; the variants share 590 of them)."""
     code, formulas = formula_code()
     rng = random.Random(19)
     cases = []
+    exact = {}
     for formula, data in zip(FORMULAS, formulas):
         assert data["key"] == formula.key
         for values, expr in formula.variants(page_models()):
             variant = data["variants"]["|".join(values)]
+            if expr not in exact:
+                exact[expr] = exact_function(expr)
+            names = [symbol.name for symbol in arguments(expr)]
             for _ in range(4):
-                env = random_environment(rng, {symbol.name for symbol in expr.free_symbols})
-                expected = expr.xreplace({symbol: exact_number(env[symbol.name])
-                                          for symbol in expr.free_symbols})
+                env = random_environment(rng, set(names))
+                expected = exact[expr](*(exact_fraction(env[name]) for name in names))
+                nan = isinstance(expected, float) and math.isnan(expected)
+                assert nan or isinstance(expected, (int, Fraction)), (formula.key, values, expected)
                 cases.append({"function": variant["function"],
                               "args": [env[name] for name in variant["args"]],
                               # NaN: no figure at these values (JSON null, as JSON.stringify(NaN))
-                              "expected": None if expected is sp.nan else float(expected),
+                              "expected": None if nan else float(expected),
                               "key": formula.key,
                               "values": list(values)})
     assert len(cases) >= 4 * 500

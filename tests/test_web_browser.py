@@ -5,18 +5,17 @@ for configurations loaded by link and typed into the form; bad input shows the
 CLI's own line; hostile links run nothing and inject nothing; the page makes no
 network request. chromium and chromium-driver come from apt (tests/install_renderers.sh).
 
-One browser serves the module. The whole page (its formula sheet typeset by KaTeX, seconds
+One browser serves the run (conftest's ``chromium``; ``browser`` gives it to each module). The whole page (its formula sheet typeset by KaTeX, seconds
 a load) is opened only where the sheet matters; links open ``calculator``, the same page
 without the sheet (the same form, data, scripts and policy), and the form test loads it
 once and drives every configuration through the fields.
 """
 import json
-import shutil
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import missing_tool
+from conftest import DESKTOP, PHONE  # noqa: F401 (the page tests' window sizes)
 
 from derive.hf import published_config
 from derive.render.page_config import PASTED
@@ -25,8 +24,6 @@ from derive.cli import run
 
 #: One worker runs this module under make test's --dist loadgroup: its module fixtures are built once.
 pytestmark = pytest.mark.xdist_group("web_browser")
-
-DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 #: Configurations as CLI long options (each loaded by link and through the form).
 CONFIGURATIONS = [
@@ -111,22 +108,13 @@ def cli_error(options: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def browser():
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
-        missing_tool("chromium" if chromium is None else "chromedriver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     f"--window-size={DESKTOP[0]},{DESKTOP[1]}"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    session = webdriver.Chrome(service=Service(driver), options=options)
-    yield session
-    session.quit()
+def browser(chromium):
+    """The run's one headless chromium (conftest's ``chromium``), as a module of page tests starts it: at
+    the desktop width, with a console log that holds only this module's entries."""
+    if chromium.get_window_size() != {"width": DESKTOP[0], "height": DESKTOP[1]}:
+        chromium.set_window_size(*DESKTOP)
+    chromium.get_log("browser")         # read: what earlier modules' pages logged is theirs
+    yield chromium
 
 
 @pytest.fixture(scope="module")

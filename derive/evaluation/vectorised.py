@@ -17,10 +17,13 @@ from typing import Callable, Sequence
 import numpy as np
 import sympy as sp
 
-from derive.printing.python import LAMBDIFY_SETTINGS, MathPrinter, arguments, numpy_function, ratio, upper_bound
+from derive.printing.python import (LAMBDIFY_SETTINGS, MathPrinter, arguments, numpy_function, numpy_functions,
+                                    ratio, upper_bound)
 
 #: int64 evaluation only when every intermediate is below this (a margin under 2^63).
 INT64_LIMIT = 2**62
+#: Integers below this are exact in float64: a quotient of two of them is one correctly rounded division.
+FLOAT_EXACT = 2**53
 #: From this many configurations on, integer scalars are folded into a specialised compile
 #: (about 0.1 s once per expression and scalars; fewer array operations on every call).
 FOLD_AT = 100_000
@@ -57,13 +60,25 @@ class Compiled:
         """The value at validated arrays (in the order of ``names``)."""
         if all(array.dtype.kind in "iu" for array in arrays):
             biggest = [int(array.max()) if array.size else 1 for array in arrays]
-            if self.bound(*biggest) < INT64_LIMIT:
-                return self._integer(*(array.astype(np.int64, copy=False) for array in arrays))
+            bound = self.bound(*biggest)
+            if bound < INT64_LIMIT:
+                integers = [array.astype(np.int64, copy=False) for array in arrays]
+                shape = np.broadcast_shapes(*(array.shape for array in integers))
+                if math.prod(shape) <= CHUNK or any(array.ndim and array.shape != shape for array in integers):
+                    return self._integer(*integers)
+                return _blocks(self._parts, integers, shape, (self.denominator is not None,),
+                               (bound < FLOAT_EXACT,))[0]
         floats = [array.astype(np.float64, copy=False) for array in arrays]
         value = chunked(self.numerator, floats)
         if self.denominator is not None:
             value = value / chunked(self.denominator, floats)
         return np.asarray(value, dtype=np.float64)
+
+    def _parts(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The numerator (and the denominator, if any) at ``arrays``."""
+        if self.denominator is None:
+            return (self.numerator(*arrays),)
+        return self.numerator(*arrays), self.denominator(*arrays)
 
     def _integer(self, *arrays: np.ndarray) -> np.ndarray:
         """int64 numerator over int64 denominator: the quotient if whole everywhere, else one division."""
@@ -79,7 +94,11 @@ class Compiled:
 
 #: Configurations evaluated per block: every temporary of a block stays in the CPU's cache, so the
 #: cost per configuration is flat from 10^4 to 10^7 (whole 10^7 columns go through memory at every step).
-CHUNK = 2**15
+#: A block's int64 temporaries take 64 KiB, under glibc malloc's default mmap and trim thresholds
+#: (128 KiB, mallopt(3)): from 2^14 on, freed temporaries went back to the system and each new one
+#: faulted its pages in again (getrusage's minor faults: 43 B per configuration at 2^14 for the nine
+#: grid accounts, 2.9 B at 2^13).
+CHUNK = 2**13
 
 
 def chunked(function: Callable[..., np.ndarray], arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -147,3 +166,130 @@ def compile(expr: sp.Expr) -> Compiled:  # noqa: A001 (the evaluator's name: der
     return Compiled(expr, names, over(numerator),
                     None if denominator == 1 else over(denominator), bound_at, nonnegative)
 
+
+
+@dataclass(frozen=True)
+class Joint:
+    """Several expressions compiled together (:func:`compile_many`): call it with keyword arrays, get each one's values.
+
+    Each value is the one its own :class:`Compiled` gives (the same ratio of the same integers, the same
+    int64 or float64 choice). From FOLD_AT configurations of one shape on, the expressions that run in
+    int64 are evaluated together, block by block: the inputs checked once, the parts they share
+    (derive.printing.python.joint_parts) computed once per block, each quotient one float64 division
+    whose wholeness is checked by multiplying back while every integer stays below FLOAT_EXACT.
+    """
+
+    each: tuple[Compiled, ...]
+
+    def __call__(self, **values: object) -> list[np.ndarray]:
+        """Each expression's values at ``values`` (broadcast arrays), in order."""
+        arrays: dict[str, np.ndarray] = {}
+        for compiled in self.each:
+            missing = [name for name in compiled.names if name not in values]
+            if missing:
+                raise ValueError(f"{missing[0]}: needed (the expression's symbols: {', '.join(compiled.names)})")
+            for name in compiled.names:
+                if name not in arrays:
+                    arrays[name] = _positive_array(name, values[name], name in compiled.nonnegative)
+        shape = np.broadcast_shapes(*(array.shape for array in arrays.values()))
+        size = math.prod(shape)
+        if size < FOLD_AT or any(array.ndim and array.shape != shape for array in arrays.values()):
+            return [compiled(**values) for compiled in self.each]
+        maxima: dict[str, int] = {}
+        together: dict[int, Compiled] = {}
+        results: list[np.ndarray | None] = []
+        for index, compiled in enumerate(self.each):
+            scalars = tuple((name, int(arrays[name])) for name in compiled.names
+                            if arrays[name].ndim == 0 and arrays[name].dtype.kind in "iu")
+            if not scalars or len(scalars) == len(compiled.names):
+                results.append(compiled(**values))
+                continue
+            folded = _folded(compiled.expr, scalars)
+            own = [arrays[name] for name in folded.names]
+            if all(array.dtype.kind in "iu" for array in own):
+                for name in folded.names:
+                    if name not in maxima:
+                        maxima[name] = int(arrays[name].max())
+                if folded.bound(*(maxima[name] for name in folded.names)) < INT64_LIMIT:
+                    together[index] = folded
+                    results.append(None)
+                    continue
+            results.append(np.broadcast_to(folded.checked(own), shape))
+        if together:
+            parts = [ratio(folded.expr) for folded in together.values()]
+            pieces = tuple(piece for numerator, denominator in parts
+                           for piece in ((numerator,) if denominator == 1 else (numerator, denominator)))
+            names = [symbol.name for symbol in arguments(sp.Tuple(*pieces))]
+            exact = [folded.bound(*(maxima[name] for name in folded.names)) < FLOAT_EXACT
+                     for folded in together.values()]
+            columns = _blocks(numpy_functions(pieces), [arrays[name].astype(np.int64, copy=False) for name in names],
+                              shape, [denominator != 1 for _, denominator in parts], exact)
+            for index, column in zip(together, columns):
+                results[index] = column
+        return results
+
+
+def _blocks(function: Callable[..., Sequence[np.ndarray]], arrays: Sequence[np.ndarray], shape: tuple[int, ...],
+            divided: Sequence[bool], exact: Sequence[bool]) -> list[np.ndarray]:
+    """Int64 ratios block by block, each as ``Compiled._integer`` gives it: the quotient if whole everywhere, else a float64 division.
+
+    ``function`` maps blocks of ``arrays`` (int64, of ``shape`` or scalars) to each ratio's numerator and,
+    where ``divided``, its denominator. ``exact``: every integer of that ratio stays below FLOAT_EXACT, so
+    the float64 quotient is the correctly rounded one and it is whole where it times the denominator
+    gives the numerator back; otherwise int64 divmod says so. Each ratio fills one array of 8 bytes per
+    configuration: int64 quotients while they are whole, turned into float64 in place at the first block
+    that is not.
+    """
+    size = math.prod(shape)
+    flat = [array.reshape(-1) if array.ndim else array for array in arrays]
+    whole = [True] * len(divided)
+    outputs = [(np.empty(size, dtype=np.int64),) if not over or fast else
+               (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.float64))
+               for over, fast in zip(divided, exact)]
+    for start in range(0, size, CHUNK):
+        block = slice(start, start + CHUNK)
+        pieces = iter(function(*(array[block] if array.ndim else array for array in flat)))
+        for index, (over, fast, out) in enumerate(zip(divided, exact, outputs)):
+            numerator = _int64(next(pieces))
+            if not over:
+                out[0][block] = numerator
+                continue
+            denominator = _int64(next(pieces))
+            if not fast:
+                quotient, remainder = np.divmod(numerator, denominator)
+                out[0][block] = quotient
+                np.divide(numerator, denominator, out=out[1][block])
+                whole[index] = whole[index] and not remainder.any()
+                continue
+            quotient = np.divide(numerator, denominator)
+            if whole[index]:
+                integer = quotient.astype(np.int64)
+                if (integer * denominator == numerator).all():
+                    out[0][block] = integer
+                    continue
+                whole[index] = False
+                _to_float(out[0], start)
+            out[0].view(np.float64)[block] = quotient
+    return [(out[0] if is_whole else out[-1].view(np.float64) if fast else out[1]).reshape(shape)
+            for out, fast, is_whole in zip(outputs, exact, whole)]
+
+
+def _to_float(column: np.ndarray, end: int) -> None:
+    """The whole int64 quotients of ``column[:end]`` as float64 in the same memory, block by block."""
+    floats = column.view(np.float64)
+    for start in range(0, end, CHUNK):
+        block = slice(start, min(start + CHUNK, end))
+        floats[block] = column[block].astype(np.float64)
+
+
+def _int64(value: object) -> np.ndarray:
+    """A block's numerator or denominator: int64 (else an internal error: the bound said it fits)."""
+    array = np.asarray(value)
+    if array.dtype != np.int64:
+        raise TypeError(f"an int64 evaluation gave {array.dtype} values")
+    return array
+
+
+def compile_many(exprs: Sequence[sp.Expr]) -> Joint:
+    """``exprs`` as one :class:`Joint`: each compiled once (:func:`compile`), evaluated together."""
+    return Joint(tuple(compile(expr) for expr in exprs))

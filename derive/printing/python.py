@@ -239,6 +239,52 @@ def numpy_function(expr: sp.Expr) -> Callable[..., np.ndarray]:
                        printer=VectorPrinter(), docstring_limit=0, cse=shared_parts)
 
 
+#: Parts named before SymPy's ``cse`` runs over several expressions: their integer divisions printed as they are.
+DIVISIONS = (sp.ceiling, sp.floor)
+
+
+def joint_parts(exprs: tuple[sp.Expr, ...]) -> tuple[list[tuple[sp.Symbol, sp.Expr]], list[sp.Expr]]:
+    """lambdify's ``cse`` hook for several polynomial expressions at once (ratio numerators and denominators).
+
+    Every ceiling and floor is named once, innermost first (its argument keeps its ratio, printed as integer
+    floor division); SymPy's ``cse`` then names every sub-expression the expressions share, so each is
+    computed once for all of them. Should ``cse`` leave a division outside a ceiling or floor (a reciprocal
+    would print as a float), the expressions keep only the named ceilings and floors.
+    """
+    exprs = [sp.sympify(expr) for expr in exprs]
+    ordered = list(dict.fromkeys(part for expr in exprs for part in sp.postorder_traversal(expr)
+                                 if isinstance(part, DIVISIONS)))
+    names = sp.numbered_symbols("division_", integer=True, positive=True)
+    divisions: list[tuple[sp.Symbol, sp.Expr]] = []
+    named: dict[sp.Expr, sp.Symbol] = {}
+    for part in ordered:
+        symbol = next(names)
+        divisions.append((symbol, _named(part, named)))
+        named[part] = symbol
+    reduced = [_named(expr, named) for expr in exprs]
+    common, shared = sp.cse(reduced, symbols=sp.numbered_symbols("common_"))
+    if all(_integral(part) for part in (*(value for _, value in common), *shared)):
+        return [*divisions, *common], list(shared)
+    return divisions, reduced
+
+
+def _integral(expr: sp.Expr) -> bool:
+    """Whether ``expr`` has integer coefficients and positive integer powers only (no division to print)."""
+    return all(part.is_Integer if part.is_Rational else part.exp.is_Integer and part.exp > 0
+               for part in sp.preorder_traversal(expr) if part.is_Rational or part.is_Pow)
+
+
+@lru_cache(maxsize=256)
+def numpy_functions(exprs: tuple[sp.Expr, ...]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Polynomial ``exprs`` (ceilings, floors, Min, Max, Piecewise allowed) as one numpy function returning each.
+
+    Positional arguments: the free symbols of all of them, sorted by name; the parts they share
+    (:func:`joint_parts`) computed once.
+    """
+    return sp.lambdify(arguments(sp.Tuple(*exprs)), tuple(exprs), modules=[{"numpy": np}],
+                       printer=VectorPrinter(), docstring_limit=0, cse=joint_parts)
+
+
 def upper_bound(expr: sp.Expr) -> sp.Expr:
     """An expression >= |every integer intermediate| of ``expr``'s code when every symbol is >= 1.
 
