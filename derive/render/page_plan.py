@@ -83,7 +83,7 @@ def plan_lines() -> dict[str, str]:
                    "another recompute / ZeRO choice of the same layout is no slower with no more memory); "
                    "planned in {milliseconds} ms.",
         "untimed": "Not ranked here: {count} layouts that fit but the page's layout refuses (as derive comm "
-                   "does; derive plan ranks them), e.g. {line}",
+                   "does), e.g. {line}",
     }
 
 
