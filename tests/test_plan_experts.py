@@ -146,8 +146,12 @@ def test_moe_presets_plan_and_rank_by_predicted_time(name, gpus, tokens):
     feasible = int(c["feasible"].sum())
     assert feasible > 0
     assert np.any(c["e"][c["feasible"]] > 1)
-    for axis in ("v", "c", "zero"):          # the whole space is reached, not only its 1F1B, c = 1 corner
+    # the whole space is reached, not only its 1F1B, c = 1 corner; c > 1 over MLA (DeepSeek-V3) is refused as
+    # derive comm and derive predict refuse it, under REASONS' "context"
+    mla = name == "deepseek-v3"
+    for axis in ("v", "zero", *(() if mla else ("c",))):
         assert np.any(c[axis][c["feasible"]] > 1)
+    assert np.any(c["c"] > 1) and np.all((c["reason"] == "context") == ((c["c"] > 1) & mla))
     assert set(c["recompute"][c["feasible"]]) == {"none", "selective", "full"}
     ranked = result.ranked()
     times = c["step_time"][ranked]
@@ -220,3 +224,35 @@ def test_json_lists_every_layout_in_rank_order_and_exits_1_when_none_fits(capsys
     # Mixtral's 46.7 billion parameters do not fit on 8 GPUs of 80 GB at any layout: exit 1 with the reason
     assert main(["--model", "mixtral-8x7b", "--gpus", "8", "--tokens", str(8 * 32768), "--json"]) == 1
     assert "no layout fits in memory" in json.loads(capsys.readouterr().out)["no_layout_fits"]
+
+
+def test_context_parallelism_over_mla_is_refused_as_derive_comm_refuses_it(capsys):
+    # derive comm refuses c > 1 over multi-head latent attention (its ledger has no CP rows for MLA); derive predict
+    # and predict_columns refuse it in the same words, and the planner counts such layouts under that reason
+    from derive.accounts.comm import collectives
+    from derive.accounts.prediction import predict, predict_columns
+    from derive.parallelism import Parallelism
+    from derive.planning.ranking import REASONS
+    from derive.predict import main
+    from derive.systems import system
+    small = published_model("deepseek-v2-lite", seq=4096)   # MLA, 64 routed experts
+    layout = Parallelism(tp=1, cp=2, dp=4, ep=4, etp=1, micro_batch=1, global_batch=4)
+    line = "cp: context parallelism over multi-head latent attention (deepseek-v2-lite) is not modelled"
+    for refused in (lambda: collectives(small, layout), lambda: predict(small, layout, system("h100"))):
+        with pytest.raises(ValueError, match=f"^{line.replace('(', '[(]').replace(')', '[)]')}$"):
+            refused()
+    columns = {name: np.array([value]) for name, value in dict(t=1, p=1, v=1, c=2, d=4, b=1, m=1, e=4, etp=1).items()}
+    with pytest.raises(ValueError, match="^cp: context parallelism over multi-head latent attention"):
+        predict_columns(small, Parallelism(), columns, system("h100"))
+    assert main(["--model", "deepseek-v3", "--gpu", "h100", "--gpus", "16", "--cp", "2", "--ep", "8",
+                 "--json"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "--cp: context parallelism over multi-head latent attention (deepseek-v3) is not modelled")
+    # c = 1 is timed as before
+    assert predict(small, Parallelism(dp=4, ep=4, micro_batch=1, global_batch=4), system("h100")).step_time_s > 0
+    assert REASONS["context"] == "context parallelism over multi-head latent attention is not modelled"
+    result = preset_plan("deepseek-v3", 256, 256 * 4096, max_context=2)
+    c = result.columns
+    assert np.any(c["c"] == 2)
+    assert np.array_equal(c["reason"] == "context", c["c"] > 1)
+    assert not np.any(c["feasible"] & (c["c"] > 1)) and np.all(np.isnan(c["step_time"][c["c"] > 1]))

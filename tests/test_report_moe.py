@@ -139,3 +139,36 @@ def test_deepseek_v3_layer_saving_under_fp8():
     per_token = 1536 + 512 + 8 * (7168 + 2048) + 2048 - 128 * 128 - 7168
     assert data["layer_saved_bytes"] - data["layer_saved_bytes_fp8"] == per_token * 4096 - 4 * (7 + 2 * 256) \
         == 222_296_036
+
+
+def test_the_pages_moe_report_world_is_predicts_rule():
+    # The MoE report has no --cp; its world is t p d. The page gives it the layout's d c as its d (Megatron's dp-cp
+    # group: templates/html/calculator.js moeDp, and the copy-as-command's --dp), so its world rule holds exactly
+    # where derive.parallelism's does: t_E e divides t c d. Mixtral (8 experts, f_E 14336), t c d p over 64 GPUs.
+    import itertools
+
+    from derive.parallelism import Parallelism
+    model = MODELS["mixtral-8x7b"]
+    seen = set()
+    for t, c, p, e, etp in itertools.product((1, 2, 4, 8), (1, 2, 4), (1, 2), (1, 2, 4, 8), (1, 2, 4, 8)):
+        d = 64 // (t * c * p)
+        try:
+            Parallelism(tp=t, pp=p, cp=c, dp=d, ep=e, etp=etp, sequence_parallel=t > 1, micro_batch=1,
+                        global_batch=d * p).check(model)
+            parallel = True
+        except ValueError as error:
+            assert str(error).startswith("ep: etp x ep"), error
+            parallel = False
+        try:
+            MoELayout(tp=t, ep=e, etp=etp, pp=p, dp=d * c).check(model)
+            report = True
+        except ValueError as error:
+            assert "does not divide the world (tp pp dp)" in str(error), error
+            report = False
+        assert report == parallel == ((t * c * d) % (etp * e) == 0), (t, c, p, d, e, etp)
+        seen.add(parallel)
+    assert seen == {True, False}
+    # the page's issue: t 8 c 4 d 2, e 8 t_E 8: 64 | 64, though not | t d = 16
+    MoELayout(tp=8, ep=8, etp=8, pp=1, dp=2 * 4).check(model)
+    with pytest.raises(ValueError, match=r"^--ep: 64 does not divide the world \(tp pp dp\) \(16\)$"):
+        MoELayout(tp=8, ep=8, etp=8, pp=1, dp=2).check(model)

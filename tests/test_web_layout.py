@@ -64,8 +64,8 @@ def report_json(options: dict[str, str]) -> dict[str, object]:
     moe = is_moe(options["model"])
     argv = [f"--{o}={options[o]}" for o in (MOE_REPORT if moe else DENSE_REPORT) if o in options]
     dp = data_parallel(options)
-    if moe and dp is not None:
-        argv.append(f"--dp={dp}")
+    if moe and dp is not None:  # the MoE report has no --cp: its d is the layout's d c (its world t p d)
+        argv.append(f"--dp={dp * int(options.get('cp', 1))}")
     if not moe and options.get("zero", "0") != "0":
         argv += [f"--zero={options['zero']}", f"--dp={dp}"]
     if not moe and "tokens" in options:
@@ -112,6 +112,10 @@ LINKS = [
     {"model": "llama3-8b", "dp": "8"},
     {"model": "405b", "gpus": "16384", "tp": "8", "pp": "16", "cp": "1", "global-batch": "2048", "seq": "8192",
      "recompute": "full", "sequence-parallel": "1"},
+    # t_E e = 64 over t c d = 64 (predict's rule) but t d = 16: the MoE report's world is t p (d c); the step's EP
+    # overlap pairs each all-to-all with its own part (tests/test_page_step.py)
+    {"model": "mixtral-8x7b", "gpus": "64", "tp": "8", "cp": "4", "ep": "8", "etp": "8", "micro-batch": "8",
+     "zero": "3", "seq": "4096", "sequence-parallel": "1"},
 ]
 
 
@@ -343,6 +347,7 @@ STEP_LINKS = [
     {"model": "qwen3-30b-a3b", "gpu": "b200", "gpus": "16", "ep": "8", "precision": "mxfp8", "global-batch": "64",
      "zero": "3"},
     {"model": "70b", "gpu": "b200", "gpus": "64", "tp": "4", "precision": "nvfp4", "global-batch": "32"},
+    LINKS[-1],  # Mixtral t 8 c 4 d 2 e 8 t_E 8: the EP overlap across nodes with t_E = t
 ]
 #: derive predict --json's keys the page shows.
 STEP_KEYS = ("step_time_s", "tokens_per_s_per_gpu", "mfu")

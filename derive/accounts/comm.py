@@ -35,8 +35,26 @@ from derive.symbols import L, L_E, c, d, e, m, p, t, t_E, v
 #: The groups every per-rank total names (edp only for a model with routed experts).
 GROUPS = ("dp", "tp", "pp", "cp", "ep")
 
-__all__ = ["Collective", "GROUPS", "collectives", "symbolic_collectives", "per_rank_bytes_per_step",
-           "group_bytes"]
+#: The ledger's refusal of context parallelism over multi-head latent attention: it counts CP's K/V ring for
+#: attention with K and V heads, and MLA's compressed K/V under CP is not among its rows. ``{model}``: " (name)"
+#: in derive comm's and derive predict's line (``check_context``), "" in derive plan's reason
+#: (derive.planning.ranking.REASONS): the same words.
+CONTEXT_OVER_MLA = "context parallelism over multi-head latent attention{model} is not modelled"
+
+
+def context_modelled(model: Model) -> bool:
+    """Whether the ledger counts context parallelism over ``model``'s attention (not over MLA: CONTEXT_OVER_MLA)."""
+    return model.dense or model.layout is None or model.layout.mla is None
+
+
+def check_context(model: Model, cp: int) -> None:
+    """ValueError naming cp where ``cp`` > 1 and the ledger cannot count context parallelism over ``model``."""
+    if cp > 1 and not context_modelled(model):
+        raise ValueError("cp: " + CONTEXT_OVER_MLA.format(model=f" ({model.name})"))
+
+
+__all__ = ["CONTEXT_OVER_MLA", "Collective", "GROUPS", "check_context", "collectives", "context_modelled",
+           "symbolic_collectives", "per_rank_bytes_per_step", "group_bytes"]
 
 
 def _numeric_terms(model: Model, layout: Parallelism) -> LayoutTerms:
@@ -59,8 +77,7 @@ def collectives(model: Model, layout: Parallelism) -> list[Collective]:
     when the layout does not divide the model.
     """
     layout.check(model)
-    if layout.cp > 1 and not model.dense and model.layout is not None and model.layout.mla is not None:
-        raise ValueError(f"cp: context parallelism over multi-head latent attention ({model.name}) is not modelled")
+    check_context(model, layout.cp)
     terms = _numeric_terms(model, layout)
     found = rows(model.architecture, terms, layout, layout.pp == 1)
     at = {"b": layout.micro_batch}

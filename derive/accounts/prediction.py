@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import sympy as sp
 
-from derive.accounts.comm import collectives
+from derive.accounts.comm import check_context, collectives
 from derive.accounts.comm_row import LayoutTerms
 from derive.accounts.comm_rows import rows as comm_rows
 from derive.accounts.pipeline_split import most_layers
@@ -159,6 +159,7 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
     Equal to derive.accounts.comm.collectives row by row (tests/test_step.py); the planner's speed.
     """
     parallelism.check(model)
+    check_context(model, parallelism.cp)  # the ledger's refusal, as derive comm's (no CP rows over MLA)
     if parallelism.dp_shard is not None:  # HSDP's shard size is a size, not a flag: the exact ledger
         return [Row(r.name, r.group, r.collective, r.overlap, r.pass_, float(r.ranks), float(r.sent),
                     float(r.count))
@@ -268,6 +269,7 @@ def predict_columns(model: Model, flags: Parallelism, sizes: Mapping[str, np.nda
     shape_flags = _shape_flags(tuple(getattr(flags, name) for name in SHAPE_FLAGS))
     for shape in set(zip(t.tolist(), p_.tolist(), v_.tolist(), c_.tolist(), e_.tolist(), etp.tolist())):
         _check_shape(model, shape_flags, *shape)
+    check_context(model, int(c_.max(initial=1)))
     counted = replace(flags, precision=ledger_precision(precision))
     # the template over float columns: no int64 product can wrap around (exact below 2^53, as Python's ints)
     floats = tuple(np.asarray(size, dtype=float) for size in (t, p_, v_, c_, d_, e_, etp, m_, b_))

@@ -30,6 +30,7 @@ import sympy as sp
 
 from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
+from derive.accounts.comm import context_modelled
 from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
 from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
@@ -238,6 +239,8 @@ def expert_plan(entry: Model, gpus: int, tokens: int, hardware_name: str, contex
                                           axis=0)
         return memory, {"balanced": np.zeros(part["t"].size, dtype=np.int64)}
 
-    columns = judged_columns(base, sequences, (low, high), fit, memory_of)
+    # context parallelism over MLA: derive comm and derive predict refuse it (the ledger has no rows for it)
+    unmodelled = (base["c"] > 1) & (not context_modelled(config))
+    columns = judged_columns(base, sequences, (low, high), fit, memory_of, unmodelled)
     columns["step_time"], columns["breakdown"] = predicted_times(config, columns, tokens, hardware_name)
     return Plan(entry, gpus, hardware_name, tokens, (low, high), columns, fit)

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.comm import CONTEXT_OVER_MLA
 from derive.accounts.prediction import predict_columns
 from derive.model import Model
 from derive.parallelism import Parallelism
@@ -40,6 +41,8 @@ TIE = 1e-9
 
 #: Why a layout is left out, in the order the summary lists them.
 REASONS = {
+    # derive comm's and derive predict's refusal (derive.accounts.comm.check_context), in its words
+    "context": CONTEXT_OVER_MLA.format(model=""),
     "memory": "memory over the GPU's usable range (above its high end)",
     "memory-uncertain": "memory inside the usable range's uncertainty (above its low end)",
     "batch": "tokens per step not a whole number of s*b*d micro-batches",
@@ -155,19 +158,22 @@ def reasons(memory: np.ndarray, usable: tuple[int, int], fit: str, **failed: np.
 
 def judged_columns(base: dict[str, np.ndarray], sequences: int, usable: tuple[int, int], fit: str,
                    memory_of: Callable[[dict[str, np.ndarray], np.ndarray, np.ndarray],
-                                       tuple[np.ndarray, dict[str, np.ndarray]]]) -> dict[str, np.ndarray]:
+                                       tuple[np.ndarray, dict[str, np.ndarray]]],
+                   unmodelled: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Every layout of ``base`` under each recompute policy, judged: one set of columns.
 
     Per policy: the micro-batch columns (``m``, whole batches, schedules), the most loaded rank's
     memory and any extra columns from ``memory_of(part, whole, micro)``, then the verdict
     (:func:`reasons`). ``sequences``: T / s, or 0 when the tokens are no whole number of sequences.
+    ``unmodelled``: the layouts of ``base`` the step model refuses (REASONS' "context"), judged first.
     """
+    refused = np.zeros(base["t"].size, dtype=bool) if unmodelled is None else unmodelled
     parts = []
     for recompute in RECOMPUTE_POLICIES:
         part = {**base, "recompute": np.full(base["t"].size, recompute)}
         whole, micro, schedule = micro_batch_columns(sequences, part)
         memory, extra = memory_of(part, whole, micro)
-        reason = reasons(memory, usable, fit, batch=~whole, schedule=~schedule)
+        reason = reasons(memory, usable, fit, context=refused, batch=~whole, schedule=~schedule)
         parts.append({**part, "m": np.where(whole, micro, 0), "memory_per_gpu": memory, **extra,
                       "feasible": reason == "", "reason": reason})
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

@@ -16,9 +16,10 @@ here from derive's own expressions:
 
 The page's layout has no --balanced field and its step card is traced for even stages only, so the page plans
 the layouts derive plan ranks with ``balanced`` false (Llama 3's balanced pipelines stay derive plan's); an MoE
-preset's plan (which has no balanced pipelines) is derive.render.page_plan_experts'. A layout that fits but that
-the page's layout refuses as derive comm does (DeepSeek-V3 with CP: context parallelism over MLA is not modelled
-there) has no step on the page: the card counts it and does not rank it.
+preset's plan (which has no balanced pipelines) is derive.render.page_plan_experts'. Context parallelism over MLA
+(DeepSeek-V3 with c > 1), which derive comm and derive predict refuse, is counted under derive plan's reason
+("context", derive.planning.ranking.REASONS); any other layout that fits but that the page's layout refuses has no
+step on the page: the card counts it and does not rank it.
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def plan_lines() -> dict[str, str]:
                    "another recompute / ZeRO choice of the same layout is no slower with no more memory); "
                    "planned in {milliseconds} ms.",
         "untimed": "Not ranked here: {count} layouts that fit but the page's layout refuses (as derive comm "
-                   "does; derive plan ranks them), e.g. {line}",
+                   "does), e.g. {line}",
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derive.accounts.activations import RECOMPUTE_POLICIES
+from derive.accounts.comm import context_modelled
 from derive.accounts.framework_placements import stage_placements
 from derive.planning.experts import ONE_LAYER, PLACEMENT, RANKS, rank_terms
 from derive.presets import MODELS, MOE_PRESETS
@@ -49,5 +50,7 @@ def expert_models(functions: StepFunctions) -> dict[str, dict[str, object]]:
         out[name] = {"heads": config.heads, "kv_heads": config.kv_heads, "layers": config.layers, "ffn": config.ffn,
                      "seq": entry.seq, "experts": int(values[E]), "expert_ffn": int(values[f_E]),
                      "total_layers": int(values[L]), "moe_layers": int(values.get(L_E, values[L])),
-                     "kinds": list(ONE_LAYER), "variants": variants}
+                     "kinds": list(ONE_LAYER), "variants": variants,
+                     # c > 1 refused under REASONS' "context" (derive.planning.experts.expert_plan)
+                     "context_unmodelled": not context_modelled(config)}
     return out

@@ -163,6 +163,7 @@ class Ledger:
         self.seconds: dict[tuple[str, sp.Expr], sp.Symbol] = {}
         self.defined: set[sp.Symbol] = set()
         self.rows_by_name: dict[str, Row] = {}
+        self.number: dict[str, int] = {}  # a traced row's name -> j, its symbols' number
         self.by_id: dict[tuple[int, bool], tuple[object, Row]] = {}
         self.gpu = traced_system("hopper")
 
@@ -175,9 +176,11 @@ class Ledger:
             j = len(self.rows)
             moves = sp.Ne(found.ranks, 1) & sp.Ne(found.count, 0) & sp.Ne(found.sent, 0)
             count = sp.Piecewise((found.count, moves), (0, True))
-            self.rows[key] = Row(str(j), found.group, found.collective, found.overlap, found.pass_, found.ranks,
+            # the ledger's name kept (comm_time.communication tells a dispatch from a combine by it), made unique
+            name = f"{found.name}#{j}"
+            self.rows[key] = Row(name, found.group, found.collective, found.overlap, found.pass_, found.ranks,
                                  found.sent, count)
-            self.rows_by_name[str(j)] = self.rows[key]
+            self.rows_by_name[name], self.number[name] = self.rows[key], j
             self.define(sp.Symbol(f"n_{j}", nonnegative=True), count)
         self.by_id[(id(found), single)] = (found, self.rows[key])
         return self.rows[key]
@@ -193,12 +196,13 @@ class Ledger:
             def seconds(row: Row, sizes, gpu, eta, calls=1) -> sp.Symbol:
                 # one symbol per row and number of calls (a DP row's calls follow ZeRO: buckets or FSDP units)
                 named = self.seconds.setdefault((row.name, sp.sympify(calls)),
-                                                sp.Symbol(f"R_{row.name}_{len(self.seconds)}", nonnegative=True))
+                                                sp.Symbol(f"R_{self.number[row.name]}_{len(self.seconds)}",
+                                                          nonnegative=True))
                 if named not in self.defined:
                     self.defined.add(named)
                     self.define(named, real(self.rows_by_name[row.name], sizes, gpu, eta, calls))
                 return named
-            named = [replace(row, count=sp.Symbol(f"n_{row.name}", nonnegative=True)) for row in rows]
+            named = [replace(row, count=sp.Symbol(f"n_{self.number[row.name]}", nonnegative=True)) for row in rows]
             work = types.SimpleNamespace(moe=moe, layers=L, moe_layers=L_E if moe else 0)
             with traced(**{"comm_time.collective_seconds": seconds,
                            **{f"comm_time.{function.__name__}": (lambda symbol: lambda work, lay: symbol)(symbol)

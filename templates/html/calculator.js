@@ -44,6 +44,12 @@
     return { errors, parsed };
   }
 
+  // The MoE report's --dp: it has no --cp, and its world is t p d (derive.report.MOE_DIVIDES), so its d is the
+  // layout's d c, Megatron's dp-cp group (what the expert grid divides, derive.parallelism's t c d = t_E e edp, and
+  // what the distributed optimizer shards over); its activations, as the dense report's, are those at c = 1.
+  const moeDp = (dp, parsed) => (dp === null || dp === undefined || parsed.cp === null || parsed.cp === undefined
+    ? dp : dp * parsed.cp);
+
   // The form -> {errors, model, values, choices, given}: the report's part, checked in the CLI's order.
   // The layout's own options (DATA.layout.fields) are not the report's; --gpus is its only with --tokens,
   // --dp (or --gpus / (tp pp cp)) only with --zero, and --tp --pp --ep --etp only an MoE report's.
@@ -55,7 +61,7 @@
     const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
     if (kind === "moe") delete errors.precision;
     if (Object.keys(errors).length) return { errors };
-    if (kind === "moe") return MOE_REPORT.configuration(texts, { ...parsed, dp: layoutDp }, FIELDS);
+    if (kind === "moe") return MOE_REPORT.configuration(texts, { ...parsed, dp: moeDp(layoutDp, parsed) }, FIELDS);
     for (const [option, line] of Object.entries(DATA.moe.messages.dense_only)) {
       if (parsed[option] !== null && !(option in DATA.layout.rules.symbols)) return { errors: { [option]: line } };
     }
@@ -530,8 +536,9 @@
       words.push(quote("--" + option + "=" + (option === "config" ? DATA.command.config : text)));
     }
     if (moe || (params.has("zero") && parsed.zero)) {
-      const dp = params.has("dp") ? params.get("dp") : LAYOUT.dataParallel(parsed);
-      if (dp !== null) words.push(quote("--dp=" + dp));
+      const given = params.has("dp") ? parsed.dp : LAYOUT.dataParallel(parsed);
+      const dp = moe ? moeDp(given, parsed) : given;
+      if (dp !== null) words.push(quote("--dp=" + (params.has("dp") && dp === given ? params.get("dp") : dp)));
     }
     return words.join(" ");
   }

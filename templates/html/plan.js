@@ -169,7 +169,9 @@ const DerivePlanner = (function () {
       const whole = sequences % (row.b * row.d) === 0;
       row.m = whole ? sequences / (row.b * row.d) : 0;
       let reason = "";
-      if (!whole) reason = "batch";
+      // derive.planning.experts.expert_plan: context parallelism over MLA refused first, as derive comm refuses it
+      if (model.context_unmodelled && row.c > N.one) reason = "context";
+      else if (!whole) reason = "batch";
       else if (!(row.v === N.one || row.m % row.p === 0)) reason = "schedule";
       else {
         if (model.experts !== undefined) {
