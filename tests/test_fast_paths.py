@@ -284,12 +284,9 @@ def test_a_damaged_kept_file_is_computed_again(kept_store) -> None:
     assert kept.kept("page", lambda: [4]) == [3]
 
 
-@pytest.mark.parametrize("cpus, child_fails", [(1, False), (2, False), (2, True)])
-def test_shared_tasks_run_once_each_in_order(cpus: int, child_fails: bool, tmp_path, monkeypatch) -> None:
-    """background.shared: every task's result in the tasks' order, each task run once by this process or the child.
-
-    A child that fails (its results do not pickle) sends nothing back: every task is then run here, once.
-    """
+def background_with(monkeypatch, cpus: int, child_fails: bool):
+    """derive.background on ``cpus`` CPUs; with ``child_fails`` the child's pickling of its results refuses
+    (background's own name for pickle: the proofs pickle too), so it sends nothing back."""
     from derive import background
 
     monkeypatch.setattr(background, "cpus", lambda: cpus)
@@ -299,6 +296,16 @@ def test_shared_tasks_run_once_each_in_order(cpus: int, child_fails: bool, tmp_p
 
         monkeypatch.setattr(background, "pickle", SimpleNamespace(dumps=refused, loads=pickle.loads,
                                                                   HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL))
+    return background
+
+
+@pytest.mark.parametrize("cpus, child_fails", [(1, False), (2, False), (2, True)])
+def test_shared_tasks_run_once_each_in_order(cpus: int, child_fails: bool, tmp_path, monkeypatch) -> None:
+    """background.shared: every task's result in the tasks' order, each task run once by this process or the child.
+
+    A child that fails (its results do not pickle) sends nothing back: every task is then run here, once.
+    """
+    background = background_with(monkeypatch, cpus, child_fails)
     runs = tmp_path / "runs"
 
     def task(index: int) -> dict[str, int]:
@@ -373,17 +380,9 @@ def test_proofs_apart_are_the_proofs(cpus: int, child_fails: bool, monkeypatch) 
 
     A child that fails after taking modules from the queue sends nothing back: those are proved here.
     """
-    from derive import background
     import derive.identities as identities
 
-    monkeypatch.setattr(background, "cpus", lambda: cpus)
-    if child_fails:
-        def refused(*args: object, **kwargs: object) -> bytes:
-            raise RuntimeError("pickle: refused")
-
-        # the child's pickling of its result (background's own name for pickle: the proofs pickle too)
-        monkeypatch.setattr(background, "pickle", SimpleNamespace(dumps=refused, loads=pickle.loads,
-                                                                  HIGHEST_PROTOCOL=pickle.HIGHEST_PROTOCOL))
+    background_with(monkeypatch, cpus, child_fails)
     monkeypatch.setattr(identities, "_PROOFS", {})
     apart = identities.prove_all(apart=True)
     monkeypatch.setattr(identities, "_PROOFS", {})

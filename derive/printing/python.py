@@ -201,16 +201,24 @@ SHARED = (sp.ceiling, sp.floor, sp.Min, sp.Max, sp.Piecewise)
 def shared_parts(expr: sp.Expr) -> tuple[list[tuple[sp.Symbol, sp.Expr]], sp.Expr]:
     """lambdify's ``cse`` hook: every ceiling, floor, Min, Max and Piecewise once, innermost first."""
     expr = sp.sympify(expr)
-    # children before their parents: every part follows the parts inside it (one walk, no sorting by size)
-    ordered = list(dict.fromkeys(part for part in sp.postorder_traversal(expr) if isinstance(part, SHARED)))
-    names = sp.numbered_symbols("shared_", integer=True, positive=True)
+    replacements, named = _name_parts([expr], SHARED, "shared_")
+    return replacements, _named(expr, named)
+
+
+def _name_parts(exprs: list[sp.Expr], kinds: tuple[type, ...],
+                prefix: str) -> tuple[list[tuple[sp.Symbol, sp.Expr]], dict[sp.Expr, sp.Symbol]]:
+    """Every part of ``exprs`` of ``kinds`` named once, innermost first: (name, part in earlier names) pairs
+    and the part -> name map. Children come before their parents: one walk, no sorting by size."""
+    ordered = list(dict.fromkeys(part for expr in exprs for part in sp.postorder_traversal(expr)
+                                 if isinstance(part, kinds)))
+    names = sp.numbered_symbols(prefix, integer=True, positive=True)
     replacements: list[tuple[sp.Symbol, sp.Expr]] = []
     named: dict[sp.Expr, sp.Symbol] = {}
     for part in ordered:
         symbol = next(names)
         replacements.append((symbol, _named(part, named)))
         named[part] = symbol
-    return replacements, _named(expr, named)
+    return replacements, named
 
 
 def _named(expr: sp.Expr, named: dict[sp.Expr, sp.Symbol]) -> sp.Expr:
@@ -252,15 +260,7 @@ def joint_parts(exprs: tuple[sp.Expr, ...]) -> tuple[list[tuple[sp.Symbol, sp.Ex
     would print as a float), the expressions keep only the named ceilings and floors.
     """
     exprs = [sp.sympify(expr) for expr in exprs]
-    ordered = list(dict.fromkeys(part for expr in exprs for part in sp.postorder_traversal(expr)
-                                 if isinstance(part, DIVISIONS)))
-    names = sp.numbered_symbols("division_", integer=True, positive=True)
-    divisions: list[tuple[sp.Symbol, sp.Expr]] = []
-    named: dict[sp.Expr, sp.Symbol] = {}
-    for part in ordered:
-        symbol = next(names)
-        divisions.append((symbol, _named(part, named)))
-        named[part] = symbol
+    divisions, named = _name_parts(exprs, DIVISIONS, "division_")
     reduced = [_named(expr, named) for expr in exprs]
     common, shared = sp.cse(reduced, symbols=sp.numbered_symbols("common_"))
     if all(_integral(part) for part in (*(value for _, value in common), *shared)):
