@@ -6,6 +6,7 @@ keeps working, and a bare ``derive --model …`` (no subcommand) is ``derive rep
 """
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from typing import NamedTuple, Sequence
@@ -70,6 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     command = COMMANDS[name]
     entry = importlib.import_module(command.module).main
+    if argv is None:
+        # The process's entry point (the console script, python -m derive): the modules just imported (SymPy's
+        # among them, hundreds of thousands of objects) live until exit, so they are moved out of the collector's
+        # generations (gc.freeze), and neither the run's collections nor the last one at exit walk them again.
+        # A call with an explicit argv (a test, a caller's process) keeps its collector as it was.
+        gc.freeze()
     if "-h" in args or "--help" in args:
         try:
             code = entry(args)

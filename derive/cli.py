@@ -208,4 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    import gc
+
+    gc.freeze()                          # the imported modules live until exit: as derive.__main__.main does
     sys.exit(main())
