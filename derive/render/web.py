@@ -286,7 +286,14 @@ def symbol_legend() -> dict[str, dict[str, str]]:
 
 
 def calculator_data() -> tuple[str, dict[str, object]]:
-    """(the generated script, everything else the calculator reads as JSON)."""
+    """(the generated script, everything else the calculator reads as JSON), as the page has them: kept between
+    runs of a checkout while derive's sources stay the same (:func:`kept_page_data`, derive.render.kept)."""
+    code, data, _ = kept_page_data()
+    return code, data
+
+
+def derived_calculator_data() -> tuple[str, dict[str, object]]:
+    """:func:`calculator_data` derived afresh from derive's expressions."""
     code, formulas, moe = page_code()
     layout_script, layout = layout_code()
     step_script, step = step_code()
@@ -394,8 +401,13 @@ def figure_groups(formulas: list[dict[str, object]]) -> list[dict[str, object]]:
 
 def page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:
     """(the generated script, the calculator's data, the figure groups): what the page derives from derive alone."""
-    code, data = calculator_data()
+    code, data = derived_calculator_data()
     return code, data, figure_groups(data["formulas"])
+
+
+def kept_page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:
+    """:func:`page_data`, read from the checkout's kept file when no source changed since it was written."""
+    return kept(KEPT_PAGE, page_data)
 
 
 def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[str, object]:
@@ -404,7 +416,7 @@ def page_context(sections: Iterable[object], svgs: Mapping[str, str]) -> dict[st
     :func:`page_data` is kept between runs of a checkout while derive's sources stay the same (derive.render.kept).
     """
     katex_js, katex_css = katex_assets()
-    code, data, figures = kept(KEPT_PAGE, page_data)
+    code, data, figures = kept_page_data()
     scripts = [katex_js, inline_script(code),
                *(inline_script(path.read_text(encoding="utf-8")) for path in HAND_WRITTEN)]
     return {
