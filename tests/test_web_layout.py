@@ -353,9 +353,14 @@ STEP_LINKS = [
 STEP_KEYS = ("step_time_s", "tokens_per_s_per_gpu", "mfu")
 
 
-def predict_json(options: dict[str, str]) -> dict[str, float]:
+def predict_data(options: dict[str, str], *extra: str) -> dict[str, object]:
+    """``derive predict ... --json`` for the page's options (and ``extra`` words), as printed."""
     argv = [f"--{o}={options[o]}" for o in PREDICT_OPTIONS if o in options] + sequence_parallel(options)
-    data = json.loads(predict_run([*argv, "--json"]))
+    return json.loads(predict_run([*argv, *extra, "--json"]))
+
+
+def predict_json(options: dict[str, str]) -> dict[str, float]:
+    data = predict_data(options)
     return {key: value for key, value in flattened(data).items()
             if key in STEP_KEYS or key.startswith("breakdown.")}
 

@@ -5,14 +5,13 @@ dotted), exactly the keys it prints, to 1e-12; one stacked bar per stage; a layo
 shows predict's own line in the step card, marks the step's figures (predict prints them only with
 --no-memory-check) and keeps the stages. Same browser set-up as test_web_browser.py.
 """
-import json
 
 import pytest
 from test_web_browser import browser, calculator, errors, open_page, page  # noqa: F401 (fixtures)
-from test_web_layout import ISSUE, PREDICT_OPTIONS, STEP_KEYS, assert_same, flattened, page_values, sequence_parallel
+from test_web_layout import ISSUE, STEP_KEYS, assert_same, flattened, page_values
+from test_web_layout import predict_data as predict
 
 from derive.options.messages import UsageError
-from derive.predict import run as predict_run
 
 pytestmark = pytest.mark.xdist_group("web_browser")
 
@@ -37,11 +36,6 @@ MOE_LINKS = [ISSUE, {"model": "mixtral-8x7b", "gpus": "64", "tp": "2", "ep": "8"
                      "precision": "fp8-delayed", "global-batch": "128"}]
 #: A layout predict refuses: 7B parameters' unsharded state on 8 ranks of t = 4, p = 2 needs more than an H100's HBM.
 NOT_FITTING = {"model": "qwen2.5-7b", "gpus": "16", "tp": "4", "pp": "2", "recompute": "selective", "zero": "2"}
-
-
-def predict(options: dict[str, str], *extra: str) -> dict[str, object]:
-    argv = [f"--{o}={options[o]}" for o in PREDICT_OPTIONS if o in options] + sequence_parallel(options)
-    return json.loads(predict_run([*argv, *extra, "--json"]))
 
 
 def memory_keys(shown: dict[str, object]) -> dict[str, object]:
