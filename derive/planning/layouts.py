@@ -25,6 +25,9 @@ from derive.symbols import E, f_E
 MICRO_BATCHES = (1, 2, 4, 8)
 MAX_VIRTUAL = 8
 MAX_CONTEXT = 16
+#: The layer slots a balanced pipeline adds: the embedding's and the loss's (Llama 3's pipeline, Dubey et al.
+#: 2024, 3.3.2): its p v <= L + BALANCED_SLOTS.
+BALANCED_SLOTS = 2
 
 
 def divisors(n: int) -> list[int]:
@@ -39,9 +42,9 @@ def layouts(entry: Model, gpus: int, zero_stages: Sequence[int],
     rows = []
     for tp in divisors(gcd(entry.heads, entry.kv_heads, gpus)):
         for cc in (k for k in contexts if gpus % (tp * k) == 0):
-            for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers + 2):
+            for pp in (k for k in divisors(gpus // (tp * cc)) if k <= entry.layers + BALANCED_SLOTS):
                 for balanced in (0, 1) if pp > 1 else (0,):
-                    slots = entry.layers + 2 * balanced
+                    slots = entry.layers + BALANCED_SLOTS * balanced
                     for vv in range(1, MAX_VIRTUAL + 1 if pp > 1 else 2):
                         if pp * vv > slots:
                             break

@@ -33,7 +33,7 @@ from derive.accounts.budget import usable_bytes
 from derive.accounts.framework_placements import stage_placements
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
 from derive.evaluation import by_name
-from derive.planning.layouts import MAX_CONTEXT, MAX_VIRTUAL, MICRO_BATCHES
+from derive.planning.layouts import BALANCED_SLOTS, MAX_CONTEXT, MAX_VIRTUAL, MICRO_BATCHES
 from derive.planning.ranking import REASONS, SYSTEM_NAMES, TIE
 from derive.planning.rounding import rounding_terms
 from derive.planning.search import PRECISIONS
@@ -55,8 +55,8 @@ PLAN_COMMAND = "python -m derive.plan"
 SHOWN = 10
 #: The small numbers plan.js counts with: one, two (numpy's rint rounds a half to the even neighbour;
 #: derive.planning.experts.rank_memory has no middle rank at p = 2) and the layer slots a balanced pipeline adds
-#: (derive.planning.layouts.layouts tries p <= L + 2: the embedding's and the loss's, Llama 3's pipeline).
-NUMBERS = {"one": 1, "two": 2, "balanced_slots": 2}
+#: (derive.planning.layouts.BALANCED_SLOTS: the embedding's and the loss's, Llama 3's pipeline).
+NUMBERS = {"one": 1, "two": 2, "balanced_slots": BALANCED_SLOTS}
 #: Decimals the table shows: memory in GiB, seconds.
 DIGITS = {"memory": 2, "seconds": 3}
 #: The step card's figure the table shows beside the step time (derive predict --json's key).
