@@ -7,7 +7,7 @@ SymPy's sparse ring Q[x_1..x_n, y_1..y_n] (``sympy.polys.rings``, the arithmetic
 instead of by rewriting the expression tree: each ``x**-k`` is ``y**k`` for a generator y of its
 own, and the ring's expanded sum is mapped back through the ring homomorphism y -> 1/x (each
 monomial's exponents x^i y^j become x^(i - j), like ones summed). The result is the expanded Laurent
-polynomial, exact and canonical: the same expression ``sp.expand`` returns (tests/test_fast_paths.py
+polynomial, exact and canonical: the same expression ``sp.expand`` returns (tests/test_expansion.py
 holds the two equal on random and on derive's own expressions). Anything else (a ceiling, a Max, a
 float, a square root, a power of a sum with a negative exponent) goes to ``sp.expand`` unchanged.
 """

@@ -13,6 +13,11 @@ from derive.parallelism import Parallelism
 from derive.sweep import evaluate
 
 
+def memory_profile(entry: Model) -> str:
+    """The layer profile predict's accounts take: the GPT of the Megatron papers, else Megatron-Core's fused llama."""
+    return "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
+
+
 def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
     """The most loaded rank's bytes (derive.sweep: Megatron's placement at the stage, SP on); None for MoE.
 
@@ -22,7 +27,7 @@ def memory_per_gpu(entry: Model, layout: Parallelism) -> float | None:
     """
     if not entry.dense:
         return None
-    profile = "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
+    profile = memory_profile(entry)
     arrays = {"s": np.array([entry.seq]), "b": np.array([layout.micro_batch]), "t": np.array([layout.tp]),
               "p": np.array([layout.pp]), "v": np.array([layout.vp]),
               # d is the data-parallel size alone: the accounts shard the distributed optimizer over d c

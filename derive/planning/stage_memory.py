@@ -25,6 +25,7 @@ from derive.architectures.decoder import Layout
 from derive.evaluation.vectorised import compile
 from derive.model import Model
 from derive.parallelism import Parallelism
+from derive.planning.memory import memory_profile
 from derive.stage_accounts import accounts
 from derive.state_columns import STATE_RANKS, placement_sharded
 from derive.symbols import N, p
@@ -38,11 +39,6 @@ STATE_TAGS = ("params", "grads", "optimizer")
 PARTS = (*STATE_TAGS, "fp8_copies", "activations")
 #: The framework whose ZeRO stages place the states (derive.planning.memory.memory_per_gpu's).
 FRAMEWORK = "megatron"
-
-
-def memory_profile(entry: Model) -> str:
-    """The layer profile predict's accounts take: the GPT of the Megatron papers, else Megatron-Core's fused llama."""
-    return "gpt" if entry.family == "gpt" and entry.layout is None else "llama-fused"
 
 
 def state_bytes_per_parameter(placement_name: str, sharded: bool) -> dict[str, sp.Expr]:

@@ -21,7 +21,8 @@ from derive.accounts.state import PRECISIONS
 from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.formulas import ZERO_STAGES
 from derive.model import Model
-from derive.planning.stage_memory import PARTS, STAGES, memory_profile, most_loaded, stage_parts
+from derive.planning.memory import memory_profile
+from derive.planning.stage_memory import PARTS, STAGES, most_loaded, stage_parts
 from derive.printing.latex import tex
 from derive.render.page_comm import comm_models, flag_text, flags_used
 from derive.render.page_functions import PageFunctions
