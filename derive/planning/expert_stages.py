@@ -40,14 +40,14 @@ FIRST_ROUND: sp.Boolean = sp.Ge(p * sp.ceiling(L / (p * v)), L - L_E)
 
 
 @lru_cache(maxsize=None)
-def expert_stage_parts(entry: Model, zero: int, recompute: str,
-                       kept: tuple[str, ...] = ()) -> dict[str, dict[str, sp.Expr]]:
+def expert_stage_parts(entry: Model, zero: int, recompute: str, kept: tuple[str, ...] = (),
+                       sequence_parallel: bool = True) -> dict[str, dict[str, sp.Expr]]:
     """Stage -> part -> bytes per GPU of the MoE ``entry`` in t, p, v, c, d, e, t_E, b, m, L, L_E (and the model's sizes
     named in ``kept``): rank_terms' parameters times each buffer's bytes per parameter, by the buffer's state tag,
     and its saved tensors times the chunks held (as derive.planning.experts.rank_memory sums them, unrounded)."""
     parts = {}
     for stage, rank in STAGE_RANKS.items():
-        terms = rank_terms(entry, zero, recompute, rank, kept)
+        terms = rank_terms(entry, zero, recompute, rank, kept, sequence_parallel)
         layers = dict(zip(ONE_LAYER, rank_layer_counts(rank)))
         counts = [terms.parameters["edges"][group]
                   + sp.Add(*(layers[kind] * terms.parameters[kind][group] for kind in ONE_LAYER)) for group in (0, 1)]
@@ -71,8 +71,6 @@ def unmodelled(entry: Model, layout: Parallelism, expert_op_fuser: bool = False,
          f"{layout.precision}: the MoE accounts count bf16 states and activations only, no FP8 recipe"),
         (layout.capacity_factor is not None, "--capacity-factor: the MoE accounts count dropless routing"),
         (layout.balanced, "--balanced: the MoE accounts split the layers unbalanced"),
-        (layout.tp > 1 and not layout.sequence_parallel, "t > 1 without sequence parallelism: the MoE accounts "
-                                                         "shard the saved tensors over t"),
         (not layout.sp_regather, "--no-sp-regather: the MoE accounts keep the sequence shard only"),
         (layout.dp_shard is not None, "--dp-shard: the MoE accounts shard over the whole data-parallel group"),
         (not layout.reshard_after_forward, "--no-reshard-after-forward: the MoE accounts hold no gathered parameters"),
@@ -89,7 +87,8 @@ def expert_stage_memory(entry: Model, layout: Parallelism) -> dict[str, dict[str
     values = {**{symbol.name: value for symbol, value in entry.values.items()}, **layout_sizes(entry, layout),
               "e": layout.ep, "t_E": layout.etp}
     out = {}
-    for stage, found in expert_stage_parts(entry, layout.zero, layout.recompute).items():
+    for stage, found in expert_stage_parts(entry, layout.zero, layout.recompute, (),
+                                           layout.sequence_parallel).items():
         if STAGES[stage].subs(p, layout.pp) != sp.true:
             continue
         out[stage] = {}

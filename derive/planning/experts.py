@@ -119,13 +119,14 @@ class RankTerms:
     tags: tuple[str, ...] = ()
 
 @lru_cache(maxsize=64)
-def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[str, ...] = ()) -> RankTerms:
+def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[str, ...] = (),
+               sequence_parallel: bool = True) -> RankTerms:
     """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m
     (and the model's sizes named in ``kept``, left symbols: the page keeps s, derive.render.page_plan_experts).
 
     States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
-    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, TE's fp32
-    rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
+    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on unless
+    ``sequence_parallel`` is False: derive predict's layouts of t > 1 without it; TE's fp32 rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
     layers (a dense model's plan's convention), the token ids once per held first chunk on rank 0, the
     output edge and the D MTP modules once on rank p - 1.
     """
@@ -149,18 +150,19 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[s
     ids = Ledger([eager_edges(features)["embedding: token ids"]]) if rank in ("first", "whole") else Ledger([])
     once = Ledger([])
     if rank in ("last", "whole"):
-        once = output_edge(t, sequence_parallel=True)
-    mtp = rank_share(fused_mtp(features)) if features.mtp and rank in ("last", "whole") else Ledger([])
+        once = output_edge(t, sequence_parallel=sequence_parallel)
+    mtp = (rank_share(fused_mtp(features), t, sequence_parallel) if features.mtp and rank in ("last", "whole")
+           else Ledger([]))
     rows = moe_state_rows(placed, placement_sharded(zero, placed), STATE_RANKS)
     return RankTerms(
         parameters={"edges": split(_edge_parameters(table, rank)),
                     **{kind: split(layers, one) for kind, one in ONE_LAYER.items()}},
         buffers=tuple((model(rest), model(expert)) for rest, expert in
                       moe_state_buffers(placed, placement_sharded(zero, placed), STATE_RANKS)),
-        saved={**{kind: saved(moe_layer_activations(PROFILE, features, kind == "moe", t, True, norm_statistics=True,
+        saved={**{kind: saved(moe_layer_activations(PROFILE, features, kind == "moe", t, sequence_parallel, norm_statistics=True,
                                                     recompute=recompute))
                   for kind in ONE_LAYER},
-               "held": saved(rank_share(ids)), "once": saved(once) + saved(mtp, D)},
+               "held": saved(rank_share(ids, t, sequence_parallel)), "once": saved(once) + saved(mtp, D)},
         held=held, chunks=chunks, tags=tuple(next(tag for tag in STATE_TAGS if row.has(tag)) for row in rows))
 
 def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
