@@ -15,6 +15,7 @@ import pytest
 from derive.names import named_model
 from derive.planning.experts import rank_layers, rank_memory
 from derive.predict import run
+from derive.verdicts import MEMORY
 
 #: Mixtral 8x7B's config.json shapes.
 H, LAYERS, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, EXPERT_FFN, VOCAB = 4096, 32, 32, 8, 128, 8, 14336, 32000
@@ -106,3 +107,41 @@ def test_rank_layers_at_deepseek_v3():
     assert [built(rank, p8, v1) for rank in ("first", "middle", "last")] == [(3, 5), (0, 8), (0, 8)]
     assert [built(rank, p16, v2) for rank in ("first", "middle")] == [(2, 2), (1, 3)]
     assert built("whole", None, None) == (3, 58)
+
+
+def test_without_sequence_parallelism_the_saved_tensors_are_whole_on_each_tensor_rank():
+    # Mixtral at t 2, p 2, e 1 (expert parallelism with t > 1 would need sequence parallelism): the states are the
+    # same either way; under full recompute rank 0 keeps each layer's whole bf16 input and the whole int64 token ids
+    s, b = 4096, 1
+    argv = ["--model", "mixtral-8x7b", "--seq", str(s), "--gpus", "16", "--tp", "2", "--pp", "2", "--zero", "1",
+            "--recompute", "full", "--global-batch", "16", "--json"]
+    on, off = (json.loads(run([*argv, flag]))["memory"]["stages"] for flag in ("--sequence-parallel",
+                                                                            "--no-sequence-parallel"))
+    assert all(on[stage][part] == off[stage][part] for stage in on for part in ("params", "grads", "optimizer"))
+    assert off["first"]["activations"] == 2 * (LAYERS // 2 * s * b * H * 2 + s * b * 8)
+    assert on["first"]["activations"] == off["first"]["activations"] / 2
+
+
+#: Options the MoE rank terms do not cover, and the reason predict's note gives.
+UNCOVERED = [
+    (["--precision", "mxfp8", "--gpu", "b200"], "mxfp8: the MoE accounts count bf16 states and activations only"),
+    (["--capacity-factor", "1"], "--capacity-factor: the MoE accounts count dropless routing"),
+    (["--pp", "2", "--balanced"], "--balanced: the MoE accounts split the layers unbalanced"),
+    (["--recompute-modules", "moe_act"], "--recompute-modules: the MoE accounts recompute whole layers only"),
+    (["--expert-op-fuser"], "--expert-op-fuser: the MoE accounts save the eager expert kernels' tensors"),
+]
+
+
+@pytest.mark.parametrize("extra, reason", UNCOVERED, ids=range(len(UNCOVERED)))
+def test_a_layout_the_rank_terms_do_not_cover_is_not_checked(extra, reason):
+    data = json.loads(run(["--model", "qwen3-30b-a3b", "--seq", "4096", "--gpus", "16", "--ep", "8", *extra, "--json"]))
+    assert "memory" not in data
+    assert data["conventions"]["memory"].startswith(f"not checked ({reason}")
+
+
+def test_an_moe_layout_above_the_hbm_is_noted_not_refused():
+    # Mixtral at s 32768 on 8 H100s, e 8, no recompute: 346.37 GiB on the one rank, above the 80 GB (74.51 GiB)
+    data = json.loads(run(["--model", "mixtral-8x7b", "--gpus", "8", "--ep", "8", "--json"]))
+    assert data["memory"]["per_gpu"] > 80e9
+    assert data["conventions"]["memory"].endswith(": " + MEMORY["over_hbm"])
+    assert data["step_time_s"] > 0
