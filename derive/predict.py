@@ -244,10 +244,9 @@ def run(argv: Sequence[str] | None = None) -> str:
                     "recompute": layout.recompute, "precision": args.precision_name,
                     "expert_op_fuser": args.expert_op_fuser,
                     "recompute_modules": sorted(recompute_modules(args.recompute_modules, entry))}
+        memory = memory_record(entry, layout, gpu, args.expert_op_fuser, recompute_modules(args.recompute_modules, entry))
         return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
-                           **budget(layout, result, args.token_budget), **memory_record(entry, layout, gpu, args.expert_op_fuser,
-                                                                         recompute_modules(args.recompute_modules, entry)),
-                           "layout": settings}, indent=1) + "\n"
+                           **budget(layout, result, args.token_budget), **memory, "layout": settings}, indent=1) + "\n"
     return render_text(entry, layout, gpu, result, args.token_budget)
 
 

@@ -63,7 +63,8 @@ def _form_key(entry: Model) -> tuple[object, ...]:
     architecture and sizes (its rank terms are printed at them, s left a symbol)."""
     if entry.dense:
         return entry.architecture, memory_profile(entry)
-    return entry.architecture, tuple(sorted((symbol.name, n) for symbol, n in entry.values.items() if symbol.name != "s"))
+    sizes = sorted((symbol.name, n) for symbol, n in entry.values.items() if symbol.name != "s")
+    return entry.architecture, tuple(sizes)
 
 
 def stage_forms() -> dict[str, str]:
