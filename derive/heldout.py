@@ -19,7 +19,7 @@ from derive.accounts.schedule import DEFAULT_OVERLAP
 from derive.calibration_fit import FIELDS, PublishedRun, error_spread
 from derive.names import named_model
 from derive.parallelism import Parallelism
-from derive.planning.memory import memory_per_gpu
+from derive.planning.expert_stages import layout_memory
 from derive.systems import system
 
 
@@ -201,7 +201,8 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
     """Every held-out row's predicted and published tokens/s per GPU, the groups' errors (all rows and each release's), the rows not run.
 
     Rows are predicted without the memory check (they ran); ``memory_gib`` is what derive.predict's
-    accounts say the most loaded rank needs (None where they do not cover the layout: MoE, ZeRO-3);
+    accounts say the most loaded rank needs (derive.planning.expert_stages.layout_memory; None where they do not
+    cover the layout: an MoE row's FP8 recipe, token drop, balanced stages, recomputed modules or fused expert ops);
     ``breakdown`` each part of the predicted step (derive.accounts.step.StepTime.breakdown) as a share of it.
     """
     rows = []
@@ -215,7 +216,8 @@ def heldout_report(runs: Sequence[PublishedRun], skipped: Sequence[dict], eta: E
                      "kind": "dense" if run.model.dense else "MoE", "published_tokens": round(tokens),
                      "predicted_tokens": round(predicted), "error": round(predicted / tokens - 1, 4),
                      "published_s": round(run.seconds, 4), "predicted_s": round(run.seconds * (1 + error), 4),
-                     "memory_gib": _gib(memory_per_gpu(run.model, run.parallelism)),
+                     "memory_gib": _gib(layout_memory(run.model, run.parallelism, run.expert_op_fuser,
+                                                      tuple(sorted(run.recompute_modules)))),
                      "hbm_gib": _gib(run.gpu.hbm_bytes), "assumptions": run.assumptions,
                      "breakdown": {part: round(seconds / step.step_time_s, 4)
                                    for part, seconds in step.breakdown.items()}})

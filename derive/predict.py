@@ -7,11 +7,17 @@ papers, learned positions and LayerNorm). The layout: derive.options' shared opt
 --expert-op-fuser runs an MoE model's experts as Transformer Engine's fused ops (``predict``'s
 ``expert_op_fuser``), --recompute-modules re-runs Megatron's modules (``recompute_modules``). The
 prediction: ``derive.accounts.prediction.predict`` with the calibrated constants of
-``derive/calibration.json``. A layout that does not divide the model, or whose most loaded
-rank needs more than the GPU's HBM (dense models: derive.sweep's accounts), is one line and exit
+``derive/calibration.json``. A layout that does not divide the model, or a dense model's layout whose
+most loaded rank needs more than the GPU's HBM (derive.sweep's accounts), is one line and exit
 status 2; between the usable range's low end (derive.accounts.budget) and the HBM the JSON's
 ``conventions.memory`` says it may not fit (a published run that fits is not refused by a
-conservative estimate).
+conservative estimate). An MoE model's memory is derive.planning.expert_stages' (the MoE planner's rank
+terms); above the HBM its note says so but predict does not refuse it: held-out published MoE runs that
+trained exceed those accounts (``python -m derive.calibrate --check``: recipe options they lack, such as
+gradients reduced in bf16, recomputed modules, custom pipeline layouts). ``memory`` in the JSON: the most
+loaded rank's bytes (``per_gpu``), the usable low end, each stage's bytes by part, all as requested, with
+no caching-allocator rounding (derive plan rounds each buffer and tensor: its fit check is the stricter);
+empty, with the note "not checked" and why, where the accounts do not cover the layout.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from derive.options.models import config_model, named
 from derive.options.values import POSITIVE
 from derive.options.layout import DEFAULT_GPU, add_layout_options, add_token_budget, option_error, parallelism_from
 from derive.parallelism import Parallelism
+from derive.planning.expert_stages import expert_stage_memory, layout_memory, most_loaded_stage, unmodelled
 from derive.planning.memory import memory_per_gpu
 from derive.planning.stage_memory import stage_memory
 from derive.systems import SYSTEMS, System, system
@@ -151,9 +158,9 @@ def prediction(args) -> tuple[Model, Parallelism, System, StepTime]:
     except ValueError as error:
         raise option_error(error, {"model": "--model", "gpu": "--gpu",
                                    "recompute_modules": "--recompute-modules"}) from None
-    needed = memory_per_gpu(entry, layout)
-    result.conventions["memory"] = memory_note(needed, gpu)
-    if not args.no_memory_check and needed is not None and needed > gpu.hbm_bytes:
+    needed = layout_memory(entry, layout, args.expert_op_fuser, modules)
+    result.conventions["memory"] = memory_note(entry, layout, needed, gpu, args.expert_op_fuser, modules)
+    if not args.no_memory_check and entry.dense and needed > gpu.hbm_bytes:
         raise UsageError(MEMORY["does_not_fit"].format(needed=format_memory(needed), gpu=gpu.name, hbm=hbm_text(gpu)))
     return entry, layout, gpu, result
 
@@ -176,22 +183,29 @@ def recompute_modules(text: str | None, entry: Model) -> tuple[str, ...]:
     return names
 
 
-def memory_note(needed: float | None, gpu: System) -> str:
-    """What the memory accounts say of the layout: its most loaded rank's bytes against the usable range."""
+def memory_note(entry: Model, layout: Parallelism, needed: float | None, gpu: System, expert_op_fuser: bool = False,
+                recompute_modules: tuple[str, ...] = ()) -> str:
+    """What the memory accounts say of the layout: its most loaded rank's bytes against the usable range and (an MoE
+    model's, not refused) the HBM; why not where they do not cover it."""
     if needed is None:
-        return MEMORY["not_checked"]
+        return MEMORY["not_checked"].format(reason=unmodelled(entry, layout, expert_op_fuser, recompute_modules))
     low = usable(gpu)
-    verdict = MEMORY["fits" if needed <= low else "may_not_fit"]
+    over = not entry.dense and needed > gpu.hbm_bytes
+    verdict = MEMORY["over_hbm" if over else "fits" if needed <= low else "may_not_fit"]
     return MEMORY["note"].format(needed=format_memory(needed), low=format_memory(low), verdict=verdict)
 
 
-def memory_record(entry: Model, layout: Parallelism, gpu: System) -> dict[str, object]:
+def memory_record(entry: Model, layout: Parallelism, gpu: System, expert_op_fuser: bool = False,
+                  recompute_modules: tuple[str, ...] = ()) -> dict[str, object]:
     """The JSON's ``memory``: the most loaded rank's bytes, the usable low end, each stage's bytes by part
-    (derive.planning.stage_memory); {} for an MoE model (not checked)."""
-    stages = stage_memory(entry, layout)
-    if stages is None:
+    (derive.planning.stage_memory; an MoE model's derive.planning.expert_stages); {} where not checked."""
+    if entry.dense:
+        return {"memory": {"per_gpu": memory_per_gpu(entry, layout), "usable_low_end": usable(gpu),
+                           "stages": stage_memory(entry, layout)}}
+    if unmodelled(entry, layout, expert_op_fuser, recompute_modules) is not None:
         return {}
-    return {"memory": {"per_gpu": memory_per_gpu(entry, layout), "usable_low_end": usable(gpu), "stages": stages}}
+    stages = expert_stage_memory(entry, layout)
+    return {"memory": {"per_gpu": most_loaded_stage(stages), "usable_low_end": usable(gpu), "stages": stages}}
 
 
 def budget(layout: Parallelism, result: StepTime, tokens: int | None) -> dict[str, float]:
@@ -230,9 +244,9 @@ def run(argv: Sequence[str] | None = None) -> str:
                     "recompute": layout.recompute, "precision": args.precision_name,
                     "expert_op_fuser": args.expert_op_fuser,
                     "recompute_modules": sorted(recompute_modules(args.recompute_modules, entry))}
+        memory = memory_record(entry, layout, gpu, args.expert_op_fuser, recompute_modules(args.recompute_modules, entry))
         return json.dumps({"model": entry.name, "gpu": gpu.name, "gpus": layout.gpus, **result.record(),
-                           **budget(layout, result, args.token_budget), **memory_record(entry, layout, gpu),
-                           "layout": settings}, indent=1) + "\n"
+                           **budget(layout, result, args.token_budget), **memory, "layout": settings}, indent=1) + "\n"
     return render_text(entry, layout, gpu, result, args.token_budget)
 
 

@@ -38,7 +38,9 @@ MEMORY: dict[str, str] = {
     "note": "{needed} on the most loaded rank; usable low end {low}: {verdict}",
     "fits": "fits",
     "may_not_fit": "above the usable low end, under the HBM: may not fit",
-    "not_checked": "not checked (MoE: derive.sweep covers dense models)",
+    "over_hbm": "above the HBM: does not fit by derive's accounts (an MoE layout is not refused: published MoE runs "
+                "that trained exceed them, derive.predict)",
+    "not_checked": "not checked ({reason})",
 }
 
 #: Every table the page reads, by name.

@@ -81,7 +81,7 @@ def test_the_states_are_megatrons_bytes_per_parameter_of_the_stage():
     assert memory_per_gpu(entry, context) >= 2 * first + 4 * first + 12 * first / 2
 
 
-def test_predict_json_carries_the_stages_and_moe_none():
+def test_predict_json_carries_the_stages():
     data = json.loads(run(["--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--pp", "4", "--json"]))
     memory = data["memory"]
     assert set(memory["stages"]) == {"first", "middle", "last"}
@@ -89,8 +89,12 @@ def test_predict_json_carries_the_stages_and_moe_none():
     assert memory["per_gpu"] == max(sum(memory["stages"][stage].values()) for stage in ("first", "last"))
     assert memory["usable_low_end"] < 80e9
     assert data["conventions"]["memory"].endswith(": " + MEMORY["fits"])
-    moe = json.loads(run(["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--ep", "8", "--json"]))
-    assert "memory" not in moe and moe["conventions"]["memory"] == MEMORY["not_checked"]
+    # an MoE model's under an FP8 recipe is not checked, with why (derive.planning.expert_stages.unmodelled)
+    moe = json.loads(run(["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--ep", "8", "--precision",
+                          "fp8-delayed", "--json"]))
+    assert "memory" not in moe
+    assert moe["conventions"]["memory"] == MEMORY["not_checked"].format(
+        reason="fp8-delayed: the MoE accounts count bf16 states and activations only, no FP8 recipe")
 
 
 def test_a_layout_that_does_not_fit_is_refused_in_the_tables_words():

@@ -283,7 +283,8 @@ def test_a_heading_over_no_figure_is_hidden(browser, calculator):
             ".map((g) => g.querySelector('h3').textContent);")
 
     open_page(browser, calculator, {"model": "deepseek-v3"})
-    assert headings() == ["Mixture of Experts", "Layout and communication per rank", "Predicted step time"]
+    assert headings() == ["Mixture of Experts", "Layout and communication per rank", "Predicted step time",
+                          "Memory per GPU by pipeline stage"]
     open_page(browser, calculator, {"model": "70b"})
     assert headings() == ["Model and state", "Activations", "FLOPs and time", "Fit",
                           "Layout and communication per rank", "Predicted step time", "Memory per GPU by pipeline stage"]

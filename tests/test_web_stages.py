@@ -3,7 +3,9 @@
 Every memory.* data-key the page shows must be predict's (``memory.per_gpu``, ``memory.stages.<stage>.<part>``,
 dotted), exactly the keys it prints, to 1e-12; one stacked bar per stage; a layout predict refuses as not fitting
 shows predict's own line in the step card, marks the step's figures (predict prints them only with
---no-memory-check) and keeps the stages. Same browser set-up as test_web_browser.py.
+--no-memory-check) and keeps the stages. MoE models too (derive.planning.expert_stages): an MoE layout above the
+HBM is noted, not refused, and one predict does not check (an FP8 recipe) has no stage figure. Same browser
+set-up as test_web_browser.py.
 """
 
 import pytest
@@ -16,7 +18,8 @@ from derive.options.messages import UsageError
 pytestmark = pytest.mark.xdist_group("web_browser")
 
 #: Dense presets and shipped configs over p = 1, 2, 4, 16, interleaving, CP, ZeRO 0-3, recompute, FP8 / FP4 recipes
-#: and GPUs; MoE models (predict checks no MoE memory: no stage figure).
+#: and GPUs; MoE presets and shipped configs over p = 1, 2, 4, 8, interleaving, CP, e, t_E, ZeRO 0-3, recompute,
+#: sequence parallelism off and a layout above the HBM (noted, not refused).
 LINKS = [
     {"model": "70b", "gpus": "64", "tp": "8", "pp": "4"},
     {"model": "llama3-70b", "gpus": "64", "tp": "8", "pp": "4", "cp": "2", "zero": "1", "global-batch": "16"},
@@ -31,9 +34,21 @@ LINKS = [
     {"model": "405b", "gpus": "16384", "tp": "8", "pp": "16", "global-batch": "2048", "seq": "8192",
      "recompute": "full", "sequence-parallel": "1"},
     {"model": "gpt2", "gpus": "2", "pp": "2", "precision": "bf16-fp32grad", "zero": "1"},
+    ISSUE,
+    {"model": "mixtral-8x7b", "gpus": "8", "ep": "8", "global-batch": "8"},
+    {"model": "qwen3-30b-a3b", "gpus": "32", "tp": "2", "pp": "4", "vp": "2", "ep": "4", "etp": "1", "zero": "0",
+     "global-batch": "64", "seq": "8192", "recompute": "full"},
+    {"model": "mixtral-8x7b-v0.1", "gpus": "32", "tp": "2", "pp": "2", "sequence-parallel": "0", "zero": "1",
+     "global-batch": "32", "seq": "4096"},
+    {"model": "qwen1.5-moe-a2.7b", "gpus": "16", "pp": "2", "cp": "2", "ep": "4", "zero": "3", "global-batch": "16"},
+    {"model": "qwen3-235b-a22b", "gpu": "b200", "gpus": "256", "tp": "4", "pp": "4", "ep": "16", "etp": "1",
+     "seq": "4096", "global-batch": "256", "recompute": "selective"},
 ]
-MOE_LINKS = [ISSUE, {"model": "mixtral-8x7b", "gpus": "64", "tp": "2", "ep": "8", "zero": "1",
-                     "precision": "fp8-delayed", "global-batch": "128"}]
+#: The MoE models of LINKS.
+MOE_MODELS = {"deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b", "mixtral-8x7b-v0.1", "qwen1.5-moe-a2.7b", "qwen3-235b-a22b"}
+#: MoE layouts predict does not check (an FP8 recipe): no stage figure.
+MOE_LINKS = [{"model": "mixtral-8x7b", "gpus": "64", "tp": "2", "ep": "8", "zero": "1", "precision": "fp8-delayed",
+              "global-batch": "128"}]
 #: A layout predict refuses: 7B parameters' unsharded state on 8 ranks of t = 4, p = 2 needs more than an H100's HBM.
 NOT_FITTING = {"model": "qwen2.5-7b", "gpus": "16", "tp": "4", "pp": "2", "recompute": "selective", "zero": "2"}
 
@@ -67,6 +82,8 @@ def test_each_stage_is_predicts(browser, calculator, options):
     expected = cli_memory(data)
     assert sorted(memory_keys(shown)) == sorted(expected), options
     assert_same(shown, expected, options)
+    if options["model"] in MOE_MODELS:  # the same sums of the same terms: to the last digit
+        assert {key: float(shown[key]) for key in expected} == expected, options
     # one bar per stage predict prints, a segment per part, all on one scale with the usable low end marked
     stages = data["memory"]["stages"]
     bars = stage_bars(browser)
@@ -76,10 +93,12 @@ def test_each_stage_is_predicts(browser, calculator, options):
         assert bar["parts"] == pytest.approx([value / scale for value in parts.values()], abs=0.01)
         assert bar["budget"] == pytest.approx(data["memory"]["usable_low_end"] / scale, abs=0.01)
     assert browser.find_element("id", "stage-note").text == data["conventions"]["memory"]
+    # predict refused none of these: the step card shows no refusal (an MoE layout above the HBM is noted)
+    assert browser.find_element("id", "step-refusal").get_attribute("hidden") is not None
 
 
 @pytest.mark.parametrize("options", MOE_LINKS, ids=range(len(MOE_LINKS)))
-def test_an_moe_model_has_no_stage_figures_as_predict_has_none(browser, calculator, options):
+def test_an_unchecked_moe_layout_has_no_stage_figures_as_predict_has_none(browser, calculator, options):
     open_page(browser, calculator, options)
     assert "memory" not in predict(options)
     assert memory_keys(page_values(browser)) == {}

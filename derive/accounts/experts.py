@@ -85,20 +85,25 @@ def rank_share(table: Ledger, tensor_parallel: sp.Expr = t, sequence_parallel: b
     return table.map(lambda w: w.times(t_E) if w.has("expert_hidden") and tensor_parallel != 1 else w)
 
 
+def moe_state_rows(placement_name: str = "megatron", sharded: bool = False, ranks: sp.Expr = d) -> Ledger:
+    """The resident GPU state rows of a framework placement (derive.accounts.placement), sharded over ``ranks``:
+    the rows :func:`moe_state_buffers` prices, in its order, with their tags (``params``, ``grads``, ``optimizer``)."""
+    from derive.accounts.placement import placement_ledger
+    return placement_ledger(placement_name, sharded, ranks).where("resident").without("host")
+
+
 def moe_state_buffers(placement_name: str = "megatron", sharded: bool = False,
                       ranks: sp.Expr = d) -> tuple[tuple[sp.Expr, sp.Expr], ...]:
-    """Each resident state row of a framework placement (derive.accounts.placement) as (bytes per non-expert
+    """Each resident state row of a framework placement (:func:`moe_state_rows`) as (bytes per non-expert
     parameter, bytes per routed-expert parameter): the rest sharded over ``ranks``, the experts over the
     expert data-parallel group (EXPERT_DATA_PARALLEL with d -> ``ranks``: t d c / (t_E e) at ranks = d c;
     Megatron's distributed optimizer: intra_dp_cp_group and expert_data_parallel_group,
     megatron/core/optimizer/__init__.py), one buffer each (distributed_data_parallel.py keeps the
     expert-parallel parameters in buffers of their own)."""
-    from derive.accounts.placement import placement_ledger
     from derive.symbols import N
 
     def per_parameter(group: sp.Expr) -> list[sp.Expr]:
-        rows = placement_ledger(placement_name, sharded, group).where("resident").without("host")
-        return [expand(row.bytes / N) for row in rows]
+        return [expand(row.bytes / N) for row in moe_state_rows(placement_name, sharded, group)]
     return tuple(zip(per_parameter(ranks), per_parameter(EXPERT_DATA_PARALLEL.xreplace({d: ranks}))))
 
 

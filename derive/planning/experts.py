@@ -31,7 +31,8 @@ import sympy as sp
 from derive.accounts.activations import output_edge
 from derive.accounts.budget import usable_bytes
 from derive.accounts.comm import context_modelled
-from derive.accounts.experts import model_parallel_share, moe_layer_activations, moe_state_buffers, rank_share
+from derive.accounts.experts import (model_parallel_share, moe_layer_activations, moe_state_buffers, moe_state_rows,
+                                     rank_share)
 from derive.accounts.pipeline_split import stage_in_flight
 from derive.accounts.framework_placements import stage_placements
 from derive.architectures.tables import model_parameters
@@ -44,10 +45,11 @@ from derive.model import Model
 from derive.planning.layouts import MICRO_BATCHES, expert_layouts
 from derive.planning.ranking import Plan, judged_columns, predicted_times
 from derive.planning.rounding import _rounded
+from derive.planning.stage_memory import STATE_TAGS
 from derive.presets import MOE_PRESETS
 from derive.stage_accounts import CONTEXT
 from derive.state_columns import STATE_RANKS, placement_sharded
-from derive.symbols import D, L, L_E, t, v
+from derive.symbols import D, L, L_E, p, t, v
 from derive.tensors import Ledger
 
 #: The layout symbols the memory expressions keep (every other size is the model's).
@@ -61,20 +63,30 @@ LAYER_PROFILE = "llama-fused"
 #: Rank 0, rank 1 and rank p - 1 (derive.accounts.pipeline_split.RANKS).
 RANKS = ("first", "middle", "last")
 
-def rank_layers(rank: str, layers: int, moe_layers: int, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(dense, MoE) layers pipeline ``rank`` builds at p > 1 of ``layers``, the last ``moe_layers`` MoE: v chunks of n.
+@lru_cache(maxsize=None)
+def rank_layer_counts(rank: str) -> tuple[sp.Expr, sp.Expr]:
+    """(dense, MoE) layers pipeline ``rank`` builds, in L, L_E, p, v: ``whole`` (p = 1) all L - L_E and L_E of them.
 
-    n = ceil(L / (p v)) is a dense model's most loaded chunk (derive.accounts.pipeline_split.chunk_slots);
-    rank r's first chunk is layers [r n, (r + 1) n) (get_transformer_layer_offset) and the L - L_E dense
-    layers come first (DeepSeek-V3's first_k_dense_replace), so it builds min(max(L - L_E - r n, 0), n) dense
-    layers, exact while p n >= L - L_E (every dense layer in the first round of chunks: :func:`expert_plan`
-    checks it), and the rest of its v n layers MoE (at most L_E). In numbers: SymPy 1.14 evaluates
-    Min(3, ceiling(61 / (p v))) to 3.
+    At p > 1, v chunks of n = ceil(L / (p v)), a dense model's most loaded chunk
+    (derive.accounts.pipeline_split.chunk_slots); rank r's first chunk is layers [r n, (r + 1) n)
+    (get_transformer_layer_offset) and the L - L_E dense layers come first (DeepSeek-V3's
+    first_k_dense_replace), so it builds min(max(L - L_E - r n, 0), n) dense layers, exact while p n >= L - L_E
+    (every dense layer in the first round of chunks: :func:`expert_plan` and derive predict check it), and the
+    rest of its v n layers MoE (at most L_E). L and L_E stay symbols until evaluated: at numbers SymPy 1.14
+    evaluates Min(3, ceiling(61 / (p v))) to 3.
     """
-    n = -(-layers // (p * v))
+    if rank == "whole":
+        return L - L_E, L_E
+    n = sp.ceiling(L / (p * v))
     index = {"first": 0, "middle": 1, "last": p - 1}[rank]
-    dense = np.minimum(np.maximum(layers - moe_layers - index * n, 0), n)
-    return dense, np.minimum(v * n - dense, moe_layers)
+    dense = sp.Min(sp.Max(L - L_E - index * n, 0), n)
+    return dense, sp.Min(v * n - dense, L_E)
+
+def rank_layers(rank: str, layers: int, moe_layers: int, pipeline: np.ndarray | None,
+                virtual: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(dense, MoE) layers pipeline ``rank`` builds of ``layers``, the last ``moe_layers`` MoE (:func:`rank_layer_counts`)."""
+    sizes = {"L": np.asarray(layers), "L_E": np.asarray(moe_layers), "p": pipeline, "v": virtual}
+    return tuple(_column(count, sizes) for count in rank_layer_counts(rank))
 
 def _edge_parameters(table: Ledger, rank: str) -> Ledger:
     """The rows beside the layers ``rank`` holds: the embedding (first), norm, head and MTP (last), all (whole)."""
@@ -94,7 +106,7 @@ class RankTerms:
 
     ``parameters``: (non-expert, routed-expert) parameters of the edges and of one dense / MoE layer;
     ``buffers``: each resident state row's bytes per (non-expert, routed-expert) parameter, one buffer
-    each over the rank; ``saved``: the bytes of each tensor one dense / MoE layer saves per micro-batch,
+    each over the rank (``tags``: each buffer's state, derive.planning.stage_memory.STATE_TAGS); ``saved``: the bytes of each tensor one dense / MoE layer saves per micro-batch,
     of the edge tensors kept per held first chunk (``held``: the token ids) and once (``once``: the
     output edge, each MTP module's); ``held`` chunks of 1 / ``chunks`` of the rank's layers in flight.
     """
@@ -104,15 +116,17 @@ class RankTerms:
     saved: dict[str, tuple[sp.Expr, ...]]
     held: sp.Expr
     chunks: sp.Expr
+    tags: tuple[str, ...] = ()
 
 @lru_cache(maxsize=64)
-def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[str, ...] = ()) -> RankTerms:
+def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[str, ...] = (),
+               sequence_parallel: bool = True) -> RankTerms:
     """The terms of pipeline ``rank`` (first, middle, last; ``whole`` at p = 1) in t, p, v, c, d, e, t_E, b, m
     (and the model's sizes named in ``kept``, left symbols: the page keeps s, derive.render.page_plan_experts).
 
     States under Megatron's placement at ``zero`` (:func:`moe_state_buffers`: sharded over d c and the
-    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on, TE's fp32
-    rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
+    expert data-parallel group); activations of the fused tables at ``recompute`` (SP on unless
+    ``sequence_parallel`` is False: derive predict's layouts of t > 1 without it; TE's fp32 rstd kept, s / c tokens), held as the rank's in-flight chunks (stage_in_flight), each 1 / v of its
     layers (a dense model's plan's convention), the token ids once per held first chunk on rank 0, the
     output edge and the D MTP modules once on rank p - 1.
     """
@@ -136,18 +150,20 @@ def rank_terms(entry: Model, zero: int, recompute: str, rank: str, kept: tuple[s
     ids = Ledger([eager_edges(features)["embedding: token ids"]]) if rank in ("first", "whole") else Ledger([])
     once = Ledger([])
     if rank in ("last", "whole"):
-        once = output_edge(t, sequence_parallel=True)
-    mtp = rank_share(fused_mtp(features)) if features.mtp and rank in ("last", "whole") else Ledger([])
+        once = output_edge(t, sequence_parallel=sequence_parallel)
+    mtp = (rank_share(fused_mtp(features), t, sequence_parallel) if features.mtp and rank in ("last", "whole")
+           else Ledger([]))
+    rows = moe_state_rows(placed, placement_sharded(zero, placed), STATE_RANKS)
     return RankTerms(
         parameters={"edges": split(_edge_parameters(table, rank)),
                     **{kind: split(layers, one) for kind, one in ONE_LAYER.items()}},
         buffers=tuple((model(rest), model(expert)) for rest, expert in
                       moe_state_buffers(placed, placement_sharded(zero, placed), STATE_RANKS)),
-        saved={**{kind: saved(moe_layer_activations(PROFILE, features, kind == "moe", t, True, norm_statistics=True,
+        saved={**{kind: saved(moe_layer_activations(PROFILE, features, kind == "moe", t, sequence_parallel, norm_statistics=True,
                                                     recompute=recompute))
                   for kind in ONE_LAYER},
-               "held": saved(rank_share(ids)), "once": saved(once) + saved(mtp, D)},
-        held=held, chunks=chunks)
+               "held": saved(rank_share(ids, t, sequence_parallel)), "once": saved(once) + saved(mtp, D)},
+        held=held, chunks=chunks, tags=tuple(next(tag for tag in STATE_TAGS if row.has(tag)) for row in rows))
 
 def _column(expr: sp.Expr, values: dict[str, np.ndarray]) -> np.ndarray:
     """``expr`` compiled (derive.evaluation.vectorised.compile) at the columns it names."""
@@ -169,7 +185,7 @@ def rank_memory(entry: Model, zero: int, recompute: str, rank: str, values: dict
     """
     terms = rank_terms(entry, zero, recompute, rank)
     total, moe = entry.values[L], entry.values.get(L_E, entry.values[L])
-    built = (total - moe, moe) if rank == "whole" else rank_layers(rank, total, moe, values["p"], values["v"])
+    built = rank_layers(rank, total, moe, values.get("p"), values.get("v"))
     layers = dict(zip(ONE_LAYER, built))
 
     def saved(kind: str) -> np.ndarray:

@@ -72,11 +72,15 @@ def stage_parts(architecture: Layout, profile: str, recompute: str, zero: int, b
     return parts
 
 
-def most_loaded(parts: dict[str, dict[str, sp.Expr]], balanced: bool = False) -> sp.Expr:
-    """The most loaded rank's bytes of ``parts`` (stage -> part -> bytes): the ranks Accounts compares at p > 1."""
+def most_loaded(parts: dict[str, dict[str, sp.Expr]], middle: bool = False) -> sp.Expr:
+    """The most loaded rank's bytes of ``parts`` (stage -> part -> bytes): the ranks Accounts compares at p > 1.
+
+    ``middle``: rank 1 can be the most loaded (a balanced pipeline's, which holds a layer more than an edge
+    rank; an MoE model's, whose rank 0 builds the dense layers: derive.planning.expert_stages).
+    """
     totals = {stage: sp.Add(*found.values()) for stage, found in parts.items()}
     ranks = [totals["first"], totals["last"]]
-    if balanced:  # rank 1 holds a layer more than an edge rank (p > 2)
+    if middle:  # p > 2
         ranks.append(sp.Piecewise((0, sp.Eq(p, 2)), (totals["middle"], True)))
     return sp.Piecewise((totals["single"], sp.Eq(p, 1)), (sp.Max(*ranks), True))
 

@@ -11,14 +11,16 @@ function DeriveStages(DATA, format) {
     return text;
   };
 
-  // The figures at this configuration of the page model `name` (none for a model predict does not check: MoE).
+  // The figures at this configuration of the page model `name` (none where predict does not check it).
   function evaluate(config, name) {
     const form = STAGES.forms[name];
     if (form === undefined) return [];
     const values = { ...config.values };
     const out = [];
     for (const formula of STAGES.figures) {
-      const index = formula.variants[[form, ...formula.uses.map((use) => String(config.choices[use]))].join("|")];
+      const uses = formula.uses[form];  // the flags that change this form's expression
+      if (uses === undefined) continue;
+      const index = formula.variants[[form, ...uses.map((use) => String(config.choices[use]))].join("|")];
       if (index === undefined) continue;
       const variant = STAGES.expressions[index];
       const value = DERIVE_STAGE_FUNCTIONS[variant.function](...variant.args.map((arg) => values[arg]));
@@ -26,26 +28,31 @@ function DeriveStages(DATA, format) {
       if (formula.symbol) values[formula.symbol] = value;
       out.push({ formula, variant, value });
     }
-    return out;
+    // predict prints its memory only with the most loaded rank (none where it does not check the layout)
+    return out.some((figure) => figure.formula.key === STAGES.per_gpu) ? out : [];
   }
 
-  // Predict's memory check on `gpuName`: {refusal} where the most loaded rank needs more than the HBM (predict
-  // exits 2 with that line), else {note} (its JSON's conventions.memory); {} without the figure.
-  function verdict(figures, gpuName) {
+  // Predict's memory check of page model `name` on `gpuName`: {refusal} where the most loaded rank needs more than the
+  // HBM and predict refuses the model's layouts (it exits 2 with that line), else {note} (its JSON's
+  // conventions.memory: above the HBM, an MoE model's says so); {} without the figure.
+  function verdict(figures, gpuName, name) {
     const loaded = figures.find((figure) => figure.formula.key === STAGES.per_gpu);
     const gpu = STAGES.gpus[gpuName];
     if (!loaded || !gpu) return {};
     const needed = format(loaded.value, "B");
-    if (loaded.value > gpu.hbm) return { refusal: fill(WORDS.does_not_fit, { needed, gpu: gpuName, hbm: gpu.hbm_text }) };
+    const over = loaded.value > gpu.hbm;
+    if (over && STAGES.refusing.includes(STAGES.forms[name])) {
+      return { refusal: fill(WORDS.does_not_fit, { needed, gpu: gpuName, hbm: gpu.hbm_text }) };
+    }
     return { note: fill(WORDS.note, { needed, low: format(gpu.usable, "B"),
-                                      verdict: WORDS[loaded.value <= gpu.usable ? "fits" : "may_not_fit"] }) };
+                                      verdict: WORDS[over ? "over_hbm" : loaded.value <= gpu.usable ? "fits" : "may_not_fit"] }) };
   }
 
   // The stages' figures of the predicted step `step` (predicted()'s, at `layout`) and predict's check, which, where it
   // refuses, stands as the step's refusal: its figures are then marked (predict prints them with --no-memory-check).
   function judge(step, layout) {
     const figures = step.figures.length ? evaluate(layout, step.name) : [];
-    const fit = verdict(figures, step.gpu);
+    const fit = verdict(figures, step.gpu, step.name);
     if (fit.refusal) step.refusal = fit.refusal;
     return { figures, fit, gpu: step.gpu, refused: new Set(fit.refusal ? step.figures : []) };
   }

@@ -98,8 +98,10 @@ def heldout_table() -> Table:
         rows,
         note=f"{releases}, {sources} (derive/heldout_runs*.json, one file per release; python -m derive.calibrate "
              f"--check). Error: predicted / published tokens/s per GPU - 1. Every row is predicted without the memory "
-             f"check (each ran); a memory above the HBM is one derive's accounts (derive.predict, no recompute) "
-             f"would refuse; blank: not covered (MoE, ZeRO-3). {groups}. Not run "
+             f"check (each ran); a dense row's memory above the HBM is one derive's accounts (derive.predict, no "
+             f"recompute) would refuse, an MoE row's one they note (derive.planning.expert_stages); blank: not covered "
+             f"(an MoE row's FP8 recipe, token drop, balanced stages, recomputed modules or fused expert ops). "
+             f"{groups}. Not run "
              f"({len(result['not_run'])} rows): {'; '.join(missing)}.",
     )
 
