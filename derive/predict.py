@@ -215,11 +215,13 @@ def budget(layout: Parallelism, result: StepTime, tokens: int | None) -> dict[st
 
 def render_text(entry: Model, layout: Parallelism, gpu: System, result: StepTime,
                 tokens: int | None = None) -> str:
-    """The prediction as text: step time, throughput, utilisation, breakdown (and --token-budget's time)."""
+    """The prediction as text: step time, throughput, utilisation, the memory check's note, breakdown (and --token-budget's time)."""
     lines = [f"== {entry.name} on {layout.gpus} {gpu.name}: t={layout.tp} p={layout.pp} v={layout.vp} "
              f"c={layout.cp} e={layout.ep} d={layout.dp} b={layout.micro_batch} m={layout.micro_batches}",
              f"  step {result.step_time_s:.3f} s, {result.tokens_per_s_per_gpu:,.0f} tokens/s per GPU, "
              f"{result.model_tflops_per_gpu:.0f} model TFLOP/s per GPU, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}"]
+    if "memory" in result.conventions:  # the memory check's words, as the JSON's conventions.memory
+        lines.append(f"  memory: {result.conventions['memory']}")
     for name, seconds in result.breakdown.items():
         if seconds:
             lines.append(f"  {name:13s} {seconds:10.3f} s  {seconds / result.step_time_s:6.1%}")

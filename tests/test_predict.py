@@ -166,3 +166,20 @@ def test_bad_token_budget_exits_2_with_one_line(capsys, value):
     assert raised.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--token-budget" in err
+
+
+@pytest.mark.parametrize("argv, verdict", [
+    (["--model", "70b", "--gpu", "h100", "--tp", "8", "--pp", "4", "--gpus", "64", "--global-batch", "128"], "fits"),
+    # DeepSeek-V3's 671 B parameters over 64 H100s: far above the 80 GB, noted (an MoE layout is not refused)
+    (["--model", "deepseek-v3", "--gpu", "h100", "--gpus", "64", "--ep", "64", "--seq", "4096",
+      "--global-batch", "64"], "above the HBM"),
+])
+def test_the_text_says_what_the_memory_check_says(capsys, argv, verdict):
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    line = capsys.readouterr().out.splitlines()[2]
+    gib = data["memory"]["per_gpu"] / 2**30
+    assert line == f"  memory: {data['conventions']['memory']}"
+    assert line.startswith(f"  memory: {gib:.2f} GiB on the most loaded rank") and verdict in line
+    assert (gib < 80e9 / 2**30) == (verdict == "fits")
