@@ -26,6 +26,7 @@ from derive.planning.stage_memory import PARTS, STAGES, most_loaded, stage_parts
 from derive.printing.latex import tex
 from derive.render.page_comm import comm_models, flag_text, flags_used
 from derive.render.page_functions import PageFunctions
+from derive.render.page_paste import pasted_stage_forms
 from derive.symbols import BY_NAME, meaning
 from derive.systems import SYSTEMS
 from derive.units import format_bytes
@@ -99,6 +100,8 @@ def stage_code() -> tuple[str, dict[str, object]]:
     """(the stages' generated script, what stages.js needs: the figures, their expressions, forms, GPUs, legend)."""
     printed = PageFunctions()
     models, forms = comm_models(), stage_forms()
+    added, pasted = pasted_stage_forms(forms)  # a pasted config's architecture (derive.render.page_paste)
+    models, forms = {**models, **added}, {**forms, **pasted}
     by_form = {form: _tables(models[form]) for form in dict.fromkeys(forms.values())}
     expressions: list[dict[str, object]] = []
     shared: dict[sp.Expr, int] = {}
