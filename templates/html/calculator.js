@@ -565,7 +565,8 @@
   // derive predict's command of the step part: derive comm's options (its --config for a paste), with --gpu (the
   // form's or predict's default) and the step card's own options (--token-budget).
   function stepCommand(texts) {
-    const words = [DATA.step.command, ...commWords(texts).slice(1)];
+    const [, ...options] = commWords(texts);  // comm's words after its command
+    const words = [DATA.step.command, ...options];
     const gpu = PARSE.parseField(FIELDS.get("gpu"), texts.gpu);
     if (gpu.value) words.push(quote("--gpu=" + gpu.value));
     const params = new URLSearchParams(query(texts));
