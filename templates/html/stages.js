@@ -18,7 +18,9 @@ function DeriveStages(DATA, format) {
     const values = { ...config.values };
     const out = [];
     for (const formula of STAGES.figures) {
-      const index = formula.variants[[form, ...formula.uses.map((use) => String(config.choices[use]))].join("|")];
+      // a part the same as an earlier form's (the most loaded rank: its key) is keyed by that form
+      const head = (STAGES.reused[form] || {})[formula.part || formula.key] || form;
+      const index = formula.variants[[head, ...formula.uses.map((use) => String(config.choices[use]))].join("|")];
       if (index === undefined) continue;
       const variant = STAGES.expressions[index];
       const value = DERIVE_STAGE_FUNCTIONS[variant.function](...variant.args.map((arg) => values[arg]));
