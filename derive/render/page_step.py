@@ -219,13 +219,27 @@ class StepFunctions(PageFunctions):
 def _keyed(tables: dict[str, dict[tuple[object, ...], sp.Expr]], names: list[str],
            functions: StepFunctions) -> dict[str, object]:
     """A quantity's variants: per head (a model or an architecture) its table by ``names``' values, keyed by the
-    head and only the flags that change some table (derive.render.page_comm's keying)."""
+    head and only the flags that change some table (derive.render.page_comm's keying); a flag's value that gives
+    what another value gives at every other head and flag is keyed by that value (``same``: flag -> value -> it)."""
     positions = sorted(set().union(*(flags_used(table) for table in tables.values() if len(table) > 1)))
-    variants = {}
+    rows: dict[tuple[str, ...], sp.Expr] = {}
     for head, table in tables.items():
         for values, expr in table.items():
-            variants["|".join([head, *(flag_text(values[index]) for index in positions)])] = functions.index(expr)
-    return {"uses": [names[index] for index in positions], "variants": variants}
+            rows[(head, *(flag_text(values[index]) for index in positions))] = expr
+    same: dict[str, dict[str, str]] = {}
+    for place, index in enumerate(positions, start=1):
+        found: dict[str, set[tuple[tuple[str, ...], sp.Expr]]] = {}
+        for key, expr in rows.items():
+            found.setdefault(key[place], set()).add((key[:place] + key[place + 1:], expr))
+        first: dict[frozenset, str] = {}
+        for value, pairs in found.items():
+            if first.setdefault(frozenset(pairs), value) != value:
+                same.setdefault(names[index], {})[value] = first[frozenset(pairs)]
+    variants = {}
+    for (head, *texts), expr in rows.items():
+        key = [head, *(same.get(names[index], {}).get(text, text) for index, text in zip(positions, texts))]
+        variants["|".join(key)] = functions.index(expr)
+    return {"uses": [names[index] for index in positions], "variants": variants, **({"same": same} if same else {})}
 
 
 @lru_cache(maxsize=1)

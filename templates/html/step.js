@@ -43,7 +43,9 @@ function DeriveStep(DATA) {
         slots.set(symbol, unknown);  // unknown while it is being resolved
         if (definition === undefined) return unknown;
         // the key: the model's (or its architecture's, or the page name's) name, then the flags that change the quantity
-        const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map((flag) => String(flags[flag]))].join("|");
+        // (a flag's value giving what another gives everywhere is keyed by that one: definition.same)
+        const same = (flag) => ((definition.same || {})[flag] || {})[String(flags[flag])] || String(flags[flag]);
+        const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map(same)].join("|");
         const index = definition.variants[key];
         if (index === undefined) return unknown;
         const args = STEP.arguments[index].map(slot);
