@@ -7,10 +7,11 @@ size a symbol (:func:`pasted_workload`: the parameter count N too, its table's s
 architecture's, :func:`pasted_counts`), and the page sets the symbols from the paste's read sizes, as the
 communication card does for a paste's ledger (derive.render.page_comm.pasted_forms).
 
-Each architecture is a page name :data:`PASTED_MODEL` n; the step card looks up its workload (few distinct:
-architectures differing in biases, norms or tied embeddings share their GEMMs and saved tensors), its ledger
-(page_comm's) and its stage form (derive.render.page_stages: the first model of the same architecture and layer
-profile) by that name.
+Each architecture is a page name :data:`PASTED_MODEL` n; the step card looks up by that name its workload (few
+distinct: architectures differing in biases, norms or tied embeddings share their GEMMs and saved tensors), its
+ledger's row structure (:func:`pasted_exposed`: the communication card's rows as slots whose bytes and counts are
+set per architecture; two structures serve every dense family) and its own counts and bytes; the stage card its
+stage form (derive.render.page_stages: the first model of the same architecture and layer profile).
 """
 from __future__ import annotations
 
