@@ -94,3 +94,37 @@ def test_the_traced_step_is_predicts(capsys, name, options, zero):
     assert page["mfu"] == pytest.approx(predicted["mfu"], rel=1e-12)
     for part, seconds in predicted["breakdown"].items():
         assert page[f"breakdown.{part}"] == pytest.approx(seconds, rel=1e-12, abs=1e-15), part
+
+
+def test_a_flags_values_that_give_the_same_everywhere_share_a_key():
+    """page_step._keyed: fp16 gives what bf16 gives at every head and ZeRO stage, so it is keyed by bf16; fp8 differs
+    at one head, so it keeps its own key; every (head, flags) still finds its own expression."""
+    x, y = sp.symbols("x y")
+    tables = {"m": {("bf16", 0): x, ("fp16", 0): x, ("fp8", 0): y, ("bf16", 1): 2 * x, ("fp16", 1): 2 * x,
+                    ("fp8", 1): 2 * x},
+              "n": {("bf16", 0): y, ("fp16", 0): y, ("fp8", 0): y, ("bf16", 1): x, ("fp16", 1): x, ("fp8", 1): x}}
+    functions = page_step.StepFunctions()
+    keyed = page_step._keyed(tables, ["precision", "zero"], functions)
+    assert keyed["uses"] == ["precision", "zero"]
+    assert keyed["same"] == {"precision": {"fp16": "bf16"}}
+    assert len(keyed["variants"]) == 8
+    for head, table in tables.items():
+        for (precision, zero), expr in table.items():
+            key = "|".join([head, keyed["same"]["precision"].get(precision, precision), str(zero)])
+            assert keyed["variants"][key] == functions.index(expr)
+
+
+def test_every_form_a_paste_can_take_has_an_architecture_with_a_ledger_and_stage_form():
+    """Each report form config.js can read (the comm card's pasted ledgers) names an architecture of
+    derive.render.page_paste, whose rows have a structure and whose memory has a stage form."""
+    from derive.render.page_comm import pasted_forms
+    from derive.render.page_paste import PASTED_MODEL, pasted_models, pasted_stage_forms
+    from derive.render.page_stages import stage_forms
+
+    models, pasted = pasted_models()
+    assert set(pasted) == set(pasted_forms()[1])
+    assert set(pasted.values()) == set(models) and all(name.startswith(PASTED_MODEL) for name in models)
+    assert set(pasted_stage_forms(stage_forms())[1]) == set(models)
+    _, data = page_step.step_code()
+    assert data["pasted"] == pasted
+    assert all(name in data["models"] and name in data["forms"] for name in models)

@@ -66,6 +66,18 @@ def stage_loads(layers: int, lay: Layout) -> tuple[tuple[Size, int, Any], ...]:
     return ((held("middle"), 0, lay.p > 2), (held("last"), 1, True))
 
 
+def split_sides(row: GemmRow, lay: Layout) -> tuple[Any, Any]:
+    """(n, k) of a layer or expert GEMM on one rank: the wider side split over t (an expert's over t_E), as Megatron
+    splits a column-parallel n >= k (ColumnParallelLinear) and a row-parallel k > n (RowParallelLinear).
+
+    A ``where`` of the comparison, so that the page's trace (derive.render.page_step_trace), whose sizes may be
+    symbols, takes either side as the numbers would.
+    """
+    split = lay.etp if row.kind == "expert" else lay.t
+    wide = row.n >= row.k
+    return np.where(wide, row.n / split, row.n), np.where(wide, row.k, row.k / split)
+
+
 def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: Efficiency,
                   tokens: float) -> tuple[float, float, float]:
     """(forward seconds, backward seconds, the backward's weight-gradient part) of a GEMM row over ``tokens`` tokens of one rank.
@@ -85,8 +97,7 @@ def _gemm_seconds(row: GemmRow, work: Workload, lay: Layout, gpu: System, eta: E
     # the head and an MoE router stay in BF16 under an FP8 recipe (derive.conventions.fp8.gemm_dtype: Megatron's
     # router is a plain parameter, router.py Router.gating, outside Transformer Engine's fp8_autocast)
     dtype = "bf16" if row.kind in ("head", "router") else LINEAR_DTYPE[lay.precision]
-    split = lay.etp if row.kind == "expert" else lay.t
-    n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
+    n, k = split_sides(row, lay)
     m, copies = tokens, row.count
     if row.kind == "expert":
         m = tokens * work.active_experts * lay.e / work.experts  # tokens per local expert
@@ -375,8 +386,7 @@ def fp8_cast_bytes(work: Workload, lay: Layout, tokens: float, gpu: System) -> f
     for row in work.rows:
         if row.kind not in ("layer", "expert"):
             continue
-        split = lay.etp if row.kind == "expert" else lay.t
-        n, k = (row.n / split, row.k) if row.n >= row.k else (row.n, row.k / split)
+        n, k = split_sides(row, lay)
         inputs[(row.kind, _input_name(row.name), row.count)] = row.count * k
         weights = n * k * row.count
         if row.kind == "expert":

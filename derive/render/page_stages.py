@@ -32,6 +32,7 @@ from derive.planning.stage_memory import PARTS, STAGES, most_loaded, stage_parts
 from derive.printing.latex import tex
 from derive.render.page_comm import comm_models, flag_text, flags_used
 from derive.render.page_functions import PageFunctions
+from derive.render.page_paste import pasted_stage_forms
 from derive.render.page_plan_experts import KEPT
 from derive.symbols import BY_NAME, L, L_E, meaning
 from derive.systems import SYSTEMS
@@ -100,6 +101,22 @@ def _tables(entry: Model) -> dict[tuple[str, str], dict[tuple[object, ...], sp.E
     return tables
 
 
+def reused_parts(by_form: dict[str, dict[tuple[str, str], dict[tuple[object, ...], sp.Expr]]],
+                 loaded: dict[str, dict[tuple[object, ...], sp.Expr]]) -> dict[str, dict[str, str]]:
+    """Form -> part (or PER_GPU) -> the first form whose part is the same at every stage and flag: its variants
+    serve both (a pasted architecture's activations and FP8 copies are mostly a named model's; the most loaded
+    rank of a dense form is every dense form's expression of the parts)."""
+    first: dict[tuple[object, ...], str] = {}
+    reused: dict[str, dict[str, str]] = {}
+    for form, found in by_form.items():
+        for part in (*PARTS, PER_GPU):
+            tables = (tuple(loaded[form].items()) if part == PER_GPU else
+                      tuple((stage, tuple(found[(stage, part)].items())) for stage in STAGES if (stage, part) in found))
+            if first.setdefault((part, tables), form) != form:
+                reused.setdefault(form, {})[part] = first[(part, tables)]
+    return reused
+
+
 def _figure(key: str, label: str, symbol: sp.Symbol | None, tables: dict[str, dict[tuple[object, ...], sp.Expr]],
             printed: PageFunctions, expressions: list[dict[str, object]], shared: dict[sp.Expr, int],
             **extra: object) -> dict[str, object]:
@@ -129,16 +146,9 @@ def stage_code() -> tuple[str, dict[str, object]]:
     """(the stages' generated script, what stages.js needs: the figures, their expressions, forms, GPUs, legend)."""
     printed = PageFunctions()
     models, forms = comm_models(), stage_forms()
+    added, pasted = pasted_stage_forms(forms)  # a pasted config's architecture (derive.render.page_paste)
+    models, forms = {**models, **added}, {**forms, **pasted}
     by_form = {form: _tables(models[form]) for form in dict.fromkeys(forms.values())}
-    expressions: list[dict[str, object]] = []
-    shared: dict[sp.Expr, int] = {}
-    figures = []
-    for stage, part in itertools.product(STAGES, PARTS):
-        tables = {form: found[(stage, part)] for form, found in by_form.items() if (stage, part) in found}
-        if tables:
-            figures.append(_figure(f"{KEY}.stages.{stage}.{part}", f"{STAGE_LABELS[stage]}: {PART_LABELS[part]}",
-                                   part_symbol(stage, part), tables, printed, expressions, shared,
-                                   stage=stage, part=part, part_label=PART_LABELS[part]))
     # the most loaded rank of the parts each form has at each precision (an FP8 recipe's copies or none; an MoE
     # model's four parts where predict checks it, rank 1 compared: it can exceed rank 0)
     loaded = {}
@@ -149,8 +159,20 @@ def stage_code() -> tuple[str, dict[str, object]]:
             present = [part for part in (PARTS if dense else EXPERT_PARTS) if part != "fp8_copies" or recipe]
             loaded.setdefault(form, {})[(None, None, precision, None)] = sp.nan if not dense and recipe else most_loaded(
                 {stage: {part: part_symbol(stage, part) for part in present} for stage in STAGES}, middle=not dense)
-    figures.append(_figure(PER_GPU, "Memory per GPU, the most loaded rank", None, loaded, printed, expressions,
-                           shared, stage=None, part=None))
+    reused = reused_parts(by_form, loaded)
+    expressions: list[dict[str, object]] = []
+    shared: dict[sp.Expr, int] = {}
+    figures = []
+    for stage, part in itertools.product(STAGES, PARTS):
+        tables = {form: found[(stage, part)] for form, found in by_form.items()
+                  if (stage, part) in found and part not in reused.get(form, {})}
+        if tables:
+            figures.append(_figure(f"{KEY}.stages.{stage}.{part}", f"{STAGE_LABELS[stage]}: {PART_LABELS[part]}",
+                                   part_symbol(stage, part), tables, printed, expressions, shared,
+                                   stage=stage, part=part, part_label=PART_LABELS[part]))
+    figures.append(_figure(PER_GPU, "Memory per GPU, the most loaded rank", None,
+                           {form: table for form, table in loaded.items() if PER_GPU not in reused.get(form, {})},
+                           printed, expressions, shared, stage=None, part=None))
     symbols = {part_symbol(stage, part).name: (stage, part) for stage, part in itertools.product(STAGES, PARTS)}
     legend = {}
     for name in {name for entry in expressions for name in entry["args"]} | {f["symbol"] for f in figures if f["symbol"]}:
@@ -160,7 +182,8 @@ def stage_code() -> tuple[str, dict[str, object]]:
                                                                    f"{STAGE_LABELS[stage][0].lower()}{STAGE_LABELS[stage][1:]}"}
         else:
             legend[name] = {"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])}
-    data = {"figures": figures, "expressions": expressions, "forms": forms, "stages": list(STAGE_LABELS.items()),
+    data = {"figures": figures, "expressions": expressions, "forms": forms, "reused": reused,
+            "stages": list(STAGE_LABELS.items()),
             "per_gpu": PER_GPU, "gpus": gpu_memory(), "legend": dict(sorted(legend.items())),
             # predict refuses a dense layout above the HBM and notes an MoE one (derive.predict)
             "refusing": sorted(form for form in by_form if models[form].dense)}

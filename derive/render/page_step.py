@@ -12,6 +12,10 @@ once as a page function and keyed, as the communication card's, only by the flag
 - the step itself (step.step_time with the two layers above as its compute and communication): the
   figures, in C, X, the rank's parameters ``N_rank`` and its state bytes per parameter ``q_state``.
 
+A pasted config's step is its architecture's (derive.render.page_paste), traced the same way with every size a
+symbol: its compute once per distinct workload, its ledger's exposed seconds once per row structure
+(page_step_ledger.SlotLedger), its parameter counts and its rows' bytes per architecture (the key ``name``).
+
 The GPU's figures, the fitted constants and the linear dtype's peak and operand size are data
 (derive.systems, derive/calibration.json, roofline.OPERAND_BYTES, roofline.cast_bytes_per_element); a
 GPU without tensor cores for a precision gets predict's line (prediction.tensor_cores).
@@ -20,24 +24,20 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import types
 from dataclasses import replace
 from functools import lru_cache
 from typing import Callable
 
 import sympy as sp
 
-from derive.accounts import comm_time, compute_time
+from derive.accounts import compute_time
 from derive.accounts import workload as workload_module
 from derive.accounts.activations import RECOMPUTE_POLICIES
-from derive.accounts.comm import GROUPS
 from derive.accounts.efficiency import calibrated
-from derive.accounts.prediction import Row, state_bytes_expression, tensor_cores
+from derive.accounts.prediction import state_bytes_expression, tensor_cores
 from derive.accounts.roofline import OPERAND_BYTES, cast_bytes_per_element
-from derive.accounts.schedule import overlap_rules
 from derive.accounts.step import budget_time, layout_gpus, step_time
-from derive.accounts.step_layout import (LINEAR_DTYPE, Layout, local_dense_parameters, local_expert_parameters,
-                                         local_parameters)
+from derive.accounts.step_layout import LINEAR_DTYPE
 from derive.evaluation import substitute, symbol_values
 from derive.model import Model
 from derive.options.layout import DEFAULT_GPU, add_token_budget, option_error
@@ -47,33 +47,14 @@ from derive.printing.latex import tex
 from derive.render.page_comm import FLAGS, flags_used, comm_forms, comm_models, flag_text, ledger_rows
 from derive.render.page_functions import PageFunctions
 from derive.render.page_layout import layout_field_messages
-from derive.render.page_step_trace import (CAST, CAST_FUSED, GPU_SYMBOLS, LINEAR_OPERAND, LINEAR_PEAK, TRACE_DTYPE,
-                                           TRACED_ETA, traced, traced_system)
-from derive.symbols import BY_NAME, L, L_E, b, c, d, e, m, meaning, p, s, t, t_E, v
+from derive.render.page_paste import pasted_counts, pasted_exposed, pasted_models, pasted_workload
+from derive.render.page_step_ledger import (COMPUTE, COMPUTE_KINDS, DENSE_PARAMETERS, EXPERT_PARAMETERS, EXPOSED, PER_MODEL,
+                                            RANK_LAYERS, RANK_PARAMETERS, STATE, STEP_FLAGS, Ledger, _layout)
+from derive.render.page_step_trace import (CAST, CAST_FUSED, GPU_SYMBOLS, LINEAR_OPERAND, LINEAR_PEAK, TRACED_ETA,
+                                           traced, traced_system)
+from derive.symbols import BY_NAME, c, d, meaning, s
 from derive.systems import SYSTEMS
 
-#: A micro-batch's compute seconds by kind (compute_time.compute_per_micro_batch's keys; ``layers`` its stage's
-#: transformer layers, the parts of ``backward`` the EP overlap and the context ring read).
-COMPUTE_KINDS = ("linear", "attention", "expert", "head", "recompute", "memory_bound", "backward",
-                 "attention_backward", "backward expert", "backward head", "wgrad expert", "layers")
-COMPUTE = {kind: sp.Symbol(f"C_{kind.replace(' ', '_')}", nonnegative=True) for kind in COMPUTE_KINDS}
-#: Exposed communication seconds by group (comm_time.communication's keys).
-EXPOSED = {group: sp.Symbol(f"X_{group}", nonnegative=True) for group in GROUPS}
-#: Parameters one rank holds (step_layout.local_parameters) and its resident state bytes per parameter.
-RANK_PARAMETERS, STATE = sp.Symbol("N_rank", positive=True), sp.Symbol("q_state", positive=True)
-#: Its parameters outside and inside the routed experts (step_layout.local_dense_parameters /
-#: local_expert_parameters: the DP rows' bucket counts) and its transformer layers (comm_time.held_layers: the
-#: FSDP units a ZeRO-2/3 row is issued in).
-DENSE_PARAMETERS = sp.Symbol("N_dense_rank", nonnegative=True)
-EXPERT_PARAMETERS = sp.Symbol("N_expert_rank", nonnegative=True)
-RANK_LAYERS = sp.Symbol("L_rank", positive=True)
-#: What the model's own figures stand in for, per model (each traced once from its workload).
-PER_MODEL = {RANK_PARAMETERS: local_parameters, DENSE_PARAMETERS: local_dense_parameters,
-             EXPERT_PARAMETERS: local_expert_parameters, RANK_LAYERS: comm_time.held_layers}
-#: The precision the compute is traced in: a recipe of TRACE_DTYPE (its peak and operand are symbols).
-TRACE_PRECISION = next(name for name, dtype in LINEAR_DTYPE.items() if dtype == TRACE_DTYPE)
-#: The communication card's flags with predict's precisions (derive.accounts.step_layout.LINEAR_DTYPE).
-STEP_FLAGS: dict[str, tuple[object, ...]] = {**FLAGS, "precision": tuple(LINEAR_DTYPE)}
 #: The command the step card's "copy as command" writes (derive.predict's parser's prog).
 PREDICT_COMMAND = "python -m derive.predict"
 #: The figures shown (derive predict --json's keys, breakdown dotted), with labels and units.
@@ -123,26 +104,27 @@ def symbolic_workload(model: Model) -> workload_module.Workload:
     return replace(work, seq=s)
 
 
-def _layout(recompute: str = "none", sequence_parallel: bool = False, single: bool = False, zero: int = 0) -> Layout:
-    one = sp.Integer(1)
-    return Layout(t, one if single else p, one if single else v, c, e, d, t_E, b, m, sequence_parallel, zero,
-                  recompute, TRACE_PRECISION)
-
-
 def compute_table(work: workload_module.Workload, define: Callable[[sp.Symbol, sp.Expr], None],
-                  prefix: str) -> dict[tuple[object, ...], dict[str, sp.Expr]]:
+                  prefix: str, shared: dict[sp.Expr, sp.Symbol] | None = None
+                  ) -> dict[tuple[object, ...], dict[str, sp.Expr]]:
     """(recompute, sequence parallel) -> a micro-batch's seconds by kind, traced; each GEMM row's seconds per pass
     (compute_time.timed_rows: forward, backward, its weight-gradient part) are symbols ``{prefix}{i}_f``,
-    ``{prefix}{i}_b``, ``{prefix}{i}_w``, defined once."""
+    ``{prefix}{i}_b``, ``{prefix}{i}_w``, defined once; with ``shared`` (expression -> its symbol, kept across
+    tables), a pass equal to one named before keeps that one's symbol, ``{prefix}{j}_{pass}`` the j-th named."""
     gpu, table, named = traced_system("hopper"), {}, []
     real = compute_time.timed_rows
+
+    def symbol(i: int, pass_: str, expr: sp.Expr) -> sp.Symbol:
+        if shared is None:
+            return sp.Symbol(f"{prefix}{i}_{pass_}", nonnegative=True)
+        return shared.setdefault(expr, sp.Symbol(f"{prefix}{len(shared)}_{pass_}", nonnegative=True))
 
     def timed(*args: object) -> tuple[tuple[object, ...], ...]:
         if not named:  # the rows depend on t, t_E, e and the tokens only: the same symbols at every flag
             for i, (row, *passes) in enumerate(real(*args)):
-                symbols = tuple(sp.Symbol(f"{prefix}{i}_{pass_}", nonnegative=True) for pass_ in "fbw"[:len(passes)])
-                for symbol, expr in zip(symbols, passes):
-                    define(symbol, expr)
+                symbols = tuple(symbol(i, pass_, expr) for pass_, expr in zip("fbw", passes))
+                for name, expr in zip(symbols, passes):
+                    define(name, expr)
                 named.append((row, *symbols))
         return tuple(named)
     with traced(**{"compute_time.timed_rows": timed}):
@@ -153,64 +135,6 @@ def compute_table(work: workload_module.Workload, define: Callable[[sp.Symbol, s
                                  f"compute_time.compute_per_micro_batch's kinds {sorted(found)}")
             table[(recompute, parallel)] = found
     return table
-
-
-class Ledger:
-    """Each ledger row's seconds and count, and each group's exposed seconds, traced once per distinct row set."""
-
-    def __init__(self, define: Callable[[sp.Symbol, sp.Expr], None]) -> None:
-        self.define, self.rows, self.aggregates = define, {}, {}
-        self.seconds: dict[tuple[str, sp.Expr], sp.Symbol] = {}
-        self.defined: set[sp.Symbol] = set()
-        self.rows_by_name: dict[str, Row] = {}
-        self.number: dict[str, int] = {}  # a traced row's name -> j, its symbols' number
-        self.by_id: dict[tuple[int, bool], tuple[object, Row]] = {}
-        self.gpu = traced_system("hopper")
-
-    def _row(self, found, single: bool) -> Row:
-        known = self.by_id.get((id(found), single))  # comm_rows' seen parts hand back the same rows
-        if known is not None and known[0] is found:
-            return known[1]
-        key = (found, single)
-        if key not in self.rows:
-            j = len(self.rows)
-            moves = sp.Ne(found.ranks, 1) & sp.Ne(found.count, 0) & sp.Ne(found.sent, 0)
-            count = sp.Piecewise((found.count, moves), (0, True))
-            # the ledger's name kept (comm_time.communication tells a dispatch from a combine by it), made unique
-            name = f"{found.name}#{j}"
-            self.rows[key] = Row(name, found.group, found.collective, found.overlap, found.pass_, found.ranks,
-                                 found.sent, count)
-            self.rows_by_name[name], self.number[name] = self.rows[key], j
-            self.define(sp.Symbol(f"n_{j}", nonnegative=True), count)
-        self.by_id[(id(found), single)] = (found, self.rows[key])
-        return self.rows[key]
-
-    def exposed(self, found: list, recompute: str, single: bool, zero: int, moe: bool) -> dict[str, sp.Expr]:
-        """comm_time.communication of ``found`` (their seconds and counts as symbols; the rank's parameters and
-        layers the per-model symbols of PER_MODEL; the model's layers L and MoE layers L_E)."""
-        rows = [self._row(row, single) for row in found]
-        key = (tuple(row.name for row in rows), recompute, single, zero, moe)
-        if key not in self.aggregates:
-            real = comm_time.collective_seconds
-
-            def seconds(row: Row, sizes, gpu, eta, calls=1) -> sp.Symbol:
-                # one symbol per row and number of calls (a DP row's calls follow ZeRO: buckets or FSDP units)
-                named = self.seconds.setdefault((row.name, sp.sympify(calls)),
-                                                sp.Symbol(f"R_{self.number[row.name]}_{len(self.seconds)}",
-                                                          nonnegative=True))
-                if named not in self.defined:
-                    self.defined.add(named)
-                    self.define(named, real(self.rows_by_name[row.name], sizes, gpu, eta, calls))
-                return named
-            named = [replace(row, count=sp.Symbol(f"n_{self.number[row.name]}", nonnegative=True)) for row in rows]
-            work = types.SimpleNamespace(moe=moe, layers=L, moe_layers=L_E if moe else 0)
-            with traced(**{"comm_time.collective_seconds": seconds,
-                           **{f"comm_time.{function.__name__}": (lambda symbol: lambda work, lay: symbol)(symbol)
-                              for symbol, function in PER_MODEL.items()}}):
-                self.aggregates[key] = comm_time.communication(
-                    named, work, _layout(recompute, single=single, zero=zero), self.gpu, TRACED_ETA, dict(COMPUTE),
-                    overlap_rules(None))
-        return self.aggregates[key]
 
 
 def step_figures(work: workload_module.Workload) -> dict[str, sp.Expr]:
@@ -295,13 +219,27 @@ class StepFunctions(PageFunctions):
 def _keyed(tables: dict[str, dict[tuple[object, ...], sp.Expr]], names: list[str],
            functions: StepFunctions) -> dict[str, object]:
     """A quantity's variants: per head (a model or an architecture) its table by ``names``' values, keyed by the
-    head and only the flags that change some table (derive.render.page_comm's keying)."""
+    head and only the flags that change some table (derive.render.page_comm's keying); a flag's value that gives
+    what another value gives at every other head and flag is keyed by that value (``same``: flag -> value -> it)."""
     positions = sorted(set().union(*(flags_used(table) for table in tables.values() if len(table) > 1)))
-    variants = {}
+    rows: dict[tuple[str, ...], sp.Expr] = {}
     for head, table in tables.items():
         for values, expr in table.items():
-            variants["|".join([head, *(flag_text(values[index]) for index in positions)])] = functions.index(expr)
-    return {"uses": [names[index] for index in positions], "variants": variants}
+            rows[(head, *(flag_text(values[index]) for index in positions))] = expr
+    same: dict[str, dict[str, str]] = {}
+    for place, index in enumerate(positions, start=1):
+        found: dict[str, set[tuple[tuple[str, ...], sp.Expr]]] = {}
+        for key, expr in rows.items():
+            found.setdefault(key[place], set()).add((key[:place] + key[place + 1:], expr))
+        first: dict[frozenset, str] = {}
+        for value, pairs in found.items():
+            if first.setdefault(frozenset(pairs), value) != value:
+                same.setdefault(names[index], {})[value] = first[frozenset(pairs)]
+    variants = {}
+    for (head, *texts), expr in rows.items():
+        key = [head, *(same.get(names[index], {}).get(text, text) for index, text in zip(positions, texts))]
+        variants["|".join(key)] = functions.index(expr)
+    return {"uses": [names[index] for index in positions], "variants": variants, **({"same": same} if same else {})}
 
 
 @lru_cache(maxsize=1)
@@ -318,25 +256,40 @@ def step_code() -> tuple[str, dict[str, object]]:
     # symbol -> (its flags, "model" or "form": what its key's head names, head -> its table)
     pending: dict[str, tuple[list[str], str, dict[str, dict[tuple[object, ...], sp.Expr]]]] = {}
 
-    def merge(name: str, head: str, table: dict[tuple[object, ...], sp.Expr], names: list[str]) -> None:
-        pending.setdefault(name, (names, "model", {}))[2][head] = table
+    def merge(name: str, head: str, table: dict[tuple[object, ...], sp.Expr], names: list[str],
+              kind: str = "model") -> None:
+        pending.setdefault(name, (names, kind, {}))[2][head] = table
 
     figures: dict[str, dict[str, sp.Expr]] = {}
-    for number, model_name in enumerate(dict.fromkeys(ids.values())):
-        model = models[model_name]
-        work = symbolic_workload(model)
-        table = compute_table(work, define, f"g{number}_")
+
+    def traced_model(head: str, work: workload_module.Workload, at: Callable[[sp.Expr], sp.Expr], prefix: str,
+                     shared: dict[sp.Expr, sp.Symbol] | None = None) -> None:
+        """The model's layers: its compute by kind, PER_MODEL's symbols, its state bytes (its counts by ``at``)."""
+        table = compute_table(work, define, prefix, shared)
         for kind, symbol in COMPUTE.items():
-            merge(symbol.name, model_name, {key: found[kind] for key, found in table.items()},
+            merge(symbol.name, head, {key: found[kind] for key, found in table.items()},
                   ["recompute", "sequence_parallel"])
         with traced():
             for symbol, function in PER_MODEL.items():
-                merge(symbol.name, model_name, {(): function(work, _layout())}, [])
-        states = {(precision, zero): model.at(state_bytes_expression(precision, zero)).subs(d, d * c if zero else 1)
+                merge(symbol.name, head, {(): function(work, _layout())}, [])
+        states = {(precision, zero): at(state_bytes_expression(precision, zero)).subs(d, d * c if zero else 1)
                   for precision in LINEAR_DTYPE for zero in FLAGS["zero"]}
-        merge(STATE.name, model_name, states, ["precision", "zero"])
+        merge(STATE.name, head, states, ["precision", "zero"])
         for key, expr in step_figures(work).items():
-            figures.setdefault(key, {})[model_name] = expr
+            figures.setdefault(key, {})[head] = expr
+
+    for number, model_name in enumerate(dict.fromkeys(ids.values())):
+        traced_model(model_name, symbolic_workload(models[model_name]), models[model_name].at, f"g{number}_")
+    # a pasted config: its architecture's workload with its sizes symbols (derive.render.page_paste), its counts
+    # a definition of its ledger's form (one architecture)
+    heads, works, shared = {}, {}, {}
+    for name, entry in pasted_models()[0].items():
+        work = pasted_workload(entry)
+        heads[name] = works.setdefault(work, name)
+        if heads[name] == name:
+            traced_model(name, work, lambda expr: expr, "q", shared)
+        for symbol, expr in pasted_counts(entry).items():
+            merge(symbol.name, name, {(): expr}, [], "name")
     ledger = Ledger(define)
     for form in dict.fromkeys(forms.values()):
         model, seen = models[form], {}
@@ -347,6 +300,22 @@ def step_code() -> tuple[str, dict[str, object]]:
             for group, symbol in EXPOSED.items():
                 pending.setdefault(symbol.name, (list(STEP_FLAGS), "form", {}))[2].setdefault(form, {})[values] = \
                     exposed[group]
+    # a pasted config's ledger: its row structure's exposed seconds, its slots' bytes and counts by structure where
+    # every architecture of one structure has the same, else by architecture
+    exposed_tables, structures, slots = pasted_exposed(define)
+    for form, table in exposed_tables.items():
+        for group, symbol in EXPOSED.items():
+            merge(symbol.name, form, {values: found[group] for values, found in table.items()}, list(STEP_FLAGS), "form")
+    for symbol, by_model in slots.sizes.items():
+        by_form: dict[str, list[dict[tuple[object, ...], sp.Expr]]] = {}
+        for name, table in by_model.items():
+            by_form.setdefault(structures[name], []).append(table)
+        if all(table == tables[0] for tables in by_form.values() for table in tables):
+            for form, tables in by_form.items():
+                merge(symbol.name, form, tables[0], list(STEP_FLAGS), "form")
+        else:
+            for name, table in by_model.items():
+                merge(symbol.name, name, table, list(STEP_FLAGS), "name")
     for name, (names, head, tables) in pending.items():
         definitions[name] = {**_keyed(tables, names, functions), "head": head}
     shown = []
@@ -364,7 +333,9 @@ def step_code() -> tuple[str, dict[str, object]]:
         for name in entry["args"]:
             legend[name] = ({"tex": tex(BY_NAME[name]), "meaning": meaning(BY_NAME[name])} if name in BY_NAME
                             else {"tex": tex(sp.Symbol(name)), "meaning": MEANINGS.get(name, name)})
-    data = {"definitions": definitions, "figures": shown, "models": ids, "forms": forms, "gpu": DEFAULT_GPU,
+    data = {"definitions": definitions, "figures": shown, "models": {**ids, **heads}, "forms": {**forms, **structures},
+            # a pasted config's report form (config.js) -> its architecture's name
+            "pasted": pasted_models()[1], "gpu": DEFAULT_GPU,
             "command": PREDICT_COMMAND, "total": next(iter(FIGURES)),
             "fields": {option: TOKEN_BUDGET.name for option in STEP_FIELDS},
             "arguments": functions.arguments, "gpus": gpu_values(), "dtype": dict(LINEAR_DTYPE),

@@ -477,8 +477,9 @@
     const { errors, parsed } = parseAll(texts);
     const own = Object.fromEntries(Object.entries(errors).filter(([option]) => STEP_ONLY.has(option)));
     if (Object.keys(own).length) return { figures: [], errors: own };
-    if (texts.config !== "") return { figures: [] };  // the step model runs on the page's names only
-    const name = parsed.model || DATA.page_model;
+    // a paste: its architecture's name (DATA.step.pasted by the report form config.js reads), as its ledger is found
+    const name = texts.config !== "" ? DATA.step.pasted[CONFIG.read(texts.config).form] : parsed.model || DATA.page_model;
+    if (name === undefined) return { figures: [] };
     const precision = parsed.precision !== null && parsed.precision !== undefined ? parsed.precision : FIELDS.get("precision").fallback;
     const given = {};
     for (const [option, symbol] of Object.entries(DATA.step.fields)) if (parsed[option] !== null) given[symbol] = parsed[option];
@@ -543,9 +544,9 @@
     return words.join(" ");
   }
 
-  // derive comm's command of the layout part: --model (the page's own where the form names none), --seq
-  // and the layout options the link carries; --sequence-parallel as the flag it is.
-  function commCommand(texts) {
+  // derive comm's command of the layout part, as words: --model (the page's own where the form names none) or
+  // --config, --seq and the layout options the link carries; --sequence-parallel as the flag it is.
+  function commWords(texts) {
     const words = [DATA.layout.command];
     const params = new URLSearchParams(query(texts));
     const options = new Set([...DATA.layout.options, "model", "seq"]);
@@ -556,14 +557,16 @@
       const flag = DATA.layout.rules.flag_options[text];
       words.push(quote(FIELDS.get(option).kind === "flag" ? flag || "--" + option + "=" + text : "--" + option + "=" + text));
     }
-    return words.join(" ");
+    return words;
   }
 
-  // derive predict's command of the step part: derive comm's, with --gpu (the form's or predict's default) and
-  // the step card's own options (--token-budget).
+  const commCommand = (texts) => commWords(texts).join(" ");
+
+  // derive predict's command of the step part: derive comm's options (its --config for a paste), with --gpu (the
+  // form's or predict's default) and the step card's own options (--token-budget).
   function stepCommand(texts) {
-    const words = commCommand(texts).split(" ");
-    words[0] = DATA.step.command;
+    const [, ...options] = commWords(texts);  // comm's words after its command
+    const words = [DATA.step.command, ...options];
     const gpu = PARSE.parseField(FIELDS.get("gpu"), texts.gpu);
     if (gpu.value) words.push(quote("--gpu=" + gpu.value));
     const params = new URLSearchParams(query(texts));

@@ -18,9 +18,11 @@ function DeriveStages(DATA, format) {
     const values = { ...config.values };
     const out = [];
     for (const formula of STAGES.figures) {
-      const uses = formula.uses[form];  // the flags that change this form's expression
+      // a part the same as an earlier form's (the most loaded rank: its key) is keyed by that form
+      const head = (STAGES.reused[form] || {})[formula.part || formula.key] || form;
+      const uses = formula.uses[head];  // the flags that change that form's expression
       if (uses === undefined) continue;
-      const index = formula.variants[[form, ...uses.map((use) => String(config.choices[use]))].join("|")];
+      const index = formula.variants[[head, ...uses.map((use) => String(config.choices[use]))].join("|")];
       if (index === undefined) continue;
       const variant = STAGES.expressions[index];
       const value = DERIVE_STAGE_FUNCTIONS[variant.function](...variant.args.map((arg) => values[arg]));

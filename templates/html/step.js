@@ -27,7 +27,7 @@ function DeriveStep(DATA) {
     const fixed = { ...gpu.values, ...gpu.precisions[precision], ...(given || {}) };
     const named = new Set(inputs);
     const flags = flagValues({ choices }, precision);
-    const heads = { model, form: STEP.forms[name] };
+    const heads = { model, form: STEP.forms[name], name };  // "name": a pasted architecture's own (its counts, bytes)
     const slots = new Map();
     const constants = [];
     const read = [];
@@ -42,8 +42,10 @@ function DeriveStep(DATA) {
         const definition = STEP.definitions[symbol];
         slots.set(symbol, unknown);  // unknown while it is being resolved
         if (definition === undefined) return unknown;
-        // the key: the model's (or its architecture's) name, then the flags that change the quantity
-        const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map((flag) => String(flags[flag]))].join("|");
+        // the key: the model's (or its architecture's, or the page name's) name, then the flags that change the quantity
+        // (a flag's value giving what another gives everywhere is keyed by that one: definition.same)
+        const same = (flag) => ((definition.same || {})[flag] || {})[String(flags[flag])] || String(flags[flag]);
+        const key = definition.head === null ? "" : [heads[definition.head], ...definition.uses.map(same)].join("|");
         const index = definition.variants[key];
         if (index === undefined) return unknown;
         const args = STEP.arguments[index].map(slot);
