@@ -89,16 +89,29 @@ def _tables(entry: Model) -> dict[tuple[str, str], dict[tuple[object, ...], sp.E
             checked = FIRST_ROUND
             if entry.values[L] == entry.values.get(L_E, entry.values[L]):
                 # no dense layer: every layer MoE (L_E = L, the shorter form) and all in the first round of chunks
-                parts = {stage: {part: expr.xreplace({L_E: L}) for part, expr in found.items()}
+                parts = {stage: {part: _every_layer_moe(expr) for part, expr in found.items()}
                          for stage, found in parts.items()}
                 checked = sp.true
         else:  # predict checks no MoE layout under an FP8 recipe: its most loaded rank is NaN (stages.js shows none)
             continue
         for stage, found in parts.items():
             for part, expr in found.items():
-                tables.setdefault((stage, part), {})[values] = sp.Piecewise((expr, STAGES[stage] & checked),
-                                                                            (sp.nan, True))
+                tables.setdefault((stage, part), {})[values] = _where(expr, STAGES[stage] & checked)
     return tables
+
+
+# Many flag combinations give a part the same expression (a dense part at either sequence-parallel value, the
+# parameters at every recompute policy): each is built once.
+@lru_cache(maxsize=None)
+def _where(expr: sp.Expr, condition: sp.Boolean) -> sp.Expr:
+    """``expr`` where ``condition`` holds, NaN elsewhere (the page leaves a NaN figure out)."""
+    return sp.Piecewise((expr, condition), (sp.nan, True))
+
+
+@lru_cache(maxsize=None)
+def _every_layer_moe(expr: sp.Expr) -> sp.Expr:
+    """``expr`` of an MoE model whose every layer is MoE (L_E = L)."""
+    return expr.xreplace({L_E: L})
 
 
 def reused_parts(by_form: dict[str, dict[tuple[str, str], dict[tuple[object, ...], sp.Expr]]],
