@@ -25,6 +25,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     lives in ``item._id``), so every group was scattered over the workers and each built its module
     fixtures again. Where xdist's own suffix took effect this does nothing.
     """
+    _render_last(items)
     if not config.getoption("loadgroup", default=False):
         return
     from _pytest.nodeid import NodeId
@@ -35,6 +36,17 @@ def pytest_collection_modifyitems(config, items) -> None:
         suffix = "@" + "_".join(groups)
         if groups and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
             item._id = NodeId.parse(item.nodeid + suffix)
+
+
+def _render_last(items: list) -> None:
+    """Move the ungrouped tests that need the session's render (``fresh``) after every other test, keeping the order.
+
+    Under ``-n 2 --dist loadgroup`` the page tests' group (the largest, so the first one sent) renders
+    at its first test, on one worker and the render's second process; the other worker meanwhile runs
+    what needs no render, and reaches these tests once the sheet is there instead of waiting on its lock.
+    """
+    items[:] = sorted(items, key=lambda item: "fresh" in getattr(item, "fixturenames", ())
+                      and not any(item.iter_markers("xdist_group")))
 
 
 #: The system tools some tests run, and what brings each (tests/install_renderers.sh runs these as root).
