@@ -1,7 +1,5 @@
 """The papers' claims: counts per document, derived values against the papers' printed numbers, --document."""
 import json
-import subprocess
-import sys
 from collections import Counter
 from fractions import Fraction
 
@@ -228,10 +226,9 @@ def test_a_changed_printed_value_stops_holding():
 
 # --- the command line --------------------------------------------------------------------------
 
-def test_document_option_json_lists_only_that_document():
-    out = subprocess.run([sys.executable, "-m", "derive.check", "--document", "Korthikanti et al. 2022",
-                          "--json"], capture_output=True, text=True, check=True).stdout
-    report = json.loads(out)
+def test_document_option_json_lists_only_that_document(capsys):
+    assert check.main(["--document", "Korthikanti et al. 2022", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert {entry["document"] for entry in report["claims"]} == {"Korthikanti et al. 2022"}
     assert (report["holds"], report["does not hold"], report["unconfirmed"]) == \
         COUNTS["Korthikanti et al. 2022"]
