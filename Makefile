@@ -19,9 +19,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# One pip run for the package and both extras (a bare clone's make test): the editable build and the
+# resolution happen once, not once for the package and again for the extras.
+$(VENV)/.installed-test: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,validate]'
-	touch $@
+	touch $(VENV)/.installed $@
 
 # KaTeX for formulas/index.html: the version pinned in tests/katex/package-lock.json.
 KATEX := tests/katex/node_modules/katex/package.json
