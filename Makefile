@@ -40,6 +40,12 @@ derive: $(VENV)/.installed $(KATEX)
 renderers:
 	bash tests/install_renderers.sh
 
+# One thread in torch's CPU pool (OMP_NUM_THREADS) for the runs that measure with torch: their tensors
+# are tiny (tens of elements a side), where a pool only spins, and make test already runs four processes
+# on two cores (derive.validate --hf: 20 s of CPU with the default pool, 13 s with one thread; the
+# figures it measures are counts, the same either way). derive uses no numpy BLAS.
+test suite validate validate-ledgers validate-hf: export OMP_NUM_THREADS := 1
+
 # pytest and the two validations run side by side (-j 3): the validations fill the cores pytest's workers
 # leave idle (a worker waiting on another's render, the last tests of a run); each prints when it is done.
 test: renderers $(VENV)/.installed-test
