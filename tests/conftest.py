@@ -49,6 +49,12 @@ def _render_last(items: list) -> None:
                       and not any(item.iter_markers("xdist_group")))
 
 
+#: Marks a test that reads the page's data the session's render keeps (derive.render.web.calculator_data and
+#: page_context read derive.render.kept's file): it needs ``fresh``, so it runs after the render has written
+#: that file (``_render_last``) and reads it back, instead of deriving the page's data again (a minute of CPU).
+after_render = pytest.mark.usefixtures("fresh")
+
+
 #: The system tools some tests run, and what brings each (tests/install_renderers.sh runs these as root).
 TOOLS = {
     "pdflatex": "sudo apt-get install texlive-latex-base texlive-latex-recommended",
