@@ -84,10 +84,11 @@ DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 @pytest.fixture(scope="session")
 def chromium():
-    """One headless chromium (Debian's, driven by Selenium) for every page test module of the run.
+    """One headless chromium (Debian's, driven by Selenium) for every page test module a worker runs.
 
-    Started once: the page tests share an xdist group, so one worker runs them all. Modules take it
-    through their ``browser`` fixture (tests/test_web_browser.py).
+    Started once per worker: most page tests share an xdist group (one worker runs them all); the planner's
+    (test_web_plan.py, test_web_planner.py) run last on either worker. Modules take it through their
+    ``browser`` fixture (tests/test_web_browser.py).
     """
     binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if binary is None or driver is None:
