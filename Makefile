@@ -1,6 +1,6 @@
 # make derive  -- regenerate formulas/ (creates .venv with the package if missing)
-# make test    -- prove every identity, run the test suite (two pytest-xdist workers), validate the ledgers against PyTorch
-# make validate -- the ledgers against PyTorch and transformers (make test's last step; two at once)
+# make test    -- prove every identity, run the test suite (two pytest-xdist workers) and validate the ledgers against PyTorch side by side
+# make validate -- the ledgers against PyTorch and transformers (two at once; make test runs them beside pytest)
 # make bench   -- print timings against a bare SymPy import
 # make fuzz    -- the fuzz harness ten times over (DERIVE_FUZZ_SCALE=10; make test runs it once)
 PYTHON ?= python3
@@ -11,7 +11,7 @@ unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: derive test bench fuzz clean renderers validate validate-ledgers validate-hf
+.PHONY: derive test suite bench fuzz clean renderers validate validate-ledgers validate-hf
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# One pip run for the package and both extras (a bare clone's make test): the editable build and the
+# resolution happen once, not once for the package and again for the extras.
+$(VENV)/.installed-test: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,validate]'
-	touch $@
+	touch $(VENV)/.installed $@
 
 # KaTeX for formulas/index.html: the version pinned in tests/katex/package-lock.json.
 KATEX := tests/katex/node_modules/katex/package.json
@@ -36,11 +40,21 @@ derive: $(VENV)/.installed $(KATEX)
 renderers:
 	bash tests/install_renderers.sh
 
+# One thread in torch's CPU pool (OMP_NUM_THREADS) for the runs that measure with torch: their tensors
+# are tiny (tens of elements a side), where a pool only spins, and make test already runs four processes
+# on two cores (derive.validate --hf: 20 s of CPU with the default pool, 13 s with one thread; the
+# figures it measures are counts, the same either way). derive uses no numpy BLAS.
+test suite validate validate-ledgers validate-hf: export OMP_NUM_THREADS := 1
+
+# pytest and the two validations run side by side (-j 3): the validations fill the cores pytest's workers
+# leave idle (a worker waiting on another's render, the last tests of a run); each prints when it is done.
 test: renderers $(VENV)/.installed-test
 	$(PY) -m derive.check
 	$(PY) -m derive.check --claims
+	$(MAKE) --no-print-directory -j 3 --output-sync=target suite validate-ledgers validate-hf
+
+suite: $(VENV)/.installed-test
 	$(PY) -m pytest -q -n 2 --dist loadgroup
-	$(MAKE) --no-print-directory -j 2 --output-sync=target validate
 
 # The two validations run side by side (one core each); each prints its table when it is done.
 validate: validate-ledgers validate-hf

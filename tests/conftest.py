@@ -25,6 +25,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     lives in ``item._id``), so every group was scattered over the workers and each built its module
     fixtures again. Where xdist's own suffix took effect this does nothing.
     """
+    _render_last(items)
     if not config.getoption("loadgroup", default=False):
         return
     from _pytest.nodeid import NodeId
@@ -35,6 +36,23 @@ def pytest_collection_modifyitems(config, items) -> None:
         suffix = "@" + "_".join(groups)
         if groups and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
             item._id = NodeId.parse(item.nodeid + suffix)
+
+
+def _render_last(items: list) -> None:
+    """Move the ungrouped tests that need the session's render (``fresh``) after every other test, keeping the order.
+
+    Under ``-n 2 --dist loadgroup`` the page tests' group (the largest, so the first one sent) renders
+    at its first test, on one worker and the render's second process; the other worker meanwhile runs
+    what needs no render, and reaches these tests once the sheet is there instead of waiting on its lock.
+    """
+    items[:] = sorted(items, key=lambda item: "fresh" in getattr(item, "fixturenames", ())
+                      and not any(item.iter_markers("xdist_group")))
+
+
+#: Marks a test that reads the page's data the session's render keeps (derive.render.web.calculator_data and
+#: page_context read derive.render.kept's file): it needs ``fresh``, so it runs after the render has written
+#: that file (``_render_last``) and reads it back, instead of deriving the page's data again (a minute of CPU).
+after_render = pytest.mark.usefixtures("fresh")
 
 
 #: The system tools some tests run, and what brings each (tests/install_renderers.sh runs these as root).
@@ -66,10 +84,11 @@ DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 @pytest.fixture(scope="session")
 def chromium():
-    """One headless chromium (Debian's, driven by Selenium) for every page test module of the run.
+    """One headless chromium (Debian's, driven by Selenium) for every page test module a worker runs.
 
-    Started once: the page tests share an xdist group, so one worker runs them all. Modules take it
-    through their ``browser`` fixture (tests/test_web_browser.py).
+    Started once per worker: most page tests share an xdist group (one worker runs them all); the planner's
+    (test_web_plan.py, test_web_planner.py) run last on either worker. Modules take it through their
+    ``browser`` fixture (tests/test_web_browser.py).
     """
     binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if binary is None or driver is None:

@@ -156,9 +156,9 @@ def test_bad_unit_names_the_field():
         Claim("x", "s", "t", 1, "furlongs", decimals(0), lambda: 1)
 
 
-def test_cli_prints_each_claim_and_a_summary():
-    out = subprocess.run([sys.executable, "-m", "derive.check", "--claims"],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+def test_cli_prints_each_claim_and_a_summary(capsys):
+    assert check.main(["--claims"]) == 0
+    out = capsys.readouterr().out.splitlines()
     summary = re.fullmatch(r"(\d+) claims: (\d+) hold, (\d+) do not hold, (\d+) unconfirmed, (\d+) pending, "
                            r"0 errors",
                            out[-1])
@@ -185,12 +185,11 @@ def test_plain_check_does_not_load_the_claims():
     assert out.stdout.splitlines()[-1] == "False"
 
 
-def test_cli_json_lists_every_claim_with_its_status():
+def test_cli_json_lists_every_claim_with_its_status(capsys):
     import json
 
-    out = subprocess.run([sys.executable, "-m", "derive.check", "--claims", "--json"],
-                         capture_output=True, text=True, check=True).stdout
-    report = json.loads(out)
+    assert check.main(["--claims", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert len(report["claims"]) == (report["holds"] + report["does not hold"] + report["unconfirmed"]
                                      + report["pending"])
     by_id = {entry["id"]: entry for entry in report["claims"]}
@@ -209,11 +208,11 @@ def test_document_option_selects_one_document(capsys):
     assert out[-1] == "111 claims: 103 hold, 8 do not hold, 0 unconfirmed, 0 pending, 0 errors"
 
 
-def test_unknown_document_is_one_stderr_line_and_exit_2():
-    out = subprocess.run([sys.executable, "-m", "derive.check", "--document", "Nobody 1999"],
-                         capture_output=True, text=True)
-    assert out.returncode == 2 and out.stdout == ""
-    lines = out.stderr.splitlines()
+def test_unknown_document_is_one_stderr_line_and_exit_2(capsys):
+    assert check.main(["--document", "Nobody 1999"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    lines = out.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("--document: unknown document 'Nobody 1999'")
 
 

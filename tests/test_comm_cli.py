@@ -13,17 +13,17 @@ BAR = ["--model", "llama3-70b", "--tp", "8", "--pp", "4", "--dp", "32", "--seq",
        "--global-batch", "512", "--precision", "bf16", "--zero", "1", "--no-sequence-parallel", "--json"]
 
 
-def test_sequence_parallelism_and_the_distributed_optimizer_are_on_by_default():
+def test_sequence_parallelism_and_the_distributed_optimizer_are_on_by_default(capsys):
     # derive.options.layout.DEFAULTS, as derive predict sets them: SP with t > 1, ZeRO-1 over d c > 1 ranks
     bar = [option for option in BAR if option != "--no-sequence-parallel"]
     del bar[bar.index("--zero"):bar.index("--zero") + 2]
-    data = json.loads(subprocess.run([sys.executable, "-m", "derive.comm", *bar], cwd=ROOT, capture_output=True,
-                                     text=True, check=True).stdout)
+    assert main(bar) == 0
+    data = json.loads(capsys.readouterr().out)
     assert (data["layout"]["sequence_parallel"], data["layout"]["zero"]) == (True, 1)
     # sequence parallelism splits each pipeline send over the t = 8 ranks
     assert data["per_rank_bytes_per_step"]["pp"] == 2 * 16 * 8192 * 8192 * 2 // 8
-    alone = json.loads(subprocess.run([sys.executable, "-m", "derive.comm", "--model", "llama3-70b", "--json"],
-                                      cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    assert main(["--model", "llama3-70b", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
     assert (alone["layout"]["sequence_parallel"], alone["layout"]["zero"]) == (False, 0)  # t = d = 1
 
 

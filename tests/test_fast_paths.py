@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import sympy as sp
+from conftest import after_render
 
 from derive.accounts.state import state_bytes
 from derive.formulas import CHOICES, FORMULAS, _ranks_needed, at_least_one
@@ -344,6 +345,7 @@ def test_verdicts_kept_from_another_process_are_the_verdicts(monkeypatch) -> Non
     assert group[0] not in [entry for remaining in claims.document_groups() for entry in remaining]
 
 
+@after_render
 def test_page_data_does_not_read_the_sections() -> None:
     """derive.render computes the page's data apart from the sections: page_context only passes them and the SVGs on."""
     from derive.render.web import page_context

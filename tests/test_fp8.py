@@ -1,12 +1,11 @@
 """FP8 recipes: states, saved tensors, GEMM dtypes and traffic against values computed by hand from shapes."""
 import json
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
 import sympy as sp
 
+from derive.__main__ import main as derive_main
 from derive.accounts.activations import layer_activation_bytes
 from derive.accounts.state import FP8_PRECISIONS, resident_bytes, state_ledger
 from derive.claims import CLAIMS, all_claims, evaluate
@@ -184,19 +183,21 @@ def test_transformer_engine_memory_example_by_hand():
     assert verdict.status == "holds" and verdict.derived == Fraction(by_hand, mib)
 
 
-def test_cli_takes_the_fp8_precisions():
-    out = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b", "--precision",
-                          "mxfp8", "--json"], capture_output=True, text=True, check=True)
-    figures = json.loads(out.stdout)["llama3-70b"]
+def derive_out(capsys, *argv: str) -> str:
+    """What ``python -m derive *argv`` prints (its main, in this process); it must exit 0."""
+    assert derive_main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_cli_takes_the_fp8_precisions(capsys):
+    figures = json.loads(derive_out(capsys, "report", "--model", "70b", "--precision", "mxfp8", "--json"))["llama3-70b"]
     assert figures["fp8_parameters"]["value"] == N8
     assert Fraction(str(figures["state.resident"]["value"])) == 18 * N70 + 2 * (N8 + N8 // 32)
 
 
-def test_report_shows_the_fp8_copies_and_the_fp8_layer():
-    out = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b", "--precision",
-                          "fp8-current", "--profile", "llama-fused", "--json"],
-                         capture_output=True, text=True, check=True)
-    figures = json.loads(out.stdout)["llama3-70b"]
+def test_report_shows_the_fp8_copies_and_the_fp8_layer(capsys):
+    figures = json.loads(derive_out(capsys, "report", "--model", "70b", "--precision", "fp8-current",
+                                    "--profile", "llama-fused", "--json"))["llama3-70b"]
     assert figures["state.fp8_copies"]["value"] == 2 * N8 + 4 * N8_TENSORS
     s, b, a = 8192, 1, 64
     sbh = s * b * H
@@ -204,12 +205,9 @@ def test_report_shows_the_fp8_copies_and_the_fp8_layer():
     fp8 = 3 * sbh + s * b * F
     logsumexp = 4 * b * a * s
     assert figures["activations.per_layer_fp8"]["value"] == bf16 + fp8 + 16 + logsumexp
-    text = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b", "--precision",
-                           "fp8-current", "--profile", "llama-fused"],
-                          capture_output=True, text=True, check=True).stdout
+    text = derive_out(capsys, "report", "--model", "70b", "--precision", "fp8-current", "--profile", "llama-fused")
     assert "560 layer matrices quantised" in text and "fp8-current's quantised linear inputs" in text
-    plain = subprocess.run([sys.executable, "-m", "derive", "report", "--model", "70b"],
-                           capture_output=True, text=True, check=True).stdout
+    plain = derive_out(capsys, "report", "--model", "70b")
     assert "quantised" not in plain and "FP8" not in plain
 
 

@@ -24,6 +24,7 @@ import pytest
 import sympy as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from conftest import after_render
 
 from derive.accounts.activations import (
     first_stage_activation_bytes,
@@ -330,6 +331,7 @@ def hostile_query(rng: random.Random, options: list[str]) -> str:
     return "&".join(parts)
 
 
+@after_render
 def test_the_page_reads_hostile_links_field_by_field(tmp_path):
     _, data = calculator_data()
     rng = random.Random(2803)

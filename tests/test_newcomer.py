@@ -19,9 +19,11 @@ from derive.presets import ALIASES, MODELS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def derive(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "derive", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+def derive(capsys, *argv: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``python -m derive *argv``: its main, in this process."""
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 def call(module: str, argv: list[str]) -> tuple[int, str]:
@@ -54,12 +56,12 @@ def test_derive_help_lists_every_subcommand(capsys):
         assert f"  {name} " in out and command.example in out
 
 
-def test_bare_derive_is_the_report_and_an_unknown_subcommand_is_one_line():
-    bare, report = derive("--model", "8b"), derive("report", "--model", "8b")
-    assert bare.returncode == report.returncode == 0 and bare.stdout == report.stdout
-    assert "N = 8.03 B" in bare.stdout                    # Llama 3 8B: 8,030,261,248 parameters
-    wrong = derive("plans", "--model", "8b")
-    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "'plans'" in wrong.stderr
+def test_bare_derive_is_the_report_and_an_unknown_subcommand_is_one_line(capsys):
+    bare, report = derive(capsys, "--model", "8b"), derive(capsys, "report", "--model", "8b")
+    assert bare[0] == report[0] == 0 and bare[1] == report[1]
+    assert "N = 8.03 B" in bare[1]                        # Llama 3 8B: 8,030,261,248 parameters
+    code, _, err = derive(capsys, "plans", "--model", "8b")
+    assert code == 2 and err.count("\n") == 1 and "'plans'" in err
 
 
 def test_the_help_loads_no_front_end():
@@ -304,11 +306,11 @@ def test_the_readme_starts_with_three_commands():
 
 
 @pytest.mark.parametrize("index", range(3))
-def test_readme_first_commands_print_what_it_shows(index):
+def test_readme_first_commands_print_what_it_shows(index, capsys):
     argv, printed = readme_runs()[index]
-    run = derive(*argv)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.rstrip("\n") == printed
+    code, out, err = derive(capsys, *argv)
+    assert code == 0, err
+    assert out.rstrip("\n") == printed
 
 
 def test_readme_links_exist():

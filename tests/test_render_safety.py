@@ -96,9 +96,14 @@ def test_files_an_earlier_sheet_listed_are_removed(tmp_path, rendered):
     assert oct(out.stat().st_mode & 0o777) == oct(0o755)
 
 
-def run_render(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "derive.render", *args], cwd=cwd,
-                          capture_output=True, text=True)
+def run_render(capsys, *args) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``python -m derive.render *args``: its main, in this process."""
+    try:
+        code = renderer.main(list(args))
+    except SystemExit as done:                  # --help
+        code = done.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("mine", [
@@ -106,14 +111,14 @@ def run_render(*args, cwd):
     {"sheet.md": "my own sheet"},                 # a file named like the sheet, but no tables.json
     {"tables.json": "{}", "sheet.md": "x"},       # a tables.json that is not derive's
 ])
-def test_a_folder_that_is_not_a_sheet_is_refused_and_kept(tmp_path, mine):
+def test_a_folder_that_is_not_a_sheet_is_refused_and_kept(tmp_path, mine, capsys):
     out = tmp_path / "docs"
     out.mkdir()
     for name, text in mine.items():
         (out / name).write_text(text)
-    result = run_render("--out", str(out), cwd=tmp_path)
-    assert result.returncode == 2
-    (line,) = result.stderr.splitlines()
+    code, _, err = run_render(capsys, "--out", str(out))
+    assert code == 2
+    (line,) = err.splitlines()
     assert line.startswith("python -m derive.render: error: --out:") and "Traceback" not in line
     assert {p.name: p.read_text() for p in out.iterdir()} == mine
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
@@ -129,18 +134,18 @@ def test_a_user_file_inside_an_earlier_sheet_is_refused_and_kept(tmp_path, rende
     assert snapshot(out) == before
 
 
-def test_a_file_is_never_turned_into_a_folder(tmp_path):
+def test_a_file_is_never_turned_into_a_folder(tmp_path, capsys):
     target = tmp_path / "report.pdf"
     target.write_bytes(b"%PDF-1.4 mine")
-    result = run_render("--out", str(target), cwd=tmp_path)
-    assert result.returncode == 2 and "--out" in result.stderr
-    assert len(result.stderr.splitlines()) == 1
+    code, _, err = run_render(capsys, "--out", str(target))
+    assert code == 2 and "--out" in err
+    assert len(err.splitlines()) == 1
     assert target.read_bytes() == b"%PDF-1.4 mine"
 
 
-def test_out_has_help_text():
-    result = run_render("--help", cwd=ROOT)
-    assert "--out DIR" in result.stdout and "earlier sheet" in result.stdout
+def test_out_has_help_text(capsys):
+    code, out, _ = run_render(capsys, "--help")
+    assert code == 0 and "--out DIR" in out and "earlier sheet" in out
 
 
 def test_a_wrong_out_is_refused_before_any_rendering(tmp_path, monkeypatch, capsys):

@@ -17,7 +17,7 @@ from fractions import Fraction
 from html.parser import HTMLParser
 
 import pytest
-from conftest import missing_tool
+from conftest import after_render, missing_tool
 
 from derive.printing.python import arguments, exact_function
 from derive.formulas import REPORT_ONLY, form
@@ -196,6 +196,7 @@ PAGE_LINES = [
 ]
 
 
+@after_render
 @pytest.mark.parametrize("where, argv, marked", PAGE_LINES, ids=lambda x: "-".join(x) if isinstance(x, tuple) else None)
 def test_the_page_says_what_the_cli_says(where, argv, marked):
     # the page's lines come from derive.options.messages and the library, not from running the CLI: each
@@ -208,6 +209,7 @@ def test_the_page_says_what_the_cli_says(where, argv, marked):
     assert found == cli_message(argv, marked)
 
 
+@after_render
 def test_the_cli_line_helper_refuses_a_report():
     with pytest.raises(ValueError, match="not one error line"):
         cli_message(["--model", "8b"], {})
@@ -292,6 +294,7 @@ def random_texts(rng: random.Random, count: int) -> list[str]:
             for _ in range(count)]
 
 
+@after_render
 def test_the_page_parses_every_field_as_the_cli_does(tmp_path):
     """Random text in every field: the page accepts what the CLI accepts, else shows its line."""
     _, data = calculator_data()
@@ -427,6 +430,7 @@ def mutated_configs(rng: random.Random) -> list[str]:
     return texts
 
 
+@after_render
 def test_a_pasted_config_is_read_as_from_config_reads_it(tmp_path, monkeypatch):
     """Every shipped config of the page's families and hundreds of broken ones: same shape or same line."""
     _, data = calculator_data()
@@ -462,6 +466,7 @@ def test_a_pasted_config_is_read_as_from_config_reads_it(tmp_path, monkeypatch):
     assert not wrong, "\n".join(map(repr, wrong[:6]))
 
 
+@after_render
 def test_the_page_takes_pasted_config_messages_from_the_cli():
     messages = calculator_data()[1]["config"]["messages"]
     assert messages["missing"] == "--config: {path}: {field}: missing from the {model_type} config"

@@ -21,7 +21,9 @@ from derive.plan import run as plan_run
 from derive.planning.ranking import shared_ranks
 from derive.predict import run as predict_run
 
-pytestmark = pytest.mark.xdist_group("web_browser")
+# No xdist group: these tests need the render, so they run after the others (conftest's _render_last), spread
+# over both workers, each with its one chromium (conftest's ``chromium``), while test_web_browser.py's group
+# holds the worker that renders.
 
 #: Page links that ask derive plan's question: --tokens is --global-batch x --seq.
 QUESTIONS = [

@@ -13,7 +13,9 @@ from derive.names import model_names
 from derive.render.page_models import page_names
 from derive.cli import run
 
-pytestmark = pytest.mark.xdist_group("web_browser")
+# No xdist group: these tests need the render, so they run after the others (conftest's _render_last), spread
+# over both workers, each with its one chromium (conftest's ``chromium``), while test_web_browser.py's group
+# holds the worker that renders.
 
 
 #: The layout's options the report does not take (the page's layout part reads them: test_web_layout.py).
