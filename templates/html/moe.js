@@ -12,14 +12,15 @@ function DeriveMoE(DATA, PARSE) {
   };
 
   // The form's texts and parsed values -> {errors} or the MoE configuration (model, values, variant).
-  function configuration(texts, parsed, fields) {
+  // ``pasted``: a pasted config's {form, name, values} (config.js), else the named model's.
+  function configuration(texts, parsed, fields, pasted) {
     // derive.cli.run: a dense-only option given (not its default) is refused, in DENSE_ONLY's order
     for (const [option, line] of Object.entries(MOE.messages.refused)) {
       if (DATA.layout.ignored.includes(option)) continue;  // another part of the page reads it
       const field = fields.get(option);
       if (field && texts[option] !== "" && texts[option] !== field.default) return { errors: { [option]: line } };
     }
-    const model = MOE.models[parsed.model];
+    const model = pasted || MOE.models[parsed.model];
     const values = { ...model.values };
     if (parsed.seq !== null) values[MOE.seq] = parsed.seq;
     for (const [option, symbol] of Object.entries(MOE.layout)) {
