@@ -42,6 +42,14 @@ PASTES = [
                      "topk_group": 2}, {"pp": "4", "ep": "8", "dp": "8", "precision": "mxfp8", "seq": "4096"}),
     ("qwen3-30b-a3b", {"num_hidden_layers": 24, "num_experts": 64, "num_experts_per_tok": 4},
      {"tp": "2", "ep": "8", "dp": "8"}),
+    # one switch away from a named model: a form of the paste's own (derive.render.page_moe_paste.pasted_moe_layouts)
+    ("deepseek-v3", {"num_nextn_predict_layers": 0}, {"tp": "2", "pp": "4", "ep": "32", "dp": "32", "seq": "4096"}),
+    ("deepseek-v3", {"q_lora_rank": None, "num_hidden_layers": 27, "first_k_dense_replace": 1,
+                     "n_routed_experts": 64, "num_experts_per_tok": 6, "n_group": 1, "topk_group": 1},
+     {"ep": "8", "dp": "8", "precision": "mxfp8", "seq": "4096"}),
+    ("deepseek-v3", {"n_shared_experts": 0, "attention_bias": False}, {"pp": "8", "ep": "16", "dp": "16"}),
+    ("qwen3-30b-a3b", {"norm_topk_prob": False}, {"tp": "2", "ep": "4", "dp": "4", "moe-profile": "eager"}),
+    ("qwen1.5-moe-a2.7b", {"qkv_bias": False}, {"pp": "2", "ep": "4", "dp": "4", "precision": "fp8-current"}),
 ]
 
 
@@ -124,8 +132,9 @@ def test_a_pasted_moe_config_the_cli_refuses_keeps_its_line(browser, calculator,
 
 
 def test_an_moe_paste_whose_layout_no_named_model_has_is_said_plainly(browser, calculator, tmp_path):
-    # Qwen3-MoE with attention biases: the CLI reports it, the page holds no expressions for that Layout
-    text = json.dumps({**published_config("qwen3-30b-a3b"), "attention_bias": True})
+    # Qwen3-MoE with attention biases and no top-k renormalisation (two switches from Qwen3-30B-A3B): the CLI
+    # reports it, the page holds no expressions for that Layout
+    text = json.dumps({**published_config("qwen3-30b-a3b"), "attention_bias": True, "norm_topk_prob": False})
     path = tmp_path / PASTED
     path.write_text(text)
     assert report_of(path, {})["parameters"] > 0

@@ -6,7 +6,9 @@
 applies :data:`MOE_READS` in the same order, each refusal the CLI's line (:data:`MOE_SENTINELS`,
 found by running the CLI). The MoE report's expressions depend on the model's Layout only, which a
 config's switches (:data:`MOE_READS` ``switches``) decide: :func:`moe_paste_forms` maps each
-combination of them to the named MoE model (derive.render.page_models.moe_forms) with that Layout.
+combination of them to the named MoE model (derive.render.page_models.moe_forms) with that Layout, or to a
+form of its own where it is one switch away from one (:func:`pasted_moe_layouts`, as
+derive.render.page_comm.pasted_forms adds the dense pastes' ledgers).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from derive.architectures.decoder import Layout
 from derive.hf import published_config, published_names
 from derive.hf_families import MAX_MOE_LAYERS, MOE_BASES, SPARSE_STEP
 from derive.model import MOE_FAMILIES
@@ -48,7 +51,7 @@ MOE_READS: dict[str, dict[str, object]] = {
 #: The config fields every MoE reader names (derive.hf_families, derive.presets.moe_from_config): role -> field.
 MOE_FIELDS: dict[str, str] = {
     "top_k": "num_experts_per_tok", "step": "decoder_sparse_step", "dense_layers": "mlp_only_layers",
-    "tied": "tie_word_embeddings", "first_moe": "first_k_dense_replace", "groups": "n_group",
+    "tied": "tie_word_embeddings", "bias": "attention_bias", "first_moe": "first_k_dense_replace", "groups": "n_group",
     "group_top_k": "topk_group", "mtp": "num_nextn_predict_layers",
     # DeepSeek's reads (derive.hf_families._deepseek), in its order
     "hidden": "hidden_size", "heads": "num_attention_heads", "layers": "num_hidden_layers",
@@ -72,21 +75,45 @@ def _switched(config: dict[str, object], switches: list[list[object]], values: t
     return out
 
 
-def moe_paste_forms(layouts: dict[str, object]) -> dict[str, dict[str, str]]:
-    """model_type -> JSON key of the switches' values -> the named MoE form with that Layout (``layouts``: form -> Layout).
+def _switch_layouts(model_type: str) -> dict[tuple[bool, ...], Layout]:
+    """Each combination of ``model_type``'s switches -> the Layout moe_from_config reads from a config with them."""
+    switches = MOE_READS[model_type]["switches"]
+    return {values: moe_from_config(_switched(_template(model_type), switches, values)).layout
+            for values in itertools.product((False, True), repeat=len(switches))}
 
-    A combination whose Layout no named MoE model has is left out: the page says it does not compute it.
-    """
-    by_layout = {layout: form for form, layout in layouts.items()}
-    forms: dict[str, dict[str, str]] = {}
+
+def _key(values: tuple[bool, ...]) -> str:
+    """The key config.js builds from a config's switches."""
+    return json.dumps(values, separators=(",", ":"))
+
+
+def pasted_moe_layouts(named: dict[str, Layout]) -> dict[str, Layout]:
+    """The forms a pasted config adds (name -> Layout): every combination of switches one switch away from a
+    combination whose Layout a named MoE form (``named``: form -> Layout) has. Farther ones are left out (each form
+    prints the MoE report's expressions at every layout variant, ~15 KB of page): the page says so."""
+    out: dict[str, Layout] = {}
+    known = set(named.values())
     for model_type in MOE_FAMILIES:
-        switches = MOE_READS[model_type]["switches"]
-        forms[model_type] = {}
-        for values in itertools.product((False, True), repeat=len(switches)):
-            layout = moe_from_config(_switched(_template(model_type), switches, values)).layout
-            if layout in by_layout:
-                forms[model_type][json.dumps(values, separators=(",", ":"))] = by_layout[layout]
-    return forms
+        layouts = _switch_layouts(model_type)
+        near = [values for values, layout in layouts.items() if layout in known]
+        for values, layout in layouts.items():
+            if layout not in known and any(sum(a != b for a, b in zip(values, other)) == 1 for other in near):
+                known.add(layout)
+                out[f"{model_type}:{''.join(str(int(value)) for value in values)}"] = layout  # its switches as bits
+    return out
+
+
+def moe_paste_forms(layouts: dict[str, Layout]) -> dict[str, dict[str, str]]:
+    """model_type -> JSON key of the switches' values -> the MoE form with that Layout (``layouts``: form -> Layout).
+
+    A combination whose Layout no form has is left out: the page says it does not compute it.
+    """
+    by_layout: dict[Layout, str] = {}
+    for form, layout in layouts.items():
+        by_layout.setdefault(layout, form)
+    return {model_type: {_key(values): by_layout[layout] for values, layout in _switch_layouts(model_type).items()
+                         if layout in by_layout}
+            for model_type in MOE_FAMILIES}
 
 
 #: A config of one MoE family failing one way -> (model_type, the fields it changes, the placeholders of its line).
@@ -135,9 +162,10 @@ def _moe_paste_messages() -> dict[str, str]:
     return messages
 
 
-#: The page's own line (not the CLI's) for a pasted MoE config whose Layout no named MoE model has.
+#: The page's own line (not the CLI's) for a pasted MoE config whose Layout no form has.
 NO_FORM = ("derive report --config reads this config, but the page holds the MoE report's expressions only for "
-           "the layouts of its named MoE models ({names}); run the command for its figures")
+           "the layouts of its named MoE models ({names}) and of configs one switch ({switches}) away from "
+           "them; run the command for its figures")
 
 
 def moe_paste_data(layouts: dict[str, object]) -> dict[str, object]:
@@ -147,4 +175,6 @@ def moe_paste_data(layouts: dict[str, object]) -> dict[str, object]:
                       for model_type in MOE_FAMILIES},
             "fields": MOE_FIELDS, "forms": moe_paste_forms(layouts), "messages": moe_paste_messages(),
             "max_layers": MAX_MOE_LAYERS, "sparse_step": SPARSE_STEP,
-            "no_form": NO_FORM.format(names=", ".join(dict.fromkeys(layouts)))}
+            "no_form": NO_FORM.format(names=", ".join(form for form in layouts if ":" not in form),
+                                      switches=", ".join(dict.fromkeys(field for read in MOE_READS.values()
+                                                                       for field, _, _ in read["switches"])))}

@@ -32,7 +32,7 @@ from derive.render.page_assets import csp_hash, inline_script, katex_assets, scr
 from derive.render.page_config import PASTED, config_forms, config_messages, python_reprs
 from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, refused_profiles
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
-from derive.render.page_models import dense_configs, moe_data, moe_forms, moe_models, page_names
+from derive.render.page_models import dense_configs, moe_data, moe_layouts, page_names
 from derive.render.page_moe_paste import moe_paste_data, moe_paste_messages
 from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
@@ -245,7 +245,7 @@ def config_data() -> dict[str, object]:
         "known": list(FAMILIES),
         "refused": refused_profiles(),
         "messages": {**config_messages(), **{"moe:" + failure: line for failure, line in moe_paste_messages().items()}},
-        "moe": moe_paste_data({form: moe_models()[form].layout for form in moe_forms().values()}),
+        "moe": moe_paste_data(moe_layouts()),
         "repr": python_reprs(),
         "path": PASTED,
         "max_size": str(MAX_SIZE),

@@ -194,7 +194,7 @@ function DeriveConfig(DATA, PARSE) {
     sizes.kv_heads = sizes.heads;
     for (const size of ["r_kv", "k_nope", "k_rope", "k_v"]) extra[size] = c.size(F[size]);
     if (c.given(F.q_rank)) extra.r_q = c.size(F.q_rank);
-    const [bias, , biasDefault] = read.switches.find(([field]) => field === "attention_bias");
+    const [bias, , biasDefault] = read.switches.find(([field]) => field === F.bias);
     c.flag(bias, biasDefault);
     const tied = c.flag(F.tied, false);
     for (const size of ["ffn", "vocab", "seq"]) sizes[size] = c.size(F[size]);
