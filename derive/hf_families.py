@@ -147,9 +147,13 @@ def mixtral(c: Fields) -> Shape:
     return _with_moe(shape, MoE(), list(_layer_indices(shape["layers"])), sizes)
 
 
+#: Qwen2MoeConfig / Qwen3MoeConfig's decoder_sparse_step when absent (every layer sparse).
+SPARSE_STEP = 1
+
+
 def _sparse_layers(c: Fields, layers: int) -> list[int]:
     """Qwen MoE: layer i is sparse unless in mlp_only_layers, when (i + 1) % decoder_sparse_step == 0."""
-    step = c.size("decoder_sparse_step", 1)
+    step = c.size("decoder_sparse_step", SPARSE_STEP)
     dense = c.get("mlp_only_layers", [])
     if not isinstance(dense, list) or any(
             isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < layers for i in dense):

@@ -21,7 +21,9 @@ from derive.names import is_moe, model_names, moe_model, moe_source, named_model
 from derive.options.messages import template
 from derive.options.report import DENSE_ONLY, FIELD_OPTIONS, MOE_PARALLEL
 from derive.presets import ALIASES, MODELS
+from derive.architectures.decoder import Layout
 from derive.render.page_messages import dense_refusal, moe_line
+from derive.render.page_moe_paste import pasted_moe_layouts
 from derive.report import MOE_DEFAULT_PROFILE, MOE_DIVIDES, MOE_PRECISIONS, MoELayout, moe_expressions
 from derive.symbols import E, L, L_E, a, b, d, e, g, k_E, p, s, t, t_E
 
@@ -101,30 +103,47 @@ def moe_forms() -> dict[str, str]:
     return {name: first.setdefault(m.layout, name) for name, m in moe_models().items()}
 
 
+@lru_cache(maxsize=1)
+def moe_layouts() -> dict[str, Layout]:
+    """Each MoE form's Layout: the named forms', then those a pasted config one switch away from one reaches
+    (derive.render.page_moe_paste.pasted_moe_layouts)."""
+    named = {form: moe_models()[form].layout for form in dict.fromkeys(moe_forms().values())}
+    return {**named, **pasted_moe_layouts(named)}
+
+
 def moe_variants() -> list[tuple[str, bool, bool, str, str]]:
     """(form, t > 1, p = 1, MoE profile, precision) of every combination the MoE report takes."""
-    forms = dict.fromkeys(moe_forms().values())
+    forms = moe_layouts()
     return [(form, parallel, single, profile, precision)
             for form, parallel, single, profile, precision
             in itertools.product(forms, (False, True), (False, True), MOE_PROFILES, MOE_PRECISIONS)
             if precision == "bf16" or profile == MOE_DEFAULT_PROFILE]
 
 
+def moe_choices() -> list[str]:
+    """The choices besides the form that change an MoE expression (t > 1, p = 1, profile, precision), in
+    moe_variants' order: each form's variants of a formula are a list in this order."""
+    first = next(iter(moe_layouts()))
+    return ["|".join((str(parallel).lower(), str(single).lower(), profile, precision))
+            for form, parallel, single, profile, precision in moe_variants() if form == first]
+
+
 def moe_formulas(printed: Callable[[sp.Expr], dict[str, object]]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """(the MoE report's figures, each variant an index into the second, the printed expressions (function, TeX, args))."""
-    models = moe_models()
+    """(the MoE report's figures, the printed expressions (function, TeX, args)): each figure's variants by form, a
+    list in moe_choices' order of indices into the second (null where the report has no such figure)."""
+    layouts, choices = moe_layouts(), moe_choices()
     formulas = {key: {"key": key, "row": "moe:" + key, "unit": MOE_UNITS[key], "label": label,
                       "symbol": None, "variants": {}} for key, label in MOE_LABELS.items()}
     shared: dict[sp.Expr, int] = {}  # variants name an expression by its index in ``expressions``
     expressions: list[dict[str, object]] = []
     for form, parallel, single, profile, precision in moe_variants():
-        exprs = moe_expressions(models[form].layout, parallel, single, profile, precision)
-        variant = "|".join((form, str(parallel).lower(), str(single).lower(), profile, precision))
+        exprs = moe_expressions(layouts[form], parallel, single, profile, precision)
+        choice = choices.index("|".join((str(parallel).lower(), str(single).lower(), profile, precision)))
         for key, expr in exprs.items():
             if expr not in shared:
                 shared[expr] = len(expressions)
                 expressions.append(printed(expr))
-            formulas[key]["variants"][variant] = shared[expr]
+            formulas[key]["variants"].setdefault(form, [None] * len(choices))[choice] = shared[expr]
     return [formula for formula in formulas.values() if formula["variants"]], expressions
 
 
@@ -153,6 +172,7 @@ def moe_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, objec
                            if kind == "refused"},
         "formulas": formulas,
         "expressions": expressions,
+        "choices": moe_choices(),
         "divides": moe_divides(printed),
         "layout": {option: symbol.name for option, symbol in MOE_LAYOUT.items()},
         "layout_default": MoELayout().tp,

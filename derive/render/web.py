@@ -23,7 +23,7 @@ from derive.evaluation import by_name
 from derive.formulas import INPUTS, ZERO_STAGES
 from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
-from derive.model import FIELD_SYMBOLS
+from derive.model import FIELD_SYMBOLS, MOE_FAMILIES
 from derive.presets import ALIASES, DENSE_MODELS, HARDWARE
 from derive.render.kept import kept
 from derive.render.page_functions import PageFunctions
@@ -32,7 +32,8 @@ from derive.render.page_assets import csp_hash, inline_script, katex_assets, scr
 from derive.render.page_config import PASTED, config_forms, config_messages, python_reprs
 from derive.render.page_forms import CUSTOM, FORMULAS, form_names, page_models, refused_profiles
 from derive.render.page_messages import NO_GQA, NOT_DIVIDING, STEP_BOUND, field_messages
-from derive.render.page_models import dense_configs, moe_data, page_names
+from derive.render.page_models import dense_configs, moe_data, moe_layouts, page_names
+from derive.render.page_moe_paste import moe_paste_data, moe_paste_messages
 from derive.render.page_comm import layout_code
 from derive.options.layout import LAYOUT_OPTIONS
 from derive.render.page_layout import FLAG_WORDS, LAYOUT_DEFAULTS, LAYOUT_FIELDS, layout_field_messages, layout_parser
@@ -233,7 +234,8 @@ def field_specs() -> list[dict[str, object]]:
 
 
 def config_data() -> dict[str, object]:
-    """What config.js needs: derive.hf's tables of the dense families, their forms, the CLI's messages."""
+    """What config.js needs: derive.hf's tables of the dense families, their forms, the CLI's messages; the MoE
+    families' reads and forms (derive.render.page_moe_paste)."""
     forms = form_names()
     return {
         "families": {model_type: {**DENSE[model_type].data(),
@@ -242,7 +244,8 @@ def config_data() -> dict[str, object]:
                      for model_type, by_key in config_forms().items()},
         "known": list(FAMILIES),
         "refused": refused_profiles(),
-        "messages": config_messages(),
+        "messages": {**config_messages(), **{"moe:" + failure: line for failure, line in moe_paste_messages().items()}},
+        "moe": moe_paste_data(moe_layouts()),
         "repr": python_reprs(),
         "path": PASTED,
         "max_size": str(MAX_SIZE),
@@ -381,7 +384,7 @@ def field_groups(fields: list[dict[str, object]]) -> list[dict[str, object]]:
     groups[FIELDS["tp"][1]].sort(key=lambda field: order.index(field["option"]) if field["option"] in order
                                  else len(order))
     return [{"name": name, "fields": members, "collapsed": name == SHAPE_GROUP,
-             "config": name == FIELDS["model"][1], "families": ", ".join(DENSE)}
+             "config": name == FIELDS["model"][1], "families": ", ".join([*DENSE, *MOE_FAMILIES])}
             for name, members in groups.items()]
 
 

@@ -58,10 +58,19 @@
     for (const option of [...LAYOUT_ONLY, ...STEP_ONLY]) delete errors[option];
     const layoutDp = errors.tp || errors.pp || errors.cp || errors.gpus || errors.dp ? null : LAYOUT.dataParallel(parsed);
     // An MoE name runs the report's MoE figures (derive.report.moe_figures), which reads --precision itself.
-    const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : undefined;
+    // A pasted config of an MoE family the MoE report takes runs it too (`--config pasted.json`).
+    const pastedMoE = texts.config !== "" ? CONFIG.read(texts.config) : {};
+    const kind = texts.config === "" && parsed.model ? DATA.kinds[parsed.model] : pastedMoE.moe ? "moe" : undefined;
     if (kind === "moe") delete errors.precision;
     if (Object.keys(errors).length) return { errors };
-    if (kind === "moe") return MOE_REPORT.configuration(texts, { ...parsed, dp: moeDp(layoutDp, parsed) }, FIELDS);
+    if (kind === "moe") {
+      const dp = moeDp(layoutDp, parsed);
+      if (!pastedMoE.moe) return MOE_REPORT.configuration(texts, { ...parsed, dp }, FIELDS);
+      const moe = MOE_REPORT.configuration(texts, { ...parsed, dp }, FIELDS,
+        { form: pastedMoE.form, name: pastedMoE.name, values: CONFIG.values(pastedMoE) });
+      // the page's own line where it holds no expressions for the paste's Layout (an option's refusal first)
+      return Object.keys(moe.errors).length || pastedMoE.form !== null ? moe : { errors: { config: DATA.config.moe.no_form } };
+    }
     for (const [option, line] of Object.entries(DATA.moe.messages.dense_only)) {
       if (parsed[option] !== null && !(option in DATA.layout.rules.symbols)) return { errors: { [option]: line } };
     }
@@ -338,6 +347,8 @@
       group.hidden = shown.length > 0 && !group.querySelector(".figure:not([hidden])");
     }
     if (Object.keys(DATA.shape).some((option) => texts[option] !== "")) document.getElementById("custom-shape").open = true;
+    // a pasted MoE config: the stage, communication and step cards are not computed (the page says so)
+    document.getElementById("paste-moe-note").hidden = !(texts.config !== "" && CONFIG.read(texts.config).moe);
     showComm(comm);
     showStep(step);
     STAGES.show(stages, partsBar);
@@ -523,7 +534,7 @@
     const words = [DATA.command.prefix];
     const params = new URLSearchParams(query(texts));
     const { parsed } = parseAll(texts);
-    const moe = texts.config === "" && parsed.model && DATA.kinds[parsed.model] === "moe";
+    const moe = texts.config === "" ? parsed.model && DATA.kinds[parsed.model] === "moe" : Boolean(CONFIG.read(texts.config).moe);
     const skip = new Set([...LAYOUT_ONLY, ...STEP_ONLY, "dp"]);
     if (moe) for (const option of DATA.layout.ignored) skip.add(option);
     else {

@@ -107,25 +107,26 @@ function DeriveConfig(DATA, PARSE) {
     (Array.isArray(value) && !value.length) || (value instanceof Map && !value.size));
 
   // derive.hf.Fields: a config's reads, each failure the CLI's line.
-  function fields(config, modelType) {
+  // ``prefix``: "moe:" where the CLI reads the config as an MoE model (its lines then name no path).
+  function fields(config, modelType, prefix = "") {
     const given = (name) => config.has(name) && config.get(name) !== null;
     function size(name, fallback) {
       if (!given(name)) {
-        if (fallback === undefined) throw new Refusal("missing", { field: name, model_type: modelType });
+        if (fallback === undefined) throw new Refusal(prefix + "missing", { field: name, model_type: modelType });
         return fallback;
       }
       const value = config.get(name);
-      if (!isInt(value) || value.int <= BigInt(0) || value.int > BigInt(CONFIG.max_size)) throw new Refusal("size", { field: name, value: repr(value) });
+      if (!isInt(value) || value.int <= BigInt(0) || value.int > BigInt(CONFIG.max_size)) throw new Refusal(prefix + "size", { field: name, value: repr(value) });
       return Number(value.int);
     }
     function flag(name, fallback) {
       if (!given(name)) return fallback;
       const value = config.get(name);
-      if (typeof value !== "boolean") throw new Refusal("flag", { field: name, value: repr(value) });
+      if (typeof value !== "boolean") throw new Refusal(prefix + "flag", { field: name, value: repr(value) });
       return value;
     }
     const has = (name) => config.has(name);
-    return { given, size, flag, has };
+    return { given, size, flag, has, prefix };
   }
 
   // derive.hf._read: (the config field read, its value) of one size read.
@@ -150,7 +151,7 @@ function DeriveConfig(DATA, PARSE) {
     for (const [divisor, dividend, headWidth] of family.divides) {
       if (headWidth && headDim !== null) continue;
       if (sizes[dividend] % sizes[divisor]) {
-        throw new Refusal(headWidth && family.head_dim !== null ? "divides_head" : "divides", {
+        throw new Refusal(c.prefix + (headWidth && family.head_dim !== null ? "divides_head" : "divides"), {
           field: named[divisor], divisor: String(sizes[divisor]), other: named[dividend],
           dividend: String(sizes[dividend]),
         });
@@ -159,6 +160,94 @@ function DeriveConfig(DATA, PARSE) {
     if (headDim !== null && headDim * sizes.heads === sizes.hidden) headDim = null;
     const form = family.forms[JSON.stringify([...flags, headDim !== null])];
     return { sizes, headDim, form, extra: family.positions ? { s_max: sizes.seq } : {} };
+  }
+
+  // derive.hf_families' MoE readers and derive.presets.moe_from_config on the page (DATA.config.moe: their fields,
+  // the forms their switches reach, the CLI's lines), in their reading order.
+  const MOE = CONFIG.moe;
+  const F = MOE.fields;
+  const moeRefusal = (failure, values) => new Refusal("moe:" + failure, values || {});
+  function layerCount(layers, first) {  // derive.hf_families._layer_indices
+    if (layers > MOE.max_layers) throw moeRefusal("layers", { layers: String(layers) });
+    return layers - first;
+  }
+  function topK(c, sizes, experts) {  // derive.hf_families._top_k
+    sizes.E = experts;
+    if (!c.given(F.top_k)) return;
+    sizes.k_E = c.size(F.top_k);
+    if (sizes.k_E > experts) throw moeRefusal("top_k", { top_k: String(sizes.k_E), experts: String(experts) });
+  }
+  const count = (value) => isInt(value) && value.int >= BigInt(0);  // derive.hf_families' int checks (no bool)
+  function positive(config, field) {  // derive.inputs.positive_int (an integral float is its int)
+    const value = config.has(field) ? config.get(field) : null;
+    const number = isInt(value) ? Number(value.int) : isNumber(value) && Number.isInteger(value.float) ? value.float : null;
+    if (number === null || !(number > 0)) throw moeRefusal("positive", { field, value: repr(value) });
+    return number;
+  }
+  // the expert count: the first of the family's fields given (derive.hf_fields.Fields.first)
+  function experts(c, read) {
+    const [, count] = readSize(c, { names: read.experts, absent: null, like: null, default: null, required: true }, {});
+    return count;
+  }
+  function deepseek(c, config, read, sizes, extra) {  // derive.hf_families._deepseek
+    for (const size of ["hidden", "heads", "layers"]) sizes[size] = c.size(F[size]);
+    sizes.kv_heads = sizes.heads;
+    for (const size of ["r_kv", "k_nope", "k_rope", "k_v"]) extra[size] = c.size(F[size]);
+    if (c.given(F.q_rank)) extra.r_q = c.size(F.q_rank);
+    const [bias, , biasDefault] = read.switches.find(([field]) => field === F.bias);
+    c.flag(bias, biasDefault);
+    const tied = c.flag(F.tied, false);
+    for (const size of ["ffn", "vocab", "seq"]) sizes[size] = c.size(F[size]);
+    const first = c.given(F.first_moe) ? config.get(F.first_moe) : { int: BigInt(0) };
+    if (!count(first) || Number(first.int) > sizes.layers) {
+      throw moeRefusal("first_moe", { layers: String(sizes.layers), value: repr(first) });
+    }
+    extra.f_E = c.size(read.expert_width);
+    topK(c, extra, experts(c, read));
+    const shared = c.given(read.shared_width) ? config.get(read.shared_width) : { int: BigInt(0) };
+    if (!count(shared)) throw moeRefusal("shared", { value: repr(shared) });
+    if (shared.int > BigInt(0)) extra.f_S = Number(shared.int) * extra.f_E;
+    extra.L_E = layerCount(sizes.layers, Number(first.int));
+    return { sizes, headDim: extra.k_nope + extra.k_rope, tied, allMoE: true, extra };
+  }
+  function moeShape(read, c, config) {  // derive.hf_families.mixtral, qwen2_moe, qwen3_moe
+    if (read.base === null) return deepseek(c, config, read, {}, {});
+    const shape = readFamily({ ...read.base, forms: {} }, c);
+    const extra = {};
+    topK(c, extra, experts(c, read));
+    extra.f_E = read.expert_width === null ? shape.sizes.ffn : c.size(read.expert_width);
+    if (read.shared_width !== null) extra.f_S = c.size(read.shared_width);
+    let allMoE = true;
+    if (read.sparse) {  // derive.hf_families._sparse_layers: every layer MoE only with no step and no dense list
+      const step = c.size(F.step, MOE.sparse_step);
+      const dense = c.given(F.dense_layers) ? config.get(F.dense_layers) : [];
+      if (!Array.isArray(dense) || dense.some((i) => !count(i) || Number(i.int) >= shape.sizes.layers)) {
+        throw moeRefusal("dense_layers_list", { layers: String(shape.sizes.layers), value: repr(dense) });
+      }
+      allMoE = step === MOE.sparse_step && !dense.length;
+    }
+    extra.L_E = layerCount(shape.sizes.layers, read.sparse && !allMoE ? shape.sizes.layers : 0);
+    const [, tiedDefault] = read.base.flags.find(([field]) => field === F.tied);
+    const tied = c.flag(F.tied, tiedDefault);
+    return { sizes: shape.sizes, headDim: shape.headDim, tied, allMoE, extra };
+  }
+  // A pasted MoE config: derive.presets.moe_from_config's reading and refusals, then the form its switches reach.
+  function readMoE(modelType, c, config) {
+    const read = MOE.reads[modelType];
+    const shape = moeShape(read, c, config);
+    const extra = shape.extra;
+    if (shape.tied) throw moeRefusal("tied");
+    if (!shape.allMoE) throw moeRefusal("dense_layers");
+    if (read.base === null) {
+      extra.n_g = positive(config, F.groups);
+      extra.k_g = positive(config, F.group_top_k);
+      if (truthy(config.get(F.mtp))) extra.D = positive(config, F.mtp);
+    }
+    const switches = read.switches.map(([field, how, fallback]) => (how === "flag" ? c.flag(field, fallback)
+      : how === "truthy" ? (config.has(field) ? truthy(config.get(field)) : fallback)
+      : how === "given" ? c.given(field) : truthy(config.get(field))));
+    const form = extra.L_E > 0 ? MOE.forms[modelType][JSON.stringify(switches)] : undefined;
+    return { sizes: shape.sizes, headDim: shape.headDim, form: form === undefined ? null : form, extra };
   }
 
   // A pasted text -> {model_type, name, dense, sizes, headDim, form, extra} or {error}: the CLI's
@@ -174,6 +263,7 @@ function DeriveConfig(DATA, PARSE) {
         throw new Refusal("model_type_unknown", { value: repr(modelType) });
       }
       const family = CONFIG.families[modelType];
+      if (modelType in MOE.reads) return { model_type: modelType, name, dense: false, moe: true, ...readMoE(modelType, fields(config, modelType, "moe:"), config) };
       if (!family) return { model_type: modelType, name, dense: false };
       return { model_type: modelType, name, dense: true, ...readFamily(family, fields(config, modelType)) };
     } catch (error) {

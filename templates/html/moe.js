@@ -11,15 +11,16 @@ function DeriveMoE(DATA, PARSE) {
     return text.replace(/ +/g, " ");
   };
 
-  // The form's texts and parsed values -> {errors} or the MoE configuration (model, values, variant).
-  function configuration(texts, parsed, fields) {
+  // The form's texts and parsed values -> {errors} or the MoE configuration (model, values, form, choice).
+  // ``pasted``: a pasted config's {form, name, values} (config.js), else the named model's.
+  function configuration(texts, parsed, fields, pasted) {
     // derive.cli.run: a dense-only option given (not its default) is refused, in DENSE_ONLY's order
     for (const [option, line] of Object.entries(MOE.messages.refused)) {
       if (DATA.layout.ignored.includes(option)) continue;  // another part of the page reads it
       const field = fields.get(option);
       if (field && texts[option] !== "" && texts[option] !== field.default) return { errors: { [option]: line } };
     }
-    const model = MOE.models[parsed.model];
+    const model = pasted || MOE.models[parsed.model];
     const values = { ...model.values };
     if (parsed.seq !== null) values[MOE.seq] = parsed.seq;
     for (const [option, symbol] of Object.entries(MOE.layout)) {
@@ -44,16 +45,16 @@ function DeriveMoE(DATA, PARSE) {
     }
     const t = values[MOE.layout.tp];
     const p = values[MOE.layout.pp];
-    const variant = [model.form, String(t > MOE.layout_default), String(p === MOE.layout_default), profile, precision].join("|");
-    return { errors: {}, moe: true, name: model.name, values, variant };
+    const choice = MOE.choices.indexOf([String(t > MOE.layout_default), String(p === MOE.layout_default), profile, precision].join("|"));
+    return { errors: {}, moe: true, name: model.name, values, form: model.form, choice };
   }
 
   // Every figure the MoE report's JSON holds at this configuration.
   function evaluate(config) {
     const out = [];
     for (const formula of MOE.formulas) {
-      const index = formula.variants[config.variant];
-      if (index === undefined) continue;
+      const index = (formula.variants[config.form] || [])[config.choice];  // null: no such figure at this choice
+      if (index === undefined || index === null) continue;
       const variant = MOE.expressions[index];
       out.push({ formula, variant, value: call(variant, config.values) });
     }
