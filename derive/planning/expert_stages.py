@@ -19,16 +19,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
 import sympy as sp
 
 from derive.accounts.state import PRECISIONS
-from derive.evaluation.vectorised import compile
 from derive.model import Model
 from derive.parallelism import Parallelism
 from derive.planning.experts import ONE_LAYER, rank_layer_counts, rank_terms
 from derive.planning.memory import memory_per_gpu
-from derive.planning.stage_memory import STAGES, STATE_TAGS, layout_sizes
+from derive.planning.stage_memory import STATE_TAGS, evaluated_stages, layout_sizes
 from derive.symbols import L, L_E, p, v
 
 #: Each stage (derive.planning.stage_memory.STAGES) and the rank of derive.planning.experts that is it.
@@ -86,16 +84,8 @@ def expert_stage_memory(entry: Model, layout: Parallelism) -> dict[str, dict[str
     """Stage -> part -> bytes per GPU of the stages ``layout`` has (STAGES), for an MoE model it covers."""
     values = {**{symbol.name: value for symbol, value in entry.values.items()}, **layout_sizes(entry, layout),
               "e": layout.ep, "t_E": layout.etp}
-    out = {}
-    for stage, found in expert_stage_parts(entry, layout.zero, layout.recompute, (),
-                                           layout.sequence_parallel).items():
-        if STAGES[stage].subs(p, layout.pp) != sp.true:
-            continue
-        out[stage] = {}
-        for part, expr in found.items():
-            function = compile(expr)
-            out[stage][part] = float(np.asarray(function(**{name: values[name] for name in function.names})))
-    return out
+    parts = expert_stage_parts(entry, layout.zero, layout.recompute, (), layout.sequence_parallel)
+    return evaluated_stages(parts, values, layout.pp)
 
 
 def most_loaded_stage(stages: dict[str, dict[str, float]]) -> float:

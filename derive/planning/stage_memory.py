@@ -105,9 +105,15 @@ def stage_memory(entry: Model, layout: Parallelism) -> dict[str, dict[str, float
     if parts is None:
         return None
     values = {**{symbol.name: value for symbol, value in entry.values.items()}, **layout_sizes(entry, layout)}
+    return evaluated_stages(parts, values, layout.pp)
+
+
+def evaluated_stages(parts: dict[str, dict[str, sp.Expr]], values: dict[str, int],
+                     pp: int) -> dict[str, dict[str, float]]:
+    """Stage -> part -> bytes of ``parts`` at ``values`` (sizes by symbol name), the stages a p = ``pp`` layout has."""
     out = {}
     for stage, found in parts.items():
-        if STAGES[stage].subs(p, layout.pp) != sp.true:
+        if STAGES[stage].subs(p, pp) != sp.true:
             continue
         out[stage] = {}
         for part, expr in found.items():
