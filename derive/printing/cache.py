@@ -82,11 +82,6 @@ class _Store:
         self.new = {}
 
 
-def printed_before() -> bool:
-    """Whether this checkout holds printed text for the printing sources as they are (else every text is printed afresh)."""
-    return FOLDER is not None and (FOLDER / f"{sources_tag()}.json").is_file()
-
-
 def _read(path: Path) -> dict[str, list]:
     """The entries of ``path``, or none if it is missing or unreadable."""
     try:
