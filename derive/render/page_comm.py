@@ -30,8 +30,7 @@ from derive.render.page_functions import PageFunctions
 from derive.printing.cache import ceiling
 from derive.printing.latex import tex
 from derive.options.layout import DEFAULTS, LAYOUT_OPTIONS
-from derive.render.page_config import config_forms
-from derive.render.page_forms import form_names
+from derive.render.page_forms import pasted_by
 from derive.render.page_layout import (COMM_COMMAND, DATA_PARALLEL, DENSE_ONLY_SHARED, DP_BEFORE, LAYOUT_FIELDS, LAYOUT_PAGE,
                                        MICRO_BATCHES, WORLD, layout_rules)
 from derive.render.page_models import page_names
@@ -94,18 +93,9 @@ def pasted_forms() -> tuple[dict[str, Model], dict[str, str]]:
     each report form must have one architecture (ValueError otherwise).
     """
     models = comm_models()
-    known = {(models[name].architecture, _experts(models[name])): form for name, form in comm_forms().items()}
-    added: dict[str, Model] = {}
-    ledger: dict[str, str] = {}
-    report = form_names()
-    for entry in (entry for by_key in config_forms().values() for entry in by_key.values()):
-        form = known.setdefault((entry.architecture, _experts(entry)), f"{PASTED_FORM}{len(added)}")
-        if form not in models and form not in added:
-            added[form] = entry
-        if ledger.setdefault(report[entry.name], form) != form:
-            raise ValueError(f"page: the report form {report[entry.name]} has two ledgers ({ledger[report[entry.name]]}, "
-                             f"{form})")
-    return added, ledger
+    return pasted_by(lambda entry: (entry.architecture, _experts(entry)),
+                     {(models[name].architecture, _experts(models[name])): form for name, form in comm_forms().items()},
+                     PASTED_FORM, "ledgers")
 
 
 def _experts(model: Model) -> bool:

@@ -7,6 +7,8 @@ prints each formula once per form (derive.render.web).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from derive.formulas import FORMULAS as ALL_FORMULAS, REPORT_ONLY, form
 from derive.model import Model
 from derive.options.report import CUSTOM_FAMILY, DEFAULT_SEQ
@@ -53,3 +55,25 @@ def refused_profiles() -> dict[str, list[str]]:
         if profile not in out.setdefault(name, []):
             out[name].append(profile)
     return out
+
+
+def pasted_by(key: Callable[[Model], object], known: dict[object, str], prefix: str,
+              what: str) -> tuple[dict[str, Model], dict[str, str]]:
+    """(a model of each ``key`` a pasted config can have that ``known`` (key -> page name) lacks, named ``prefix`` n;
+    each report form a paste can take (derive.render.page_config.config_forms) -> its name).
+
+    The page knows a paste's report form (config.js), so each report form must reach one name (ValueError naming
+    ``what`` otherwise). derive.render.page_comm's ledgers and derive.render.page_paste's architectures are these.
+    """
+    known, named = dict(known), set(known.values())
+    added: dict[str, Model] = {}
+    by_form: dict[str, str] = {}
+    report = form_names()
+    for entry in (entry for by_key in config_forms().values() for entry in by_key.values()):
+        name = known.setdefault(key(entry), f"{prefix}{len(added)}")
+        if name not in named:
+            added.setdefault(name, entry)
+        if by_form.setdefault(report[entry.name], name) != name:
+            raise ValueError(f"page: the report form {report[entry.name]} has two {what} "
+                             f"({by_form[report[entry.name]]}, {name})")
+    return added, by_form

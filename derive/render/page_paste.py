@@ -28,8 +28,7 @@ from derive.model import Model
 from derive.planning.memory import memory_profile
 from derive.recipes import fp8_weight_counts
 from derive.render.page_comm import comm_models, ledger_rows
-from derive.render.page_config import config_forms
-from derive.render.page_forms import form_names
+from derive.render.page_forms import pasted_by
 from derive.render.page_step_ledger import EXPOSED, STEP_FLAGS, SlotLedger
 from derive.render.page_step_trace import traced
 from derive.symbols import N, N_8, L, V, a, h, n_8, s
@@ -49,16 +48,7 @@ def pasted_models() -> tuple[dict[str, Model], dict[str, str]]:
     A report form holds one architecture (derive.render.page_comm.pasted_forms checks it for the ledgers, whose
     forms are the architectures).
     """
-    names: dict[object, str] = {}
-    models: dict[str, Model] = {}
-    pasted: dict[str, str] = {}
-    report = form_names()
-    for entry in (entry for by_key in config_forms().values() for entry in by_key.values()):
-        name = names.setdefault((entry.architecture, entry.family), f"{PASTED_MODEL}{len(names)}")
-        models.setdefault(name, entry)
-        if pasted.setdefault(report[entry.name], name) != name:
-            raise ValueError(f"page: the report form {report[entry.name]} has two architectures "
-                             f"({pasted[report[entry.name]]}, {name})")
+    models, pasted = pasted_by(lambda entry: (entry.architecture, entry.family), {}, PASTED_MODEL, "architectures")
     clash = set(models) & set(comm_models())
     if clash:
         raise ValueError(f"page: {sorted(clash)} name both a model and a pasted architecture ({PASTED_MODEL}n)")
