@@ -15,6 +15,8 @@ from derive.render.page_comm import ELL, ELL_E, comm_models, ledger_rows
 from derive.render.page_step_trace import traced
 from derive.symbols import L, b, c, d, e, m, p, s, t, t_E, v
 
+from conftest import after_render
+
 
 def traced_step(name: str, sizes: dict[str, int], zero: int, recompute: str = "none",
                 precision: str = "bf16") -> dict[str, float]:
@@ -114,17 +116,20 @@ def test_a_flags_values_that_give_the_same_everywhere_share_a_key():
             assert keyed["variants"][key] == functions.index(expr)
 
 
+@after_render
 def test_every_form_a_paste_can_take_has_an_architecture_with_a_ledger_and_stage_form():
     """Each report form config.js can read (the comm card's pasted ledgers) names an architecture of
-    derive.render.page_paste, whose rows have a structure and whose memory has a stage form."""
+    derive.render.page_paste, whose rows have a structure and whose memory has a stage form. The step card's
+    data is the page's (page_step.step_code as the session's render kept it, not derived again here)."""
     from derive.render.page_comm import pasted_forms
     from derive.render.page_paste import PASTED_MODEL, pasted_models, pasted_stage_forms
     from derive.render.page_stages import stage_forms
+    from derive.render.web import calculator_data
 
     models, pasted = pasted_models()
     assert set(pasted) == set(pasted_forms()[1])
     assert set(pasted.values()) == set(models) and all(name.startswith(PASTED_MODEL) for name in models)
     assert set(pasted_stage_forms(stage_forms())[1]) == set(models)
-    _, data = page_step.step_code()
+    data = calculator_data()[1]["step"]
     assert data["pasted"] == pasted
     assert all(name in data["models"] and name in data["forms"] for name in models)
