@@ -1,17 +1,33 @@
-"""The command-line report, run as a user runs it: a subprocess."""
+"""The command-line report: ``derive report``'s dispatcher and main in this process (its status, stdout and stderr),
+and once as a user runs it, a subprocess (test_newcomer.py and test_pipes.py hold the process's other checks)."""
+import io
 import json
 import re
 import shlex
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
+from derive.__main__ import main
 
-def derive(*args):
-    return subprocess.run([sys.executable, "-m", "derive", "report", *args],
-                          capture_output=True, text=True)
+
+def derive(*args) -> subprocess.CompletedProcess:
+    """``derive report *args`` run by the dispatcher in this process: its exit status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            status = main(["report", *args])
+        except SystemExit as stop:      # argparse's own errors
+            status = stop.code
+    return subprocess.CompletedProcess(["derive", "report", *args], status, out.getvalue(), err.getvalue())
+
+
+def derive_process(*args) -> subprocess.CompletedProcess:
+    """``python -m derive report *args`` as a user runs it: a new process."""
+    return subprocess.run([sys.executable, "-m", "derive", "report", *args], capture_output=True, text=True)
 
 
 #: Decimal and binary byte units, to read the article's GB beside the report's GiB.
@@ -26,7 +42,7 @@ def same_size(printed: str, article: str) -> bool:
 
 
 def test_default_report_has_the_article_sample_output():
-    out = derive()
+    out = derive_process()
     assert out.returncode == 0, out.stderr
     text = out.stdout
     # The article's sample output of cli.py, section 8.4, in its GB; the report prints GiB / TiB.
