@@ -73,10 +73,11 @@ def render_text(result: Plan, top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(result: Plan) -> str:
-    """Every layout in rank order: its fields (FIELDS; an MoE model's EXPERT_FIELDS), memory_per_gpu, step_time,
-    breakdown, feasible, rank (none where it does not fit or is dominated), tight, dominated (another recompute /
-    ZeRO variant of the layout is no slower with no more memory), reason."""
+def plan_record(result: Plan, no_layout_fits: str | None = None) -> dict[str, object]:
+    """What ``--json`` prints: every layout in rank order, its fields (FIELDS; an MoE model's EXPERT_FIELDS),
+    memory_per_gpu, step_time, breakdown, feasible, rank (none where it does not fit or is dominated), tight,
+    dominated (another recompute / ZeRO variant of the layout is no slower with no more memory), reason; last,
+    ``no_layout_fits`` (the reason and the nearest question that has an answer) when given."""
     c, ranks, tight, dominated = result.columns, result.ranks(), result.tight(), result.dominated()
     experts = "e" in c
     layouts = []
@@ -93,13 +94,14 @@ def render_json(result: Plan) -> str:
             "dominated": bool(dominated[row]),
             "reason": REASONS.get(str(c["reason"][row]), ""),
         })
-    return json.dumps({
+    return {
         "model": result.model.name, "gpus": result.gpus, "hardware": result.hardware,
         "tokens": result.tokens, "seq": result.model.seq,
         "usable_bytes": {"low": result.usable[0], "high": result.usable[1]}, "fit": result.fit,
         **({} if experts else {"precision": result.precision, "communication_modelled": True}),
         "note": COMMUNICATION, "failures": result.failures(), "layouts": layouts,
-    }, indent=1) + "\n"
+        **({} if no_layout_fits is None else {"no_layout_fits": no_layout_fits}),
+    }
 
 
 #: Largest --gpus: 2^20 (the other counts take the CLI's 2^53, integers a float holds exactly).
@@ -165,14 +167,24 @@ def planned(argv: Sequence[str] | None = None) -> tuple[Plan, argparse.Namespace
     return result, args
 
 
+def no_layout_fits(result: Plan) -> str | None:
+    """None where some layout fits; else the reason and the nearest question that has an answer."""
+    return None if result.columns["feasible"].any() else nearest(result)
+
+
 def run(argv: Sequence[str] | None = None) -> str:
     """The plan as text or JSON (no layout fitting: the reason and the nearest question that has an answer)."""
     result, args = planned(argv)
-    empty = None if result.columns["feasible"].any() else nearest(result)
+    empty = no_layout_fits(result)
     if args.json:
-        text = render_json(result)
-        return text if empty is None else json.dumps({**json.loads(text), "no_layout_fits": empty}, indent=1) + "\n"
+        return json.dumps(plan_record(result, empty), indent=1) + "\n"
     return render_text(result, args.top) + ("" if empty is None else f"  no layout fits: {empty}\n")
+
+
+def record(argv: Sequence[str] | None = None) -> dict[str, object]:
+    """What ``run(argv)`` prints with --json, as the object json writes (a caller that reads it skips the text)."""
+    result, _ = planned(argv)
+    return plan_record(result, no_layout_fits(result))
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: print the plan (exit 1 when no layout fits), or one error line and exit status 2."""

@@ -17,7 +17,7 @@ import pytest
 from test_web_browser import browser, calculator, open_page, page  # noqa: F401 (fixtures)
 
 from derive.options.models import named
-from derive.plan import run as plan_run
+from derive.plan import record as plan_record
 from derive.planning.ranking import shared_ranks
 from derive.predict import run as predict_run
 
@@ -54,8 +54,9 @@ def plan_argv(options: dict[str, str]) -> list[str]:
 
 
 def cli_plan(options: dict[str, str]) -> dict:
-    """derive plan --json for the page's question."""
-    return json.loads(plan_run(plan_argv(options)))
+    """derive plan --json for the page's question: the object its text is written from (derive.plan.record;
+    the text itself, json's indented dump of it, is tests/test_plan.py's)."""
+    return plan_record(plan_argv(options))
 
 
 def page_plan(browser) -> dict:
