@@ -253,12 +253,6 @@ def config_data() -> dict[str, object]:
     }
 
 
-def formula_code() -> tuple[str, list[dict[str, object]]]:
-    """(the generated script, the dense report's formulas' data): functions listed once, variants by index."""
-    code, formulas, _ = page_code()
-    return code, formulas
-
-
 @lru_cache(maxsize=1)
 def page_code() -> tuple[str, list[dict[str, object]], dict[str, object]]:
     """(the generated script, the dense formulas, the MoE report's data): each distinct expression printed once."""
