@@ -7,9 +7,12 @@ one-core render does the same work as before and an error is raised here, as wit
 The result is the same value either way: the child starts from this process's state.
 :func:`shared` runs a list of tasks in this process and such a child, each taking the next task
 from one queue (:class:`Queue`) until none is left: each task runs once, whichever process is free.
+:class:`Once` is a value computed once per process that a process which did not compute it can be
+handed (:meth:`Once.give`), as the render hands this process the page's parts the child derived.
 """
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
@@ -64,6 +67,25 @@ class Background(Generic[T]):
         if not hasattr(self, "value"):
             self.value = self.work()
         return self.value
+
+
+class Once(Generic[T]):
+    """``work()``, computed at the first call and returned by every later one (``functools.cache`` of a function of
+    no argument), or the value another process computed, handed in by :meth:`give` before the first call."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        functools.update_wrapper(self, work)
+        self.work = work
+        self.value: T
+
+    def __call__(self) -> T:
+        if not hasattr(self, "value"):
+            self.value = self.work()
+        return self.value
+
+    def give(self, value: T) -> None:
+        """Take ``value`` as the work's result (computed by another process from the same state): no call computes it here."""
+        self.value = value
 
 
 class Queue:

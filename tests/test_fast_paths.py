@@ -328,6 +328,35 @@ def test_shared_tasks_run_once_each_in_order(cpus: int, child_fails: bool, tmp_p
         background.Queue(257)
 
 
+@pytest.mark.parametrize("cpus, child_fails", [(1, False), (2, False), (2, True)])
+def test_parts_handed_over_are_not_derived_again(cpus: int, child_fails: bool, tmp_path, monkeypatch) -> None:
+    """background.Once, as the render shares the page's parts (derive.render.context.prepared): each part derived by
+    either process and handed to this one (Once.give) is its value here, and no later call derives it again."""
+    background = background_with(monkeypatch, cpus, child_fails)
+    runs = tmp_path / "runs"
+
+    def part(name: str) -> dict[str, str]:
+        with runs.open("a") as log:
+            log.write(f"{name} {os.getpid()}\n")
+        return {"part": name}
+
+    names = ["step", "layout", "stages", "plan", "report"]
+    parts = [background.Once(partial(part, name)) for name in names]
+    for once, value in zip(parts, background.shared(parts)):
+        once.give(value)
+    before = runs.read_text().splitlines()
+    assert [once() for once in parts] == [{"part": name} for name in names]
+    assert runs.read_text().splitlines() == before            # given: not derived again
+    derived = [line.split() for line in before]
+    here = sorted(name for name, pid in derived if int(pid) == os.getpid())
+    assert sorted(name for name, _ in derived if not child_fails) == ([] if child_fails else sorted(names))
+    if child_fails or cpus == 1:
+        assert here == sorted(names)
+    alone = background.Once(partial(part, "alone"))           # never given: derived at the first call, once
+    assert alone() == alone() == {"part": "alone"}
+    assert runs.read_text().splitlines()[len(before):] == [f"alone {os.getpid()}"]
+
+
 def test_verdicts_kept_from_another_process_are_the_verdicts(monkeypatch) -> None:
     """A document's verdicts judged elsewhere (their fields pickled) are kept here equal to derive.claims.evaluate's."""
     from derive.claims import evaluate

@@ -65,14 +65,14 @@ def render_files(templates: Path = TEMPLATES) -> dict[str, str]:
     # The derivations load here, not on import: a wrong --out is refused in the time of a bare import.
     from derive.background import shared
     from derive.render.context import prepared, sheet_context
-    from derive.render.web import PAGE, page_context
+    from derive.render.web import PAGE, page_context, page_parts
 
     env = environment(templates)
     # the page's data (its calculator) does not read the sections or SVGs it is given, only passes them on
-    # (tests/test_fast_paths.py): a second process shares it, the sections of numbers only, the proofs and the
-    # claims' verdicts with this one, which then builds the sections that show them
+    # (tests/test_fast_paths.py): a second process shares its parts, the sections of numbers only, the proofs and
+    # the claims' verdicts with this one, which then builds the page's context and the sections that show them
     checkout = _checkout()
-    ready, page = prepared(partial(page_context, (), {}) if checkout else None)
+    ready, page = prepared(partial(page_context, (), {}) if checkout else None, page_parts() if checkout else ())
     context = sheet_context(ready)
     files: dict[str, str] = {}
     for section in context["sections"]:

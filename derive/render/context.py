@@ -4,9 +4,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
-from derive.background import shared
+from derive.background import Once, shared
 from derive.identities import all_identities, keep_proofs, proved_sides, topic_groups
 from derive.render.kept import kept, tree_tag
 from derive.render.sections.claims import document_groups, keep_verdicts, verdict_fields
@@ -67,23 +67,27 @@ def built(build: Build) -> Section:
     return kept(build.name, build) if build.kept else build()
 
 
-def prepared(page: Callable[[], T] | None = None) -> tuple[dict[Build, Section], T | None]:
+def prepared(page: Callable[[], T] | None = None,
+             parts: Sequence[Once] = ()) -> tuple[dict[Build, Section], T | None]:
     """(every section that shows no proof, ``page()``), with every proof and claim's verdict kept in this process.
 
-    Two processes share the work (derive.background.shared), each taking the next task when it is free: the
-    page's context (the web page's data, derived or read back), each section of numbers only (built or read
-    back), each document's claims and each topic module's identities; each is done once. The sections that
-    show the proofs and verdicts are then built here from them (:func:`sheet_context`), in every render.
+    Two processes share the work (derive.background.shared), each taking the next task when it is free: each
+    of ``parts`` (the page's data, derive.render.web.page_parts: none where it is read back), each section of
+    numbers only (built or read back), each document's claims and each topic module's identities; each is
+    done once. This process is handed the parts the other derived, then makes ``page()`` from them; the
+    sections that show the proofs and verdicts are then built here (:func:`sheet_context`), in every render.
     """
     numbers = [build for build in SECTIONS if not build.proofs]
     verdicts, proofs = document_groups(), topic_groups(all_identities())
     tree_tag()  # the kept files' tag, the sources' hash: taken once, here, for both processes
-    tasks: list[Callable[[], object]] = [*([page] if page is not None else []),
+    tasks: list[Callable[[], object]] = [*parts,
                                          *(partial(built, build) for build in numbers),
                                          *(partial(verdict_fields, group) for group in verdicts),
                                          *(partial(proved_sides, group) for group in proofs)]
     results = iter(shared(tasks))
-    page_context = next(results) if page is not None else None
+    for part in parts:
+        part.give(next(results))
+    page_context = page() if page is not None else None
     sections = {build: next(results) for build in numbers}
     for group in verdicts:
         keep_verdicts(group, next(results))

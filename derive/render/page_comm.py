@@ -21,6 +21,7 @@ from derive.accounts.comm_row import LayoutTerms
 from derive.accounts.comm_rows import rows
 from derive.accounts.pipeline_split import most_layers
 from derive.accounts.state import PRECISIONS
+from derive.background import Once
 from derive.evaluation import by_name
 from derive.formulas import ZERO_STAGES
 from derive.model import Model
@@ -222,7 +223,7 @@ def comm_data(printed: Callable[[sp.Expr], dict[str, object]]) -> dict[str, obje
     }
 
 
-@lru_cache(maxsize=1)
+@Once
 def layout_code() -> tuple[str, dict[str, object]]:
     """(the layout's generated script, its data): derive comm's ledger and the layout's rules, each expression printed once."""
     print_once = PageFunctions()

@@ -23,7 +23,6 @@ step on the page: the card counts it and does not rank it.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 import sympy as sp
 
@@ -32,6 +31,7 @@ from derive.accounts.allocator import ALLOCATOR_CONSTANTS
 from derive.accounts.budget import usable_bytes
 from derive.accounts.framework_placements import stage_placements
 from derive.accounts.state import PRECISIONS as STATE_PRECISIONS
+from derive.background import Once
 from derive.evaluation import by_name
 from derive.planning.layouts import BALANCED_SLOTS, MAX_CONTEXT, MAX_VIRTUAL, MICRO_BATCHES
 from derive.planning.ranking import REASONS, SYSTEM_NAMES, TIE
@@ -116,7 +116,7 @@ def _number(value: object) -> int | float:
     return int(number) if number.is_Integer else float(number)
 
 
-@lru_cache(maxsize=1)
+@Once
 def plan_code() -> tuple[str, dict[str, object]]:
     """(the planner's generated script, what plan.js needs: per dense page model its architecture and sizes, per
     architecture its printed memory variants, the search's constants)."""

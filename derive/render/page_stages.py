@@ -24,6 +24,7 @@ from derive.accounts.activations import RECOMPUTE_POLICIES
 from derive.accounts.budget import usable_low_end
 from derive.accounts.state import PRECISIONS
 from derive.accounts.step_layout import LINEAR_DTYPE
+from derive.background import Once
 from derive.formulas import ZERO_STAGES
 from derive.model import Model
 from derive.planning.expert_stages import FIRST_ROUND, PARTS as EXPERT_PARTS, expert_stage_parts
@@ -154,7 +155,7 @@ def gpu_memory() -> dict[str, dict[str, object]]:
                    "usable": usable_low_end(gpu)} for name, gpu in SYSTEMS.items()}
 
 
-@lru_cache(maxsize=1)
+@Once
 def stage_code() -> tuple[str, dict[str, object]]:
     """(the stages' generated script, what stages.js needs: the figures, their expressions, forms, GPUs, legend)."""
     printed = PageFunctions()

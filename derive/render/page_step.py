@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import itertools
 from dataclasses import replace
-from functools import lru_cache
 from typing import Callable
 
 import sympy as sp
@@ -38,6 +37,7 @@ from derive.accounts.prediction import state_bytes_expression, tensor_cores
 from derive.accounts.roofline import OPERAND_BYTES, cast_bytes_per_element
 from derive.accounts.step import budget_time, layout_gpus, step_time
 from derive.accounts.step_layout import LINEAR_DTYPE
+from derive.background import Once
 from derive.evaluation import substitute, symbol_values
 from derive.model import Model
 from derive.options.layout import DEFAULT_GPU, add_token_budget, option_error
@@ -242,7 +242,7 @@ def _keyed(tables: dict[str, dict[tuple[object, ...], sp.Expr]], names: list[str
     return {"uses": [names[index] for index in positions], "variants": variants, **({"same": same} if same else {})}
 
 
-@lru_cache(maxsize=1)
+@Once
 def step_code() -> tuple[str, dict[str, object]]:
     """(the step's generated script, what step.js needs: each symbol's variants, the figures', the GPUs' values)."""
     functions = StepFunctions()

@@ -11,11 +11,11 @@ needs no server and makes no network request (its Content-Security-Policy says s
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from derive.accounts.budget import DRIVER_CAPACITY, usable_bytes, usable_low_end
+from derive.background import Once
 from derive.systems import SYSTEMS
 from derive.accounts.state import OPTIMIZERS, PRECISIONS
 from derive.accounts.activations import PROFILES
@@ -25,7 +25,7 @@ from derive.hf_families import DENSE, FAMILIES
 from derive.inputs import MAX_PARAMETERS, MAX_SIZE
 from derive.model import FIELD_SYMBOLS, MOE_FAMILIES
 from derive.presets import ALIASES, DENSE_MODELS, HARDWARE
-from derive.render.kept import kept
+from derive.render.kept import is_kept, kept
 from derive.render.page_functions import PageFunctions
 from derive.printing.latex import tex
 from derive.render.page_assets import csp_hash, inline_script, katex_assets, script_json
@@ -253,7 +253,7 @@ def config_data() -> dict[str, object]:
     }
 
 
-@lru_cache(maxsize=1)
+@Once
 def page_code() -> tuple[str, list[dict[str, object]], dict[str, object]]:
     """(the generated script, the dense formulas, the MoE report's data): each distinct expression printed once."""
     print_once = PageFunctions()
@@ -400,6 +400,16 @@ def page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:
     """(the generated script, the calculator's data, the figure groups): what the page derives from derive alone."""
     code, data = derived_calculator_data()
     return code, data, figure_groups(data["formulas"])
+
+
+#: The parts of :func:`page_data` that take its time, the largest first: the render's two processes share them with
+#: the sheet's sections (derive.render.context.prepared), so a cold render is not one process deriving the page.
+PAGE_PARTS: tuple[Once, ...] = (step_code, layout_code, stage_code, plan_code, page_code)
+
+
+def page_parts() -> tuple[Once, ...]:
+    """:data:`PAGE_PARTS`, or none where the checkout keeps the page's data (derive.render.kept): nothing to derive."""
+    return () if is_kept(KEPT_PAGE) else PAGE_PARTS
 
 
 def kept_page_data() -> tuple[str, dict[str, object], list[dict[str, object]]]:
