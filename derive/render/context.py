@@ -74,20 +74,23 @@ def prepared(page: Callable[[], T] | None = None,
     Two processes share the work (derive.background.shared), each taking the next task when it is free: each
     of ``parts`` (the page's data, derive.render.web.page_parts: none where it is read back), each section of
     numbers only (built or read back), each document's claims and each topic module's identities; each is
-    done once. This process is handed the parts the other derived, then makes ``page()`` from them; the
-    sections that show the proofs and verdicts are then built here (:func:`sheet_context`), in every render.
+    done once. This process is handed the parts the other derived, then makes ``page()`` from them (with no
+    part to derive, ``page()`` is one more task); the sections that show the proofs and verdicts are then built
+    here (:func:`sheet_context`), in every render.
     """
     numbers = [build for build in SECTIONS if not build.proofs]
     verdicts, proofs = document_groups(), topic_groups(all_identities())
     tree_tag()  # the kept files' tag, the sources' hash: taken once, here, for both processes
-    tasks: list[Callable[[], object]] = [*parts,
+    # with no part to derive (the page's data read back), the page's context is a task like the others
+    page_task = [page] if page is not None and not parts else []
+    tasks: list[Callable[[], object]] = [*parts, *page_task,
                                          *(partial(built, build) for build in numbers),
                                          *(partial(verdict_fields, group) for group in verdicts),
                                          *(partial(proved_sides, group) for group in proofs)]
     results = iter(shared(tasks))
     for part in parts:
         part.give(next(results))
-    page_context = page() if page is not None else None
+    page_context = next(results) if page_task else page() if page is not None else None
     sections = {build: next(results) for build in numbers}
     for group in verdicts:
         keep_verdicts(group, next(results))
