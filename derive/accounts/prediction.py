@@ -137,16 +137,19 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
         if function not in computed:
             computed[function] = function(*sizes)
     fields = [computed[function][position] for function, position in (compiled[index] for index in where)]
-    shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
-    if shape:
-        def column(field: object) -> np.ndarray:
-            return np.broadcast_to(np.asarray(field, dtype=float), shape)
-    else:  # one layout: each field is one number already (broadcasting to () would only cost time)
-        def column(field: object) -> np.ndarray:
-            return np.asarray(field, dtype=float)
     found = []
+    if not any(isinstance(size, np.ndarray) for size in sizes):
+        # one layout: each field is one number already, a float of it is what a 0-d column holds (numpy on
+        # scalars, row by row, cost the scalar predict most of its time)
+        for index, (name, group, collective, overlap, pass_) in enumerate(names):
+            ranks, sent, count = map(float, fields[3 * index:3 * index + 3])
+            if ranks != 1 and count != 0 and sent != 0:
+                found.append(Row(name, group, collective, overlap, pass_, ranks, sent, count))
+        return found
+    shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
     for index, (name, group, collective, overlap, pass_) in enumerate(names):
-        ranks, sent, count = map(column, fields[3 * index:3 * index + 3])
+        ranks, sent, count = (np.broadcast_to(np.asarray(field, dtype=float), shape)
+                              for field in fields[3 * index:3 * index + 3])
         moves = (ranks != 1) & (count != 0) & (sent != 0)
         if moves.any():
             found.append(Row(name, group, collective, overlap, pass_, ranks, sent, np.where(moves, count, 0.0)))
@@ -166,8 +169,7 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
                 for r in collectives(model, parallelism)]
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
-    return [Row(r.name, r.group, r.collective, r.overlap, r.pass_, float(r.ranks), float(r.sent), float(r.count))
-            for r in template_rows(model, parallelism, sizes, parallelism.pp == 1)]
+    return template_rows(model, parallelism, sizes, parallelism.pp == 1)  # one layout's: floats
 
 
 @lru_cache(maxsize=1024)
