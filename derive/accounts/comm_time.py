@@ -46,6 +46,7 @@ def one_layout_cached(function: F) -> F:
             if isinstance(arg, numpy.ndarray):
                 return function(*args)
         return cached(*args)
+    call.cache_info = cached.cache_info  # type: ignore[attr-defined]
     return call  # type: ignore[return-value]
 
 
@@ -120,17 +121,23 @@ def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Effic
     the NCCL calls each of the row's ``count`` issues is split into (its bytes in buckets or per-layer
     units: ``derive.accounts.schedule.data_parallel_calls``), each paying ``call_latency``.
     """
-    group_span = span(row.group, sizes)
-    ranks = np.maximum(np.trunc(np.asarray(row.ranks, dtype=float)), 2)
-    sent = np.asarray(row.sent, dtype=float)
+    return row_seconds(row.collective, row.ranks, row.sent, row.count, span(row.group, sizes), gpu, eta, calls)
+
+
+@one_layout_cached
+def row_seconds(collective: str, ranks: Any, sent: Any, count: Any, group_span: Size, gpu: System, eta: Efficiency,
+                calls: Any) -> Any:
+    """``collective_seconds`` of a row of ``collective`` moving ``ranks``, ``sent``, ``count`` over ``group_span`` GPUs."""
+    ranks = np.maximum(np.trunc(np.asarray(ranks, dtype=float)), 2)
+    sent = np.asarray(sent, dtype=float)
     # a pipeline send goes from one rank to one rank: its own link, no ring over the domain's NICs
-    bandwidth = gpu.link(group_span)[0] if row.collective == "send-recv" else ring_bandwidth(ranks, group_span, gpu)
+    bandwidth = gpu.link(group_span)[0] if collective == "send-recv" else ring_bandwidth(ranks, group_span, gpu)
     wire = sent / (eta.network * bandwidth)
-    if row.collective == "all-to-all":
+    if collective == "all-to-all":
         remote = remote_share(ranks, group_span, gpu)
         split = np.maximum(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
         wire = np.where(group_span > gpu.nvlink_domain, split / eta.network, wire)
-    return np.asarray(row.count, dtype=float) * (wire + calls * call_latency(row.collective, ranks, group_span, gpu))
+    return np.asarray(count, dtype=float) * (wire + calls * call_latency(collective, ranks, group_span, gpu))
 
 
 def ring_exposed(forward: Any, backward: Any, lay: Layout, compute: dict[str, Any], on: bool) -> Any:

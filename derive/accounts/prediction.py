@@ -125,6 +125,13 @@ def _flags(parallelism: Parallelism) -> Parallelism:
     return _flags_of(tuple(getattr(parallelism, name) for name in FLAG_FIELDS))
 
 
+@lru_cache(maxsize=4096, typed=True)
+def _one_layout_fields(function: Callable[..., list], *sizes: int) -> list:
+    """``function(*sizes)`` of one layout's sizes, once: templates of other flags (recompute, ZeRO stage, balanced)
+    share the compiled functions, and the planner's checks predict each layout under each of them. Read only."""
+    return function(*sizes)
+
+
 def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: bool) -> list[Row]:
     """The ledger template of ``flags`` at ``sizes`` (TEMPLATE_SIZES' values: numbers or columns).
 
@@ -132,13 +139,14 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
     move nothing at every layout are left out.
     """
     names, compiled, where = _template(model, _flags(flags), whole_model)
+    one_layout = not any(isinstance(size, np.ndarray) for size in sizes)
     computed: dict[Callable[..., list], list] = {}
     for function, _ in compiled:
         if function not in computed:
-            computed[function] = function(*sizes)
+            computed[function] = _one_layout_fields(function, *sizes) if one_layout else function(*sizes)
     fields = [computed[function][position] for function, position in (compiled[index] for index in where)]
     found = []
-    if not any(isinstance(size, np.ndarray) for size in sizes):
+    if one_layout:
         # one layout: each field is one number already, a float of it is what a 0-d column holds (numpy on
         # scalars, row by row, cost the scalar predict most of its time)
         for index, (name, group, collective, overlap, pass_) in enumerate(names):
