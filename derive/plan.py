@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Sequence
-
-import numpy as np
 
 from derive.accounts.budget import DRIVER_CAPACITY
 from derive.accounts.framework_placements import PLACEMENTS
@@ -78,15 +77,19 @@ def plan_record(result: Plan, no_layout_fits: str | None = None) -> dict[str, ob
     memory_per_gpu, step_time, breakdown, feasible, rank (none where it does not fit or is dominated), tight,
     dominated (another recompute / ZeRO variant of the layout is no slower with no more memory), reason; last,
     ``no_layout_fits`` (the reason and the nearest question that has an answer) when given."""
-    c, ranks, tight, dominated = result.columns, result.ranks(), result.tight(), result.dominated()
-    experts = "e" in c
+    experts = "e" in result.columns
+    fields = EXPERT_FIELDS if experts else FIELDS
+    kinds = {key: str if key == "recompute" else bool if key == "balanced" else int for key in fields}
+    # each column as Python values once: indexing numpy per row and field cost the plan's JSON most of its time
+    c = {key: result.columns[key].tolist()
+         for key in (*fields, "memory_per_gpu", "step_time", "breakdown", "feasible", "reason")}
+    ranks, tight, dominated = result.ranks().tolist(), result.tight().tolist(), result.dominated().tolist()
     layouts = []
-    for row in result.order():
-        timed = not np.isnan(c["step_time"][row])
-        measured = not np.isnan(c["memory_per_gpu"][row])
+    for row in result.order().tolist():
+        timed = not math.isnan(c["step_time"][row])
+        measured = not math.isnan(c["memory_per_gpu"][row])
         layouts.append({
-            **{key: str(c[key][row]) if key == "recompute" else bool(c[key][row]) if key == "balanced"
-               else int(c[key][row]) for key in (EXPERT_FIELDS if experts else FIELDS)},
+            **{key: kind(c[key][row]) for key, kind in kinds.items()},
             "memory_per_gpu": int(round(c["memory_per_gpu"][row])) if measured else None,
             "step_time": float(c["step_time"][row]) if timed else None,
             "breakdown": c["breakdown"][row] if timed else None,

@@ -9,8 +9,10 @@ per step for dp and pp.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from functools import lru_cache, wraps
+from typing import Any, Callable, Iterable, TypeVar
 
+import numpy
 import numpy as np
 
 from derive.accounts.efficiency import Efficiency
@@ -20,6 +22,33 @@ from derive.accounts.step_layout import (Layout, Size, local_dense_parameters, l
                                          local_parameters)
 from derive.accounts.workload import Workload
 from derive.systems import System
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_layout_cached(function: F) -> F:
+    """``function`` memoised where every argument is a hashable scalar (one layout's), called as is on columns.
+
+    The scalar step model (``predict``, one layout at a time: the planner's checks, the fuzz cases) asks the
+    same link questions (a collective over n ranks spanning g GPUs of one system) for every row of every
+    layout; numpy on scalars costs microseconds a call. Keyed by type as well (an int 2 and a float 2.0
+    give results of different types), so a cached value is what the call would return. Under the render's
+    symbolic trace (derive.render.page_step_trace swaps this module's ``np`` for SymPy's) every call runs:
+    a value cached in one world must not answer the other.
+    """
+    cached = lru_cache(maxsize=65536, typed=True)(function)
+
+    @wraps(function)
+    def call(*args: Any) -> Any:
+        if np is not numpy:  # the render's symbolic trace swaps this module's np (derive.render.page_step_trace)
+            return function(*args)
+        for arg in args:
+            if isinstance(arg, numpy.ndarray):
+                return function(*args)
+        return cached(*args)
+    call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return call  # type: ignore[return-value]
+
 
 #: Ring steps of a collective on n ranks (NCCL ring algorithms): the latency term's count. An
 #: all-to-all is one round of grouped sends and receives to every peer at once (NCCL's alltoall
@@ -48,6 +77,7 @@ def ranks_per_domain(ranks: Size, group_span: Size, gpu: System) -> Any:
     return np.maximum(1, np.minimum(ranks, ranks * gpu.nvlink_domain // np.maximum(group_span, 1)))
 
 
+@one_layout_cached
 def ring_bandwidth(ranks: Size, group_span: Size, gpu: System) -> Any:
     """Unidirectional bytes/s of a rank in a ring collective: NVLink inside a domain, the domain's NICs across.
 
@@ -63,6 +93,7 @@ def ring_bandwidth(ranks: Size, group_span: Size, gpu: System) -> Any:
     return np.where(inside, gpu.nvlink_bandwidth, across)
 
 
+@one_layout_cached
 def call_latency(collective: str, ranks: Size, group_span: Size, gpu: System) -> Any:
     """Latency of one NCCL call of ``collective`` over ``ranks`` spread over ``group_span`` consecutive GPUs.
 
@@ -90,18 +121,23 @@ def collective_seconds(row: Any, sizes: dict[str, Size], gpu: System, eta: Effic
     the NCCL calls each of the row's ``count`` issues is split into (its bytes in buckets or per-layer
     units: ``derive.accounts.schedule.data_parallel_calls``), each paying ``call_latency``.
     """
-    group_span = span(row.group, sizes)
-    link = gpu.link(group_span)[0]
-    ranks = np.maximum(np.trunc(np.asarray(row.ranks, dtype=float)), 2)
-    sent = np.asarray(row.sent, dtype=float)
+    return row_seconds(row.collective, row.ranks, row.sent, row.count, span(row.group, sizes), gpu, eta, calls)
+
+
+@one_layout_cached
+def row_seconds(collective: str, ranks: Any, sent: Any, count: Any, group_span: Size, gpu: System, eta: Efficiency,
+                calls: Any) -> Any:
+    """``collective_seconds`` of a row of ``collective`` moving ``ranks``, ``sent``, ``count`` over ``group_span`` GPUs."""
+    ranks = np.maximum(np.trunc(np.asarray(ranks, dtype=float)), 2)
+    sent = np.asarray(sent, dtype=float)
     # a pipeline send goes from one rank to one rank: its own link, no ring over the domain's NICs
-    bandwidth = link if row.collective == "send-recv" else ring_bandwidth(ranks, group_span, gpu)
+    bandwidth = gpu.link(group_span)[0] if collective == "send-recv" else ring_bandwidth(ranks, group_span, gpu)
     wire = sent / (eta.network * bandwidth)
-    if row.collective == "all-to-all":
+    if collective == "all-to-all":
         remote = remote_share(ranks, group_span, gpu)
         split = np.maximum(remote * sent / gpu.nic_bandwidth, (1 - remote) * sent / gpu.nvlink_bandwidth)
         wire = np.where(group_span > gpu.nvlink_domain, split / eta.network, wire)
-    return np.asarray(row.count, dtype=float) * (wire + calls * call_latency(row.collective, ranks, group_span, gpu))
+    return np.asarray(count, dtype=float) * (wire + calls * call_latency(collective, ranks, group_span, gpu))
 
 
 def ring_exposed(forward: Any, backward: Any, lay: Layout, compute: dict[str, Any], on: bool) -> Any:

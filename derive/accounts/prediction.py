@@ -125,6 +125,13 @@ def _flags(parallelism: Parallelism) -> Parallelism:
     return _flags_of(tuple(getattr(parallelism, name) for name in FLAG_FIELDS))
 
 
+@lru_cache(maxsize=4096, typed=True)
+def _one_layout_fields(function: Callable[..., list], *sizes: int) -> list:
+    """``function(*sizes)`` of one layout's sizes, once: templates of other flags (recompute, ZeRO stage, balanced)
+    share the compiled functions, and the planner's checks predict each layout under each of them. Read only."""
+    return function(*sizes)
+
+
 def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: bool) -> list[Row]:
     """The ledger template of ``flags`` at ``sizes`` (TEMPLATE_SIZES' values: numbers or columns).
 
@@ -132,21 +139,25 @@ def template_rows(model: Model, flags: Parallelism, sizes: tuple, whole_model: b
     move nothing at every layout are left out.
     """
     names, compiled, where = _template(model, _flags(flags), whole_model)
+    one_layout = not any(isinstance(size, np.ndarray) for size in sizes)
     computed: dict[Callable[..., list], list] = {}
     for function, _ in compiled:
         if function not in computed:
-            computed[function] = function(*sizes)
+            computed[function] = _one_layout_fields(function, *sizes) if one_layout else function(*sizes)
     fields = [computed[function][position] for function, position in (compiled[index] for index in where)]
-    shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
-    if shape:
-        def column(field: object) -> np.ndarray:
-            return np.broadcast_to(np.asarray(field, dtype=float), shape)
-    else:  # one layout: each field is one number already (broadcasting to () would only cost time)
-        def column(field: object) -> np.ndarray:
-            return np.asarray(field, dtype=float)
     found = []
+    if one_layout:
+        # one layout: each field is one number already, a float of it is what a 0-d column holds (numpy on
+        # scalars, row by row, cost the scalar predict most of its time)
+        for index, (name, group, collective, overlap, pass_) in enumerate(names):
+            ranks, sent, count = map(float, fields[3 * index:3 * index + 3])
+            if ranks != 1 and count != 0 and sent != 0:
+                found.append(Row(name, group, collective, overlap, pass_, ranks, sent, count))
+        return found
+    shape = np.broadcast_shapes(*(np.shape(size) for size in sizes))
     for index, (name, group, collective, overlap, pass_) in enumerate(names):
-        ranks, sent, count = map(column, fields[3 * index:3 * index + 3])
+        ranks, sent, count = (np.broadcast_to(np.asarray(field, dtype=float), shape)
+                              for field in fields[3 * index:3 * index + 3])
         moves = (ranks != 1) & (count != 0) & (sent != 0)
         if moves.any():
             found.append(Row(name, group, collective, overlap, pass_, ranks, sent, np.where(moves, count, 0.0)))
@@ -166,8 +177,7 @@ def ledger_rows(model: Model, parallelism: Parallelism) -> list[Row]:
                 for r in collectives(model, parallelism)]
     sizes = (parallelism.tp, parallelism.pp, parallelism.vp, parallelism.cp, parallelism.dp, parallelism.ep,
              parallelism.etp, parallelism.micro_batches, parallelism.micro_batch)
-    return [Row(r.name, r.group, r.collective, r.overlap, r.pass_, float(r.ranks), float(r.sent), float(r.count))
-            for r in template_rows(model, parallelism, sizes, parallelism.pp == 1)]
+    return template_rows(model, parallelism, sizes, parallelism.pp == 1)  # one layout's: floats
 
 
 @lru_cache(maxsize=1024)
