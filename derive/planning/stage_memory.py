@@ -41,8 +41,12 @@ PARTS = (*STATE_TAGS, "fp8_copies", "activations")
 FRAMEWORK = "megatron"
 
 
+@lru_cache(maxsize=None)
 def state_bytes_per_parameter(placement_name: str, sharded: bool) -> dict[str, sp.Expr]:
-    """Resident GPU bytes per parameter of ``placement_name`` by state tag (sharded over STATE_RANKS if asked)."""
+    """Resident GPU bytes per parameter of ``placement_name`` by state tag (sharded over STATE_RANKS if asked).
+
+    Kept per placement (read, never changed, by :func:`stage_parts`): the page asks it at every architecture and flag.
+    """
     held = placement_ledger(placement_name, sharded, STATE_RANKS).where("resident").without("host")
     return {tag: sp.expand(held.where(tag).bytes() / N) for tag in STATE_TAGS}
 

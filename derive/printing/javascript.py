@@ -5,10 +5,12 @@ import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from derive.printing.cache import Cached
+from derive.printing.once import PrintedOnce
 
 
-class JavascriptPrinter(Cached, JavascriptCodePrinter):
-    """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN."""
+class JavascriptPrinter(Cached, PrintedOnce, JavascriptCodePrinter):
+    """SymPy's JavaScript printer; NaN (a figure that does not exist at these values) as NaN; a subtree the page's
+    expressions share printed once (derive.printing.once)."""
 
     def _print_NaN(self, expr: sp.Expr) -> str:
         return "NaN"

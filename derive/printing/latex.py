@@ -8,6 +8,7 @@ from sympy.printing.latex import LatexPrinter
 
 from derive.printing.cache import Cached
 from derive.printing.factored import Factored
+from derive.printing.once import PrintedOnce
 from derive.symbols import LATEX_NAMES, s
 
 
@@ -101,8 +102,9 @@ def constants_first(term: sp.Expr) -> tuple[bool, bool, object]:
 TERM_ORDERS = {"degree": by_degree, "constants-first": constants_first}
 
 
-class SheetLatexPrinter(Cached, LatexPrinter):
-    """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); the terms of a sum in one of :data:`TERM_ORDERS`."""
+class SheetLatexPrinter(Cached, PrintedOnce, LatexPrinter):
+    """Symbols in the sheet's names (N_{\\mathrm{GEMM}}); the terms of a sum in one of :data:`TERM_ORDERS`; a subtree
+    printed once (derive.printing.once)."""
 
     def __init__(self, terms: str = "degree") -> None:
         super().__init__()

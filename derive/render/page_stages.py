@@ -97,8 +97,15 @@ def _tables(entry: Model) -> dict[tuple[str, str], dict[tuple[object, ...], sp.E
             continue
         for stage, found in parts.items():
             for part, expr in found.items():
-                tables.setdefault((stage, part), {})[values] = _where(expr, STAGES[stage] & checked)
+                tables.setdefault((stage, part), {})[values] = _where(expr, _exists(stage, checked))
     return tables
+
+
+@lru_cache(maxsize=None)
+def _exists(stage: str, checked: sp.Boolean) -> sp.Boolean:
+    """Where ``stage`` exists and predict checks it: built once per stage and check (And simplifies at every part
+    and flag value otherwise)."""
+    return STAGES[stage] & checked
 
 
 # Many flag combinations give a part the same expression (a dense part at either sequence-parallel value, the
