@@ -40,13 +40,10 @@ def one_layout_cached(function: F) -> F:
 
     @wraps(function)
     def call(*args: Any) -> Any:
-        if np is not numpy:  # the render's symbolic trace swaps this module's np (derive.render.page_step_trace)
+        # the render's symbolic trace swaps this module's np (derive.render.page_step_trace); columns are not keys
+        if np is not numpy or any(isinstance(arg, numpy.ndarray) for arg in args):
             return function(*args)
-        for arg in args:
-            if isinstance(arg, numpy.ndarray):
-                return function(*args)
         return cached(*args)
-    call.cache_info = cached.cache_info  # type: ignore[attr-defined]
     return call  # type: ignore[return-value]
 
 

@@ -90,7 +90,10 @@ def prepared(page: Callable[[], T] | None = None,
     results = iter(shared(tasks))
     for part in parts:
         part.give(next(results))
-    page_context = next(results) if page_task else page() if page is not None else None
+    if page_task:
+        page_context = next(results)
+    else:  # made here from the parts handed over (or no page: an installed package's render)
+        page_context = page() if page is not None else None
     sections = {build: next(results) for build in numbers}
     for group in verdicts:
         keep_verdicts(group, next(results))
